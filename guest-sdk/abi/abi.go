@@ -1,0 +1,170 @@
+// Package abi holds the names and numbers of the wasmsched guest ABI, version 1.
+//
+// It is the single source of truth shared by the host (which imports it from the
+// main module) and the guest SDK, so the two can never disagree about a function
+// name or a field number. docs/abi.md describes the same contract for authors of
+// guests in other languages. The package has no dependencies and compiles for
+// every target, wasm included.
+package abi
+
+// Version is the ABI version this package describes. A guest reports the
+// version it was built for from the AbiVersion export; the host refuses a
+// module that reports another version.
+const Version = 1
+
+// HostModule is the import module name of the host functions.
+const HostModule = "wasmsched"
+
+// Guest exports.
+const (
+	// ExportAbiVersion is `abi_version() -> i32`, required.
+	ExportAbiVersion = "abi_version"
+	// ExportCapabilities is `capabilities() -> i32`, optional: a bit set of
+	// the extension points the policy implements (CapPreFilter...). Without
+	// it, every present export counts as implemented.
+	ExportCapabilities = "capabilities"
+	// ExportPreFilter is `prefilter(cycle i64)`, optional, once per scheduling cycle.
+	ExportPreFilter = "prefilter"
+	// ExportFilter is `filter(cycle i64)`, once per (pod, node).
+	ExportFilter = "filter"
+	// ExportPreScore is `prescore(cycle i64)`, optional, once per scheduling cycle.
+	ExportPreScore = "prescore"
+	// ExportScore is `score(cycle i64) -> i64`, once per (pod, feasible node).
+	ExportScore = "score"
+	// ExportNormalizeScore is `normalize_score(cycle i64, n i32)`, optional.
+	ExportNormalizeScore = "normalize_score"
+	// ExportInitialize is the reactor initializer that compilers emit for
+	// -buildmode=c-shared; the host calls it once per instance.
+	ExportInitialize = "_initialize"
+	// ExportStart is the command entry point; the host calls it once per
+	// instance when there is no _initialize, and it must return normally.
+	ExportStart = "_start"
+)
+
+// Capability bits returned by the capabilities export.
+const (
+	CapPreFilter      int32 = 1
+	CapFilter         int32 = 2
+	CapPreScore       int32 = 4
+	CapScore          int32 = 8
+	CapNormalizeScore int32 = 16
+)
+
+// Status codes, equal to the kube-scheduler framework's codes.
+const (
+	CodeSuccess                      int32 = 0
+	CodeError                        int32 = 1
+	CodeUnschedulable                int32 = 2
+	CodeUnschedulableAndUnresolvable int32 = 3
+	CodeSkip                         int32 = 5
+)
+
+// Host functions, all in module HostModule. Pointers and lengths are i32
+// offsets into the guest's exported "memory".
+const (
+	// FnSetStatus is `set_status(code i32, reason_ptr i32, reason_len i32)`.
+	FnSetStatus = "set_status"
+	// FnConfig is `config(buf i32, cap i32) -> i32`.
+	FnConfig = "config"
+	// FnLog is `log(level i32, list_ptr i32, list_len i32)`; the payload is a
+	// string list: message, then key/value pairs.
+	FnLog = "log"
+	// FnPodString is `pod_string(field i32, buf i32, cap i32) -> i32`.
+	FnPodString = "pod_string"
+	// FnPodLabel is `pod_label(key_ptr, key_len, buf, cap) -> i32`.
+	FnPodLabel = "pod_label"
+	// FnPodAnnotation is `pod_annotation(key_ptr, key_len, buf, cap) -> i32`.
+	FnPodAnnotation = "pod_annotation"
+	// FnPodList is `pod_list(kind i32, buf i32, cap i32) -> i32`.
+	FnPodList = "pod_list"
+	// FnPodRequest is `pod_request(name_ptr, name_len) -> i64`.
+	FnPodRequest = "pod_request"
+	// FnPodPriority is `pod_priority() -> i64`.
+	FnPodPriority = "pod_priority"
+	// FnNodeString is `node_string(field i32, buf i32, cap i32) -> i32`.
+	FnNodeString = "node_string"
+	// FnNodeLabel is `node_label(key_ptr, key_len, buf, cap) -> i32`.
+	FnNodeLabel = "node_label"
+	// FnNodeAnnotation is `node_annotation(key_ptr, key_len, buf, cap) -> i32`.
+	FnNodeAnnotation = "node_annotation"
+	// FnNodeList is `node_list(kind i32, buf i32, cap i32) -> i32`.
+	FnNodeList = "node_list"
+	// FnNodeResource is `node_resource(kind i32, name_ptr, name_len) -> i64`.
+	FnNodeResource = "node_resource"
+	// FnNodePodCount is `node_pod_count() -> i32`.
+	FnNodePodCount = "node_pod_count"
+	// FnNodeUnschedulable is `node_unschedulable() -> i32` (1 or 0).
+	FnNodeUnschedulable = "node_unschedulable"
+	// FnCycleStateSet is `cycle_state_set(ptr i32, len i32)`.
+	FnCycleStateSet = "cycle_state_set"
+	// FnCycleStateGet is `cycle_state_get(buf i32, cap i32) -> i32`.
+	FnCycleStateGet = "cycle_state_get"
+	// FnScoresGet is `scores_get(buf i32, n i32) -> i32`.
+	FnScoresGet = "scores_get"
+	// FnScoresSet is `scores_set(buf i32, n i32) -> i32`.
+	FnScoresSet = "scores_set"
+)
+
+// Return values of the read functions other than a length.
+const (
+	// NotFound means the key, field or object does not exist (-1).
+	NotFound int32 = -1
+	// BadArgs means a pointer or length was outside guest memory, or a field or
+	// kind number is unknown (-2). The call does not trap; the SDK treats it as a bug.
+	BadArgs int32 = -2
+	// NotAvailable means the data does not exist at this extension point, such
+	// as node data during prefilter (-3).
+	NotAvailable int32 = -3
+)
+
+// MissingQuantity is what pod_request and node_resource return for an unknown resource or a bad argument.
+const MissingQuantity int64 = -1 << 63
+
+// Fields for pod_string.
+const (
+	PodName              int32 = 0
+	PodNamespace         int32 = 1
+	PodUID               int32 = 2
+	PodSchedulerName     int32 = 3
+	PodPriorityClassName int32 = 4
+	PodServiceAccount    int32 = 5
+)
+
+// Fields for node_string.
+const (
+	NodeName int32 = 0
+)
+
+// Kinds for pod_list.
+const (
+	PodLabels       int32 = 0
+	PodAnnotations  int32 = 1
+	PodNodeSelector int32 = 2
+	PodTolerations  int32 = 3 // entries of 5 strings: key, operator, value, effect, tolerationSeconds ("" if unset)
+	PodRequests     int32 = 4 // entries of 2 strings: resource name, decimal int64 value
+)
+
+// Kinds for node_list.
+const (
+	NodeLabels      int32 = 0
+	NodeAnnotations int32 = 1
+	NodeTaints      int32 = 2 // entries of 3 strings: key, value, effect
+	NodeAllocatable int32 = 3 // entries of 2 strings: resource name, decimal int64 value
+	NodeCapacity    int32 = 4
+	NodeRequested   int32 = 5
+)
+
+// Kinds for node_resource.
+const (
+	ResourceAllocatable int32 = 0
+	ResourceCapacity    int32 = 1
+	ResourceRequested   int32 = 2
+)
+
+// Resource values: cpu is in millicores, everything else in base units
+// (memory and ephemeral-storage in bytes, extended resources as integers).
+const (
+	ResourceCPU    = "cpu"
+	ResourceMemory = "memory"
+	ResourcePods   = "pods"
+)

@@ -1,0 +1,3 @@
+module github.com/wasmsched/wasmsched/guest-sdk
+
+go 1.24

@@ -1,0 +1,356 @@
+// Package sdk is the Go SDK for wasmsched scheduling policies.
+//
+// A policy is a main package that registers its functions in init and is
+// compiled to wasm with TinyGo or Go:
+//
+//	package main
+//
+//	import sdk "github.com/wasmsched/wasmsched/guest-sdk"
+//
+//	func init() { sdk.RegisterFilter(filter) }
+//
+//	func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
+//		team, _ := pod.Label("team")
+//		if v, _ := node.Label("team"); v != team {
+//			return sdk.Unschedulable("team label mismatch")
+//		}
+//		return sdk.Success()
+//	}
+//
+//	func main() {}
+//
+// Build with TinyGo (small, fast):
+//
+//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -o policy.wasm .
+//
+// or with Go ≥ 1.24:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o policy.wasm .
+//
+// Pod and Node read their fields lazily from the host: a policy pays only for
+// the fields it reads. Strings returned by accessors stay valid after the
+// policy function returns (they are ordinary Go strings).
+//
+// Outside wasm (GOOS != wasip1) the same package runs natively against
+// PodData and NodeData values, so a policy's logic can be unit-tested with
+// plain `go test`; see RunFilter and RunScore.
+package sdk
+
+import "github.com/wasmsched/wasmsched/guest-sdk/abi"
+
+// Code is a status code; the values are the kube-scheduler framework's.
+type Code int32
+
+// Status codes a policy can return.
+const (
+	CodeSuccess                      Code = Code(abi.CodeSuccess)
+	CodeError                        Code = Code(abi.CodeError)
+	CodeUnschedulable                Code = Code(abi.CodeUnschedulable)
+	CodeUnschedulableAndUnresolvable Code = Code(abi.CodeUnschedulableAndUnresolvable)
+	CodeSkip                         Code = Code(abi.CodeSkip)
+)
+
+// Status is a policy's verdict for one call.
+type Status struct {
+	Code   Code
+	Reason string
+}
+
+// Success lets the pod onto the node (Filter) or accepts the score (Score).
+func Success() Status { return Status{} }
+
+// Unschedulable rejects the node; the reason appears in the pod's
+// FailedScheduling event as "rejected by WasmPolicy/<policy>: <reason>".
+// Preemption may still try the node.
+func Unschedulable(reason string) Status { return Status{CodeUnschedulable, reason} }
+
+// UnschedulableAndUnresolvable rejects the node and tells the scheduler that
+// preempting pods on it would not help.
+func UnschedulableAndUnresolvable(reason string) Status {
+	return Status{CodeUnschedulableAndUnresolvable, reason}
+}
+
+// Error reports that the policy could not decide; the policy's failurePolicy
+// decides what the scheduler does.
+func Error(reason string) Status { return Status{CodeError, reason} }
+
+// Skip, returned from PreFilter or PreScore, skips this policy's Filter or
+// Score for the whole cycle.
+func Skip() Status { return Status{Code: CodeSkip} }
+
+// IsSuccess reports whether the status is Success.
+func (s Status) IsSuccess() bool { return s.Code == CodeSuccess }
+
+// Taint is a node taint.
+type Taint struct {
+	Key, Value, Effect string
+}
+
+// Toleration is a pod toleration. TolerationSeconds is "" when unset.
+type Toleration struct {
+	Key, Operator, Value, Effect, TolerationSeconds string
+}
+
+// Tolerates reports whether the toleration tolerates the taint, with
+// Kubernetes' matching rules (empty key with Exists matches every taint,
+// empty effect matches every effect).
+func (t Toleration) Tolerates(taint Taint) bool {
+	if t.Effect != "" && t.Effect != taint.Effect {
+		return false
+	}
+	if t.Key != "" && t.Key != taint.Key {
+		return false
+	}
+	switch t.Operator {
+	case "Exists":
+		return true
+	case "", "Equal":
+		return t.Value == taint.Value
+	}
+	return false
+}
+
+var (
+	preFilterFn func(Pod) Status
+	filterFn    func(Pod, Node) Status
+	preScoreFn  func(Pod) Status
+	scoreFn     func(Pod, Node) (int64, Status)
+	normalizeFn func(Pod, []int64) Status
+)
+
+// RegisterFilter sets the policy's Filter, called once per (pod, node).
+func RegisterFilter(f func(pod Pod, node Node) Status) { filterFn = f }
+
+// RegisterScore sets the policy's Score, called once per (pod, feasible
+// node). Scores are 0..100 unless the policy also registers NormalizeScore.
+func RegisterScore(f func(pod Pod, node Node) (int64, Status)) { scoreFn = f }
+
+// RegisterPreFilter sets a function called once per scheduling cycle before
+// Filter. It can reject the pod outright, return Skip, or compute data for
+// Filter with SetCycleState.
+func RegisterPreFilter(f func(pod Pod) Status) { preFilterFn = f }
+
+// RegisterPreScore sets a function called once per scheduling cycle before Score.
+func RegisterPreScore(f func(pod Pod) Status) { preScoreFn = f }
+
+// RegisterNormalizeScore sets a function that rewrites the raw scores of all
+// feasible nodes in place (in an unspecified node order) to the 0..100 range.
+func RegisterNormalizeScore(f func(pod Pod, scores []int64) Status) { normalizeFn = f }
+
+// capabilities tells the host which functions are registered, so it never
+// calls an export the policy does not implement.
+func capabilities() int32 {
+	var c int32
+	if preFilterFn != nil {
+		c |= 1
+	}
+	if filterFn != nil {
+		c |= 2
+	}
+	if preScoreFn != nil {
+		c |= 4
+	}
+	if scoreFn != nil {
+		c |= 8
+	}
+	if normalizeFn != nil {
+		c |= 16
+	}
+	return c
+}
+
+// Pod is the pod being scheduled. The zero value is ready to use inside a
+// policy function; fields are read from the host on first use and cached for
+// the rest of the scheduling cycle.
+type Pod struct{}
+
+// Node is the node being evaluated. Its fields are read from the host on use.
+type Node struct{}
+
+// Name returns the pod's name.
+func (Pod) Name() string { return podString(abi.PodName) }
+
+// Namespace returns the pod's namespace.
+func (Pod) Namespace() string { return podString(abi.PodNamespace) }
+
+// UID returns the pod's UID.
+func (Pod) UID() string { return podString(abi.PodUID) }
+
+// SchedulerName returns spec.schedulerName.
+func (Pod) SchedulerName() string { return podString(abi.PodSchedulerName) }
+
+// PriorityClassName returns spec.priorityClassName.
+func (Pod) PriorityClassName() string { return podString(abi.PodPriorityClassName) }
+
+// ServiceAccountName returns spec.serviceAccountName.
+func (Pod) ServiceAccountName() string { return podString(abi.PodServiceAccount) }
+
+// Label returns one label and whether it is set. Repeated reads in a cycle
+// are answered from a cache in the guest.
+func (Pod) Label(key string) (string, bool) { return podLabel(key) }
+
+// Annotation returns one annotation and whether it is set.
+func (Pod) Annotation(key string) (string, bool) { return podAnnotation(key) }
+
+// Labels returns all labels.
+func (Pod) Labels() map[string]string { return decodeMap(podList(abi.PodLabels)) }
+
+// Annotations returns all annotations.
+func (Pod) Annotations() map[string]string { return decodeMap(podList(abi.PodAnnotations)) }
+
+// NodeSelector returns spec.nodeSelector.
+func (Pod) NodeSelector() map[string]string { return decodeMap(podList(abi.PodNodeSelector)) }
+
+// Tolerations returns spec.tolerations.
+func (Pod) Tolerations() []Toleration {
+	r := abi.NewListReader(podList(abi.PodTolerations))
+	ts := make([]Toleration, 0, r.Len()/5)
+	for r.Len() >= 5 {
+		f := [5]string{}
+		for i := range f {
+			b, _ := r.Next()
+			f[i] = string(b)
+		}
+		ts = append(ts, Toleration{f[0], f[1], f[2], f[3], f[4]})
+	}
+	return ts
+}
+
+// Request returns the pod's effective request of a resource as the
+// scheduler counts it (containers, init containers and overhead): cpu in
+// millicores, memory in bytes, extended resources as integers; 0 if none.
+func (Pod) Request(resource string) int64 { return podRequest(resource) }
+
+// Requests returns every resource the pod requests.
+func (Pod) Requests() map[string]int64 { return decodeInts(podList(abi.PodRequests)) }
+
+// Priority returns the pod's priority (0 if unset).
+func (Pod) Priority() int64 { return podPriority() }
+
+// Name returns the node's name.
+func (Node) Name() string { return nodeName() }
+
+// Label returns one node label and whether it is set.
+func (Node) Label(key string) (string, bool) { return nodeLabel(key) }
+
+// Annotation returns one node annotation and whether it is set.
+func (Node) Annotation(key string) (string, bool) { return nodeAnnotation(key) }
+
+// Labels returns all node labels.
+func (Node) Labels() map[string]string { return decodeMap(nodeList(abi.NodeLabels)) }
+
+// Annotations returns all node annotations.
+func (Node) Annotations() map[string]string { return decodeMap(nodeList(abi.NodeAnnotations)) }
+
+// Taints returns spec.taints.
+func (Node) Taints() []Taint {
+	r := abi.NewListReader(nodeList(abi.NodeTaints))
+	ts := make([]Taint, 0, r.Len()/3)
+	for r.Len() >= 3 {
+		k, _ := r.Next()
+		v, _ := r.Next()
+		e, _ := r.Next()
+		ts = append(ts, Taint{string(k), string(v), string(e)})
+	}
+	return ts
+}
+
+// Allocatable returns status.allocatable of one resource, or -1 if the node
+// does not report it. Units as in Pod.Request.
+func (Node) Allocatable(resource string) int64 {
+	return missingToMinus1(nodeResource(abi.ResourceAllocatable, resource))
+}
+
+// Capacity returns status.capacity of one resource, or -1 if not reported.
+func (Node) Capacity(resource string) int64 {
+	return missingToMinus1(nodeResource(abi.ResourceCapacity, resource))
+}
+
+// Requested returns the sum of the requests of the pods on the node
+// (including pods the scheduler has assumed but not yet bound).
+func (Node) Requested(resource string) int64 {
+	return max(0, nodeResource(abi.ResourceRequested, resource))
+}
+
+// AllocatableAll returns every allocatable resource.
+func (Node) AllocatableAll() map[string]int64 { return decodeInts(nodeList(abi.NodeAllocatable)) }
+
+// CapacityAll returns every capacity resource.
+func (Node) CapacityAll() map[string]int64 { return decodeInts(nodeList(abi.NodeCapacity)) }
+
+// RequestedAll returns the requested totals of every resource.
+func (Node) RequestedAll() map[string]int64 { return decodeInts(nodeList(abi.NodeRequested)) }
+
+// PodCount returns how many pods are on the node.
+func (Node) PodCount() int { return nodePodCount() }
+
+// Unschedulable reports spec.unschedulable (cordoned).
+func (Node) Unschedulable() bool { return nodeUnschedulable() }
+
+// Config returns the policy's config string from the scheduler configuration.
+func Config() string { return config() }
+
+// SetCycleState stores data for this scheduling cycle; call it from
+// PreFilter or PreScore and read it back with CycleState in Filter or Score.
+// Different calls of a cycle may run in different instances, so this is the
+// only way to pass data between them.
+func SetCycleState(b []byte) { setCycleState(b) }
+
+// CycleState returns what SetCycleState stored in this cycle, or nil.
+func CycleState() []byte { return cycleState() }
+
+// Log writes a structured log line through the scheduler's klog, with the
+// policy name attached. keysAndValues alternate keys and values.
+func Log(msg string, keysAndValues ...string) { logV(0, msg, keysAndValues) }
+
+// LogV is Log at a klog verbosity level; the host drops it unless the
+// scheduler runs with -v=level or higher.
+func LogV(level int32, msg string, keysAndValues ...string) { logV(level, msg, keysAndValues) }
+
+func missingToMinus1(v int64) int64 {
+	if v == abi.MissingQuantity {
+		return -1
+	}
+	return v
+}
+
+func decodeMap(b []byte) map[string]string {
+	r := abi.NewListReader(b)
+	m := make(map[string]string, r.Len()/2)
+	for r.Len() >= 2 {
+		k, _ := r.Next()
+		v, _ := r.Next()
+		m[string(k)] = string(v)
+	}
+	return m
+}
+
+func decodeInts(b []byte) map[string]int64 {
+	r := abi.NewListReader(b)
+	m := make(map[string]int64, r.Len()/2)
+	for r.Len() >= 2 {
+		k, _ := r.Next()
+		v, _ := r.Next()
+		m[string(k)] = parseInt(v)
+	}
+	return m
+}
+
+// parseInt parses a decimal int64 without strconv, to keep TinyGo guests small.
+func parseInt(b []byte) int64 {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		return -n
+	}
+	return n
+}

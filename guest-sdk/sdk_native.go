@@ -1,0 +1,213 @@
+//go:build !wasip1
+
+package sdk
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// The native backend runs a policy's registered functions against PodData
+// and NodeData in the same process, for unit tests of policy logic. It is not
+// safe for concurrent use: tests call the Run functions one at a time.
+
+var (
+	nativePod        *PodData
+	nativeNode       *NodeData
+	nativeConfig     string
+	nativeCycleState []byte
+)
+
+// SetConfig sets what Config returns when running natively.
+func SetConfig(c string) { nativeConfig = c }
+
+// RunPreFilter runs the registered PreFilter natively and starts a new cycle
+// (clearing the cycle state). It returns Success when none is registered.
+func RunPreFilter(pod *PodData) Status {
+	nativePod, nativeNode, nativeCycleState = pod, nil, nil
+	if preFilterFn == nil {
+		return Success()
+	}
+	return preFilterFn(Pod{})
+}
+
+// RunFilter runs the registered Filter natively. It panics when none is registered.
+func RunFilter(pod *PodData, node *NodeData) Status {
+	nativePod, nativeNode = pod, node
+	return filterFn(Pod{}, Node{})
+}
+
+// RunPreScore runs the registered PreScore natively, or returns Success.
+func RunPreScore(pod *PodData) Status {
+	nativePod, nativeNode = pod, nil
+	if preScoreFn == nil {
+		return Success()
+	}
+	return preScoreFn(Pod{})
+}
+
+// RunScore runs the registered Score natively. It panics when none is registered.
+func RunScore(pod *PodData, node *NodeData) (int64, Status) {
+	nativePod, nativeNode = pod, node
+	return scoreFn(Pod{}, Node{})
+}
+
+// RunNormalizeScore runs the registered NormalizeScore natively on scores in
+// place, or returns Success when none is registered.
+func RunNormalizeScore(pod *PodData, scores []int64) Status {
+	nativePod, nativeNode = pod, nil
+	if normalizeFn == nil {
+		return Success()
+	}
+	return normalizeFn(Pod{}, scores)
+}
+
+// Capabilities reports which functions are registered, as the capabilities export does.
+func Capabilities() int32 { return capabilities() }
+
+func pod() *PodData {
+	if nativePod == nil {
+		panic("sdk: no pod; run the policy through RunFilter/RunScore")
+	}
+	return nativePod
+}
+
+func node() *NodeData {
+	if nativeNode == nil {
+		panic("sdk: node data is not available at this extension point")
+	}
+	return nativeNode
+}
+
+func podString(field int32) string {
+	p := pod()
+	switch field {
+	case abi.PodName:
+		return p.Name
+	case abi.PodNamespace:
+		return p.Namespace
+	case abi.PodUID:
+		return p.UID
+	case abi.PodSchedulerName:
+		return p.SchedulerName
+	case abi.PodPriorityClassName:
+		return p.PriorityClassName
+	case abi.PodServiceAccount:
+		return p.ServiceAccountName
+	}
+	return ""
+}
+
+func podLabel(key string) (string, bool) { v, ok := pod().Labels[key]; return v, ok }
+
+func podAnnotation(key string) (string, bool) { v, ok := pod().Annotations[key]; return v, ok }
+
+func podList(kind int32) []byte {
+	p := pod()
+	switch kind {
+	case abi.PodLabels:
+		return encodeMap(p.Labels)
+	case abi.PodAnnotations:
+		return encodeMap(p.Annotations)
+	case abi.PodNodeSelector:
+		return encodeMap(p.NodeSelector)
+	case abi.PodTolerations:
+		b := abi.AppendListHeader(nil, 5*len(p.Tolerations))
+		for _, t := range p.Tolerations {
+			for _, s := range []string{t.Key, t.Operator, t.Value, t.Effect, t.TolerationSeconds} {
+				b = abi.AppendString(b, s)
+			}
+		}
+		return b
+	case abi.PodRequests:
+		return encodeInts(p.Requests)
+	}
+	return nil
+}
+
+func podRequest(name string) int64 { return pod().Requests[name] }
+
+func podPriority() int64 { return pod().Priority }
+
+func nodeName() string { return node().Name }
+
+func nodeLabel(key string) (string, bool) { v, ok := node().Labels[key]; return v, ok }
+
+func nodeAnnotation(key string) (string, bool) { v, ok := node().Annotations[key]; return v, ok }
+
+func nodeList(kind int32) []byte {
+	n := node()
+	switch kind {
+	case abi.NodeLabels:
+		return encodeMap(n.Labels)
+	case abi.NodeAnnotations:
+		return encodeMap(n.Annotations)
+	case abi.NodeTaints:
+		b := abi.AppendListHeader(nil, 3*len(n.Taints))
+		for _, t := range n.Taints {
+			b = abi.AppendString(b, t.Key)
+			b = abi.AppendString(b, t.Value)
+			b = abi.AppendString(b, t.Effect)
+		}
+		return b
+	case abi.NodeAllocatable:
+		return encodeInts(n.Allocatable)
+	case abi.NodeCapacity:
+		return encodeInts(n.Capacity)
+	case abi.NodeRequested:
+		return encodeInts(n.Requested)
+	}
+	return nil
+}
+
+func nodeResource(kind int32, name string) int64 {
+	n := node()
+	var m map[string]int64
+	switch kind {
+	case abi.ResourceAllocatable:
+		m = n.Allocatable
+	case abi.ResourceCapacity:
+		m = n.Capacity
+	case abi.ResourceRequested:
+		return n.Requested[name]
+	}
+	if v, ok := m[name]; ok {
+		return v
+	}
+	return abi.MissingQuantity
+}
+
+func nodePodCount() int { return node().PodCount }
+
+func nodeUnschedulable() bool { return node().Unschedulable }
+
+func config() string { return nativeConfig }
+
+func setCycleState(b []byte) { nativeCycleState = append([]byte(nil), b...) }
+
+func cycleState() []byte { return nativeCycleState }
+
+func logV(level int32, msg string, kv []string) {
+	fmt.Fprintln(os.Stderr, "policy log", "level="+strconv.Itoa(int(level)), msg, kv)
+}
+
+func encodeMap(m map[string]string) []byte {
+	b := abi.AppendListHeader(nil, 2*len(m))
+	for k, v := range m {
+		b = abi.AppendString(b, k)
+		b = abi.AppendString(b, v)
+	}
+	return b
+}
+
+func encodeInts(m map[string]int64) []byte {
+	b := abi.AppendListHeader(nil, 2*len(m))
+	for k, v := range m {
+		b = abi.AppendString(b, k)
+		b = abi.AppendString(b, strconv.FormatInt(v, 10))
+	}
+	return b
+}

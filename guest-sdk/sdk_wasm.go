@@ -1,0 +1,341 @@
+//go:build wasip1
+
+package sdk
+
+import (
+	"unsafe"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// Host imports. Pointers are offsets into this module's linear memory.
+
+//go:wasmimport wasmsched set_status
+func hostSetStatus(code int32, ptr, n uint32)
+
+//go:wasmimport wasmsched config
+func hostConfig(buf, capacity uint32) int32
+
+//go:wasmimport wasmsched log
+func hostLog(level int32, ptr, n uint32)
+
+//go:wasmimport wasmsched pod_string
+func hostPodString(field int32, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched pod_label
+func hostPodLabel(kptr, klen, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched pod_annotation
+func hostPodAnnotation(kptr, klen, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched pod_list
+func hostPodList(kind int32, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched pod_request
+func hostPodRequest(ptr, n uint32) int64
+
+//go:wasmimport wasmsched pod_priority
+func hostPodPriority() int64
+
+//go:wasmimport wasmsched node_string
+func hostNodeString(field int32, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched node_label
+func hostNodeLabel(kptr, klen, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched node_annotation
+func hostNodeAnnotation(kptr, klen, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched node_list
+func hostNodeList(kind int32, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched node_resource
+func hostNodeResource(kind int32, ptr, n uint32) int64
+
+//go:wasmimport wasmsched node_pod_count
+func hostNodePodCount() int32
+
+//go:wasmimport wasmsched node_unschedulable
+func hostNodeUnschedulable() int32
+
+//go:wasmimport wasmsched cycle_state_set
+func hostCycleStateSet(ptr, n uint32)
+
+//go:wasmimport wasmsched cycle_state_get
+func hostCycleStateGet(buf, capacity uint32) int32
+
+//go:wasmimport wasmsched scores_get
+func hostScoresGet(buf uint32, n int32) int32
+
+//go:wasmimport wasmsched scores_set
+func hostScoresSet(buf uint32, n int32) int32
+
+// Exports.
+
+//go:wasmexport abi_version
+func exportAbiVersion() int32 { return abi.Version }
+
+//go:wasmexport capabilities
+func exportCapabilities() int32 { return capabilities() }
+
+//go:wasmexport prefilter
+func exportPreFilter(cycle int64) {
+	begin(cycle)
+	if preFilterFn != nil {
+		report(preFilterFn(Pod{}))
+	}
+}
+
+//go:wasmexport filter
+func exportFilter(cycle int64) {
+	begin(cycle)
+	if filterFn != nil {
+		report(filterFn(Pod{}, Node{}))
+	}
+}
+
+//go:wasmexport prescore
+func exportPreScore(cycle int64) {
+	begin(cycle)
+	if preScoreFn != nil {
+		report(preScoreFn(Pod{}))
+	}
+}
+
+//go:wasmexport score
+func exportScore(cycle int64) int64 {
+	begin(cycle)
+	if scoreFn == nil {
+		return 0
+	}
+	s, st := scoreFn(Pod{}, Node{})
+	report(st)
+	return s
+}
+
+//go:wasmexport normalize_score
+func exportNormalizeScore(cycle int64, n int32) {
+	begin(cycle)
+	if normalizeFn == nil || n <= 0 {
+		return
+	}
+	scores := make([]int64, n)
+	p := uint32(uintptr(unsafe.Pointer(unsafe.SliceData(scores))))
+	hostScoresGet(p, n)
+	st := normalizeFn(Pod{}, scores)
+	hostScoresSet(p, n)
+	report(st)
+}
+
+func ptrOf(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+
+func strPtr(s string) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s)))) }
+
+func report(st Status) {
+	if st.Code != CodeSuccess {
+		hostSetStatus(int32(st.Code), strPtr(st.Reason), uint32(len(st.Reason)))
+	}
+}
+
+// The pod is the same for every call of a cycle, and an instance serves many
+// calls of a cycle, so pod reads are cached until the cycle id changes.
+type cachedValue struct {
+	key, value string
+	ok         bool
+}
+
+var (
+	curCycle       int64
+	podStrings     [abi.PodServiceAccount + 1]*string
+	podLabels      []cachedValue
+	podLists       [abi.PodRequests + 1][]byte
+	podRequests    []cachedInt
+	cycleData      []byte
+	cycleDataValid bool
+	scratch        = make([]byte, 512)
+	configValue    *string
+)
+
+type cachedInt struct {
+	key   string
+	value int64
+}
+
+func begin(cycle int64) {
+	if cycle == curCycle {
+		return
+	}
+	curCycle = cycle
+	podStrings = [abi.PodServiceAccount + 1]*string{}
+	podLabels = podLabels[:0]
+	podLists = [abi.PodRequests + 1][]byte{}
+	podRequests = podRequests[:0]
+	cycleData, cycleDataValid = nil, false
+}
+
+// Read operations: which host function fills a buffer.
+const (
+	opConfig = iota
+	opPodString
+	opPodList
+	opNodeString
+	opNodeList
+	opCycleState
+	opPodLabel
+	opPodAnnotation
+	opNodeLabel
+	opNodeAnnotation
+)
+
+// hostRead calls one host read function. TinyGo cannot take an imported
+// function as a value, hence the switch.
+func hostRead(op int, arg int32, kp, kl, buf, capacity uint32) int32 {
+	switch op {
+	case opConfig:
+		return hostConfig(buf, capacity)
+	case opPodString:
+		return hostPodString(arg, buf, capacity)
+	case opPodList:
+		return hostPodList(arg, buf, capacity)
+	case opNodeString:
+		return hostNodeString(arg, buf, capacity)
+	case opNodeList:
+		return hostNodeList(arg, buf, capacity)
+	case opCycleState:
+		return hostCycleStateGet(buf, capacity)
+	case opPodLabel:
+		return hostPodLabel(kp, kl, buf, capacity)
+	case opPodAnnotation:
+		return hostPodAnnotation(kp, kl, buf, capacity)
+	case opNodeLabel:
+		return hostNodeLabel(kp, kl, buf, capacity)
+	case opNodeAnnotation:
+		return hostNodeAnnotation(kp, kl, buf, capacity)
+	}
+	return abi.BadArgs
+}
+
+// read fills the scratch buffer from a host read function, which returns the
+// full length; when the buffer was too small it grows it and asks again.
+// The result is a view of scratch, valid until the next read.
+func read(op int, arg int32, key string) ([]byte, bool) {
+	kp, kl := strPtr(key), uint32(len(key))
+	n := hostRead(op, arg, kp, kl, ptrOf(scratch), uint32(len(scratch)))
+	if n < 0 {
+		return nil, false
+	}
+	if int(n) > len(scratch) {
+		scratch = make([]byte, int(n)+256)
+		if n = hostRead(op, arg, kp, kl, ptrOf(scratch), uint32(len(scratch))); n < 0 || int(n) > len(scratch) {
+			return nil, false
+		}
+	}
+	return scratch[:n], true
+}
+
+func keyed(op int, key string) (string, bool) {
+	b, ok := read(op, 0, key)
+	return string(b), ok
+}
+
+func podString(field int32) string {
+	if p := podStrings[field]; p != nil {
+		return *p
+	}
+	b, _ := read(opPodString, field, "")
+	s := string(b)
+	podStrings[field] = &s
+	return s
+}
+
+func podLabel(key string) (string, bool) {
+	for i := range podLabels {
+		if podLabels[i].key == key {
+			return podLabels[i].value, podLabels[i].ok
+		}
+	}
+	v, ok := keyed(opPodLabel, key)
+	podLabels = append(podLabels, cachedValue{key, v, ok})
+	return v, ok
+}
+
+func podAnnotation(key string) (string, bool) { return keyed(opPodAnnotation, key) }
+
+func podList(kind int32) []byte {
+	if b := podLists[kind]; b != nil {
+		return b
+	}
+	b, _ := read(opPodList, kind, "")
+	b = append([]byte{}, b...)
+	podLists[kind] = b
+	return b
+}
+
+func podRequest(name string) int64 {
+	for i := range podRequests {
+		if podRequests[i].key == name {
+			return podRequests[i].value
+		}
+	}
+	v := hostPodRequest(strPtr(name), uint32(len(name)))
+	podRequests = append(podRequests, cachedInt{name, v})
+	return v
+}
+
+func podPriority() int64 { return hostPodPriority() }
+
+func nodeName() string {
+	b, _ := read(opNodeString, abi.NodeName, "")
+	return string(b)
+}
+
+func nodeLabel(key string) (string, bool) { return keyed(opNodeLabel, key) }
+
+func nodeAnnotation(key string) (string, bool) { return keyed(opNodeAnnotation, key) }
+
+func nodeList(kind int32) []byte {
+	b, _ := read(opNodeList, kind, "")
+	return b
+}
+
+func nodeResource(kind int32, name string) int64 {
+	return hostNodeResource(kind, strPtr(name), uint32(len(name)))
+}
+
+func nodePodCount() int { return int(max(0, hostNodePodCount())) }
+
+func nodeUnschedulable() bool { return hostNodeUnschedulable() == 1 }
+
+func config() string {
+	if configValue == nil {
+		b, _ := read(opConfig, 0, "")
+		s := string(b)
+		configValue = &s
+	}
+	return *configValue
+}
+
+func setCycleState(b []byte) {
+	hostCycleStateSet(ptrOf(b), uint32(len(b)))
+	cycleData, cycleDataValid = append([]byte(nil), b...), true
+}
+
+func cycleState() []byte {
+	if !cycleDataValid {
+		b, ok := read(opCycleState, 0, "")
+		if ok {
+			cycleData = append([]byte{}, b...)
+		}
+		cycleDataValid = true
+	}
+	return cycleData
+}
+
+func logV(level int32, msg string, kv []string) {
+	b := abi.AppendListHeader(nil, 1+len(kv))
+	b = abi.AppendString(b, msg)
+	for _, s := range kv {
+		b = abi.AppendString(b, s)
+	}
+	hostLog(level, ptrOf(b), uint32(len(b)))
+}

@@ -1,0 +1,253 @@
+package host
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+var cycleCounter atomic.Uint64
+
+// PodState is the pod of one scheduling cycle as policies see it. It is built
+// once per cycle and shared by every policy and every node of that cycle, so
+// nothing about the pod is computed or encoded more than once per cycle, and
+// only if some policy asks for it.
+type PodState struct {
+	Pod *v1.Pod
+	// Cycle is unique per PodState; guests use it to cache pod reads.
+	Cycle uint64
+
+	reqOnce  sync.Once
+	requests map[string]int64
+
+	listOnce [abi.PodRequests + 1]sync.Once
+	lists    [abi.PodRequests + 1][]byte
+}
+
+// NewPodState starts a cycle for pod.
+func NewPodState(pod *v1.Pod) *PodState {
+	return &PodState{Pod: pod, Cycle: cycleCounter.Add(1)}
+}
+
+// Requests returns the pod's effective requests the way the scheduler counts
+// them (max of init containers and the sum of containers, plus overhead):
+// cpu in millicores, everything else in base units.
+func (p *PodState) Requests() map[string]int64 {
+	p.reqOnce.Do(func() {
+		rl := resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{})
+		p.requests = make(map[string]int64, len(rl))
+		for name, q := range rl {
+			if name == v1.ResourceCPU {
+				p.requests[string(name)] = q.MilliValue()
+			} else {
+				p.requests[string(name)] = q.Value()
+			}
+		}
+	})
+	return p.requests
+}
+
+func (p *PodState) list(kind int32) ([]byte, bool) {
+	if kind < 0 || int(kind) >= len(p.lists) {
+		return nil, false
+	}
+	p.listOnce[kind].Do(func() {
+		pod := p.Pod
+		switch kind {
+		case abi.PodLabels:
+			p.lists[kind] = encodeMap(pod.Labels)
+		case abi.PodAnnotations:
+			p.lists[kind] = encodeMap(pod.Annotations)
+		case abi.PodNodeSelector:
+			p.lists[kind] = encodeMap(pod.Spec.NodeSelector)
+		case abi.PodTolerations:
+			b := abi.AppendListHeader(nil, 5*len(pod.Spec.Tolerations))
+			for _, t := range pod.Spec.Tolerations {
+				secs := ""
+				if t.TolerationSeconds != nil {
+					secs = strconv.FormatInt(*t.TolerationSeconds, 10)
+				}
+				b = abi.AppendString(b, t.Key)
+				b = abi.AppendString(b, string(t.Operator))
+				b = abi.AppendString(b, t.Value)
+				b = abi.AppendString(b, string(t.Effect))
+				b = abi.AppendString(b, secs)
+			}
+			p.lists[kind] = b
+		case abi.PodRequests:
+			p.lists[kind] = encodeInts(p.Requests())
+		}
+	})
+	return p.lists[kind], true
+}
+
+func (p *PodState) str(field int32) (string, bool) {
+	pod := p.Pod
+	switch field {
+	case abi.PodName:
+		return pod.Name, true
+	case abi.PodNamespace:
+		return pod.Namespace, true
+	case abi.PodUID:
+		return string(pod.UID), true
+	case abi.PodSchedulerName:
+		return pod.Spec.SchedulerName, true
+	case abi.PodPriorityClassName:
+		return pod.Spec.PriorityClassName, true
+	case abi.PodServiceAccount:
+		return pod.Spec.ServiceAccountName, true
+	}
+	return "", false
+}
+
+func (p *PodState) priority() int64 {
+	if p.Pod.Spec.Priority != nil {
+		return int64(*p.Pod.Spec.Priority)
+	}
+	return 0
+}
+
+func encodeMap(m map[string]string) []byte {
+	n := 4
+	for k, v := range m {
+		n += 8 + len(k) + len(v)
+	}
+	b := abi.AppendListHeader(make([]byte, 0, n), 2*len(m))
+	for k, v := range m {
+		b = abi.AppendString(b, k)
+		b = abi.AppendString(b, v)
+	}
+	return b
+}
+
+func encodeInts(m map[string]int64) []byte {
+	b := abi.AppendListHeader(nil, 2*len(m))
+	for k, v := range m {
+		b = abi.AppendString(b, k)
+		b = abi.AppendString(b, strconv.FormatInt(v, 10))
+	}
+	return b
+}
+
+func resourceMap(r fwk.Resource) map[string]int64 {
+	m := map[string]int64{
+		abi.ResourceCPU:                     r.GetMilliCPU(),
+		abi.ResourceMemory:                  r.GetMemory(),
+		string(v1.ResourceEphemeralStorage): r.GetEphemeralStorage(),
+		abi.ResourcePods:                    int64(r.GetAllowedPodNumber()),
+	}
+	for name, v := range r.GetScalarResources() {
+		m[string(name)] = v
+	}
+	return m
+}
+
+// nodeCache keeps the encoded lists of each node, keyed by node name and
+// valid for one NodeInfo generation. The scheduler bumps the generation
+// whenever the node or its pods change, so an entry is reused across cycles
+// for as long as the node is unchanged.
+type nodeCache struct {
+	mu sync.RWMutex
+	m  map[string]*nodeEntry
+}
+
+type nodeEntry struct {
+	gen   int64
+	once  [abi.NodeRequested + 1]sync.Once
+	lists [abi.NodeRequested + 1][]byte
+}
+
+var nodes = &nodeCache{m: map[string]*nodeEntry{}}
+
+// maxNodeCacheEntries bounds the cache; it is cleared when a cluster has churned through this many node names.
+const maxNodeCacheEntries = 50000
+
+func (c *nodeCache) entry(ni fwk.NodeInfo) *nodeEntry {
+	node := ni.Node()
+	gen := ni.GetGeneration()
+	c.mu.RLock()
+	e := c.m[node.Name]
+	c.mu.RUnlock()
+	if e != nil && e.gen == gen {
+		return e
+	}
+	e = &nodeEntry{gen: gen}
+	c.mu.Lock()
+	if len(c.m) >= maxNodeCacheEntries {
+		c.m = map[string]*nodeEntry{}
+	}
+	if old := c.m[node.Name]; old != nil && old.gen == gen {
+		e = old
+	} else {
+		c.m[node.Name] = e
+	}
+	c.mu.Unlock()
+	return e
+}
+
+func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
+	if kind < 0 || kind > abi.NodeRequested {
+		return nil, false
+	}
+	e := nodes.entry(ni)
+	e.once[kind].Do(func() {
+		node := ni.Node()
+		switch kind {
+		case abi.NodeLabels:
+			e.lists[kind] = encodeMap(node.Labels)
+		case abi.NodeAnnotations:
+			e.lists[kind] = encodeMap(node.Annotations)
+		case abi.NodeTaints:
+			b := abi.AppendListHeader(nil, 3*len(node.Spec.Taints))
+			for _, t := range node.Spec.Taints {
+				b = abi.AppendString(b, t.Key)
+				b = abi.AppendString(b, t.Value)
+				b = abi.AppendString(b, string(t.Effect))
+			}
+			e.lists[kind] = b
+		case abi.NodeAllocatable:
+			e.lists[kind] = encodeInts(resourceMap(ni.GetAllocatable()))
+		case abi.NodeCapacity:
+			e.lists[kind] = encodeInts(quantities(node.Status.Capacity))
+		case abi.NodeRequested:
+			e.lists[kind] = encodeInts(resourceMap(ni.GetRequested()))
+		}
+	})
+	return e.lists[kind], true
+}
+
+func quantities(rl v1.ResourceList) map[string]int64 {
+	m := make(map[string]int64, len(rl))
+	for name, q := range rl {
+		if name == v1.ResourceCPU {
+			m[string(name)] = q.MilliValue()
+		} else {
+			m[string(name)] = q.Value()
+		}
+	}
+	return m
+}
+
+// resourceValue reads one resource of a fwk.Resource without building a map.
+func resourceValue(r fwk.Resource, name string) int64 {
+	switch name {
+	case abi.ResourceCPU:
+		return r.GetMilliCPU()
+	case abi.ResourceMemory:
+		return r.GetMemory()
+	case string(v1.ResourceEphemeralStorage):
+		return r.GetEphemeralStorage()
+	case abi.ResourcePods:
+		return int64(r.GetAllowedPodNumber())
+	}
+	if v, ok := r.GetScalarResources()[v1.ResourceName(name)]; ok {
+		return v
+	}
+	return abi.MissingQuantity
+}

@@ -1,0 +1,343 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// instKey finds the instance a host function was called from: every guest
+// call runs with its instance's callCtx, whose Value answers this key. That
+// is a pointer compare, with no map lookup and no allocation per call.
+type instKey struct{}
+
+func current(ctx context.Context) *instance {
+	return ctx.Value(instKey{}).(*instance)
+}
+
+const (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
+type hostFunc struct {
+	name            string
+	params, results []api.ValueType
+	fn              api.GoModuleFunc
+}
+
+// Every host function validates its pointers and lengths against guest
+// memory and answers abi.BadArgs instead of trapping; none of them can make
+// the host read or write outside the calling instance's memory.
+var hostFuncs = []hostFunc{
+	{abi.FnSetStatus, []api.ValueType{i32, i32, i32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		code := int32(s[0])
+		ptr, n := uint32(s[1]), uint32(s[2])
+		if n > MaxReasonLength {
+			n = MaxReasonLength
+		}
+		reason, ok := m.Memory().Read(ptr, n)
+		if !ok {
+			reason = []byte("(reason pointer out of range)")
+		}
+		in.setStatus(code, reason)
+	}},
+	{abi.FnConfig, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		s[0] = writeOut(m, s[0], s[1], in.v.p.config)
+	}},
+	{abi.FnLog, []api.ValueType{i32, i32, i32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		level := klog.Level(int32(s[0]))
+		if level < 0 {
+			level = 0
+		}
+		if !klog.V(level).Enabled() || uint32(s[2]) > MaxLogSize {
+			return
+		}
+		b, ok := m.Memory().Read(uint32(s[1]), uint32(s[2]))
+		if !ok {
+			return
+		}
+		r := abi.NewListReader(b)
+		msg, _ := r.Next()
+		kv := []any{"policy", in.v.p.name}
+		for {
+			k, ok := r.Next()
+			if !ok {
+				break
+			}
+			v, _ := r.Next()
+			kv = append(kv, safeString(k), safeString(v))
+		}
+		klog.V(level).InfoS(safeString(msg), kv...)
+	}},
+	{abi.FnPodString, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		v, ok := in.pod.str(int32(s[0]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOutString(m, s[1], s[2], v)
+	}},
+	{abi.FnPodLabel, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		s[0] = lookup(m, s, in.pod.Pod.Labels)
+	}},
+	{abi.FnPodAnnotation, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		s[0] = lookup(m, s, in.pod.Pod.Annotations)
+	}},
+	{abi.FnPodList, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		b, ok := in.pod.list(int32(s[0]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[1], s[2], b)
+	}},
+	{abi.FnPodRequest, []api.ValueType{i32, i32}, []api.ValueType{i64}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		name, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			s[0] = retMissing
+			return
+		}
+		if v, ok := in.pod.Requests()[string(name)]; ok {
+			s[0] = uint64(v)
+		} else {
+			s[0] = 0 // a pod that does not request a resource requests zero of it
+		}
+	}},
+	{abi.FnPodPriority, nil, []api.ValueType{i64}, func(ctx context.Context, m api.Module, s []uint64) {
+		s[0] = uint64(current(ctx).pod.priority())
+	}},
+	{abi.FnNodeString, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.node == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		if int32(s[0]) != abi.NodeName {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOutString(m, s[1], s[2], in.node.Node().Name)
+	}},
+	{abi.FnNodeLabel, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.node == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		s[0] = lookup(m, s, in.node.Node().Labels)
+	}},
+	{abi.FnNodeAnnotation, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.node == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		s[0] = lookup(m, s, in.node.Node().Annotations)
+	}},
+	{abi.FnNodeList, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.node == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		b, ok := nodeList(in.node, int32(s[0]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[1], s[2], b)
+	}},
+	{abi.FnNodeResource, []api.ValueType{i32, i32, i32}, []api.ValueType{i64}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		name, ok := m.Memory().Read(uint32(s[1]), uint32(s[2]))
+		if in.node == nil || !ok {
+			s[0] = retMissing
+			return
+		}
+		v := abi.MissingQuantity
+		switch int32(s[0]) {
+		case abi.ResourceAllocatable:
+			v = resourceValue(in.node.GetAllocatable(), string(name))
+		case abi.ResourceRequested:
+			v = resourceValue(in.node.GetRequested(), string(name))
+			if v == abi.MissingQuantity {
+				v = 0
+			}
+		case abi.ResourceCapacity:
+			if node := in.node.Node(); node != nil {
+				for rn, q := range node.Status.Capacity {
+					if string(rn) == string(name) {
+						if rn == "cpu" {
+							v = q.MilliValue()
+						} else {
+							v = q.Value()
+						}
+					}
+				}
+			}
+		}
+		s[0] = api.EncodeI64(v)
+	}},
+	{abi.FnNodePodCount, nil, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.node == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		s[0] = uint64(uint32(len(in.node.GetPods())))
+	}},
+	{abi.FnNodeUnschedulable, nil, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.node == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		if in.node.Node().Spec.Unschedulable {
+			s[0] = 1
+		} else {
+			s[0] = 0
+		}
+	}},
+	{abi.FnCycleStateSet, []api.ValueType{i32, i32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.cycleState == nil || uint32(s[1]) > MaxCycleStateSize {
+			return
+		}
+		b, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			return
+		}
+		*in.cycleState = append([]byte(nil), b...)
+	}},
+	{abi.FnCycleStateGet, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.cycleState == nil || *in.cycleState == nil {
+			s[0] = retNotFound
+			return
+		}
+		s[0] = writeOut(m, s[0], s[1], *in.cycleState)
+	}},
+	{abi.FnScoresGet, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.scores == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		n := uint32(s[1])
+		if n > uint32(len(in.scores)) {
+			n = uint32(len(in.scores))
+		}
+		buf, ok := m.Memory().Read(uint32(s[0]), n*8)
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		for i := uint32(0); i < n; i++ {
+			binary.LittleEndian.PutUint64(buf[i*8:], uint64(in.scores[i]))
+		}
+		s[0] = uint64(uint32(len(in.scores)))
+	}},
+	{abi.FnScoresSet, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.scores == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		n := uint32(s[1])
+		if n != uint32(len(in.scores)) {
+			s[0] = retBadArgs
+			return
+		}
+		buf, ok := m.Memory().Read(uint32(s[0]), n*8)
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		for i := uint32(0); i < n; i++ {
+			in.scores[i] = int64(binary.LittleEndian.Uint64(buf[i*8:]))
+		}
+		s[0] = uint64(n)
+	}},
+}
+
+// Encoded sentinel results (negative values do not convert to uint64 as constants).
+var (
+	retBadArgs      = api.EncodeI32(abi.BadArgs)
+	retNotFound     = api.EncodeI32(abi.NotFound)
+	retNotAvailable = api.EncodeI32(abi.NotAvailable)
+	retMissing      = api.EncodeI64(abi.MissingQuantity)
+)
+
+func init() {
+	for _, f := range hostFuncs {
+		hostFunctionSignatures[f.name] = struct{ params, results []api.ValueType }{f.params, f.results}
+	}
+}
+
+// instantiateHostModule adds the ABI's host functions to a runtime.
+func instantiateHostModule(ctx context.Context, rt wazero.Runtime) error {
+	b := rt.NewHostModuleBuilder(abi.HostModule)
+	for _, f := range hostFuncs {
+		b = b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).Export(f.name)
+	}
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// lookup implements the (key_ptr, key_len, buf, cap) -> len functions.
+func lookup(m api.Module, s []uint64, kv map[string]string) uint64 {
+	key, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+	if !ok {
+		return retBadArgs
+	}
+	v, found := kv[string(key)] // no allocation: the compiler keys the map with the bytes
+	if !found {
+		return retNotFound
+	}
+	return writeOutString(m, s[2], s[3], v)
+}
+
+// writeOut copies data to guest memory at buf if it fits in capacity and
+// returns its length either way, so a guest with a small buffer can retry.
+func writeOut(m api.Module, buf, capacity uint64, data []byte) uint64 {
+	if uint64(len(data)) > uint64(uint32(capacity)) {
+		return uint64(uint32(len(data)))
+	}
+	if len(data) > 0 && !m.Memory().Write(uint32(buf), data) {
+		return retBadArgs
+	}
+	return uint64(uint32(len(data)))
+}
+
+func writeOutString(m api.Module, buf, capacity uint64, data string) uint64 {
+	if uint64(len(data)) > uint64(uint32(capacity)) {
+		return uint64(uint32(len(data)))
+	}
+	if len(data) > 0 && !m.Memory().WriteString(uint32(buf), data) {
+		return retBadArgs
+	}
+	return uint64(uint32(len(data)))
+}
+
+// safeString converts guest bytes for logs and events, replacing invalid UTF-8.
+func safeString(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return string([]rune(string(b)))
+}

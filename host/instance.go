@@ -1,0 +1,273 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// callCtx is the context every guest call of one instance runs with. It is
+// allocated once per instance: Done is closed by the instance's deadline
+// timer, which makes wazero (WithCloseOnContextDone) stop the guest, and
+// Value hands host functions their instance. Reusing it keeps the per-call
+// cost to a timer reset instead of a context.WithTimeout allocation.
+type callCtx struct {
+	in   *instance
+	done chan struct{}
+}
+
+func (c *callCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *callCtx) Done() <-chan struct{}       { return c.done }
+func (c *callCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+func (c *callCtx) Value(key any) any {
+	if _, ok := key.(instKey); ok {
+		return c.in
+	}
+	return nil
+}
+
+// instance is one instantiated module. It serves one call at a time; the pool
+// hands it to one goroutine at a time. After any failed call it is discarded.
+type instance struct {
+	v   *Version
+	mod api.Module
+
+	fn    [numCallKinds]api.Function
+	stack [2]uint64
+
+	cctx  callCtx
+	timer *time.Timer
+	armed atomic.Uint64
+	seq   uint64
+	calls uint64
+
+	// Per-call state read by host functions.
+	pod        *PodState
+	node       fwk.NodeInfo
+	cycleState *[]byte
+	scores     []int64
+	code       int32
+	reason     string
+}
+
+// CallKind is an ABI extension point.
+type CallKind int
+
+// The extension points, in the order of a scheduling cycle.
+const (
+	CallPreFilter CallKind = iota
+	CallFilter
+	CallPreScore
+	CallScore
+	CallNormalizeScore
+	numCallKinds
+)
+
+var callExports = [numCallKinds]string{abi.ExportPreFilter, abi.ExportFilter, abi.ExportPreScore, abi.ExportScore, abi.ExportNormalizeScore}
+
+// String returns the extension point's name as kube-scheduler spells it.
+func (k CallKind) String() string {
+	return [...]string{"PreFilter", "Filter", "PreScore", "Score", "NormalizeScore"}[k]
+}
+
+// newInstance instantiates the version's module and runs its initializer
+// under the policy's init timeout.
+func (v *Version) newInstance(ctx context.Context) (*instance, error) {
+	in := &instance{v: v}
+	in.cctx = callCtx{in: in, done: make(chan struct{})}
+	in.timer = time.AfterFunc(time.Hour, in.expire)
+	in.timer.Stop()
+
+	p := v.p
+	cfg := p.moduleConfig.WithName("").
+		WithStdout(&lineLogger{policy: p.name, stream: "stdout"}).
+		WithStderr(&lineLogger{policy: p.name, stream: "stderr"})
+	// Instantiation runs the start section, which may loop forever: bound it.
+	in.arm(p.initTimeout)
+	mod, err := p.rt.InstantiateModule(&in.cctx, v.compiled, cfg)
+	if !in.disarm() {
+		if mod != nil {
+			_ = mod.Close(ctx)
+		}
+		return nil, fmt.Errorf("instantiating module: start did not finish within %s", p.initTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("instantiating module: %w", err)
+	}
+	in.mod = mod
+	if init := v.exports.Initializer; init != "" {
+		in.arm(p.initTimeout)
+		_, err := mod.ExportedFunction(init).Call(&in.cctx)
+		ok := in.disarm()
+		if err != nil || !ok || mod.IsClosed() {
+			_ = mod.Close(ctx)
+			if !ok {
+				return nil, fmt.Errorf("%s did not finish within %s", init, p.initTimeout)
+			}
+			if init == abi.ExportStart && isExit(err, 0) {
+				return nil, fmt.Errorf("_start exited: a command module cannot serve calls after main returns; build the policy with -buildmode=c-shared")
+			}
+			if err == nil {
+				err = errors.New("module closed itself")
+			}
+			return nil, fmt.Errorf("%s failed: %w", init, err)
+		}
+	}
+	for k := CallKind(0); k < numCallKinds; k++ {
+		in.fn[k] = mod.ExportedFunction(callExports[k])
+	}
+	return in, nil
+}
+
+func isExit(err error, code uint32) bool {
+	var ee *sys.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == code
+}
+
+// arm starts the deadline for the next guest call.
+func (in *instance) arm(d time.Duration) {
+	in.seq++
+	in.armed.Store(in.seq)
+	in.timer.Reset(d)
+}
+
+// disarm stops the deadline and reports whether the call finished in time.
+// A false answer means the instance must not be used again.
+func (in *instance) disarm() bool {
+	stopped := in.timer.Stop()
+	return in.armed.CompareAndSwap(in.seq, 0) && stopped
+}
+
+// expire runs on the timer goroutine when a call overruns its deadline.
+func (in *instance) expire() {
+	if seq := in.armed.Load(); seq != 0 && in.armed.CompareAndSwap(seq, 0) {
+		close(in.cctx.done)
+	}
+}
+
+func (in *instance) setStatus(code int32, reason []byte) {
+	in.code = code
+	in.reason = safeString(bytes.Clone(reason))
+}
+
+// Outcome classifies how a guest call ended.
+type Outcome int
+
+// Call outcomes. Anything but OutcomeOK discards the instance.
+const (
+	OutcomeOK Outcome = iota
+	OutcomeTimeout
+	OutcomeTrap
+	OutcomeExit
+	OutcomeUnavailable
+)
+
+// String returns the outcome as used in metric labels.
+func (o Outcome) String() string {
+	return [...]string{"ok", "timeout", "trap", "exit", "unavailable"}[o]
+}
+
+// CallError describes a failed guest call.
+type CallError struct {
+	Outcome Outcome
+	Err     error
+}
+
+func (e *CallError) Error() string {
+	switch e.Outcome {
+	case OutcomeTimeout:
+		return "policy call exceeded its timeout"
+	case OutcomeExit:
+		return "policy exited: " + e.Err.Error()
+	case OutcomeUnavailable:
+		return "policy unavailable: " + e.Err.Error()
+	}
+	msg := e.Err.Error()
+	if i := strings.IndexByte(msg, '\n'); i > 0 { // keep the trap line, not the wasm stack trace
+		msg = msg[:i]
+	}
+	return "policy trapped: " + msg
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// call runs one export with the instance's stack. arg is the cycle id; n is
+// the second argument of normalize_score. It returns the first result.
+func (in *instance) call(kind CallKind, arg uint64, n uint32) (uint64, *CallError) {
+	in.code, in.reason = abi.CodeSuccess, ""
+	in.stack[0], in.stack[1] = arg, uint64(n)
+	in.calls++
+	in.arm(in.v.p.timeout)
+	err := in.fn[kind].CallWithStack(&in.cctx, in.stack[:])
+	inTime := in.disarm()
+	if !inTime {
+		return 0, &CallError{Outcome: OutcomeTimeout, Err: context.DeadlineExceeded}
+	}
+	if err != nil {
+		var ee *sys.ExitError
+		if errors.As(err, &ee) {
+			if ee.ExitCode() == sys.ExitCodeDeadlineExceeded {
+				return 0, &CallError{Outcome: OutcomeTimeout, Err: err}
+			}
+			return 0, &CallError{Outcome: OutcomeExit, Err: err}
+		}
+		return 0, &CallError{Outcome: OutcomeTrap, Err: err}
+	}
+	return in.stack[0], nil
+}
+
+func (in *instance) close() {
+	in.timer.Stop()
+	if in.mod != nil {
+		_ = in.mod.Close(context.Background())
+	}
+}
+
+// memoryBytes is the instance's current linear memory size.
+func (in *instance) memoryBytes() uint32 {
+	if mem := in.mod.Memory(); mem != nil {
+		return mem.Size()
+	}
+	return 0
+}
+
+// lineLogger turns a guest's stdout/stderr into klog lines naming the policy.
+type lineLogger struct {
+	policy, stream string
+	buf            []byte
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		klog.InfoS("Policy output", "policy", l.policy, "stream", l.stream, "line", safeString(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > MaxLogSize {
+		klog.InfoS("Policy output", "policy", l.policy, "stream", l.stream, "line", safeString(l.buf[:MaxLogSize]))
+		l.buf = l.buf[:0]
+	}
+	return len(p), nil
+}

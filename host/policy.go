@@ -1,0 +1,348 @@
+package host
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// PolicySpec is what the host needs to know about a policy; the plugin fills
+// it from the policy's args.
+type PolicySpec struct {
+	// Name identifies the policy in reasons, logs, events and metrics.
+	Name string
+	// Config is handed to the guest verbatim.
+	Config string
+	// Timeout bounds every guest call.
+	Timeout time.Duration
+	// InitTimeout bounds instantiation and _initialize; 0 means max(1s, 10×Timeout).
+	InitTimeout time.Duration
+	// MemoryLimitBytes caps each instance's linear memory (rounded down to 64 KiB pages).
+	MemoryLimitBytes int64
+	// MaxInstances bounds the pool: at most this many calls run at once.
+	// Set it to the scheduler's parallelism.
+	MaxInstances int
+	// RecycleMemoryBytes discards an instance after a call that left its
+	// linear memory above this size, since wasm memory never shrinks. 0 means
+	// half of MemoryLimitBytes.
+	RecycleMemoryBytes int64
+	// RealClock gives the guest the host's clocks instead of deterministic ones.
+	RealClock bool
+	// RealRandom gives the guest crypto/rand instead of a deterministic source.
+	RealRandom bool
+}
+
+// Policy is one named policy and the module Version currently serving it.
+// Loading a new Version never disturbs calls in flight: the new Version is
+// compiled and initialized off the hot path and then swapped in atomically;
+// if it fails, the current Version keeps serving.
+type Policy struct {
+	name         string
+	config       []byte
+	timeout      time.Duration
+	initTimeout  time.Duration
+	maxInstances int
+	recycleBytes uint32
+
+	rt           wazero.Runtime
+	moduleConfig wazero.ModuleConfig
+
+	loadMu sync.Mutex
+	cur    atomic.Pointer[Version]
+}
+
+// NewPolicy creates a policy with no module loaded yet.
+func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error) {
+	if spec.Name == "" {
+		return nil, errors.New("policy name is empty")
+	}
+	if spec.Timeout <= 0 {
+		return nil, fmt.Errorf("policy %q: timeout must be positive", spec.Name)
+	}
+	pages := spec.MemoryLimitBytes / 65536
+	if pages < 1 || pages > 65536 {
+		return nil, fmt.Errorf("policy %q: memory limit %d bytes is outside 64KiB..4GiB", spec.Name, spec.MemoryLimitBytes)
+	}
+	if spec.MaxInstances < 1 {
+		spec.MaxInstances = 16
+	}
+	if spec.InitTimeout <= 0 {
+		spec.InitTimeout = max(time.Second, 10*spec.Timeout)
+	}
+	if spec.RecycleMemoryBytes <= 0 {
+		spec.RecycleMemoryBytes = pages * 65536 / 2
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(e.cache).
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(uint32(pages))
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("policy %q: wasi: %w", spec.Name, err)
+	}
+	if err := instantiateHostModule(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("policy %q: host module: %w", spec.Name, err)
+	}
+	// No filesystem, no environment, no arguments: that is wazero's default
+	// ModuleConfig. Start functions are run by newInstance under a deadline.
+	mc := wazero.NewModuleConfig().WithStartFunctions()
+	if spec.RealClock {
+		mc = mc.WithSysWalltime().WithSysNanotime().WithSysNanosleep()
+	}
+	if spec.RealRandom {
+		mc = mc.WithRandSource(crand.Reader)
+	}
+	return &Policy{
+		name:         spec.Name,
+		config:       []byte(spec.Config),
+		timeout:      spec.Timeout,
+		initTimeout:  spec.InitTimeout,
+		maxInstances: spec.MaxInstances,
+		recycleBytes: uint32(min(spec.RecycleMemoryBytes, 1<<32-1)),
+		rt:           rt,
+		moduleConfig: mc,
+	}, nil
+}
+
+// Name returns the policy's name.
+func (p *Policy) Name() string { return p.name }
+
+// Current returns the Version serving now, or nil before the first successful load.
+func (p *Policy) Current() *Version { return p.cur.Load() }
+
+// LoadError explains why a module Version was refused. The policy keeps
+// serving its previous version, if it had one.
+type LoadError struct {
+	Policy string
+	// Reason is a short machine-friendly cause: Decode, SHA256Mismatch,
+	// Compile, Validate, Instantiate, ABIVersion.
+	Reason string
+	Err    error
+}
+
+func (e *LoadError) Error() string {
+	return fmt.Sprintf("policy %q: %s: %v", e.Policy, e.Reason, e.Err)
+}
+
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// Load makes src the policy's module: gzip and raw wasm are accepted, the
+// sha256 of the wasm bytes must equal wantSHA256 when it is set, and the
+// module must compile, pass the import allow-list and ABI checks, and
+// initialize. Only then is it swapped in. Loading the bytes that already
+// serve is a no-op that returns the current version.
+func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Version, error) {
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	wasm, digest, err := DecodeModule(src)
+	if err != nil {
+		return nil, &LoadError{p.name, "Decode", err}
+	}
+	if want := strings.ToLower(strings.TrimPrefix(wantSHA256, "sha256:")); want != "" && want != digest {
+		return nil, &LoadError{p.name, "SHA256Mismatch", fmt.Errorf("module sha256 is %s but the policy pins %s; update the policy's sha256 or upload the pinned module", digest, want)}
+	}
+	if cur := p.cur.Load(); cur != nil && cur.sha256 == digest {
+		return cur, nil
+	}
+	start := time.Now()
+	cm, err := p.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, &LoadError{p.name, "Compile", err}
+	}
+	ex, err := checkModule(cm)
+	if err != nil {
+		_ = cm.Close(ctx)
+		return nil, &LoadError{p.name, "Validate", err}
+	}
+	v := &Version{p: p, compiled: cm, exports: ex, sha256: digest, size: len(wasm), sem: make(chan struct{}, p.maxInstances)}
+	in, err := v.newInstance(ctx)
+	if err != nil {
+		_ = cm.Close(ctx)
+		return nil, &LoadError{p.name, "Instantiate", err}
+	}
+	if err := checkABIVersion(in); err != nil {
+		in.close()
+		_ = cm.Close(ctx)
+		return nil, &LoadError{p.name, "ABIVersion", err}
+	}
+	v.live.Add(1)
+	v.free = append(v.free, in)
+	v.loadDuration = time.Since(start)
+	if old := p.cur.Swap(v); old != nil {
+		old.retire()
+	}
+	klog.InfoS("Policy module loaded", "policy", p.name, "sha256", digest, "bytes", len(wasm), "exports", ex.String(), "duration", v.loadDuration)
+	return v, nil
+}
+
+func checkABIVersion(in *instance) error {
+	fn := in.mod.ExportedFunction(abi.ExportAbiVersion)
+	in.arm(in.v.p.initTimeout)
+	res, err := fn.Call(&in.cctx)
+	if !in.disarm() {
+		return fmt.Errorf("%s did not return within %s", abi.ExportAbiVersion, in.v.p.initTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", abi.ExportAbiVersion, err)
+	}
+	if got := int32(res[0]); got != abi.Version {
+		return fmt.Errorf("module implements ABI v%d, this host implements v%d; rebuild the policy with a matching guest SDK", got, abi.Version)
+	}
+	return nil
+}
+
+// Close stops the policy and frees all its instances and modules.
+func (p *Policy) Close(ctx context.Context) error {
+	if v := p.cur.Swap(nil); v != nil {
+		v.retire()
+	}
+	return p.rt.Close(ctx)
+}
+
+// Version is one loaded module of a policy with its instance pool. A
+// scheduling cycle pins the Version it starts with, so every call of the
+// cycle sees the same module even if a reload lands mid-cycle.
+type Version struct {
+	p            *Policy
+	compiled     wazero.CompiledModule
+	exports      Exports
+	sha256       string
+	size         int
+	loadDuration time.Duration
+
+	// sem bounds concurrent calls to the pool size; mu guards only the free
+	// list (a few nanoseconds), never a guest call.
+	sem     chan struct{}
+	mu      sync.Mutex
+	free    []*instance
+	live    atomic.Int64
+	inUse   atomic.Int64
+	retired atomic.Bool
+}
+
+// Exports reports which extension points the module implements.
+func (v *Version) Exports() Exports { return v.exports }
+
+// SHA256 is the hex digest of the module's wasm bytes.
+func (v *Version) SHA256() string { return v.sha256 }
+
+// Size is the module's size in bytes.
+func (v *Version) Size() int { return v.size }
+
+// LoadDuration is how long compiling and initializing the Version took.
+func (v *Version) LoadDuration() time.Duration { return v.loadDuration }
+
+// Policy returns the policy the Version belongs to.
+func (v *Version) Policy() *Policy { return v.p }
+
+// PoolStats reports live instances and instances in use.
+func (v *Version) PoolStats() (live, inUse int64) { return v.live.Load(), v.inUse.Load() }
+
+var errPoolWait = errors.New("no free instance before the scheduling context ended")
+
+func (v *Version) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case v.sem <- struct{}{}:
+	default:
+		select {
+		case v.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, errPoolWait
+		}
+	}
+	var in *instance
+	v.mu.Lock()
+	if n := len(v.free); n > 0 {
+		in = v.free[n-1]
+		v.free = v.free[:n-1]
+	}
+	v.mu.Unlock()
+	if in == nil {
+		var err error
+		if in, err = v.newInstance(ctx); err != nil {
+			<-v.sem
+			klog.ErrorS(err, "Could not create a policy instance", "policy", v.p.name, "sha256", v.sha256)
+			return nil, err
+		}
+		v.live.Add(1)
+	}
+	v.inUse.Add(1)
+	return in, nil
+}
+
+// release returns a healthy instance to the pool, or discards it: after a
+// failed call, when the Version was replaced, or when its memory grew past
+// the recycle mark (wasm memory never shrinks).
+func (v *Version) release(in *instance, healthy bool) {
+	in.pod, in.node, in.cycleState, in.scores = nil, nil, nil, nil
+	v.inUse.Add(-1)
+	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
+		v.mu.Lock()
+		v.free = append(v.free, in)
+		v.mu.Unlock()
+	} else {
+		in.close()
+		v.live.Add(-1)
+	}
+	<-v.sem
+	if v.retired.Load() {
+		v.closeIdle()
+	}
+}
+
+func (v *Version) retire() {
+	v.retired.Store(true)
+	v.closeIdle()
+}
+
+func (v *Version) closeIdle() {
+	v.mu.Lock()
+	idle := v.free
+	v.free = nil
+	v.mu.Unlock()
+	for _, in := range idle {
+		in.close()
+		v.live.Add(-1)
+	}
+}
+
+// Result is a guest's verdict.
+type Result struct {
+	Code   int32
+	Reason string
+}
+
+// Call runs one extension point on a pooled instance. node is nil for
+// PreFilter, PreScore and NormalizeScore; cycleState is the policy's blob
+// for this cycle (written by prefilter/prescore, read later); scores is the
+// in/out slice for NormalizeScore. A CallError means the call failed
+// (timeout, trap, exit, or no instance) and the instance was discarded.
+func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node fwk.NodeInfo, cycleState *[]byte, scores []int64) (int64, Result, *CallError) {
+	in, err := v.acquire(ctx)
+	if err != nil {
+		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: err}
+	}
+	in.pod, in.node, in.cycleState, in.scores = pod, node, cycleState, scores
+	ret, cerr := in.call(kind, pod.Cycle, uint32(len(scores)))
+	if cerr != nil {
+		v.release(in, false)
+		return 0, Result{}, cerr
+	}
+	res := Result{Code: in.code, Reason: in.reason}
+	v.release(in, true)
+	return int64(ret), res, nil
+}

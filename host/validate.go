@@ -1,0 +1,200 @@
+package host
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// wasiModule is the WASI preview1 import module name.
+const wasiModule = "wasi_snapshot_preview1"
+
+// AllowedWASI is the minimal WASI surface a policy may import. It is what the
+// Go and TinyGo runtimes need to start and to write to stdout/stderr: no
+// filesystem (no path_* and, with no preopened directories, fd_prestat_*
+// only ever answers "none"), no sockets, an empty environment and argument
+// list, and deterministic clocks and randomness unless the policy opts in.
+var AllowedWASI = map[string]bool{
+	"args_get":            true,
+	"args_sizes_get":      true,
+	"environ_get":         true,
+	"environ_sizes_get":   true,
+	"clock_res_get":       true,
+	"clock_time_get":      true,
+	"fd_write":            true,
+	"fd_close":            true,
+	"fd_fdstat_get":       true,
+	"fd_seek":             true,
+	"fd_prestat_get":      true,
+	"fd_prestat_dir_name": true,
+	"poll_oneoff":         true,
+	"proc_exit":           true,
+	"random_get":          true,
+	"sched_yield":         true,
+}
+
+// hostFunctionSignatures lists the ABI's host functions; a module may import any of them.
+var hostFunctionSignatures = map[string]struct{ params, results []api.ValueType }{}
+
+// exportSignatures are the ABI signatures of the guest exports.
+var exportSignatures = map[string]struct{ params, results []api.ValueType }{
+	abi.ExportAbiVersion:     {nil, []api.ValueType{api.ValueTypeI32}},
+	abi.ExportPreFilter:      {[]api.ValueType{api.ValueTypeI64}, nil},
+	abi.ExportFilter:         {[]api.ValueType{api.ValueTypeI64}, nil},
+	abi.ExportPreScore:       {[]api.ValueType{api.ValueTypeI64}, nil},
+	abi.ExportScore:          {[]api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}},
+	abi.ExportNormalizeScore: {[]api.ValueType{api.ValueTypeI64, api.ValueTypeI32}, nil},
+	abi.ExportInitialize:     {nil, nil},
+	abi.ExportStart:          {nil, nil},
+}
+
+// Exports records which optional entry points a module provides.
+type Exports struct {
+	PreFilter, Filter, PreScore, Score, NormalizeScore bool
+	// Initializer is "_initialize", "_start" or "" (none).
+	Initializer string
+}
+
+// String lists the extension points, for logs and validation output.
+func (e Exports) String() string {
+	var s []string
+	for _, x := range []struct {
+		ok   bool
+		name string
+	}{{e.PreFilter, abi.ExportPreFilter}, {e.Filter, abi.ExportFilter}, {e.PreScore, abi.ExportPreScore}, {e.Score, abi.ExportScore}, {e.NormalizeScore, abi.ExportNormalizeScore}} {
+		if x.ok {
+			s = append(s, x.name)
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+// DecodeModule turns source bytes into wasm bytes: it accepts raw wasm or
+// gzip-compressed wasm, enforces MaxModuleSize on the result and checks the
+// wasm magic number. It returns the sha256 (hex) of the wasm bytes, which is
+// what a policy's sha256 pin refers to.
+func DecodeModule(src []byte) (wasm []byte, digest string, err error) {
+	wasm = src
+	if len(src) >= 2 && src[0] == 0x1f && src[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(src))
+		if err != nil {
+			return nil, "", fmt.Errorf("gzip header: %w", err)
+		}
+		wasm, err = io.ReadAll(io.LimitReader(zr, MaxModuleSize+1))
+		if err != nil {
+			return nil, "", fmt.Errorf("gunzip: %w", err)
+		}
+	}
+	if len(wasm) > MaxModuleSize {
+		return nil, "", fmt.Errorf("module is larger than the %d MiB limit", MaxModuleSize>>20)
+	}
+	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
+		return nil, "", errors.New("not a wasm module: missing the \\0asm magic number (is this the .wasm file, raw or gzipped?)")
+	}
+	sum := sha256.Sum256(wasm)
+	return wasm, hex.EncodeToString(sum[:]), nil
+}
+
+// checkModule validates a compiled module against the ABI: only allowed
+// imports, a memory export, the required exports with the right signatures.
+func checkModule(cm wazero.CompiledModule) (Exports, error) {
+	var bad []string
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		switch mod {
+		case wasiModule:
+			if !AllowedWASI[name] {
+				bad = append(bad, mod+"."+name)
+			}
+		case abi.HostModule:
+			sig, ok := hostFunctionSignatures[name]
+			if !ok {
+				bad = append(bad, mod+"."+name+" (unknown host function)")
+			} else if !sameTypes(f.ParamTypes(), sig.params) || !sameTypes(f.ResultTypes(), sig.results) {
+				bad = append(bad, fmt.Sprintf("%s.%s (signature %s, want %s)", mod, name, sigString(f.ParamTypes(), f.ResultTypes()), sigString(sig.params, sig.results)))
+			}
+		default:
+			bad = append(bad, mod+"."+name)
+		}
+	}
+	for _, m := range cm.ImportedMemories() {
+		mod, name, _ := m.Import()
+		bad = append(bad, mod+"."+name+" (imported memory)")
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return Exports{}, fmt.Errorf("module imports functions outside the sandbox allow-list: %s (policies may import only %q host functions and a minimal WASI without filesystem, sockets or environment)", strings.Join(bad, ", "), abi.HostModule)
+	}
+	if _, ok := cm.ExportedMemories()["memory"]; !ok {
+		return Exports{}, errors.New(`module does not export its linear memory as "memory"`)
+	}
+	fns := cm.ExportedFunctions()
+	var ex Exports
+	for name, sig := range exportSignatures {
+		def, ok := fns[name]
+		if !ok {
+			continue
+		}
+		if !sameTypes(def.ParamTypes(), sig.params) || !sameTypes(def.ResultTypes(), sig.results) {
+			return Exports{}, fmt.Errorf("export %q has signature %s, the ABI requires %s", name, sigString(def.ParamTypes(), def.ResultTypes()), sigString(sig.params, sig.results))
+		}
+		switch name {
+		case abi.ExportPreFilter:
+			ex.PreFilter = true
+		case abi.ExportFilter:
+			ex.Filter = true
+		case abi.ExportPreScore:
+			ex.PreScore = true
+		case abi.ExportScore:
+			ex.Score = true
+		case abi.ExportNormalizeScore:
+			ex.NormalizeScore = true
+		}
+	}
+	if _, ok := fns[abi.ExportAbiVersion]; !ok {
+		return Exports{}, fmt.Errorf("module does not export %q: it was not built against the wasmsched guest SDK (ABI v%d)", abi.ExportAbiVersion, abi.Version)
+	}
+	if !ex.Filter && !ex.Score {
+		return Exports{}, fmt.Errorf("module exports neither %q nor %q: register a Filter or Score function in the guest SDK", abi.ExportFilter, abi.ExportScore)
+	}
+	if _, ok := fns[abi.ExportInitialize]; ok {
+		ex.Initializer = abi.ExportInitialize
+	} else if _, ok := fns[abi.ExportStart]; ok {
+		ex.Initializer = abi.ExportStart
+	}
+	return ex, nil
+}
+
+func sameTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sigString(params, results []api.ValueType) string {
+	n := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return strings.Join(s, ",")
+	}
+	return "(" + n(params) + ")->(" + n(results) + ")"
+}

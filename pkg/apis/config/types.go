@@ -1,0 +1,100 @@
+// Package config holds the internal (unversioned) types of the WasmPolicy
+// plugin's args. Users write the versioned form (package v1) inside a
+// KubeSchedulerConfiguration; the scheduler's scheme defaults and converts it
+// to these types, which the plugin and validation use.
+package config
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// WasmPolicyArgs configures the WasmPolicy plugin: the policies it runs and
+// what they share.
+type WasmPolicyArgs struct {
+	metav1.TypeMeta
+
+	// Policies run in order; Filter stops at the first rejection.
+	Policies []Policy
+	// CompilationCacheDir keeps compiled modules across restarts.
+	CompilationCacheDir string
+	// MaxInstancesPerPolicy bounds each policy's instance pool; it should
+	// equal the scheduler's parallelism.
+	MaxInstancesPerPolicy int32
+	// FilePollInterval is how often file sources are checked for changes.
+	FilePollInterval time.Duration
+}
+
+// Policy is one wasm policy.
+type Policy struct {
+	Name          string
+	Source        Source
+	SHA256        string
+	Config        string
+	Weight        int32
+	Timeout       time.Duration
+	MemoryLimit   int64
+	FailurePolicy FailurePolicy
+	RealClock     bool
+	RealRandom    bool
+}
+
+// Source says where a policy's module comes from; exactly one field is set.
+type Source struct {
+	File      string
+	ConfigMap *ConfigMapSource
+}
+
+// ConfigMapSource names a key of a ConfigMap. The module is read from
+// binaryData (or data), raw or gzipped.
+type ConfigMapSource struct {
+	Namespace string
+	Name      string
+	Key       string
+}
+
+// FailurePolicy says what happens when a policy call fails (trap, timeout,
+// error status, no instance).
+type FailurePolicy string
+
+const (
+	// FailurePolicyFail rejects the node (Filter) or fails the pod's scheduling attempt (Score).
+	FailurePolicyFail FailurePolicy = "Fail"
+	// FailurePolicyIgnore skips the call: the node passes (Filter) or gets 0 from this policy (Score).
+	FailurePolicyIgnore FailurePolicy = "Ignore"
+)
+
+// DeepCopyInto copies in into out.
+func (in *WasmPolicyArgs) DeepCopyInto(out *WasmPolicyArgs) {
+	*out = *in
+	if in.Policies != nil {
+		out.Policies = make([]Policy, len(in.Policies))
+		for i := range in.Policies {
+			in.Policies[i].DeepCopyInto(&out.Policies[i])
+		}
+	}
+}
+
+// DeepCopy returns a copy.
+func (in *WasmPolicyArgs) DeepCopy() *WasmPolicyArgs {
+	if in == nil {
+		return nil
+	}
+	out := new(WasmPolicyArgs)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (in *WasmPolicyArgs) DeepCopyObject() runtime.Object { return in.DeepCopy() }
+
+// DeepCopyInto copies in into out.
+func (in *Policy) DeepCopyInto(out *Policy) {
+	*out = *in
+	if in.Source.ConfigMap != nil {
+		cm := *in.Source.ConfigMap
+		out.Source.ConfigMap = &cm
+	}
+}

@@ -1,0 +1,136 @@
+// Package v1 is the versioned form of the WasmPolicy plugin's args, kind
+// WasmPolicyArgs in kubescheduler.config.k8s.io/v1, as users write it in
+// the pluginConfig of a KubeSchedulerConfiguration.
+package v1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// WasmPolicyArgs configures the WasmPolicy plugin.
+type WasmPolicyArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Policies run in the order given. Filter stops at the first policy that
+	// rejects a node; Score combines the policies' scores by weight.
+	Policies []Policy `json:"policies,omitempty"`
+	// CompilationCacheDir keeps compiled machine code across restarts.
+	// Default /var/cache/wasmsched; if it cannot be created the plugin logs a
+	// warning and caches in memory only.
+	CompilationCacheDir *string `json:"compilationCacheDir,omitempty"`
+	// MaxInstancesPerPolicy bounds each policy's instance pool, i.e. how many
+	// calls of one policy run at once. Default 16, the scheduler's default
+	// parallelism; set it to your `parallelism`.
+	MaxInstancesPerPolicy *int32 `json:"maxInstancesPerPolicy,omitempty"`
+	// FilePollInterval is how often file sources are checked for a new
+	// module. Default 1s.
+	FilePollInterval *metav1.Duration `json:"filePollInterval,omitempty"`
+}
+
+// Policy is one wasm policy.
+type Policy struct {
+	// Name identifies the policy in FailedScheduling reasons
+	// ("WasmPolicy/<name>"), logs, events and metrics. Required, a DNS label.
+	Name string `json:"name"`
+	// Source is where the module comes from: exactly one of file or configMap.
+	Source Source `json:"source"`
+	// SHA256 pins the module: hex sha256 of the .wasm bytes (before any gzip).
+	// A module with another digest is refused and the last good one kept.
+	SHA256 string `json:"sha256,omitempty"`
+	// Config is an opaque string handed to the guest (sdk.Config()).
+	Config string `json:"config,omitempty"`
+	// Weight of this policy's score among the plugin's policies. Default 1.
+	Weight *int32 `json:"weight,omitempty"`
+	// Timeout bounds each call into the policy. Default 100ms.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// MemoryLimit caps each instance's linear memory. Default 64Mi.
+	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+	// FailurePolicy is Fail (default: the node is rejected with the reason,
+	// a Score failure fails the attempt) or Ignore (the call is skipped and
+	// counted).
+	FailurePolicy *string `json:"failurePolicy,omitempty"`
+	// RealClock gives the guest the host's clock; by default it sees a
+	// deterministic clock.
+	RealClock bool `json:"realClock,omitempty"`
+	// RealRandom gives the guest crypto/rand; by default randomness is deterministic.
+	RealRandom bool `json:"realRandom,omitempty"`
+}
+
+// Source says where a module comes from.
+type Source struct {
+	// File is an absolute path on the scheduler's filesystem (hostPath or a mounted volume).
+	File string `json:"file,omitempty"`
+	// ConfigMap names a key of a ConfigMap; binaryData (or data) holds the
+	// module, raw or gzipped.
+	ConfigMap *ConfigMapSource `json:"configMap,omitempty"`
+}
+
+// ConfigMapSource names a ConfigMap key.
+type ConfigMapSource struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Key       string `json:"key"`
+}
+
+// DeepCopyInto copies in into out.
+func (in *WasmPolicyArgs) DeepCopyInto(out *WasmPolicyArgs) {
+	*out = *in
+	if in.Policies != nil {
+		out.Policies = make([]Policy, len(in.Policies))
+		for i := range in.Policies {
+			in.Policies[i].DeepCopyInto(&out.Policies[i])
+		}
+	}
+	if in.CompilationCacheDir != nil {
+		v := *in.CompilationCacheDir
+		out.CompilationCacheDir = &v
+	}
+	if in.MaxInstancesPerPolicy != nil {
+		v := *in.MaxInstancesPerPolicy
+		out.MaxInstancesPerPolicy = &v
+	}
+	if in.FilePollInterval != nil {
+		v := *in.FilePollInterval
+		out.FilePollInterval = &v
+	}
+}
+
+// DeepCopy returns a copy.
+func (in *WasmPolicyArgs) DeepCopy() *WasmPolicyArgs {
+	if in == nil {
+		return nil
+	}
+	out := new(WasmPolicyArgs)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (in *WasmPolicyArgs) DeepCopyObject() runtime.Object { return in.DeepCopy() }
+
+// DeepCopyInto copies in into out.
+func (in *Policy) DeepCopyInto(out *Policy) {
+	*out = *in
+	if in.Source.ConfigMap != nil {
+		v := *in.Source.ConfigMap
+		out.Source.ConfigMap = &v
+	}
+	if in.Weight != nil {
+		v := *in.Weight
+		out.Weight = &v
+	}
+	if in.Timeout != nil {
+		v := *in.Timeout
+		out.Timeout = &v
+	}
+	if in.MemoryLimit != nil {
+		v := in.MemoryLimit.DeepCopy()
+		out.MemoryLimit = &v
+	}
+	if in.FailurePolicy != nil {
+		v := *in.FailurePolicy
+		out.FailurePolicy = &v
+	}
+}

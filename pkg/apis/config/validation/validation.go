@@ -1,0 +1,129 @@
+// Package validation checks WasmPolicy args. Every error carries the field
+// path and says how to fix the value, because the scheduler refuses to start
+// on invalid args and the operator reads this message in a crash log.
+package validation
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+)
+
+// Bounds enforced on args; docs/security.md explains them.
+const (
+	MaxPolicies           = 64
+	MaxTimeout            = 10 * time.Second
+	MinMemoryLimit        = 64 << 10
+	MaxMemoryLimit        = 4 << 30
+	MaxWeight             = 100
+	MaxInstancesPerPolicy = 1024
+	MaxConfigLength       = 256 << 10
+)
+
+var sha256Re = regexp.MustCompile(`^(sha256:)?[0-9a-fA-F]{64}$`)
+
+// ValidateWasmPolicyArgs validates args found at path (for example
+// profiles[0].pluginConfig[1].args).
+func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field.ErrorList {
+	var errs field.ErrorList
+	pp := path.Child("policies")
+	if len(args.Policies) == 0 {
+		errs = append(errs, field.Required(pp, "add at least one policy with a name and a source"))
+	}
+	if len(args.Policies) > MaxPolicies {
+		errs = append(errs, field.TooMany(pp, len(args.Policies), MaxPolicies))
+	}
+	seen := map[string]int{}
+	for i := range args.Policies {
+		p := &args.Policies[i]
+		ip := pp.Index(i)
+		errs = append(errs, validatePolicy(ip, p)...)
+		if j, dup := seen[p.Name]; dup && p.Name != "" {
+			errs = append(errs, field.Duplicate(ip.Child("name"), fmt.Sprintf("%s (also policies[%d].name): give each policy a unique name", p.Name, j)))
+		}
+		seen[p.Name] = i
+	}
+	if args.MaxInstancesPerPolicy < 1 || args.MaxInstancesPerPolicy > MaxInstancesPerPolicy {
+		errs = append(errs, field.Invalid(path.Child("maxInstancesPerPolicy"), args.MaxInstancesPerPolicy, fmt.Sprintf("must be between 1 and %d; set it to the scheduler's parallelism (default 16)", MaxInstancesPerPolicy)))
+	}
+	if args.FilePollInterval < 100*time.Millisecond || args.FilePollInterval > time.Hour {
+		errs = append(errs, field.Invalid(path.Child("filePollInterval"), args.FilePollInterval.String(), "must be between 100ms and 1h, for example 1s"))
+	}
+	if d := args.CompilationCacheDir; d != "" && !filepath.IsAbs(d) {
+		errs = append(errs, field.Invalid(path.Child("compilationCacheDir"), d, "must be an absolute path, for example /var/cache/wasmsched"))
+	}
+	return errs
+}
+
+func validatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
+	var errs field.ErrorList
+	if p.Name == "" {
+		errs = append(errs, field.Required(path.Child("name"), "name the policy; it appears in FailedScheduling reasons as WasmPolicy/<name>"))
+	} else if msgs := validation.IsDNS1123Label(p.Name); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(path.Child("name"), p.Name, "must be a DNS label such as team-isolation: "+strings.Join(msgs, "; ")))
+	}
+	sp := path.Child("source")
+	switch {
+	case p.Source.File == "" && p.Source.ConfigMap == nil, p.Source.File != "" && p.Source.ConfigMap != nil:
+		errs = append(errs, field.Invalid(sp, sourceString(p.Source), "exactly one of file or configMap must be set"))
+	case p.Source.File != "":
+		if !filepath.IsAbs(p.Source.File) {
+			errs = append(errs, field.Invalid(sp.Child("file"), p.Source.File, "must be an absolute path to a .wasm file (raw or gzipped), for example /etc/wasmsched/policies/team-isolation.wasm"))
+		}
+	default:
+		cm := p.Source.ConfigMap
+		cp := sp.Child("configMap")
+		if cm.Namespace == "" {
+			errs = append(errs, field.Required(cp.Child("namespace"), "set the namespace of the ConfigMap that holds the module"))
+		} else if msgs := validation.IsDNS1123Label(cm.Namespace); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(cp.Child("namespace"), cm.Namespace, strings.Join(msgs, "; ")))
+		}
+		if cm.Name == "" {
+			errs = append(errs, field.Required(cp.Child("name"), "set the name of the ConfigMap that holds the module"))
+		} else if msgs := validation.IsDNS1123Subdomain(cm.Name); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(cp.Child("name"), cm.Name, strings.Join(msgs, "; ")))
+		}
+		if cm.Key == "" {
+			errs = append(errs, field.Required(cp.Child("key"), "set the binaryData key that holds the module, for example policy.wasm"))
+		} else if msgs := validation.IsConfigMapKey(cm.Key); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(cp.Child("key"), cm.Key, strings.Join(msgs, "; ")))
+		}
+	}
+	if p.SHA256 != "" && !sha256Re.MatchString(p.SHA256) {
+		errs = append(errs, field.Invalid(path.Child("sha256"), p.SHA256, "must be 64 hex digits (the output of sha256sum policy.wasm), optionally prefixed with sha256:"))
+	}
+	if len(p.Config) > MaxConfigLength {
+		errs = append(errs, field.TooLong(path.Child("config"), "", MaxConfigLength))
+	}
+	if p.Weight < 1 || p.Weight > MaxWeight {
+		errs = append(errs, field.Invalid(path.Child("weight"), p.Weight, fmt.Sprintf("must be between 1 and %d (default 1)", MaxWeight)))
+	}
+	if p.Timeout <= 0 || p.Timeout > MaxTimeout {
+		errs = append(errs, field.Invalid(path.Child("timeout"), p.Timeout.String(), fmt.Sprintf("must be greater than 0 and at most %s, for example 100ms", MaxTimeout)))
+	}
+	if p.MemoryLimit < MinMemoryLimit || p.MemoryLimit > MaxMemoryLimit {
+		errs = append(errs, field.Invalid(path.Child("memoryLimit"), p.MemoryLimit, "must be between 64Ki and 4Gi, for example 64Mi (Go guests need at least 4Mi)"))
+	}
+	switch p.FailurePolicy {
+	case config.FailurePolicyFail, config.FailurePolicyIgnore:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("failurePolicy"), p.FailurePolicy, []string{string(config.FailurePolicyFail), string(config.FailurePolicyIgnore)}))
+	}
+	return errs
+}
+
+func sourceString(s config.Source) string {
+	switch {
+	case s.File == "" && s.ConfigMap == nil:
+		return "{}"
+	default:
+		return "{file, configMap}"
+	}
+}

@@ -1,0 +1,569 @@
+// Package wasmpolicy is the WasmPolicy kube-scheduler framework plugin: one
+// plugin that runs many wasm policies at PreFilter, Filter, PreScore, Score
+// and NormalizeScore.
+//
+// Each scheduling cycle pins the module version of every policy at PreFilter,
+// so a hot reload never mixes two versions in one cycle; the pod is prepared
+// once per cycle (host.PodState) and node data is read lazily by the guest.
+package wasmpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"sigs.k8s.io/yaml"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/host/source"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
+)
+
+// Name is the plugin's name in KubeSchedulerConfiguration.
+const Name = "WasmPolicy"
+
+// stateKey is where a cycle's policy state lives in CycleState.
+const stateKey fwk.StateKey = Name
+
+// InitialLoadTimeout bounds how long New waits for every policy's first
+// module before letting the scheduler start. Policies still without a module
+// apply their failurePolicy until one loads.
+var InitialLoadTimeout = 10 * time.Second
+
+// WasmPolicy runs wasm policies inside kube-scheduler.
+type WasmPolicy struct {
+	handle   framework.Handle
+	engine   *host.Engine
+	policies []*policy
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+type policy struct {
+	cfg    config.Policy
+	host   *host.Policy
+	source source.Source
+	m      *policyMetrics
+}
+
+var (
+	_ framework.PreFilterPlugin   = &WasmPolicy{}
+	_ framework.FilterPlugin      = &WasmPolicy{}
+	_ framework.PreScorePlugin    = &WasmPolicy{}
+	_ framework.ScorePlugin       = &WasmPolicy{}
+	_ framework.ScoreExtensions   = &WasmPolicy{}
+	_ framework.EnqueueExtensions = &WasmPolicy{}
+	_ interface{ Close() error }  = &WasmPolicy{}
+)
+
+// Name implements framework.Plugin.
+func (w *WasmPolicy) Name() string { return Name }
+
+// ArgsPath is the field path used for errors found by New, which does not
+// know the pluginConfig index (cmd/kube-scheduler reports the exact index
+// before the scheduler starts).
+var ArgsPath = field.NewPath("pluginConfig").Key(Name).Child("args")
+
+// DecodeArgs turns the plugin's args object into defaulted internal args.
+func DecodeArgs(obj runtime.Object) (*config.WasmPolicyArgs, error) {
+	switch a := obj.(type) {
+	case *config.WasmPolicyArgs:
+		return a, nil
+	case *runtime.Unknown:
+		// The args type was not registered in the binary's scheme (the plugin
+		// is hosted by another scheduler build): decode, default and convert here.
+		in := &configv1.WasmPolicyArgs{}
+		if err := yaml.UnmarshalStrict(a.Raw, in); err != nil {
+			return nil, fmt.Errorf("decoding %s args: %w", Name, err)
+		}
+		configv1.SetDefaults_WasmPolicyArgs(in)
+		out := &config.WasmPolicyArgs{}
+		configv1.Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in, out)
+		return out, nil
+	case nil:
+		return nil, fmt.Errorf("%s needs args: add a pluginConfig entry named %s with at least one policy", Name, Name)
+	}
+	return nil, fmt.Errorf("%s args have type %T, want WasmPolicyArgs", Name, obj)
+}
+
+// New is the plugin factory registered with the scheduler.
+func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	if errs := validation.ValidateWasmPolicyArgs(ArgsPath, args); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return NewWithArgs(ctx, args, h)
+}
+
+// NewWithArgs builds the plugin from validated args. Tests and other hosts
+// (the extender) use it directly.
+func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.Handle) (*WasmPolicy, error) {
+	logger := klog.FromContext(ctx)
+	engine, err := newEngine(logger, args.CompilationCacheDir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &WasmPolicy{handle: h, engine: engine, cancel: cancel}
+	registerMetrics()
+	for _, pc := range args.Policies {
+		hp, err := engine.NewPolicy(ctx, host.PolicySpec{
+			Name:             pc.Name,
+			Config:           pc.Config,
+			Timeout:          pc.Timeout,
+			MemoryLimitBytes: pc.MemoryLimit,
+			MaxInstances:     int(args.MaxInstancesPerPolicy),
+			RealClock:        pc.RealClock,
+			RealRandom:       pc.RealRandom,
+		})
+		if err != nil {
+			_ = w.Close()
+			return nil, err
+		}
+		p := &policy{cfg: pc, host: hp, m: newPolicyMetrics(pc.Name)}
+		switch {
+		case pc.Source.File != "":
+			p.source = &source.File{Path: pc.Source.File, Interval: args.FilePollInterval}
+		case pc.Source.ConfigMap != nil:
+			if h == nil || h.ClientSet() == nil {
+				_ = w.Close()
+				return nil, fmt.Errorf("policy %q: a configMap source needs a Kubernetes client", pc.Name)
+			}
+			cm := pc.Source.ConfigMap
+			p.source = &source.ConfigMap{Client: h.ClientSet(), Namespace: cm.Namespace, Name: cm.Name, Key: cm.Key}
+		}
+		w.policies = append(w.policies, p)
+	}
+	// Start every source; wait (bounded) until each reported once, so the
+	// first scheduling cycles already run the policies.
+	firsts := make([]chan struct{}, len(w.policies))
+	for i, p := range w.policies {
+		first := make(chan struct{})
+		firsts[i] = first
+		var once sync.Once
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			p.source.Run(ctx, func(u source.Update) {
+				w.apply(ctx, p, u)
+				once.Do(func() { close(first) })
+			})
+		}()
+	}
+	deadline := time.After(InitialLoadTimeout)
+	for i, first := range firsts {
+		select {
+		case <-first:
+		case <-deadline:
+			logger.Info("Policy has no module yet; its failurePolicy applies until one loads", "policy", w.policies[i].cfg.Name, "source", w.policies[i].source.String(), "failurePolicy", w.policies[i].cfg.FailurePolicy)
+		}
+	}
+	return w, nil
+}
+
+func newEngine(logger klog.Logger, dir string) (*host.Engine, error) {
+	if dir != "" {
+		e, err := host.NewEngine(host.EngineOptions{CacheDir: dir})
+		if err == nil {
+			return e, nil
+		}
+		logger.Info("Compilation cache directory unusable; caching compiled policies in memory only", "dir", dir, "err", err)
+	}
+	return host.NewEngine(host.EngineOptions{})
+}
+
+// apply loads new source content, keeping the last good version on failure.
+func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
+	logger := klog.FromContext(ctx)
+	serving := "none"
+	if v := p.host.Current(); v != nil {
+		serving = v.SHA256()
+	}
+	if u.Err != nil {
+		logger.Error(u.Err, "Policy source unavailable; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "serving", serving)
+		p.m.load("SourceError", 0)
+		w.event(u.Object, v1.EventTypeWarning, "PolicySourceUnavailable", fmt.Sprintf("WasmPolicy/%s: %v; keeping module %s", p.cfg.Name, u.Err, short(serving)))
+		return
+	}
+	start := time.Now()
+	v, err := p.host.Load(ctx, u.Data, p.cfg.SHA256)
+	if err != nil {
+		reason := "Error"
+		var le *host.LoadError
+		if errors.As(err, &le) {
+			reason = le.Reason
+		}
+		p.m.load(reason, time.Since(start))
+		logger.Error(err, "Policy module rejected; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "reason", reason, "serving", serving)
+		w.event(u.Object, v1.EventTypeWarning, "PolicyLoadFailed", fmt.Sprintf("WasmPolicy/%s: %s: %v; keeping module %s", p.cfg.Name, reason, unwrapLoad(err), short(serving)))
+		return
+	}
+	if v.SHA256() == serving {
+		return
+	}
+	p.m.load("Success", time.Since(start))
+	p.m.setActive(v.SHA256(), serving)
+	logger.Info("Policy module active", "policy", p.cfg.Name, "source", p.source.String(), "sha256", v.SHA256(), "previous", serving, "exports", v.Exports().String())
+	w.event(u.Object, v1.EventTypeNormal, "PolicyLoaded", fmt.Sprintf("WasmPolicy/%s: module %s active (exports %s)", p.cfg.Name, short(v.SHA256()), v.Exports().String()))
+}
+
+func unwrapLoad(err error) error {
+	var le *host.LoadError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+func (w *WasmPolicy) event(obj runtime.Object, typ, reason, note string) {
+	if obj == nil || w.handle == nil || w.handle.EventRecorder() == nil {
+		return
+	}
+	w.handle.EventRecorder().Eventf(obj, nil, typ, reason, "LoadPolicy", note)
+}
+
+// Close stops the sources and frees every policy's instances.
+func (w *WasmPolicy) Close() error {
+	w.cancel()
+	w.wg.Wait()
+	for _, p := range w.policies {
+		_ = p.host.Close(context.Background())
+	}
+	return w.engine.Close()
+}
+
+// cycle is the plugin's CycleState entry: the pod prepared once, and the
+// module version each policy runs for this whole cycle.
+type cycle struct {
+	pod      *host.PodState
+	versions []*host.Version
+	blobs    [][]byte
+	skipF    []bool
+	skipS    []bool
+
+	mu  sync.Mutex
+	raw []map[string]int64 // per policy: node name -> raw score
+}
+
+// Clone implements fwk.StateData. The pinned versions and the pod are shared;
+// nothing in a cycle is changed by AddPod/RemovePod.
+func (c *cycle) Clone() fwk.StateData { return c }
+
+func (w *WasmPolicy) cycleFor(state fwk.CycleState, pod *v1.Pod) *cycle {
+	if state != nil {
+		if d, err := state.Read(stateKey); err == nil {
+			if c, ok := d.(*cycle); ok && c.pod.Pod.UID == pod.UID {
+				return c
+			}
+		}
+	}
+	c := &cycle{
+		pod:      host.NewPodState(pod),
+		versions: make([]*host.Version, len(w.policies)),
+		blobs:    make([][]byte, len(w.policies)),
+		skipF:    make([]bool, len(w.policies)),
+		skipS:    make([]bool, len(w.policies)),
+	}
+	for i, p := range w.policies {
+		c.versions[i] = p.host.Current()
+	}
+	if state != nil {
+		state.Write(stateKey, c)
+	}
+	return c
+}
+
+// reject builds the status for a rejecting policy, in the form the
+// FailedScheduling event aggregates per node: "rejected by WasmPolicy/<policy>: <reason>".
+func reject(code fwk.Code, policy, reason string) *fwk.Status {
+	msg := "rejected by " + Name + "/" + policy
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return fwk.NewStatus(code, msg)
+}
+
+// failed applies a policy's failurePolicy to a failed call. It returns nil
+// when the call is ignored.
+func (p *policy) failed(point host.CallKind, why string, hard bool) *fwk.Status {
+	if p.cfg.FailurePolicy == config.FailurePolicyIgnore {
+		p.m.ignoredCall(point)
+		return nil
+	}
+	code := fwk.UnschedulableAndUnresolvable
+	if hard && (point == host.CallScore || point == host.CallPreScore || point == host.CallNormalizeScore) {
+		code = fwk.Error
+	}
+	return reject(code, p.cfg.Name, why)
+}
+
+func (p *policy) callFailed(ctx context.Context, point host.CallKind, err *host.CallError) *fwk.Status {
+	p.m.callError(point, err.Outcome)
+	klog.FromContext(ctx).Error(err.Err, "Policy call failed", "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", err.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy)
+	return p.failed(point, err.Error(), true)
+}
+
+func notLoaded(p *policy) string {
+	return "policy has no module loaded (" + p.source.String() + ")"
+}
+
+// PreFilter pins the module versions for the cycle and runs each policy's
+// prefilter. A policy rejecting the pod here rejects it for every node.
+func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+	c := w.cycleFor(state, pod)
+	anyFilter := false
+	for i, p := range w.policies {
+		v := c.versions[i]
+		if v == nil {
+			if st := p.failed(host.CallPreFilter, notLoaded(p), false); st != nil {
+				return nil, st
+			}
+			c.skipF[i] = true
+			continue
+		}
+		ex := v.Exports()
+		if !ex.Filter {
+			c.skipF[i] = true
+		}
+		if ex.PreFilter {
+			_, res, cerr := v.Call(ctx, host.CallPreFilter, c.pod, nil, &c.blobs[i], nil)
+			if cerr != nil {
+				if st := p.callFailed(ctx, host.CallPreFilter, cerr); st != nil {
+					return nil, st
+				}
+				c.skipF[i] = true
+				continue
+			}
+			switch res.Code {
+			case abi.CodeSuccess:
+			case abi.CodeSkip:
+				c.skipF[i] = true
+			case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
+				p.m.rejected_(host.CallPreFilter)
+				return nil, reject(fwk.UnschedulableAndUnresolvable, p.cfg.Name, res.Reason)
+			default:
+				if st := p.failed(host.CallPreFilter, "policy error: "+res.Reason, false); st != nil {
+					return nil, st
+				}
+				c.skipF[i] = true
+			}
+		}
+		if !c.skipF[i] {
+			anyFilter = true
+		}
+	}
+	if !anyFilter {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions implements framework.PreFilterPlugin; policies keep no
+// per-pod state that AddPod/RemovePod would need to update.
+func (w *WasmPolicy) PreFilterExtensions() framework.PreFilterExtensions { return nil }
+
+// Filter runs each policy's filter in order and stops at the first rejection.
+func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	c := w.cycleFor(state, pod)
+	for i, p := range w.policies {
+		if c.skipF[i] {
+			continue
+		}
+		v := c.versions[i]
+		if v == nil {
+			if st := p.failed(host.CallFilter, notLoaded(p), false); st != nil {
+				return st
+			}
+			continue
+		}
+		_, res, cerr := v.Call(ctx, host.CallFilter, c.pod, nodeInfo, &c.blobs[i], nil)
+		if cerr != nil {
+			if st := p.callFailed(ctx, host.CallFilter, cerr); st != nil {
+				return st
+			}
+			continue
+		}
+		switch res.Code {
+		case abi.CodeSuccess, abi.CodeSkip:
+		case abi.CodeUnschedulable:
+			p.m.rejected_(host.CallFilter)
+			return reject(fwk.Unschedulable, p.cfg.Name, res.Reason)
+		case abi.CodeUnschedulableAndUnresolvable:
+			p.m.rejected_(host.CallFilter)
+			return reject(fwk.UnschedulableAndUnresolvable, p.cfg.Name, res.Reason)
+		default:
+			if st := p.failed(host.CallFilter, "policy error: "+res.Reason, false); st != nil {
+				return st
+			}
+		}
+	}
+	return nil
+}
+
+// PreScore runs each policy's prescore and skips Score when no policy scores.
+func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	c := w.cycleFor(state, pod)
+	anyScore := false
+	c.raw = make([]map[string]int64, len(w.policies))
+	for i, p := range w.policies {
+		v := c.versions[i]
+		if v == nil || !v.Exports().Score || p.cfg.Weight == 0 {
+			c.skipS[i] = true
+			continue
+		}
+		if v.Exports().PreScore {
+			_, res, cerr := v.Call(ctx, host.CallPreScore, c.pod, nil, &c.blobs[i], nil)
+			if cerr != nil {
+				if st := p.callFailed(ctx, host.CallPreScore, cerr); st != nil {
+					return st
+				}
+				c.skipS[i] = true
+				continue
+			}
+			switch res.Code {
+			case abi.CodeSuccess:
+			case abi.CodeSkip:
+				c.skipS[i] = true
+				continue
+			default:
+				if st := p.failed(host.CallPreScore, "policy error: "+res.Reason, true); st != nil {
+					return st
+				}
+				c.skipS[i] = true
+				continue
+			}
+		}
+		c.raw[i] = map[string]int64{}
+		anyScore = true
+	}
+	if !anyScore {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// Score collects each policy's raw score for the node; NormalizeScore turns
+// them into the plugin's 0..100 score.
+func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	c := w.cycleFor(state, pod)
+	if c.raw == nil {
+		return 0, nil
+	}
+	name := nodeInfo.Node().Name
+	for i, p := range w.policies {
+		if c.skipS[i] {
+			continue
+		}
+		s, res, cerr := c.versions[i].Call(ctx, host.CallScore, c.pod, nodeInfo, &c.blobs[i], nil)
+		if cerr != nil {
+			if st := p.callFailed(ctx, host.CallScore, cerr); st != nil {
+				return 0, st
+			}
+			s = 0
+		} else if res.Code != abi.CodeSuccess {
+			if st := p.failed(host.CallScore, "policy error: "+res.Reason, true); st != nil {
+				return 0, st
+			}
+			s = 0
+		}
+		c.mu.Lock()
+		c.raw[i][name] = s
+		c.mu.Unlock()
+	}
+	return 0, nil
+}
+
+// ScoreExtensions implements framework.ScorePlugin.
+func (w *WasmPolicy) ScoreExtensions() framework.ScoreExtensions { return w }
+
+// NormalizeScore normalizes each policy's scores (with the guest's
+// normalize_score when it has one; otherwise they must already be 0..100)
+// and combines them: sum(weight × score) / sum(weight).
+func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, scores framework.NodeScoreList) *fwk.Status {
+	c := w.cycleFor(state, pod)
+	total := make([]int64, len(scores))
+	var weights int64
+	for i, p := range w.policies {
+		if c.raw == nil || c.skipS[i] {
+			continue
+		}
+		vals := make([]int64, len(scores))
+		for j := range scores {
+			vals[j] = c.raw[i][scores[j].Name]
+		}
+		v := c.versions[i]
+		if v.Exports().NormalizeScore {
+			_, res, cerr := v.Call(ctx, host.CallNormalizeScore, c.pod, nil, &c.blobs[i], vals)
+			if cerr != nil {
+				if st := p.callFailed(ctx, host.CallNormalizeScore, cerr); st != nil {
+					return st
+				}
+				continue
+			}
+			if res.Code != abi.CodeSuccess {
+				if st := p.failed(host.CallNormalizeScore, "policy error: "+res.Reason, true); st != nil {
+					return st
+				}
+				continue
+			}
+		}
+		bad := false
+		for j, s := range vals {
+			if s < framework.MinNodeScore || s > framework.MaxNodeScore {
+				bad = true
+				klog.FromContext(ctx).Info("Policy score out of range", "policy", p.cfg.Name, "node", scores[j].Name, "score", s, "min", framework.MinNodeScore, "max", framework.MaxNodeScore)
+				break
+			}
+		}
+		if bad {
+			if st := p.failed(host.CallNormalizeScore, fmt.Sprintf("score out of range %d..%d (register a NormalizeScore function to rescale raw scores)", framework.MinNodeScore, framework.MaxNodeScore), true); st != nil {
+				return st
+			}
+			continue
+		}
+		wgt := int64(p.cfg.Weight)
+		weights += wgt
+		for j, s := range vals {
+			total[j] += wgt * s
+		}
+	}
+	for j := range scores {
+		if weights > 0 {
+			scores[j].Score = total[j] / weights
+		} else {
+			scores[j].Score = 0
+		}
+	}
+	return nil
+}
+
+// EventsToRegister implements framework.EnqueueExtensions: a pod a policy
+// rejected may fit after a node is added or its labels, taints, annotations
+// or allocatable change, or after a pod leaves a node.
+func (w *WasmPolicy) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAnnotation | fwk.UpdateNodeAllocatable}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete | fwk.UpdatePodLabel | fwk.UpdatePodScaleDown}},
+	}, nil
+}
