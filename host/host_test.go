@@ -1,0 +1,385 @@
+package host
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+)
+
+func newEngine(t testing.TB) *Engine {
+	t.Helper()
+	e, err := NewEngine(EngineOptions{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+func newPolicy(t testing.TB, e *Engine, spec PolicySpec) *Policy {
+	t.Helper()
+	if spec.Name == "" {
+		spec.Name = "test"
+	}
+	if spec.Timeout == 0 {
+		spec.Timeout = 100 * time.Millisecond
+	}
+	if spec.MemoryLimitBytes == 0 {
+		spec.MemoryLimitBytes = 64 << 20
+	}
+	p, err := e.NewPolicy(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+func load(t testing.TB, p *Policy, b []byte) *Version {
+	t.Helper()
+	v, err := p.Load(context.Background(), b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func nodeInfo(name string, labels map[string]string, cordoned bool, pods ...*v1.Pod) fwk.NodeInfo {
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(&v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       v1.NodeSpec{Unschedulable: cordoned},
+	})
+	return ni
+}
+
+func testPod() *PodState {
+	return NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-1"}})
+}
+
+func filter(v *Version, ni fwk.NodeInfo) (Result, *CallError) {
+	_, r, err := v.Call(context.Background(), CallFilter, testPod(), ni, new([]byte), nil)
+	return r, err
+}
+
+func TestFilterThroughHostFunctions(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{})
+	v := load(t, p, testguests.Fixture(t, "ok"))
+	if r, err := filter(v, nodeInfo("n1", nil, false)); err != nil || r.Code != abi.CodeSuccess {
+		t.Fatalf("filter = %+v, %v; want success", r, err)
+	}
+	r, err := filter(v, nodeInfo("n2", map[string]string{"verdict": "reject"}, false))
+	if err != nil || r.Code != abi.CodeUnschedulable || r.Reason != "rejected by fixture" {
+		t.Fatalf("filter = %+v, %v; want Unschedulable with the guest's reason", r, err)
+	}
+	s, _, err := v.Call(context.Background(), CallScore, testPod(), nodeInfo("n1", nil, false), new([]byte), nil)
+	if err != nil || s != 50 {
+		t.Fatalf("score = %d, %v; want 50", s, err)
+	}
+}
+
+// An infinite loop ends within timeout + 10ms, the instance is discarded,
+// and the next call succeeds on a fresh instance.
+func TestInfiniteLoopEndsWithinTimeout(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
+	v := load(t, p, testguests.Fixture(t, "loop"))
+	for _, kind := range []CallKind{CallFilter, CallScore} {
+		start := time.Now()
+		_, _, err := v.Call(context.Background(), kind, testPod(), nodeInfo("cordoned", nil, true), new([]byte), nil)
+		elapsed := time.Since(start)
+		if err == nil || err.Outcome != OutcomeTimeout {
+			t.Fatalf("%s: err = %v, want a timeout", kind, err)
+		}
+		t.Logf("%s: infinite loop stopped after %s (timeout %s)", kind, elapsed, timeout)
+		if elapsed > timeout+10*time.Millisecond {
+			t.Errorf("%s: loop stopped after %s, want at most timeout + 10ms = %s", kind, elapsed, timeout+10*time.Millisecond)
+		}
+		if live, inUse := v.PoolStats(); live != 0 || inUse != 0 {
+			t.Fatalf("after timeout: live=%d inUse=%d, want the instance discarded", live, inUse)
+		}
+		if r, err := filter(v, nodeInfo("ok", nil, false)); err != nil || r.Code != abi.CodeSuccess {
+			t.Fatalf("next call = %+v, %v; want success on a fresh instance", r, err)
+		}
+		if live, _ := v.PoolStats(); live != 1 {
+			t.Fatalf("live instances = %d, want 1 fresh instance", live)
+		}
+	}
+}
+
+func TestTrapsDiscardInstance(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1})
+	v := load(t, p, testguests.Fixture(t, "trap"))
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "x"}}
+	for name, ni := range map[string]fwk.NodeInfo{
+		"unreachable":    nodeInfo("a", nil, true),
+		"divide by zero": nodeInfo("b", nil, false, pod),
+	} {
+		_, err := filter(v, ni)
+		if err == nil || err.Outcome != OutcomeTrap {
+			t.Fatalf("%s: err = %v, want a trap", name, err)
+		}
+		if !strings.Contains(err.Error(), "policy trapped") {
+			t.Errorf("%s: error %q does not say the policy trapped", name, err)
+		}
+		if live, _ := v.PoolStats(); live != 0 {
+			t.Fatalf("%s: trapped instance kept (live=%d)", name, live)
+		}
+		if r, err := filter(v, nodeInfo("ok", nil, false)); err != nil || r.Code != abi.CodeSuccess {
+			t.Fatalf("%s: next call = %+v, %v; want success", name, r, err)
+		}
+	}
+}
+
+func TestMemoryLimitAndRecycling(t *testing.T) {
+	const limit = 2 << 20 // 32 pages
+	p := newPolicy(t, newEngine(t), PolicySpec{MemoryLimitBytes: limit, MaxInstances: 1})
+	v := load(t, p, testguests.Fixture(t, "growbomb"))
+	// Filter grows until memory.grow fails, and returns normally.
+	if _, err := filter(v, nodeInfo("n", nil, false)); err != nil {
+		t.Fatalf("filter: %v", err)
+	}
+	// The instance ended above the recycle mark (half the limit): discarded.
+	if live, _ := v.PoolStats(); live != 0 {
+		t.Fatalf("bloated instance kept: live=%d", live)
+	}
+	// Score traps after growth fails; the limit still held.
+	in, err := v.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.pod, in.node = testPod(), nodeInfo("n", nil, false)
+	_, cerr := in.call(CallScore, 1, 0)
+	if cerr == nil || cerr.Outcome != OutcomeTrap {
+		t.Fatalf("score: %v, want trap", cerr)
+	}
+	if size := in.memoryBytes(); size > limit {
+		t.Fatalf("memory grew to %d bytes, limit %d", size, limit)
+	}
+	v.release(in, false)
+}
+
+func TestImportAllowList(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{})
+	for fixture, want := range map[string][]string{
+		"pathopen":      {"wasi_snapshot_preview1.path_open"},
+		"unknownimport": {"env.exfiltrate", "wasmsched.open_socket (unknown host function)"},
+	} {
+		_, err := p.Load(context.Background(), testguests.Fixture(t, fixture), "")
+		var le *LoadError
+		if !errors.As(err, &le) || le.Reason != "Validate" {
+			t.Fatalf("%s: err = %v, want a Validate LoadError", fixture, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not name %s", fixture, err, w)
+			}
+		}
+		if !strings.Contains(err.Error(), `policy "test"`) {
+			t.Errorf("%s: error %q does not name the policy", fixture, err)
+		}
+	}
+}
+
+func TestLoadRejections(t *testing.T) {
+	e := newEngine(t)
+	cases := []struct {
+		name, reason, want string
+		src                []byte
+	}{
+		{"not wasm", "Decode", "not a wasm module", []byte("#!/bin/sh\necho hi\n")},
+		{"abi v2", "ABIVersion", "ABI v2", testguests.Fixture(t, "abiv2")},
+		{"no entry points", "Validate", `neither "filter" nor "score"`, testguests.Fixture(t, "noentry")},
+		{"bad signature", "Validate", `export "filter" has signature (i32)->(i32)`, testguests.Fixture(t, "badsig")},
+		{"init loops", "Instantiate", "_initialize did not finish within", testguests.Fixture(t, "initloop")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPolicy(t, e, PolicySpec{Timeout: 10 * time.Millisecond, InitTimeout: 200 * time.Millisecond})
+			start := time.Now()
+			_, err := p.Load(context.Background(), c.src, "")
+			var le *LoadError
+			if !errors.As(err, &le) || le.Reason != c.reason || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v; want reason %s containing %q", err, c.reason, c.want)
+			}
+			if c.reason == "Instantiate" && time.Since(start) > 2*time.Second {
+				t.Fatalf("looping _initialize took %s to refuse", time.Since(start))
+			}
+			if p.Current() != nil {
+				t.Fatal("a refused module became current")
+			}
+		})
+	}
+}
+
+func TestCommandModule(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{})
+	v := load(t, p, testguests.Fixture(t, "command"))
+	if v.Exports().Initializer != "_start" {
+		t.Fatalf("initializer = %q", v.Exports().Initializer)
+	}
+	if r, err := filter(v, nodeInfo("n", nil, false)); err != nil || r.Code != abi.CodeSuccess {
+		t.Fatalf("filter = %+v, %v; want success after _start ran", r, err)
+	}
+}
+
+func TestHostFunctionsRejectBadPointers(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{Config: "abcdef"})
+	v := load(t, p, testguests.Fixture(t, "badptr"))
+	r, err := filter(v, nodeInfo("n", map[string]string{"k": "v"}, false))
+	if err != nil {
+		t.Fatalf("a host function trapped or crashed on bad pointers: %v", err)
+	}
+	if r.Code != abi.CodeUnschedulable || r.Reason != "(reason pointer out of range)" {
+		t.Fatalf("result = %+v", r)
+	}
+}
+
+func TestSHA256PinAndGzip(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{})
+	wasm := testguests.Fixture(t, "ok")
+	sum := sha256.Sum256(wasm)
+	digest := hex.EncodeToString(sum[:])
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(wasm)
+	_ = zw.Close()
+
+	_, err := p.Load(context.Background(), gz.Bytes(), strings.Repeat("0", 64))
+	var le *LoadError
+	if !errors.As(err, &le) || le.Reason != "SHA256Mismatch" || !strings.Contains(err.Error(), digest) {
+		t.Fatalf("err = %v; want a SHA256Mismatch naming the actual digest", err)
+	}
+	v, err := p.Load(context.Background(), gz.Bytes(), "sha256:"+strings.ToUpper(digest))
+	if err != nil {
+		t.Fatalf("gzipped module with the right pin: %v", err)
+	}
+	if v.SHA256() != digest {
+		t.Fatalf("sha256 = %s, want %s (of the wasm bytes, not the gzip)", v.SHA256(), digest)
+	}
+}
+
+// A bad new version never replaces a good one; a good one swaps in while the
+// old version keeps serving calls already pinned to it.
+func TestReloadKeepsLastGood(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{})
+	good := load(t, p, testguests.Fixture(t, "ok"))
+	for _, bad := range [][]byte{[]byte("garbage"), testguests.Fixture(t, "pathopen"), testguests.Fixture(t, "abiv2")} {
+		if _, err := p.Load(context.Background(), bad, ""); err == nil {
+			t.Fatal("bad module loaded")
+		}
+		if p.Current() != good {
+			t.Fatal("a failed reload replaced the good version")
+		}
+	}
+	next := load(t, p, testguests.Fixture(t, "command"))
+	if p.Current() != next || next == good {
+		t.Fatal("good reload did not swap")
+	}
+	// A cycle that pinned the old version still completes on it.
+	if r, err := filter(good, nodeInfo("n", map[string]string{"verdict": "reject"}, false)); err != nil || r.Code != abi.CodeUnschedulable {
+		t.Fatalf("old pinned version: %+v, %v", r, err)
+	}
+	if live, _ := good.PoolStats(); live != 0 {
+		t.Fatalf("retired version kept %d idle instances", live)
+	}
+	// Loading identical bytes is a no-op.
+	if v := load(t, p, testguests.Fixture(t, "command")); v != next {
+		t.Fatal("reloading identical bytes created a new version")
+	}
+}
+
+// barrierNode is a real NodeInfo whose GetPods, reached through the guest's
+// node_pod_count host call, blocks until `want` calls are inside guest code
+// at the same time. If the host serialized calls (one instance, or a lock
+// held across guest calls), the first call would wait alone and the barrier
+// would time out.
+type barrierNode struct {
+	fwk.NodeInfo
+	arrived *atomic.Int32
+	want    int32
+	release chan struct{}
+	once    *sync.Once
+	timeout time.Duration
+	failed  *atomic.Bool
+}
+
+func (b barrierNode) GetPods() []fwk.PodInfo {
+	if b.arrived.Add(1) == b.want {
+		b.once.Do(func() { close(b.release) })
+	}
+	select {
+	case <-b.release:
+	case <-time.After(b.timeout):
+		b.failed.Store(true)
+		b.once.Do(func() { close(b.release) })
+	}
+	return b.NodeInfo.GetPods()
+}
+
+// runConcurrentFilters starts n Filter calls at once through a barrier node
+// and reports whether all n were inside guest code at the same time.
+func runConcurrentFilters(t *testing.T, v *Version, n int32, wait time.Duration) (allInside bool) {
+	t.Helper()
+	var arrived atomic.Int32
+	var failed atomic.Bool
+	node := barrierNode{NodeInfo: nodeInfo("n", nil, false), arrived: &arrived, want: n, release: make(chan struct{}), once: &sync.Once{}, timeout: wait, failed: &failed}
+	pod := testPod()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := int32(0); i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := v.Call(context.Background(), CallFilter, pod, node, new([]byte), nil); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return !failed.Load()
+}
+
+// 16 goroutines (the scheduler's default parallelism) call Filter on one
+// policy at once; the test fails if the calls are serialized.
+func TestParallelFilterCallsDoNotSerialize(t *testing.T) {
+	const n = 16
+	p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: n, Timeout: 30 * time.Second})
+	v := load(t, p, testguests.Fixture(t, "ok"))
+	if !runConcurrentFilters(t, v, n, 10*time.Second) {
+		t.Fatalf("fewer than %d Filter calls were inside the guest at once: calls are serialized", n)
+	}
+	if live, _ := v.PoolStats(); live != n {
+		t.Fatalf("pool has %d instances, want %d", live, n)
+	}
+}
+
+// The negative control: with a pool of one instance calls are serialized,
+// and the barrier must notice it. This proves the test above can fail.
+func TestParallelismCheckDetectsSerialization(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1, Timeout: 30 * time.Second})
+	v := load(t, p, testguests.Fixture(t, "ok"))
+	if runConcurrentFilters(t, v, 4, 200*time.Millisecond) {
+		t.Fatal("the barrier saw 4 calls inside one instance at once; it cannot detect serialization")
+	}
+}

@@ -1,0 +1,172 @@
+// Package testguests builds the example policies into real wasm modules
+// for tests, with Go and with TinyGo, and locates the hand-written fixtures.
+// Builds are cached in _output/guests and redone when a source is newer.
+package testguests
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Toolchain is a guest compiler.
+type Toolchain string
+
+// The supported toolchains.
+const (
+	Go     Toolchain = "go"
+	TinyGo Toolchain = "tinygo"
+)
+
+// Toolchains lists both, in the order tests run them.
+var Toolchains = []Toolchain{TinyGo, Go}
+
+// Policies are the example policies under plugins-wasm.
+var Policies = []string{"team-isolation", "bin-packing", "maintenance-avoidance", "gpu-fit"}
+
+var (
+	rootOnce sync.Once
+	root     string
+	rootErr  error
+	buildMu  sync.Mutex
+)
+
+// Root returns the repository root.
+func Root() (string, error) {
+	rootOnce.Do(func() {
+		dir, err := os.Getwd()
+		if err != nil {
+			rootErr = err
+			return
+		}
+		for {
+			if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/wasmsched/wasmsched\n") {
+				root = dir
+				return
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				rootErr = errors.New("repository root not found")
+				return
+			}
+			dir = parent
+		}
+	})
+	return root, rootErr
+}
+
+// TinyGoPath returns the TinyGo binary: $TINYGO, or the one
+// hack/install-tinygo.sh builds.
+func TinyGoPath() (string, error) {
+	if p := os.Getenv("TINYGO"); p != "" {
+		return p, nil
+	}
+	r, err := Root()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(r, ".cache", "tinygo", "v0.41.1", "bin", "tinygo")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("TinyGo is not installed at %s: run `make guests-tinygo` (hack/install-tinygo.sh) first", p)
+	}
+	return p, nil
+}
+
+// Policy builds (if needed) and returns the path of an example policy module.
+func Policy(t testing.TB, tc Toolchain, name string) string {
+	t.Helper()
+	p, err := Build(tc, filepath.Join("plugins-wasm", name))
+	if err != nil {
+		t.Fatalf("building %s with %s: %v", name, tc, err)
+	}
+	return p
+}
+
+// PolicyBytes returns an example policy module's bytes.
+func PolicyBytes(t testing.TB, tc Toolchain, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(Policy(t, tc, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Build compiles the main package in dir (relative to plugins-wasm's module
+// or the repository root) with a toolchain into _output/guests/<tc>/.
+func Build(tc Toolchain, dir string) (string, error) {
+	r, err := Root()
+	if err != nil {
+		return "", err
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	src := filepath.Join(r, dir)
+	out := filepath.Join(r, "_output", "guests", string(tc), filepath.Base(dir)+".wasm")
+	if fresh(out, src, filepath.Join(r, "guest-sdk")) {
+		return out, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
+	var cmd *exec.Cmd
+	switch tc {
+	case Go:
+		cmd = exec.Command("go", "build", "-buildmode=c-shared", "-o", tmp, ".")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-buildvcs=false")
+	case TinyGo:
+		tg, err := TinyGoPath()
+		if err != nil {
+			return "", err
+		}
+		cmd = exec.Command(tg, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-o", tmp, ".")
+		cmd.Env = os.Environ()
+	default:
+		return "", fmt.Errorf("unknown toolchain %q", tc)
+	}
+	cmd.Dir = src
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, b)
+	}
+	return out, os.Rename(tmp, out)
+}
+
+// fresh reports whether out exists and is newer than every file under dirs.
+func fresh(out string, dirs ...string) bool {
+	st, err := os.Stat(out)
+	if err != nil {
+		return false
+	}
+	newest := time.Time{}
+	for _, d := range dirs {
+		_ = filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return nil
+			}
+			if info, err := e.Info(); err == nil && info.ModTime().After(newest) {
+				newest = info.ModTime()
+			}
+			return nil
+		})
+	}
+	return st.ModTime().After(newest)
+}
+
+// Fixture returns the bytes of a hand-written fixture, testdata/<name>.wasm
+// next to the calling test (compiled from <name>.wat by `make fixtures`).
+func Fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name+".wasm"))
+	if err != nil {
+		t.Fatalf("fixture %s: %v (run `make fixtures` after editing a .wat file)", name, err)
+	}
+	return b
+}
