@@ -179,6 +179,11 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		_ = cm.Close(ctx)
 		return nil, &LoadError{p.name, "ABIVersion", err}
 	}
+	if err := applyCapabilities(in, &v.exports); err != nil {
+		in.close()
+		_ = cm.Close(ctx)
+		return nil, &LoadError{p.name, "Validate", err}
+	}
 	v.live.Add(1)
 	v.free = append(v.free, in)
 	v.loadDuration = time.Since(start)
@@ -201,6 +206,31 @@ func checkABIVersion(in *instance) error {
 	}
 	if got := int32(res[0]); got != abi.Version {
 		return fmt.Errorf("module implements ABI v%d, this host implements v%d; rebuild the policy with a matching guest SDK", got, abi.Version)
+	}
+	return nil
+}
+
+// applyCapabilities narrows the exports to what the guest says it implements
+// (the SDK exports every entry point but registers only some), so the host
+// never calls an entry point the policy does not implement.
+func applyCapabilities(in *instance, ex *Exports) error {
+	fn := in.mod.ExportedFunction(abi.ExportCapabilities)
+	if fn == nil {
+		return nil
+	}
+	in.arm(in.v.p.initTimeout)
+	res, err := fn.Call(&in.cctx)
+	if !in.disarm() || err != nil {
+		return fmt.Errorf("%s failed: %v", abi.ExportCapabilities, err)
+	}
+	c := int32(res[0])
+	ex.PreFilter = ex.PreFilter && c&abi.CapPreFilter != 0
+	ex.Filter = ex.Filter && c&abi.CapFilter != 0
+	ex.PreScore = ex.PreScore && c&abi.CapPreScore != 0
+	ex.Score = ex.Score && c&abi.CapScore != 0
+	ex.NormalizeScore = ex.NormalizeScore && c&abi.CapNormalizeScore != 0
+	if !ex.Filter && !ex.Score {
+		return fmt.Errorf("the policy registers neither a Filter nor a Score function (capabilities=%d)", c)
 	}
 	return nil
 }

@@ -55,6 +55,7 @@ var exportSignatures = map[string]struct{ params, results []api.ValueType }{
 	abi.ExportPreScore:       {[]api.ValueType{api.ValueTypeI64}, nil},
 	abi.ExportScore:          {[]api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}},
 	abi.ExportNormalizeScore: {[]api.ValueType{api.ValueTypeI64, api.ValueTypeI32}, nil},
+	abi.ExportCapabilities:   {nil, []api.ValueType{api.ValueTypeI32}},
 	abi.ExportInitialize:     {nil, nil},
 	abi.ExportStart:          {nil, nil},
 }

@@ -1,0 +1,46 @@
+// Package casetest runs table-driven cases against a policy's registered
+// functions natively (plain `go test`, no wasm). The same case files are
+// replayed against the compiled module through the real host by the main
+// module's tests, so native logic and wasm behaviour are held to one table.
+package casetest
+
+import (
+	"encoding/json"
+	"os"
+
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+)
+
+// File is a policy's case table: the config the policy runs with and its cases.
+type File struct {
+	Config string `json:"config"`
+	Cases  []Case `json:"cases"`
+}
+
+// Case is one pod on one node with the expected verdicts. Nil expectations are not checked.
+type Case struct {
+	Name   string       `json:"name"`
+	Pod    sdk.PodData  `json:"pod"`
+	Node   sdk.NodeData `json:"node"`
+	Filter *Expect      `json:"filter,omitempty"`
+	Score  *int64       `json:"score,omitempty"`
+}
+
+// Expect is an expected status.
+type Expect struct {
+	Code   int32  `json:"code"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Load reads a case file.
+func Load(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f := &File{}
+	if err := json.Unmarshal(b, f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
