@@ -147,16 +147,14 @@ func (c *ConfigMap) Run(ctx context.Context, fn func(Update)) {
 			}
 		}
 	}
-	var lastRV string
+	// Informer handlers run on one goroutine, so these need no lock.
+	var lastData []byte
+	var lastMissing bool
 	onObj := func(obj interface{}) {
 		cm, ok := obj.(*v1.ConfigMap)
 		if !ok || cm.Name != c.Name {
 			return
 		}
-		if cm.ResourceVersion == lastRV {
-			return
-		}
-		lastRV = cm.ResourceVersion
 		data, ok := cm.BinaryData[c.Key]
 		if !ok {
 			if s, ok2 := cm.Data[c.Key]; ok2 {
@@ -164,16 +162,23 @@ func (c *ConfigMap) Run(ctx context.Context, fn func(Update)) {
 			}
 		}
 		if !ok {
-			send(Update{Err: fmt.Errorf("configmap %s/%s has no key %q in binaryData or data", c.Namespace, c.Name, c.Key), Object: cm})
+			if !lastMissing {
+				lastMissing, lastData = true, nil
+				send(Update{Err: fmt.Errorf("configmap %s/%s has no key %q in binaryData or data", c.Namespace, c.Name, c.Key), Object: cm})
+			}
 			return
 		}
+		if lastData != nil && bytes.Equal(data, lastData) {
+			return // an update to another key or to metadata
+		}
+		lastData, lastMissing = data, false
 		send(Update{Data: data, Object: cm})
 	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onObj,
 		UpdateFunc: func(_, obj interface{}) { onObj(obj) },
 		DeleteFunc: func(obj interface{}) {
-			lastRV = ""
+			lastData, lastMissing = nil, false
 			send(Update{Err: fmt.Errorf("configmap %s/%s was deleted", c.Namespace, c.Name)})
 		},
 	})

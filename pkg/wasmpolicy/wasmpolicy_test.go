@@ -1,0 +1,363 @@
+package wasmpolicy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+)
+
+// cluster is a scheduler framework with only WasmPolicy enabled, built by the
+// framework runtime from a profile, the way kube-scheduler builds it.
+type cluster struct {
+	fw       framework.Framework
+	snapshot *cache.Snapshot
+	nodes    []*v1.Node
+	recorder *events.FakeRecorder
+}
+
+func newCluster(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, objs ...*v1.ConfigMap) *cluster {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if args.CompilationCacheDir == "" {
+		args.CompilationCacheDir = t.TempDir()
+	}
+	if args.MaxInstancesPerPolicy == 0 {
+		args.MaxInstancesPerPolicy = 16
+	}
+	if args.FilePollInterval == 0 {
+		args.FilePollInterval = 100 * time.Millisecond
+	}
+	for i := range args.Policies {
+		p := &args.Policies[i]
+		if p.Weight == 0 {
+			p.Weight = 1
+		}
+		if p.Timeout == 0 {
+			p.Timeout = time.Second
+		}
+		if p.MemoryLimit == 0 {
+			p.MemoryLimit = 64 << 20
+		}
+		if p.FailurePolicy == "" {
+			p.FailurePolicy = config.FailurePolicyFail
+		}
+	}
+	client := fake.NewClientset()
+	for _, cm := range objs {
+		if _, err := client.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapshot := cache.NewSnapshot(nil, nodes)
+	recorder := events.NewFakeRecorder(100)
+	enabled := schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name}}}
+	profile := &schedconfig.KubeSchedulerProfile{
+		SchedulerName: "wasmsched",
+		Plugins: &schedconfig.Plugins{
+			QueueSort: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: queuesort.Name}}},
+			Bind:      schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: defaultbinder.Name}}},
+			PreFilter: enabled, Filter: enabled, PreScore: enabled, Score: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name, Weight: 1}}},
+		},
+		PluginConfig: []schedconfig.PluginConfig{{Name: Name, Args: args}},
+	}
+	fw, err := frameworkruntime.NewFramework(ctx, frameworkruntime.Registry{Name: New, queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New}, profile,
+		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithEventRecorder(recorder),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fw.Close() })
+	return &cluster{fw: fw, snapshot: snapshot, nodes: nodes, recorder: recorder}
+}
+
+// schedule runs PreFilter, Filter on every node, then PreScore and Score on
+// the feasible ones, as one scheduling cycle does. It returns each node's
+// Filter status and the WasmPolicy score of each feasible node.
+func (c *cluster) schedule(t *testing.T, pod *v1.Pod) (map[string]*fwk.Status, map[string]int64, *fwk.Status) {
+	t.Helper()
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	_, st, _ := c.fw.RunPreFilterPlugins(ctx, state, pod)
+	if !st.IsSuccess() {
+		return nil, nil, st
+	}
+	infos, err := c.snapshot.NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	filters := map[string]*fwk.Status{}
+	var feasible []fwk.NodeInfo
+	for _, ni := range infos {
+		st := c.fw.RunFilterPlugins(ctx, state, pod, ni)
+		filters[ni.Node().Name] = st
+		if st.IsSuccess() {
+			feasible = append(feasible, ni)
+		}
+	}
+	scores := map[string]int64{}
+	if len(feasible) == 0 {
+		return filters, scores, nil
+	}
+	if st := c.fw.RunPreScorePlugins(ctx, state, pod, feasible); !st.IsSuccess() && !st.IsSkip() {
+		return filters, nil, st
+	}
+	ns, st := c.fw.RunScorePlugins(ctx, state, pod, feasible)
+	if !st.IsSuccess() {
+		return filters, nil, st
+	}
+	for _, n := range ns {
+		scores[n.Name] = n.TotalScore
+	}
+	return filters, scores, nil
+}
+
+func node(name string, labels map[string]string, cpuMilli int64) *v1.Node {
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: v1.NodeStatus{Allocatable: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(cpuMilli, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(8<<30, resource.BinarySI),
+			v1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+		}},
+	}
+}
+
+func pod(name string, labels map[string]string, cpuMilli int64) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), Labels: labels},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+			v1.ResourceCPU: *resource.NewMilliQuantity(cpuMilli, resource.DecimalSI),
+		}}}}},
+	}
+}
+
+func writeModule(t *testing.T, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "host", "testdata", name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Filter, PreScore, Score and NormalizeScore through the framework, with
+// team-isolation (TinyGo) filtering and bin-packing (Go) scoring.
+func TestExtensionPointsBothToolchains(t *testing.T) {
+	dir := t.TempDir()
+	team := writeModule(t, dir, "team.wasm", testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation"))
+	pack := writeModule(t, dir, "pack.wasm", testguests.PolicyBytes(t, testguests.Go, "bin-packing"))
+	nodes := []*v1.Node{
+		node("pay-1", map[string]string{"team": "payments"}, 4000),
+		node("pay-2", map[string]string{"team": "payments"}, 2000),
+		node("search-1", map[string]string{"team": "search"}, 4000),
+		node("shared-1", nil, 4000),
+	}
+	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
+		{Name: "team-isolation", Source: config.Source{File: team}, Config: "key=team"},
+		{Name: "bin-packing", Source: config.Source{File: pack}, Config: "cpu=1"},
+	}}, nodes)
+
+	filters, scores, st := c.schedule(t, pod("p1", map[string]string{"team": "payments"}, 1000))
+	if st != nil {
+		t.Fatal(st)
+	}
+	for name, want := range map[string]string{
+		"search-1": "rejected by WasmPolicy/team-isolation: team label mismatch",
+		"shared-1": "rejected by WasmPolicy/team-isolation: node has no team label (shared pool), pod belongs to team payments",
+	} {
+		if got := filters[name]; got.Code() != fwk.Unschedulable || got.Message() != want {
+			t.Errorf("%s: filter = %v %q, want Unschedulable %q", name, got.Code(), got.Message(), want)
+		}
+		if filters[name].Plugin() != Name {
+			t.Errorf("%s: status plugin = %q", name, filters[name].Plugin())
+		}
+	}
+	if !filters["pay-1"].IsSuccess() || !filters["pay-2"].IsSuccess() {
+		t.Fatalf("payments nodes rejected: %v / %v", filters["pay-1"], filters["pay-2"])
+	}
+	// MostAllocated on cpu: 1000/4000 → 25, 1000/2000 → 50: bin-packing prefers the fuller node.
+	if scores["pay-1"] != 25 || scores["pay-2"] != 50 {
+		t.Fatalf("scores = %v, want pay-1=25 pay-2=50", scores)
+	}
+}
+
+func TestFailurePolicy(t *testing.T) {
+	dir := t.TempDir()
+	loop := writeModule(t, dir, "loop.wasm", fixture(t, "loop"))
+	nodes := []*v1.Node{node("ok", nil, 1000), node("cordoned", nil, 1000)}
+	nodes[1].Spec.Unschedulable = true
+	for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
+		t.Run(string(fp), func(t *testing.T) {
+			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
+				{Name: "slow", Source: config.Source{File: loop}, Timeout: 20 * time.Millisecond, FailurePolicy: fp},
+			}}, nodes)
+			filters, _, st := c.schedule(t, pod("p", nil, 100))
+			if st != nil {
+				t.Fatal(st)
+			}
+			if !filters["ok"].IsSuccess() {
+				t.Fatalf("healthy node rejected: %v", filters["ok"])
+			}
+			got := filters["cordoned"]
+			switch fp {
+			case config.FailurePolicyFail:
+				if got.Code() != fwk.UnschedulableAndUnresolvable || got.Message() != "rejected by WasmPolicy/slow: policy call exceeded its timeout" {
+					t.Fatalf("Fail: %v %q", got.Code(), got.Message())
+				}
+			case config.FailurePolicyIgnore:
+				if !got.IsSuccess() {
+					t.Fatalf("Ignore: node rejected: %v", got)
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyWithoutModule(t *testing.T) {
+	old := InitialLoadTimeout
+	InitialLoadTimeout = time.Second
+	defer func() { InitialLoadTimeout = old }()
+	missing := filepath.Join(t.TempDir(), "missing.wasm")
+	nodes := []*v1.Node{node("n", nil, 1000)}
+	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
+		{Name: "absent", Source: config.Source{File: missing}},
+	}}, nodes)
+	_, _, st := c.schedule(t, pod("p", nil, 100))
+	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "WasmPolicy/absent: policy has no module loaded (file "+missing+")") {
+		t.Fatalf("status = %v %q", st.Code(), st.Message())
+	}
+	// The module appears later: the policy starts serving without a restart.
+	writeModule(t, filepath.Dir(missing), "missing.wasm", fixture(t, "ok"))
+	waitFor(t, func() bool {
+		f, _, st := c.schedule(t, pod("p", nil, 100))
+		return st == nil && f["n"].IsSuccess()
+	})
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A file source reloads on change; a corrupt or mis-pinned module keeps the
+// last good version serving.
+func TestFileReloadKeepsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	path := writeModule(t, dir, "policy.wasm", fixture(t, "ok"))
+	nodes := []*v1.Node{node("reject", map[string]string{"verdict": "reject"}, 1000), node("cordoned", nil, 1000)}
+	nodes[1].Spec.Unschedulable = true
+	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
+		{Name: "p", Source: config.Source{File: path}, Timeout: 20 * time.Millisecond, FailurePolicy: config.FailurePolicyFail},
+	}}, nodes)
+	f, _, _ := c.schedule(t, pod("a", nil, 100))
+	if f["reject"].IsSuccess() || !f["cordoned"].IsSuccess() {
+		t.Fatalf("v1: %v / %v", f["reject"], f["cordoned"])
+	}
+	// v2 (loop.wasm): accepts "reject", loops (times out) on cordoned nodes.
+	writeModule(t, dir, "policy.wasm", fixture(t, "loop"))
+	waitFor(t, func() bool {
+		f, _, _ := c.schedule(t, pod("a", nil, 100))
+		return f["reject"].IsSuccess() && !f["cordoned"].IsSuccess()
+	})
+	// Corrupt module: v2 keeps serving.
+	writeModule(t, dir, "policy.wasm", []byte("\x00asm\x01\x00\x00\x00garbage"))
+	time.Sleep(300 * time.Millisecond)
+	f, _, _ = c.schedule(t, pod("a", nil, 100))
+	if !f["reject"].IsSuccess() || f["cordoned"].IsSuccess() {
+		t.Fatalf("after corrupt reload: %v / %v, want v2 still serving", f["reject"], f["cordoned"])
+	}
+}
+
+// The ConfigMap source: binaryData, gzip, sha256 pin, reload, and a Warning
+// event on the ConfigMap when a new version is refused.
+func TestConfigMapSource(t *testing.T) {
+	ok, loop := fixture(t, "ok"), fixture(t, "loop")
+	sum := sha256.Sum256(ok)
+	cm := &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy", Namespace: "wasmsched"},
+		BinaryData: map[string][]byte{"policy.wasm": ok},
+	}
+	nodes := []*v1.Node{node("reject", map[string]string{"verdict": "reject"}, 1000)}
+	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
+		{Name: "cm", Source: config.Source{ConfigMap: &config.ConfigMapSource{Namespace: "wasmsched", Name: "policy", Key: "policy.wasm"}}, SHA256: hex.EncodeToString(sum[:])},
+	}}, nodes, cm)
+	f, _, _ := c.schedule(t, pod("a", nil, 100))
+	if f["reject"].Message() != "rejected by WasmPolicy/cm: rejected by fixture" {
+		t.Fatalf("filter = %q", f["reject"].Message())
+	}
+	// Upload a module that does not match the pinned sha256.
+	client := c.fw.ClientSet()
+	cm.BinaryData["policy.wasm"] = loop
+	if _, err := client.CoreV1().ConfigMaps("wasmsched").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var ev string
+	select {
+	case ev = <-c.recorder.Events:
+	case <-time.After(10 * time.Second):
+	}
+	if !strings.Contains(ev, "Warning PolicyLoadFailed") || !strings.Contains(ev, "WasmPolicy/cm: SHA256Mismatch") {
+		// The first event may be PolicyLoaded from the initial load.
+		select {
+		case ev = <-c.recorder.Events:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	if !strings.Contains(ev, "Warning PolicyLoadFailed") || !strings.Contains(ev, "WasmPolicy/cm: SHA256Mismatch") {
+		t.Fatalf("event = %q, want a PolicyLoadFailed warning naming the policy", ev)
+	}
+	f, _, _ = c.schedule(t, pod("a", nil, 100))
+	if f["reject"].IsSuccess() {
+		t.Fatal("a module with the wrong sha256 replaced the pinned one")
+	}
+}
+
+func TestMain(m *testing.M) {
+	schedmetrics.Register() // the framework runtime records into the scheduler's metrics
+	os.Exit(m.Run())
+}
