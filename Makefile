@@ -20,7 +20,7 @@ GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-w
 build: $(BIN)/kube-scheduler
 
 $(BIN)/kube-scheduler: $(shell find cmd host pkg guest-sdk/abi -name '*.go' -not -name '*_test.go') go.mod go.sum
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/kube-scheduler
+	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kube-scheduler
 
 ## deps: Debian packages (LLVM 19, wasi-libc, binaryen, wabt, openssl)
 deps:

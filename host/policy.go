@@ -190,7 +190,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	if old := p.cur.Swap(v); old != nil {
 		old.retire()
 	}
-	klog.InfoS("Policy module loaded", "policy", p.name, "sha256", digest, "bytes", len(wasm), "exports", ex.String(), "duration", v.loadDuration)
+	klog.InfoS("Policy module loaded", "policy", p.name, "sha256", digest, "bytes", len(wasm), "exports", v.exports.String(), "duration", v.loadDuration)
 	return v, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	schedschemev1 "k8s.io/kube-scheduler/config/v1"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -14,8 +15,21 @@ import (
 // pluginConfig args of kind WasmPolicyArgs into this type.
 var SchemeGroupVersion = schema.GroupVersion{Group: schedconfig.GroupName, Version: "v1"}
 
-// AddToScheme registers the v1 type, its defaulting and its conversions.
-func AddToScheme(s *runtime.Scheme) error {
+// The v1 type joins the shared kubescheduler.config.k8s.io/v1 SchemeBuilder
+// (as sigs.k8s.io/scheduler-plugins does), so the scheduler's decoding and
+// plugin-arg conversion schemes both know it.
+var (
+	localSchemeBuilder = &schedschemev1.SchemeBuilder
+	// AddToScheme registers every type of kubescheduler.config.k8s.io/v1, ours included.
+	AddToScheme = localSchemeBuilder.AddToScheme
+)
+
+func init() {
+	localSchemeBuilder.Register(register)
+}
+
+// register adds the v1 type, its defaulting and its conversions.
+func register(s *runtime.Scheme) error {
 	s.AddKnownTypes(SchemeGroupVersion, &WasmPolicyArgs{})
 	s.AddTypeDefaultingFunc(&WasmPolicyArgs{}, func(obj interface{}) { SetDefaults_WasmPolicyArgs(obj.(*WasmPolicyArgs)) })
 	if err := s.AddConversionFunc((*WasmPolicyArgs)(nil), (*config.WasmPolicyArgs)(nil), func(a, b interface{}, _ conversion.Scope) error {
