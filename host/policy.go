@@ -168,7 +168,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		_ = cm.Close(ctx)
 		return nil, &LoadError{p.name, "Validate", err}
 	}
-	v := &Version{p: p, compiled: cm, exports: ex, sha256: digest, size: len(wasm), sem: make(chan struct{}, p.maxInstances)}
+	v := &Version{p: p, compiled: cm, exports: ex, sha256: digest, size: len(wasm), slots: make(chan *instance, p.maxInstances)}
 	in, err := v.newInstance(ctx)
 	if err != nil {
 		_ = cm.Close(ctx)
@@ -185,7 +185,10 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return nil, &LoadError{p.name, "Validate", err}
 	}
 	v.live.Add(1)
-	v.free = append(v.free, in)
+	v.slots <- in
+	for i := 1; i < p.maxInstances; i++ {
+		v.slots <- nil
+	}
 	v.loadDuration = time.Since(start)
 	if old := p.cur.Swap(v); old != nil {
 		old.retire()
@@ -254,11 +257,12 @@ type Version struct {
 	size         int
 	loadDuration time.Duration
 
-	// sem bounds concurrent calls to the pool size; mu guards only the free
-	// list (a few nanoseconds), never a guest call.
-	sem     chan struct{}
-	mu      sync.Mutex
-	free    []*instance
+	// slots holds exactly maxInstances entries while no call runs: idle
+	// instances, and nils that stand for instances not created yet (or
+	// discarded). Acquiring is one receive, releasing one send; no lock is
+	// ever held across a guest call, and a discarded instance gives its slot
+	// back so waiters never starve.
+	slots   chan *instance
 	live    atomic.Int64
 	inUse   atomic.Int64
 	retired atomic.Bool
@@ -285,26 +289,20 @@ func (v *Version) PoolStats() (live, inUse int64) { return v.live.Load(), v.inUs
 var errPoolWait = errors.New("no free instance before the scheduling context ended")
 
 func (v *Version) acquire(ctx context.Context) (*instance, error) {
+	var in *instance
 	select {
-	case v.sem <- struct{}{}:
+	case in = <-v.slots:
 	default:
 		select {
-		case v.sem <- struct{}{}:
+		case in = <-v.slots:
 		case <-ctx.Done():
 			return nil, errPoolWait
 		}
 	}
-	var in *instance
-	v.mu.Lock()
-	if n := len(v.free); n > 0 {
-		in = v.free[n-1]
-		v.free = v.free[:n-1]
-	}
-	v.mu.Unlock()
 	if in == nil {
 		var err error
 		if in, err = v.newInstance(ctx); err != nil {
-			<-v.sem
+			v.slots <- nil
 			klog.ErrorS(err, "Could not create a policy instance", "policy", v.p.name, "sha256", v.sha256)
 			return nil, err
 		}
@@ -315,38 +313,35 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 }
 
 // release returns a healthy instance to the pool, or discards it: after a
-// failed call, when the Version was replaced, or when its memory grew past
+// failed call, when the version was replaced, or when its memory grew past
 // the recycle mark (wasm memory never shrinks).
 func (v *Version) release(in *instance, healthy bool) {
 	in.pod, in.node, in.cycleState, in.scores = nil, nil, nil, nil
 	v.inUse.Add(-1)
 	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
-		v.mu.Lock()
-		v.free = append(v.free, in)
-		v.mu.Unlock()
-	} else {
-		in.close()
-		v.live.Add(-1)
+		v.slots <- in
+		return
 	}
-	<-v.sem
-	if v.retired.Load() {
-		v.closeIdle()
-	}
+	in.close()
+	v.live.Add(-1)
+	v.slots <- nil
 }
 
+// retire closes the idle instances of a replaced version. Cycles that pinned
+// it may still call it; they get fresh instances that are closed on release.
 func (v *Version) retire() {
 	v.retired.Store(true)
-	v.closeIdle()
-}
-
-func (v *Version) closeIdle() {
-	v.mu.Lock()
-	idle := v.free
-	v.free = nil
-	v.mu.Unlock()
-	for _, in := range idle {
-		in.close()
-		v.live.Add(-1)
+	for n := cap(v.slots); n > 0; n-- {
+		select {
+		case in := <-v.slots:
+			if in != nil {
+				in.close()
+				v.live.Add(-1)
+			}
+			v.slots <- nil
+		default:
+			return
+		}
 	}
 }
 

@@ -1,0 +1,85 @@
+package sdk
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+func TestParseConfig(t *testing.T) {
+	got := ParseConfig(" key = team ,\n# comment\nflag\ncpu=1,memory=2")
+	want := map[string]string{"key": "team", "flag": "", "cpu": "1", "memory": "2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParseConfig = %v, want %v", got, want)
+	}
+}
+
+func TestTolerates(t *testing.T) {
+	taint := Taint{Key: "k", Value: "v", Effect: "NoSchedule"}
+	for _, c := range []struct {
+		tol  Toleration
+		want bool
+	}{
+		{Toleration{Key: "k", Operator: "Equal", Value: "v", Effect: "NoSchedule"}, true},
+		{Toleration{Key: "k", Value: "v"}, true},
+		{Toleration{Key: "k", Operator: "Exists"}, true},
+		{Toleration{Operator: "Exists"}, true},
+		{Toleration{Key: "k", Operator: "Equal", Value: "w"}, false},
+		{Toleration{Key: "other", Operator: "Exists"}, false},
+		{Toleration{Key: "k", Operator: "Exists", Effect: "NoExecute"}, false},
+	} {
+		if got := c.tol.Tolerates(taint); got != c.want {
+			t.Errorf("%+v tolerates %+v = %v, want %v", c.tol, taint, got, c.want)
+		}
+	}
+}
+
+func TestStringListRoundTrip(t *testing.T) {
+	b := abi.AppendListHeader(nil, 4)
+	for _, s := range []string{"team", "a", "", "zone"} {
+		b = abi.AppendString(b, s)
+	}
+	if got := decodeMap(b); !reflect.DeepEqual(got, map[string]string{"team": "a", "": "zone"}) {
+		t.Fatalf("decodeMap = %v", got)
+	}
+	// Truncated lists stop cleanly instead of reading past the end.
+	r := abi.NewListReader(b[:len(b)-2])
+	n := 0
+	for {
+		if _, ok := r.Next(); !ok {
+			break
+		}
+		n++
+	}
+	if n != 3 || !r.Err() {
+		t.Fatalf("truncated list: read %d strings, err=%v; want 3 and an error", n, r.Err())
+	}
+}
+
+func TestNativeRun(t *testing.T) {
+	RegisterFilter(func(pod Pod, node Node) Status {
+		if v, _ := node.Label("zone"); v != Config() {
+			return Unschedulable("zone " + v)
+		}
+		if pod.Request("cpu") > node.Allocatable("cpu")-node.Requested("cpu") {
+			return Unschedulable("cpu")
+		}
+		return Success()
+	})
+	defer RegisterFilter(nil)
+	SetConfig("a")
+	pod := &PodData{Requests: map[string]int64{"cpu": 500}}
+	if st := RunFilter(pod, &NodeData{Labels: map[string]string{"zone": "b"}}); st.Reason != "zone b" {
+		t.Fatalf("status = %+v", st)
+	}
+	if st := RunFilter(pod, &NodeData{Labels: map[string]string{"zone": "a"}, Allocatable: map[string]int64{"cpu": 1000}, Requested: map[string]int64{"cpu": 600}}); st.Reason != "cpu" {
+		t.Fatalf("status = %+v", st)
+	}
+	if st := RunFilter(pod, &NodeData{Labels: map[string]string{"zone": "a"}, Allocatable: map[string]int64{"cpu": 1000}}); !st.IsSuccess() {
+		t.Fatalf("status = %+v", st)
+	}
+	if Capabilities() != abi.CapFilter {
+		t.Fatalf("capabilities = %d", Capabilities())
+	}
+}
