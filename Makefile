@@ -41,7 +41,7 @@ $(OUT)/guests/go/%.wasm: plugins-wasm/%/main.go $(GUEST_SRCS)
 guests-tinygo: $(TINYGO_GUESTS)
 $(OUT)/guests/tinygo/%.wasm: plugins-wasm/%/main.go $(GUEST_SRCS) | $(TINYGO)
 	@mkdir -p $(dir $@)
-	cd plugins-wasm/$* && $(TINYGO) build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -o $@ . 2> >(grep -v 'is not a recognized feature' >&2)
+	cd plugins-wasm/$* && $(TINYGO) build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $@ . 2> >(grep -v 'is not a recognized feature' >&2)
 
 ## fixtures: recompile the hand-written .wat test fixtures (needs wabt)
 fixtures:

@@ -21,7 +21,7 @@
 //
 // Build with TinyGo (small, fast):
 //
-//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -o policy.wasm .
+//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o policy.wasm .
 //
 // or with Go ≥ 1.24:
 //
@@ -145,13 +145,13 @@ func capabilities() int32 {
 		c |= 1
 	}
 	if filterFn != nil {
-		c |= 2
+		c |= 2 | 32 // filter and filter_nodes
 	}
 	if preScoreFn != nil {
 		c |= 4
 	}
 	if scoreFn != nil {
-		c |= 8
+		c |= 8 | 64 // score and score_nodes
 	}
 	if normalizeFn != nil {
 		c |= 16

@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 package sdk
 
 import (
@@ -79,7 +81,7 @@ func TestNativeRun(t *testing.T) {
 	if st := RunFilter(pod, &NodeData{Labels: map[string]string{"zone": "a"}, Allocatable: map[string]int64{"cpu": 1000}}); !st.IsSuccess() {
 		t.Fatalf("status = %+v", st)
 	}
-	if Capabilities() != abi.CapFilter {
+	if Capabilities() != abi.CapFilter|abi.CapFilterNodes {
 		t.Fatalf("capabilities = %d", Capabilities())
 	}
 }

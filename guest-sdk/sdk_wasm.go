@@ -64,6 +64,9 @@ func hostCycleStateSet(ptr, n uint32)
 //go:wasmimport wasmsched cycle_state_get
 func hostCycleStateGet(buf, capacity uint32) int32
 
+//go:wasmimport wasmsched select_node
+func hostSelectNode(i int32) int32
+
 //go:wasmimport wasmsched scores_get
 func hostScoresGet(buf uint32, n int32) int32
 
@@ -93,6 +96,48 @@ func exportFilter(cycle int64) {
 		report(filterFn(Pod{}, Node{}))
 	}
 }
+
+// filter_nodes runs Filter for a batch of nodes in one call, so the host's
+// fixed cost per call is paid once per batch instead of once per node.
+//
+//go:wasmexport filter_nodes
+func exportFilterNodes(cycle int64, n int32) {
+	begin(cycle)
+	if filterFn == nil {
+		return
+	}
+	for i := int32(0); i < n; i++ {
+		if hostSelectNode(i) != 0 {
+			return
+		}
+		report(filterFn(Pod{}, Node{}))
+	}
+}
+
+// score_nodes runs Score for a batch of nodes and reports the scores at once.
+//
+//go:wasmexport score_nodes
+func exportScoreNodes(cycle int64, n int32) {
+	begin(cycle)
+	if scoreFn == nil || n <= 0 {
+		return
+	}
+	if cap(batchScores) < int(n) {
+		batchScores = make([]int64, n)
+	}
+	scores := batchScores[:n]
+	for i := int32(0); i < n; i++ {
+		if hostSelectNode(i) != 0 {
+			return
+		}
+		s, st := scoreFn(Pod{}, Node{})
+		report(st)
+		scores[i] = s
+	}
+	hostScoresSet(uint32(uintptr(unsafe.Pointer(unsafe.SliceData(scores)))), n)
+}
+
+var batchScores []int64
 
 //go:wasmexport prescore
 func exportPreScore(cycle int64) {

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"github.com/wasmsched/wasmsched/internal/testguests"
+	fwk "k8s.io/kube-scheduler/framework"
 	"testing"
 )
 
@@ -20,6 +21,26 @@ func BenchmarkCallOverhead(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, r, err := v.Call(ctx, CallFilter, pod, ni, blob, nil); err != nil || r.Code != 0 {
 			b.Fatal(err, r)
+		}
+	}
+}
+
+// BenchmarkBatchHostCalls measures, per node, a batched Filter whose guest
+// makes two host calls and nothing else (select_node, node_pod_count).
+func BenchmarkBatchHostCalls(b *testing.B) {
+	p := newPolicy(b, newEngine(b), PolicySpec{MaxInstances: 1})
+	v := load(b, p, testguests.Fixture(b, "hostcalls"))
+	nodes := make([]fwk.NodeInfo, 32)
+	for i := range nodes {
+		nodes[i] = nodeInfo("n", nil, false)
+	}
+	results := make([]Result, 32)
+	pod := testPod()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 32 {
+		if _, err := v.CallNodes(context.Background(), CallFilter, pod, nodes, new([]byte), results, nil); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -381,5 +382,101 @@ func TestParallelismCheckDetectsSerialization(t *testing.T) {
 	v := load(t, p, testguests.Fixture(t, "ok"))
 	if runConcurrentFilters(t, v, 4, 200*time.Millisecond) {
 		t.Fatal("the barrier saw 4 calls inside one instance at once; it cannot detect serialization")
+	}
+}
+
+// A batch call gives every node the full timeout, stops a loop on one node
+// within timeout + 10ms of that node's start, and keeps the verdicts of the
+// nodes evaluated before it.
+func TestBatchDeadlinePerNode(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
+	v := load(t, p, testguests.Fixture(t, "loop"))
+	if !v.Exports().FilterNodes {
+		t.Fatal("filter_nodes not detected")
+	}
+	nodes := []fwk.NodeInfo{nodeInfo("a", nil, false), nodeInfo("b", nil, false), nodeInfo("c", nil, true), nodeInfo("d", nil, false)}
+	results := make([]Result, len(nodes))
+	start := time.Now()
+	done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes, new([]byte), results, nil)
+	elapsed := time.Since(start)
+	if err == nil || err.Outcome != OutcomeTimeout || done != 2 {
+		t.Fatalf("done=%d err=%v; want a timeout at node 2", done, err)
+	}
+	t.Logf("batch stopped after %s (timeout %s)", elapsed, timeout)
+	if elapsed > timeout+10*time.Millisecond {
+		t.Errorf("batch stopped after %s, want at most %s", elapsed, timeout+10*time.Millisecond)
+	}
+	if results[0].Code != 0 || results[1].Code != 0 {
+		t.Fatalf("results before the failing node = %+v", results[:2])
+	}
+	// The instance was replaced; a batch without the looping node succeeds.
+	if done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes[:2], new([]byte), results[:2], nil); err != nil || done != 2 {
+		t.Fatalf("next batch: done=%d err=%v", done, err)
+	}
+}
+
+// Batch and single calls of the real TinyGo and Go team-isolation guests agree.
+func TestBatchMatchesSingleCalls(t *testing.T) {
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			p := newPolicy(t, newEngine(t), PolicySpec{Config: "key=team", Timeout: time.Second})
+			v := load(t, p, testguests.PolicyBytes(t, tc, "team-isolation"))
+			if !v.Exports().FilterNodes || v.Exports().ScoreNodes {
+				t.Fatalf("exports = %s, want filter and filter_nodes only", v.Exports())
+			}
+			pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"team": "a"}}})
+			var nodes []fwk.NodeInfo
+			for i := 0; i < 70; i++ {
+				labels := map[string]string{}
+				switch i % 3 {
+				case 0:
+					labels["team"] = "a"
+				case 1:
+					labels["team"] = "b"
+				}
+				nodes = append(nodes, nodeInfo(fmt.Sprintf("n%d", i), labels, false))
+			}
+			results := make([]Result, len(nodes))
+			if done, err := v.CallNodes(context.Background(), CallFilter, pod, nodes, new([]byte), results, nil); err != nil || done != len(nodes) {
+				t.Fatalf("done=%d err=%v", done, err)
+			}
+			for i, ni := range nodes {
+				_, single, err := v.Call(context.Background(), CallFilter, pod, ni, new([]byte), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if single != results[i] {
+					t.Fatalf("node %d: batch %+v, single %+v", i, results[i], single)
+				}
+			}
+			if results[0].Code != 0 || results[1].Reason != "team label mismatch" || results[2].Code != abi.CodeUnschedulable {
+				t.Fatalf("results = %+v", results[:3])
+			}
+		})
+	}
+}
+
+// A replaced version's compiled code is freed after the grace period, so
+// reloads do not accumulate memory; a straggling call fails cleanly.
+func TestRetiredVersionIsFreed(t *testing.T) {
+	old := RetiredGrace
+	RetiredGrace = 50 * time.Millisecond
+	defer func() { RetiredGrace = old }()
+	p := newPolicy(t, newEngine(t), PolicySpec{})
+	v1 := load(t, p, testguests.Fixture(t, "ok"))
+	load(t, p, testguests.Fixture(t, "command"))
+	deadline := time.Now().Add(5 * time.Second)
+	for !v1.closed.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("retired version not freed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := filter(v1, nodeInfo("n", nil, false)); err == nil || err.Outcome != OutcomeUnavailable {
+		t.Fatalf("call on a freed version: %v, want unavailable", err)
+	}
+	if r, err := filter(p.Current(), nodeInfo("n", nil, false)); err != nil || r.Code != 0 {
+		t.Fatalf("current version: %+v %v", r, err)
 	}
 }

@@ -232,6 +232,13 @@ var hostFuncs = []hostFunc{
 		}
 		s[0] = writeOut(m, s[0], s[1], *in.cycleState)
 	}},
+	{abi.FnSelectNode, []api.ValueType{i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+		if current(ctx).selectNode(int32(s[0])) {
+			s[0] = 0
+		} else {
+			s[0] = retBadArgs
+		}
+	}},
 	{abi.FnScoresGet, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.scores == nil {

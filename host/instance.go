@@ -66,6 +66,12 @@ type instance struct {
 	scores     []int64
 	code       int32
 	reason     string
+
+	// Batch calls (filter_nodes, score_nodes): the nodes, their results, and
+	// the index select_node made current (-1 before the first).
+	batch   []fwk.NodeInfo
+	results []Result
+	cur     int
 }
 
 // CallKind is an ABI extension point.
@@ -78,14 +84,17 @@ const (
 	CallPreScore
 	CallScore
 	CallNormalizeScore
+	// The batch forms, used through Version.CallNodes.
+	callFilterNodes
+	callScoreNodes
 	numCallKinds
 )
 
-var callExports = [numCallKinds]string{abi.ExportPreFilter, abi.ExportFilter, abi.ExportPreScore, abi.ExportScore, abi.ExportNormalizeScore}
+var callExports = [numCallKinds]string{abi.ExportPreFilter, abi.ExportFilter, abi.ExportPreScore, abi.ExportScore, abi.ExportNormalizeScore, abi.ExportFilterNodes, abi.ExportScoreNodes}
 
 // String returns the extension point's name as kube-scheduler spells it.
 func (k CallKind) String() string {
-	return [...]string{"PreFilter", "Filter", "PreScore", "Score", "NormalizeScore"}[k]
+	return [...]string{"PreFilter", "Filter", "PreScore", "Score", "NormalizeScore", "Filter", "Score"}[k]
 }
 
 // newInstance instantiates the version's module and runs its initializer
@@ -164,8 +173,25 @@ func (in *instance) expire() {
 }
 
 func (in *instance) setStatus(code int32, reason []byte) {
+	if in.results != nil {
+		if in.cur >= 0 && in.cur < len(in.results) {
+			in.results[in.cur] = Result{Code: code, Reason: safeString(reason)}
+		}
+		return
+	}
 	in.code = code
-	in.reason = safeString(bytes.Clone(reason))
+	in.reason = safeString(reason)
+}
+
+// selectNode makes node i of the batch current and gives it a fresh deadline.
+func (in *instance) selectNode(i int32) bool {
+	if in.batch == nil || i < 0 || int(i) >= len(in.batch) {
+		return false
+	}
+	in.cur = int(i)
+	in.node = in.batch[i]
+	in.timer.Reset(in.v.p.timeout)
+	return true
 }
 
 // Outcome classifies how a guest call ended.

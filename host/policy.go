@@ -232,6 +232,8 @@ func applyCapabilities(in *instance, ex *Exports) error {
 	ex.PreScore = ex.PreScore && c&abi.CapPreScore != 0
 	ex.Score = ex.Score && c&abi.CapScore != 0
 	ex.NormalizeScore = ex.NormalizeScore && c&abi.CapNormalizeScore != 0
+	ex.FilterNodes = ex.FilterNodes && ex.Filter && c&abi.CapFilterNodes != 0
+	ex.ScoreNodes = ex.ScoreNodes && ex.Score && c&abi.CapScoreNodes != 0
 	if !ex.Filter && !ex.Score {
 		return fmt.Errorf("the policy registers neither a Filter nor a Score function (capabilities=%d)", c)
 	}
@@ -266,6 +268,7 @@ type Version struct {
 	live    atomic.Int64
 	inUse   atomic.Int64
 	retired atomic.Bool
+	closed  atomic.Bool
 }
 
 // Exports reports which extension points the module implements.
@@ -300,6 +303,10 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 		}
 	}
 	if in == nil {
+		if v.closed.Load() {
+			v.slots <- nil
+			return nil, errors.New("module version was replaced and freed")
+		}
 		var err error
 		if in, err = v.newInstance(ctx); err != nil {
 			v.slots <- nil
@@ -327,10 +334,32 @@ func (v *Version) release(in *instance, healthy bool) {
 	v.slots <- nil
 }
 
+// RetiredGrace is how long a replaced version stays callable for scheduling
+// cycles that pinned it before the swap; then its compiled code is freed.
+var RetiredGrace = 30 * time.Second
+
 // retire closes the idle instances of a replaced version. Cycles that pinned
 // it may still call it; they get fresh instances that are closed on release.
+// After RetiredGrace the compiled module is closed, so reloads do not
+// accumulate machine code.
 func (v *Version) retire() {
-	v.retired.Store(true)
+	if v.retired.Swap(true) {
+		return
+	}
+	time.AfterFunc(RetiredGrace, v.freeCompiled)
+	v.closeIdle()
+}
+
+func (v *Version) freeCompiled() {
+	if v.live.Load() > 0 {
+		time.AfterFunc(RetiredGrace, v.freeCompiled)
+		return
+	}
+	v.closed.Store(true)
+	_ = v.compiled.Close(context.Background())
+}
+
+func (v *Version) closeIdle() {
 	for n := cap(v.slots); n > 0; n-- {
 		select {
 		case in := <-v.slots:
@@ -343,6 +372,38 @@ func (v *Version) retire() {
 			return
 		}
 	}
+}
+
+// CallNodes runs the batch form of Filter or Score (kind CallFilter or
+// CallScore) over nodes on one instance, in one guest call. results[i] (and,
+// for Score, scores[i]) receive node i's verdict. Each node gets the full
+// policy timeout. On a failed call, done is the index of the node being
+// evaluated when it failed; results after it are not set.
+func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, cycleState *[]byte, results []Result, scores []int64) (done int, cerr *CallError) {
+	in, err := v.acquire(ctx)
+	if err != nil {
+		return 0, &CallError{Outcome: OutcomeUnavailable, Err: err}
+	}
+	for i := range results {
+		results[i] = Result{}
+	}
+	in.pod, in.cycleState, in.batch, in.results, in.cur = pod, cycleState, nodes, results, -1
+	if kind == CallScore {
+		in.scores = scores
+	}
+	batchKind := callFilterNodes
+	if kind == CallScore {
+		batchKind = callScoreNodes
+	}
+	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)))
+	done = in.cur
+	in.batch, in.results, in.cur = nil, nil, -1
+	if cerr != nil {
+		v.release(in, false)
+		return max(done, 0), cerr
+	}
+	v.release(in, true)
+	return len(nodes), nil
 }
 
 // Result is a guest's verdict.

@@ -55,6 +55,8 @@ var exportSignatures = map[string]struct{ params, results []api.ValueType }{
 	abi.ExportPreScore:       {[]api.ValueType{api.ValueTypeI64}, nil},
 	abi.ExportScore:          {[]api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}},
 	abi.ExportNormalizeScore: {[]api.ValueType{api.ValueTypeI64, api.ValueTypeI32}, nil},
+	abi.ExportFilterNodes:    {[]api.ValueType{api.ValueTypeI64, api.ValueTypeI32}, nil},
+	abi.ExportScoreNodes:     {[]api.ValueType{api.ValueTypeI64, api.ValueTypeI32}, nil},
 	abi.ExportCapabilities:   {nil, []api.ValueType{api.ValueTypeI32}},
 	abi.ExportInitialize:     {nil, nil},
 	abi.ExportStart:          {nil, nil},
@@ -63,6 +65,8 @@ var exportSignatures = map[string]struct{ params, results []api.ValueType }{
 // Exports records which optional entry points a module provides.
 type Exports struct {
 	PreFilter, Filter, PreScore, Score, NormalizeScore bool
+	// FilterNodes and ScoreNodes are the batch forms of Filter and Score.
+	FilterNodes, ScoreNodes bool
 	// Initializer is "_initialize", "_start" or "" (none).
 	Initializer string
 }
@@ -73,7 +77,7 @@ func (e Exports) String() string {
 	for _, x := range []struct {
 		ok   bool
 		name string
-	}{{e.PreFilter, abi.ExportPreFilter}, {e.Filter, abi.ExportFilter}, {e.PreScore, abi.ExportPreScore}, {e.Score, abi.ExportScore}, {e.NormalizeScore, abi.ExportNormalizeScore}} {
+	}{{e.PreFilter, abi.ExportPreFilter}, {e.Filter, abi.ExportFilter}, {e.PreScore, abi.ExportPreScore}, {e.Score, abi.ExportScore}, {e.NormalizeScore, abi.ExportNormalizeScore}, {e.FilterNodes, abi.ExportFilterNodes}, {e.ScoreNodes, abi.ExportScoreNodes}} {
 		if x.ok {
 			s = append(s, x.name)
 		}
@@ -161,11 +165,17 @@ func checkModule(cm wazero.CompiledModule) (Exports, error) {
 			ex.Score = true
 		case abi.ExportNormalizeScore:
 			ex.NormalizeScore = true
+		case abi.ExportFilterNodes:
+			ex.FilterNodes = true
+		case abi.ExportScoreNodes:
+			ex.ScoreNodes = true
 		}
 	}
 	if _, ok := fns[abi.ExportAbiVersion]; !ok {
 		return Exports{}, fmt.Errorf("module does not export %q: it was not built against the wasmsched guest SDK (ABI v%d)", abi.ExportAbiVersion, abi.Version)
 	}
+	ex.FilterNodes = ex.FilterNodes && ex.Filter
+	ex.ScoreNodes = ex.ScoreNodes && ex.Score
 	if !ex.Filter && !ex.Score {
 		return Exports{}, fmt.Errorf("module exports neither %q nor %q: register a Filter or Score function in the guest SDK", abi.ExportFilter, abi.ExportScore)
 	}

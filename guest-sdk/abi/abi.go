@@ -31,6 +31,12 @@ const (
 	ExportPreScore = "prescore"
 	// ExportScore is `score(cycle i64) -> i64`, once per (pod, feasible node).
 	ExportScore = "score"
+	// ExportFilterNodes is `filter_nodes(cycle i64, n i32)`, optional: Filter
+	// for n nodes in one call; the guest calls select_node(i) before each.
+	ExportFilterNodes = "filter_nodes"
+	// ExportScoreNodes is `score_nodes(cycle i64, n i32)`, optional: Score for
+	// n nodes in one call; the guest reports the n scores with scores_set.
+	ExportScoreNodes = "score_nodes"
 	// ExportNormalizeScore is `normalize_score(cycle i64, n i32)`, optional.
 	ExportNormalizeScore = "normalize_score"
 	// ExportInitialize is the reactor initializer that compilers emit for
@@ -48,6 +54,8 @@ const (
 	CapPreScore       int32 = 4
 	CapScore          int32 = 8
 	CapNormalizeScore int32 = 16
+	CapFilterNodes    int32 = 32
+	CapScoreNodes     int32 = 64
 )
 
 // Status codes, equal to the kube-scheduler framework's codes.
@@ -99,6 +107,9 @@ const (
 	FnCycleStateSet = "cycle_state_set"
 	// FnCycleStateGet is `cycle_state_get(buf i32, cap i32) -> i32`.
 	FnCycleStateGet = "cycle_state_get"
+	// FnSelectNode is `select_node(i i32) -> i32`: in filter_nodes and
+	// score_nodes, makes node i of the batch current (0, or -2 if i is out of range).
+	FnSelectNode = "select_node"
 	// FnScoresGet is `scores_get(buf i32, n i32) -> i32`.
 	FnScoresGet = "scores_get"
 	// FnScoresSet is `scores_set(buf i32, n i32) -> i32`.

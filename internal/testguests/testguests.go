@@ -127,7 +127,7 @@ func Build(tc Toolchain, dir string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		cmd = exec.Command(tg, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-o", tmp, ".")
+		cmd = exec.Command(tg, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-opt=2", "-o", tmp, ".")
 		cmd.Env = os.Environ()
 	default:
 		return "", fmt.Errorf("unknown toolchain %q", tc)

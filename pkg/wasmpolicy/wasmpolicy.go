@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -48,6 +49,23 @@ type WasmPolicy struct {
 	policies []*policy
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	// index maps the snapshot's NodeInfos to their position in the node list
+	// PreFilter receives. The list (and its NodeInfo objects) is stable until
+	// nodes are added or removed, so it is rebuilt only then.
+	index atomic.Pointer[nodeIndex]
+}
+
+// BatchSize is how many nodes one batched guest call evaluates. A call has a
+// fixed cost of about 1-2 µs (deadline, pool, wazero's call path); batching
+// pays it once per BatchSize nodes. Small enough that the scheduler's early
+// stop (percentageOfNodesToScore) wastes little work.
+const BatchSize = 32
+
+type nodeIndex struct {
+	first fwk.NodeInfo
+	n     int
+	pos   map[fwk.NodeInfo]int
 }
 
 type policy struct {
@@ -262,12 +280,32 @@ type cycle struct {
 	skipF    []bool
 	skipS    []bool
 
-	mu  sync.Mutex
-	raw []map[string]int64 // per policy: node name -> raw score
+	// Filter batches over the node list given to PreFilter.
+	nodes   []fwk.NodeInfo
+	index   *nodeIndex
+	filterB [][]chunk // per policy, per chunk
+
+	// Score batches over the feasible nodes given to PreScore.
+	scoreNodes []fwk.NodeInfo
+	scorePos   map[fwk.NodeInfo]int
+	scoreB     [][]chunk
+	raw        [][]int64 // per policy, per feasible node
+	mu         sync.Mutex
+	rawExtra   []map[string]int64 // scores of nodes outside scoreNodes
 }
 
-// Clone implements fwk.StateData. The pinned versions and the pod are shared;
-// nothing in a cycle is changed by AddPod/RemovePod.
+// chunk is one batched guest call's results.
+type chunk struct {
+	once    sync.Once
+	results []host.Result
+	scores  []int64
+	done    int             // results[:done] are valid
+	err     *host.CallError // failure while evaluating node done
+}
+
+// Clone implements fwk.StateData. The pinned versions, the pod and the batch
+// results are shared: results are keyed by NodeInfo identity, and the
+// preemption's cloned NodeInfos never match them, so they are evaluated anew.
 func (c *cycle) Clone() fwk.StateData { return c }
 
 func (w *WasmPolicy) cycleFor(state fwk.CycleState, pod *v1.Pod) *cycle {
@@ -292,6 +330,51 @@ func (w *WasmPolicy) cycleFor(state fwk.CycleState, pod *v1.Pod) *cycle {
 		state.Write(stateKey, c)
 	}
 	return c
+}
+
+// indexFor returns the position index of the node list, rebuilding it when
+// the list changed.
+func (w *WasmPolicy) indexFor(nodes []fwk.NodeInfo) *nodeIndex {
+	if len(nodes) == 0 {
+		return nil
+	}
+	if idx := w.index.Load(); idx != nil && idx.n == len(nodes) && idx.first == nodes[0] && idx.pos[nodes[len(nodes)-1]] == len(nodes)-1 {
+		return idx
+	}
+	idx := &nodeIndex{first: nodes[0], n: len(nodes), pos: make(map[fwk.NodeInfo]int, len(nodes))}
+	for i, ni := range nodes {
+		idx.pos[ni] = i
+	}
+	w.index.Store(idx)
+	return idx
+}
+
+// batchResult returns policy i's batched verdict for the node at pos of list,
+// evaluating its chunk on first use. ok is false when the node must be
+// evaluated with a single call instead.
+func batchResult(ctx context.Context, v *host.Version, c *cycle, kind host.CallKind, chunks []chunk, list []fwk.NodeInfo, blob *[]byte, pos int) (res host.Result, score int64, cerr *host.CallError, ok bool) {
+	ci := pos / BatchSize
+	ch := &chunks[ci]
+	start := ci * BatchSize
+	ch.once.Do(func() {
+		end := min(start+BatchSize, len(list))
+		ch.results = make([]host.Result, end-start)
+		if kind == host.CallScore {
+			ch.scores = make([]int64, end-start)
+		}
+		ch.done, ch.err = v.CallNodes(ctx, kind, c.pod, list[start:end], blob, ch.results, ch.scores)
+	})
+	k := pos - start
+	switch {
+	case k < ch.done && (ch.err == nil || kind != host.CallScore): // a failed score batch reports no scores
+		if ch.scores != nil {
+			score = ch.scores[k]
+		}
+		return ch.results[k], score, nil, true
+	case k == ch.done && ch.err != nil:
+		return host.Result{}, 0, ch.err, true
+	}
+	return host.Result{}, 0, nil, false
 }
 
 // reject builds the status for a rejecting policy, in the form the
@@ -330,8 +413,10 @@ func notLoaded(p *policy) string {
 
 // PreFilter pins the module versions for the cycle and runs each policy's
 // prefilter. A policy rejecting the pod here rejects it for every node.
-func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
 	c := w.cycleFor(state, pod)
+	c.nodes, c.index = nodes, w.indexFor(nodes)
+	c.filterB = make([][]chunk, len(w.policies))
 	anyFilter := false
 	for i, p := range w.policies {
 		v := c.versions[i]
@@ -371,6 +456,9 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		}
 		if !c.skipF[i] {
 			anyFilter = true
+			if ex.FilterNodes && c.index != nil {
+				c.filterB[i] = make([]chunk, (len(nodes)+BatchSize-1)/BatchSize)
+			}
 		}
 	}
 	if !anyFilter {
@@ -386,6 +474,12 @@ func (w *WasmPolicy) PreFilterExtensions() framework.PreFilterExtensions { retur
 // Filter runs each policy's filter in order and stops at the first rejection.
 func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	c := w.cycleFor(state, pod)
+	pos := -1
+	if c.index != nil {
+		if p, ok := c.index.pos[nodeInfo]; ok && p < len(c.nodes) && c.nodes[p] == nodeInfo {
+			pos = p
+		}
+	}
 	for i, p := range w.policies {
 		if c.skipF[i] {
 			continue
@@ -397,7 +491,15 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 			}
 			continue
 		}
-		_, res, cerr := v.Call(ctx, host.CallFilter, c.pod, nodeInfo, &c.blobs[i], nil)
+		var res host.Result
+		var cerr *host.CallError
+		batched := false
+		if pos >= 0 && c.filterB != nil && c.filterB[i] != nil {
+			res, _, cerr, batched = batchResult(ctx, v, c, host.CallFilter, c.filterB[i], c.nodes, &c.blobs[i], pos)
+		}
+		if !batched {
+			_, res, cerr = v.Call(ctx, host.CallFilter, c.pod, nodeInfo, &c.blobs[i], nil)
+		}
 		if cerr != nil {
 			if st := p.callFailed(ctx, host.CallFilter, cerr); st != nil {
 				return st
@@ -422,10 +524,17 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 }
 
 // PreScore runs each policy's prescore and skips Score when no policy scores.
-func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	c := w.cycleFor(state, pod)
 	anyScore := false
-	c.raw = make([]map[string]int64, len(w.policies))
+	c.scoreNodes = nodes
+	c.scorePos = make(map[fwk.NodeInfo]int, len(nodes))
+	for i, ni := range nodes {
+		c.scorePos[ni] = i
+	}
+	c.raw = make([][]int64, len(w.policies))
+	c.rawExtra = make([]map[string]int64, len(w.policies))
+	c.scoreB = make([][]chunk, len(w.policies))
 	for i, p := range w.policies {
 		v := c.versions[i]
 		if v == nil || !v.Exports().Score || p.cfg.Weight == 0 {
@@ -454,7 +563,11 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 				continue
 			}
 		}
-		c.raw[i] = map[string]int64{}
+		c.raw[i] = make([]int64, len(nodes))
+		c.rawExtra[i] = map[string]int64{}
+		if v.Exports().ScoreNodes {
+			c.scoreB[i] = make([]chunk, (len(nodes)+BatchSize-1)/BatchSize)
+		}
 		anyScore = true
 	}
 	if !anyScore {
@@ -470,12 +583,21 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if c.raw == nil {
 		return 0, nil
 	}
-	name := nodeInfo.Node().Name
+	pos, indexed := c.scorePos[nodeInfo]
 	for i, p := range w.policies {
 		if c.skipS[i] {
 			continue
 		}
-		s, res, cerr := c.versions[i].Call(ctx, host.CallScore, c.pod, nodeInfo, &c.blobs[i], nil)
+		var s int64
+		var res host.Result
+		var cerr *host.CallError
+		batched := false
+		if indexed && c.scoreB[i] != nil {
+			res, s, cerr, batched = batchResult(ctx, c.versions[i], c, host.CallScore, c.scoreB[i], c.scoreNodes, &c.blobs[i], pos)
+		}
+		if !batched {
+			s, res, cerr = c.versions[i].Call(ctx, host.CallScore, c.pod, nodeInfo, &c.blobs[i], nil)
+		}
 		if cerr != nil {
 			if st := p.callFailed(ctx, host.CallScore, cerr); st != nil {
 				return 0, st
@@ -487,9 +609,13 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 			}
 			s = 0
 		}
-		c.mu.Lock()
-		c.raw[i][name] = s
-		c.mu.Unlock()
+		if indexed {
+			c.raw[i][pos] = s // each position is written by one Score call only
+		} else {
+			c.mu.Lock()
+			c.rawExtra[i][nodeInfo.Node().Name] = s
+			c.mu.Unlock()
+		}
 	}
 	return 0, nil
 }
@@ -510,7 +636,7 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 		}
 		vals := make([]int64, len(scores))
 		for j := range scores {
-			vals[j] = c.raw[i][scores[j].Name]
+			vals[j] = c.rawScore(i, j, scores[j].Name)
 		}
 		v := c.versions[i]
 		if v.Exports().NormalizeScore {
@@ -556,6 +682,22 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 		}
 	}
 	return nil
+}
+
+// rawScore finds policy i's raw score for entry j (node name) of the score
+// list, which the framework builds in the order of the nodes given to PreScore.
+func (c *cycle) rawScore(i, j int, name string) int64 {
+	if j < len(c.scoreNodes) && c.scoreNodes[j].Node().Name == name {
+		return c.raw[i][j]
+	}
+	for k, ni := range c.scoreNodes {
+		if ni.Node().Name == name {
+			return c.raw[i][k]
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rawExtra[i][name]
 }
 
 // EventsToRegister implements framework.EnqueueExtensions: a pod a policy

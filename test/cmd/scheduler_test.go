@@ -102,8 +102,12 @@ func TestStartsWithWasmPolicy(t *testing.T) {
 	}
 	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var problems []string
 	for sc.Scan() {
 		line := sc.Text()
+		if strings.Contains(line, "rejected") || strings.Contains(line, "failed") {
+			problems = append(problems, line)
+		}
 		missing := 0
 		for w := range want {
 			if strings.Contains(line, w) {
@@ -119,7 +123,7 @@ func TestStartsWithWasmPolicy(t *testing.T) {
 			return
 		}
 	}
-	t.Fatalf("scheduler exited or timed out before logging all of %v", want)
+	t.Fatalf("scheduler exited or timed out before logging all of %v; problems logged:\n%s\n(a stale bin/kube-scheduler refuses newer guests: run make build)", want, strings.Join(problems, "\n"))
 }
 
 // Invalid args stop the scheduler at startup with field paths and fixes.
