@@ -109,11 +109,11 @@ func podList(kind int32) []byte {
 	p := pod()
 	switch kind {
 	case abi.PodLabels:
-		return encodeMap(p.Labels)
+		return abi.EncodeMap(p.Labels)
 	case abi.PodAnnotations:
-		return encodeMap(p.Annotations)
+		return abi.EncodeMap(p.Annotations)
 	case abi.PodNodeSelector:
-		return encodeMap(p.NodeSelector)
+		return abi.EncodeMap(p.NodeSelector)
 	case abi.PodTolerations:
 		b := abi.AppendListHeader(nil, 5*len(p.Tolerations))
 		for _, t := range p.Tolerations {
@@ -123,7 +123,7 @@ func podList(kind int32) []byte {
 		}
 		return b
 	case abi.PodRequests:
-		return encodeInts(p.Requests)
+		return abi.EncodeInts(p.Requests)
 	}
 	return nil
 }
@@ -142,9 +142,9 @@ func nodeList(kind int32) []byte {
 	n := node()
 	switch kind {
 	case abi.NodeLabels:
-		return encodeMap(n.Labels)
+		return abi.EncodeMap(n.Labels)
 	case abi.NodeAnnotations:
-		return encodeMap(n.Annotations)
+		return abi.EncodeMap(n.Annotations)
 	case abi.NodeTaints:
 		b := abi.AppendListHeader(nil, 3*len(n.Taints))
 		for _, t := range n.Taints {
@@ -154,11 +154,11 @@ func nodeList(kind int32) []byte {
 		}
 		return b
 	case abi.NodeAllocatable:
-		return encodeInts(n.Allocatable)
+		return abi.EncodeInts(n.Allocatable)
 	case abi.NodeCapacity:
-		return encodeInts(n.Capacity)
+		return abi.EncodeInts(n.Capacity)
 	case abi.NodeRequested:
-		return encodeInts(n.Requested)
+		return abi.EncodeInts(n.Requested)
 	}
 	return nil
 }
@@ -192,22 +192,4 @@ func cycleState() []byte { return nativeCycleState }
 
 func logV(level int32, msg string, kv []string) {
 	fmt.Fprintln(os.Stderr, "policy log", "level="+strconv.Itoa(int(level)), msg, kv)
-}
-
-func encodeMap(m map[string]string) []byte {
-	b := abi.AppendListHeader(nil, 2*len(m))
-	for k, v := range m {
-		b = abi.AppendString(b, k)
-		b = abi.AppendString(b, v)
-	}
-	return b
-}
-
-func encodeInts(m map[string]int64) []byte {
-	b := abi.AppendListHeader(nil, 2*len(m))
-	for k, v := range m {
-		b = abi.AppendString(b, k)
-		b = abi.AppendString(b, strconv.FormatInt(v, 10))
-	}
-	return b
 }

@@ -40,15 +40,7 @@ func NewPodState(pod *v1.Pod) *PodState {
 // cpu in millicores, everything else in base units.
 func (p *PodState) Requests() map[string]int64 {
 	p.reqOnce.Do(func() {
-		rl := resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{})
-		p.requests = make(map[string]int64, len(rl))
-		for name, q := range rl {
-			if name == v1.ResourceCPU {
-				p.requests[string(name)] = q.MilliValue()
-			} else {
-				p.requests[string(name)] = q.Value()
-			}
-		}
+		p.requests = quantities(resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{}))
 	})
 	return p.requests
 }
@@ -61,11 +53,11 @@ func (p *PodState) list(kind int32) ([]byte, bool) {
 		pod := p.Pod
 		switch kind {
 		case abi.PodLabels:
-			p.lists[kind] = encodeMap(pod.Labels)
+			p.lists[kind] = abi.EncodeMap(pod.Labels)
 		case abi.PodAnnotations:
-			p.lists[kind] = encodeMap(pod.Annotations)
+			p.lists[kind] = abi.EncodeMap(pod.Annotations)
 		case abi.PodNodeSelector:
-			p.lists[kind] = encodeMap(pod.Spec.NodeSelector)
+			p.lists[kind] = abi.EncodeMap(pod.Spec.NodeSelector)
 		case abi.PodTolerations:
 			b := abi.AppendListHeader(nil, 5*len(pod.Spec.Tolerations))
 			for _, t := range pod.Spec.Tolerations {
@@ -81,7 +73,7 @@ func (p *PodState) list(kind int32) ([]byte, bool) {
 			}
 			p.lists[kind] = b
 		case abi.PodRequests:
-			p.lists[kind] = encodeInts(p.Requests())
+			p.lists[kind] = abi.EncodeInts(p.Requests())
 		}
 	})
 	return p.lists[kind], true
@@ -111,28 +103,6 @@ func (p *PodState) priority() int64 {
 		return int64(*p.Pod.Spec.Priority)
 	}
 	return 0
-}
-
-func encodeMap(m map[string]string) []byte {
-	n := 4
-	for k, v := range m {
-		n += 8 + len(k) + len(v)
-	}
-	b := abi.AppendListHeader(make([]byte, 0, n), 2*len(m))
-	for k, v := range m {
-		b = abi.AppendString(b, k)
-		b = abi.AppendString(b, v)
-	}
-	return b
-}
-
-func encodeInts(m map[string]int64) []byte {
-	b := abi.AppendListHeader(nil, 2*len(m))
-	for k, v := range m {
-		b = abi.AppendString(b, k)
-		b = abi.AppendString(b, strconv.FormatInt(v, 10))
-	}
-	return b
 }
 
 func resourceMap(r fwk.Resource) map[string]int64 {
@@ -200,9 +170,9 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 		node := ni.Node()
 		switch kind {
 		case abi.NodeLabels:
-			e.lists[kind] = encodeMap(node.Labels)
+			e.lists[kind] = abi.EncodeMap(node.Labels)
 		case abi.NodeAnnotations:
-			e.lists[kind] = encodeMap(node.Annotations)
+			e.lists[kind] = abi.EncodeMap(node.Annotations)
 		case abi.NodeTaints:
 			b := abi.AppendListHeader(nil, 3*len(node.Spec.Taints))
 			for _, t := range node.Spec.Taints {
@@ -212,11 +182,11 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 			}
 			e.lists[kind] = b
 		case abi.NodeAllocatable:
-			e.lists[kind] = encodeInts(resourceMap(ni.GetAllocatable()))
+			e.lists[kind] = abi.EncodeInts(resourceMap(ni.GetAllocatable()))
 		case abi.NodeCapacity:
-			e.lists[kind] = encodeInts(quantities(node.Status.Capacity))
+			e.lists[kind] = abi.EncodeInts(quantities(node.Status.Capacity))
 		case abi.NodeRequested:
-			e.lists[kind] = encodeInts(resourceMap(ni.GetRequested()))
+			e.lists[kind] = abi.EncodeInts(resourceMap(ni.GetRequested()))
 		}
 	})
 	return e.lists[kind], true

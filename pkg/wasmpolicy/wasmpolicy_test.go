@@ -43,7 +43,7 @@ func newCluster(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, obj
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if args.CompilationCacheDir == "" {
-		args.CompilationCacheDir = t.TempDir()
+		args.CompilationCacheDir = sharedCacheDir
 	}
 	if args.MaxInstancesPerPolicy == 0 {
 		args.MaxInstancesPerPolicy = 16
@@ -57,7 +57,7 @@ func newCluster(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, obj
 			p.Weight = 1
 		}
 		if p.Timeout == 0 {
-			p.Timeout = time.Second
+			p.Timeout = 5 * time.Second
 		}
 		if p.MemoryLimit == 0 {
 			p.MemoryLimit = 64 << 20
@@ -292,7 +292,7 @@ func TestFileReloadKeepsLastGood(t *testing.T) {
 	nodes := []*v1.Node{node("reject", map[string]string{"verdict": "reject"}, 1000), node("cordoned", nil, 1000)}
 	nodes[1].Spec.Unschedulable = true
 	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
-		{Name: "p", Source: config.Source{File: path}, Timeout: 20 * time.Millisecond, FailurePolicy: config.FailurePolicyFail},
+		{Name: "p", Source: config.Source{File: path}, Timeout: 300 * time.Millisecond, FailurePolicy: config.FailurePolicyFail},
 	}}, nodes)
 	f, _, _ := c.schedule(t, pod("a", nil, 100))
 	if f["reject"].IsSuccess() || !f["cordoned"].IsSuccess() {
@@ -357,7 +357,21 @@ func TestConfigMapSource(t *testing.T) {
 	}
 }
 
+// sharedCacheDir is the tests' compilation cache: Go guests compile once per
+// run, not once per test (seconds each under -race).
+var sharedCacheDir string
+
 func TestMain(m *testing.M) {
 	schedmetrics.Register() // the framework runtime records into the scheduler's metrics
-	os.Exit(m.Run())
+	// Under -race a Go guest's first compile can take longer than the
+	// production default; New returns as soon as every policy has loaded.
+	InitialLoadTimeout = 3 * time.Minute
+	dir, err := os.MkdirTemp("", "wasmpolicy-cache")
+	if err != nil {
+		panic(err)
+	}
+	sharedCacheDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
