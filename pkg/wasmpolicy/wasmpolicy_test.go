@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, objs ...*v1.ConfigMap) *cluster {
 	t.Helper()
+	return newClusterWithPods(t, args, nodes, nil, objs...)
+}
+
+// newClusterWithPods is newCluster with pods already running on the nodes.
+func newClusterWithPods(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, pods []*v1.Pod, objs ...*v1.ConfigMap) *cluster {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if args.CompilationCacheDir == "" {
@@ -72,7 +79,7 @@ func newCluster(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, obj
 			t.Fatal(err)
 		}
 	}
-	snapshot := cache.NewSnapshot(nil, nodes)
+	snapshot := cache.NewSnapshot(pods, nodes)
 	recorder := events.NewFakeRecorder(100)
 	enabled := schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name}}}
 	profile := &schedconfig.KubeSchedulerProfile{
@@ -374,4 +381,47 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// Every extension point of a guest (PreFilter with cycle state, Skip,
+// Filter, PreScore, Score, NormalizeScore), built with TinyGo and with Go.
+func TestEveryExtensionPoint(t *testing.T) {
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			path, err := testguests.Build(tc, "plugins-wasm/testdata/extension-points")
+			if err != nil {
+				t.Fatal(err)
+			}
+			busy := func(name string, n int) []*v1.Pod {
+				var pods []*v1.Pod
+				for i := 0; i < n; i++ {
+					p := pod(fmt.Sprintf("%s-%d", name, i), nil, 10)
+					p.Spec.NodeName = name
+					pods = append(pods, p)
+				}
+				return pods
+			}
+			nodes := []*v1.Node{node("a1", map[string]string{"zone": "a"}, 4000), node("a2", map[string]string{"zone": "a"}, 4000), node("b1", map[string]string{"zone": "b"}, 4000)}
+			c := newClusterWithPods(t, &config.WasmPolicyArgs{Policies: []config.Policy{{Name: "ep", Source: config.Source{File: path}}}}, nodes, append(busy("a1", 1), busy("a2", 4)...))
+
+			// PreFilter stores the zone; Filter reads it on other instances.
+			f, scores, st := c.schedule(t, pod("p", map[string]string{"zone": "a"}, 10))
+			if st != nil || !f["a1"].IsSuccess() || !f["a2"].IsSuccess() || f["b1"].Message() != "rejected by WasmPolicy/ep: zone b is not a" {
+				t.Fatalf("filter: %v %v %v %v", st, f["a1"], f["a2"], f["b1"])
+			}
+			// Raw scores 1000 and 4000, normalized by the guest to 25 and 100.
+			if scores["a1"] != 25 || scores["a2"] != 100 {
+				t.Fatalf("scores = %v, want a1=25 a2=100", scores)
+			}
+			// PreFilter rejects the pod outright.
+			if _, _, st := c.schedule(t, pod("q", map[string]string{"zone": "none"}, 10)); st.Code() != fwk.UnschedulableAndUnresolvable || st.Message() != "rejected by WasmPolicy/ep: pod wants no zone" {
+				t.Fatalf("prefilter rejection = %v %q", st.Code(), st.Message())
+			}
+			// PreFilter Skip: no Filter for this pod; PreScore Skip: all scores 0.
+			f, scores, st = c.schedule(t, pod("r", map[string]string{"score": "off"}, 10))
+			if st != nil || !f["b1"].IsSuccess() || scores["a2"] != 0 || scores["b1"] != 0 {
+				t.Fatalf("skips: %v %v %v", st, f["b1"], scores)
+			}
+		})
+	}
 }

@@ -1,0 +1,65 @@
+// Command extension-points is a test policy that uses every extension point,
+// so tests can check them through the real host and framework:
+//   - PreFilter reads the pod label "zone": missing → Skip (no Filter this
+//     cycle); "none" → reject the pod; otherwise store it as cycle state.
+//   - Filter admits nodes whose label "zone" equals the cycle state.
+//   - PreScore skips scoring when the pod has the label "score=off".
+//   - Score returns 1000 × the node's pod count (deliberately above 100), and
+//     NormalizeScore rescales so the largest score becomes 100.
+package main
+
+import sdk "github.com/wasmsched/wasmsched/guest-sdk"
+
+func init() {
+	sdk.RegisterPreFilter(preFilter)
+	sdk.RegisterFilter(filter)
+	sdk.RegisterPreScore(preScore)
+	sdk.RegisterScore(score)
+	sdk.RegisterNormalizeScore(normalize)
+}
+
+func preFilter(pod sdk.Pod) sdk.Status {
+	zone, ok := pod.Label("zone")
+	switch {
+	case !ok:
+		return sdk.Skip()
+	case zone == "none":
+		return sdk.Unschedulable("pod wants no zone")
+	}
+	sdk.SetCycleState([]byte(zone))
+	return sdk.Success()
+}
+
+func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
+	want := string(sdk.CycleState())
+	if got, _ := node.Label("zone"); got != want {
+		return sdk.Unschedulable("zone " + got + " is not " + want)
+	}
+	return sdk.Success()
+}
+
+func preScore(pod sdk.Pod) sdk.Status {
+	if v, _ := pod.Label("score"); v == "off" {
+		return sdk.Skip()
+	}
+	return sdk.Success()
+}
+
+func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
+	return int64(node.PodCount()) * 1000, sdk.Success()
+}
+
+func normalize(pod sdk.Pod, scores []int64) sdk.Status {
+	var top int64
+	for _, s := range scores {
+		top = max(top, s)
+	}
+	for i := range scores {
+		if top > 0 {
+			scores[i] = scores[i] * 100 / top
+		}
+	}
+	return sdk.Success()
+}
+
+func main() {}
