@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -480,5 +481,39 @@ func TestRetiredVersionIsFreed(t *testing.T) {
 	}
 	if r, err := filter(p.Current(), nodeInfo("n", nil, false)); err != nil || r.Code != 0 {
 		t.Fatalf("current version: %+v %v", r, err)
+	}
+}
+
+// Clocks and randomness are deterministic unless the policy opts in.
+func TestDeterministicClockAndRandom(t *testing.T) {
+	sample := func(spec PolicySpec) (time.Time, []byte) {
+		t.Helper()
+		p := newPolicy(t, newEngine(t), spec)
+		v := load(t, p, testguests.Fixture(t, "clock"))
+		blob := new([]byte)
+		if _, _, err := v.Call(context.Background(), CallFilter, testPod(), nodeInfo("n", nil, false), blob, nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(*blob) != 16 {
+			t.Fatalf("cycle state = %d bytes", len(*blob))
+		}
+		ns := int64(binary.LittleEndian.Uint64((*blob)[:8]))
+		return time.Unix(0, ns), (*blob)[8:]
+	}
+	t1, r1 := sample(PolicySpec{})
+	t2, r2 := sample(PolicySpec{})
+	if !t1.Equal(t2) || !bytes.Equal(r1, r2) {
+		t.Fatalf("deterministic sandbox differs between instances: %v/%x vs %v/%x", t1, r1, t2, r2)
+	}
+	if time.Since(t1) < 24*time.Hour {
+		t.Fatalf("deterministic clock reads the real time %v", t1)
+	}
+	t3, r3 := sample(PolicySpec{RealClock: true, RealRandom: true})
+	_, r4 := sample(PolicySpec{RealClock: true, RealRandom: true})
+	if d := time.Since(t3); d < 0 || d > time.Minute {
+		t.Fatalf("realClock: guest saw %v, now is %v", t3, time.Now())
+	}
+	if bytes.Equal(r3, r4) || bytes.Equal(r3, r1) {
+		t.Fatalf("realRandom gave repeated bytes %x %x", r3, r4)
 	}
 }
