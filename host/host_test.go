@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -515,5 +517,18 @@ func TestDeterministicClockAndRandom(t *testing.T) {
 	}
 	if bytes.Equal(r3, r4) || bytes.Equal(r3, r1) {
 		t.Fatalf("realRandom gave repeated bytes %x %x", r3, r4)
+	}
+}
+
+// Every hand-written fixture is committed in compiled form next to its source.
+func TestFixturesAreCompiled(t *testing.T) {
+	wats, err := filepath.Glob(filepath.Join("testdata", "*.wat"))
+	if err != nil || len(wats) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, w := range wats {
+		if _, err := os.Stat(strings.TrimSuffix(w, ".wat") + ".wasm"); err != nil {
+			t.Errorf("%s has no compiled .wasm next to it: run `make fixtures` and commit the result", w)
+		}
 	}
 }
