@@ -7,7 +7,7 @@ GO            ?= go
 BIN           := $(CURDIR)/bin
 OUT           := $(CURDIR)/_output
 TINYGO        := $(CURDIR)/.cache/tinygo/v0.41.1/bin/tinygo
-POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit
+POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit spread
 VERSION_PKGS  := k8s.io/component-base/version k8s.io/client-go/pkg/version
 LDFLAGS       := $(foreach p,$(VERSION_PKGS),-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=34 -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 GO_GUESTS     := $(foreach p,$(POLICIES),$(OUT)/guests/go/$(p).wasm)
@@ -15,7 +15,7 @@ TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
-.PHONY: build guests guests-tinygo tinygo deps fixtures test test-unit test-guests clean
+.PHONY: build guests guests-tinygo tinygo deps fixtures test controlplane demo clean
 
 ## build: the scheduler binary (bin/kube-scheduler), with version ldflags
 build: $(BIN)/kube-scheduler
@@ -43,6 +43,14 @@ guests-tinygo: $(TINYGO_GUESTS)
 $(OUT)/guests/tinygo/%.wasm: plugins-wasm/%/main.go $(GUEST_SRCS) | $(TINYGO)
 	@mkdir -p $(dir $@)
 	cd plugins-wasm/$* && $(TINYGO) build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $@ . 2> >(grep -v 'is not a recognized feature' >&2)
+
+## controlplane: etcd, kube-apiserver and kubectl from Go modules, cached in .cache/bin
+controlplane:
+	./hack/build-controlplane.sh
+
+## demo: a local control plane, the example policies, a workload and a hot reload (KEEP=1 keeps it running)
+demo: deps guests-tinygo build controlplane
+	$(GO) run ./hack/demo
 
 ## fixtures: recompile the hand-written .wat test fixtures (needs wabt)
 fixtures:

@@ -60,7 +60,7 @@ type Status struct {
 func Success() Status { return Status{} }
 
 // Unschedulable rejects the node; the reason appears in the pod's
-// FailedScheduling event as "rejected by WasmPolicy/<policy>: <reason>".
+// FailedScheduling event as "N node(s) rejected by WasmPolicy/<policy>: <reason>".
 // Preemption may still try the node.
 func Unschedulable(reason string) Status { return Status{CodeUnschedulable, reason} }
 

@@ -29,7 +29,7 @@ const (
 var Toolchains = []Toolchain{TinyGo, Go}
 
 // Policies are the example policies under plugins-wasm.
-var Policies = []string{"team-isolation", "bin-packing", "maintenance-avoidance", "gpu-fit"}
+var Policies = []string{"team-isolation", "bin-packing", "maintenance-avoidance", "gpu-fit", "spread"}
 
 var (
 	rootOnce sync.Once

@@ -377,10 +377,20 @@ func batchResult(ctx context.Context, v *host.Version, c *cycle, kind host.CallK
 	return host.Result{}, 0, nil, false
 }
 
-// reject builds the status for a rejecting policy, in the form the
-// FailedScheduling event aggregates per node: "rejected by WasmPolicy/<policy>: <reason>".
+// reject builds the status for a policy rejecting one node, phrased like
+// the in-tree plugins' reasons so the FailedScheduling event reads
+// "3 node(s) rejected by WasmPolicy/<policy>: <reason>".
 func reject(code fwk.Code, policy, reason string) *fwk.Status {
-	msg := "rejected by " + Name + "/" + policy
+	return rejectWith("node(s) rejected by ", code, policy, reason)
+}
+
+// rejectPod builds the status for a policy rejecting the pod in PreFilter.
+func rejectPod(policy, reason string) *fwk.Status {
+	return rejectWith("rejected by ", fwk.UnschedulableAndUnresolvable, policy, reason)
+}
+
+func rejectWith(prefix string, code fwk.Code, policy, reason string) *fwk.Status {
+	msg := prefix + Name + "/" + policy
 	if reason != "" {
 		msg += ": " + reason
 	}
@@ -389,16 +399,20 @@ func reject(code fwk.Code, policy, reason string) *fwk.Status {
 
 // failed applies a policy's failurePolicy to a failed call. It returns nil
 // when the call is ignored.
-func (p *policy) failed(point host.CallKind, why string, hard bool) *fwk.Status {
+func (p *policy) failed(point host.CallKind, why string, _ bool) *fwk.Status {
 	if p.cfg.FailurePolicy == config.FailurePolicyIgnore {
 		p.m.ignoredCall(point)
 		return nil
 	}
-	code := fwk.UnschedulableAndUnresolvable
-	if hard && (point == host.CallScore || point == host.CallPreScore || point == host.CallNormalizeScore) {
-		code = fwk.Error
+	switch point {
+	case host.CallFilter:
+		return reject(fwk.UnschedulableAndUnresolvable, p.cfg.Name, why)
+	case host.CallPreFilter:
+		return rejectPod(p.cfg.Name, why)
 	}
-	return reject(code, p.cfg.Name, why)
+	// Score-side failures fail the pod's scheduling attempt, as an erroring
+	// in-tree Score plugin does; the pod is retried.
+	return rejectWith("", fwk.Error, p.cfg.Name, why)
 }
 
 func (p *policy) callFailed(ctx context.Context, point host.CallKind, err *host.CallError) *fwk.Status {
@@ -446,7 +460,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 				c.skipF[i] = true
 			case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
 				p.m.rejected_(host.CallPreFilter)
-				return nil, reject(fwk.UnschedulableAndUnresolvable, p.cfg.Name, res.Reason)
+				return nil, rejectPod(p.cfg.Name, res.Reason)
 			default:
 				if st := p.failed(host.CallPreFilter, "policy error: "+res.Reason, false); st != nil {
 					return nil, st

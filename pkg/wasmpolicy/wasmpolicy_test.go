@@ -208,8 +208,8 @@ func TestExtensionPointsBothToolchains(t *testing.T) {
 		t.Fatal(st)
 	}
 	for name, want := range map[string]string{
-		"search-1": "rejected by WasmPolicy/team-isolation: team label mismatch",
-		"shared-1": "rejected by WasmPolicy/team-isolation: node has no team label (shared pool), pod belongs to team payments",
+		"search-1": "node(s) rejected by WasmPolicy/team-isolation: team label mismatch",
+		"shared-1": "node(s) rejected by WasmPolicy/team-isolation: node has no team label (shared pool), pod belongs to team payments",
 	} {
 		if got := filters[name]; got.Code() != fwk.Unschedulable || got.Message() != want {
 			t.Errorf("%s: filter = %v %q, want Unschedulable %q", name, got.Code(), got.Message(), want)
@@ -247,7 +247,7 @@ func TestFailurePolicy(t *testing.T) {
 			got := filters["cordoned"]
 			switch fp {
 			case config.FailurePolicyFail:
-				if got.Code() != fwk.UnschedulableAndUnresolvable || got.Message() != "rejected by WasmPolicy/slow: policy call exceeded its timeout" {
+				if got.Code() != fwk.UnschedulableAndUnresolvable || got.Message() != "node(s) rejected by WasmPolicy/slow: policy call exceeded its timeout" {
 					t.Fatalf("Fail: %v %q", got.Code(), got.Message())
 				}
 			case config.FailurePolicyIgnore:
@@ -334,7 +334,7 @@ func TestConfigMapSource(t *testing.T) {
 		{Name: "cm", Source: config.Source{ConfigMap: &config.ConfigMapSource{Namespace: "wasmsched", Name: "policy", Key: "policy.wasm"}}, SHA256: hex.EncodeToString(sum[:])},
 	}}, nodes, cm)
 	f, _, _ := c.schedule(t, pod("a", nil, 100))
-	if f["reject"].Message() != "rejected by WasmPolicy/cm: rejected by fixture" {
+	if f["reject"].Message() != "node(s) rejected by WasmPolicy/cm: rejected by fixture" {
 		t.Fatalf("filter = %q", f["reject"].Message())
 	}
 	// Upload a module that does not match the pinned sha256.
@@ -406,7 +406,7 @@ func TestEveryExtensionPoint(t *testing.T) {
 
 			// PreFilter stores the zone; Filter reads it on other instances.
 			f, scores, st := c.schedule(t, pod("p", map[string]string{"zone": "a"}, 10))
-			if st != nil || !f["a1"].IsSuccess() || !f["a2"].IsSuccess() || f["b1"].Message() != "rejected by WasmPolicy/ep: zone b is not a" {
+			if st != nil || !f["a1"].IsSuccess() || !f["a2"].IsSuccess() || f["b1"].Message() != "node(s) rejected by WasmPolicy/ep: zone b is not a" {
 				t.Fatalf("filter: %v %v %v %v", st, f["a1"], f["a2"], f["b1"])
 			}
 			// Raw scores 1000 and 4000, normalized by the guest to 25 and 100.

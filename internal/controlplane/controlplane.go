@@ -1,0 +1,375 @@
+// Package controlplane runs a real, local Kubernetes control plane for the
+// demo and the end-to-end tests: etcd and kube-apiserver built from Go
+// modules (hack/build-controlplane.sh), listening only on 127.0.0.1 on free
+// ports, with TLS from a CA generated here, token authentication and RBAC.
+//
+// There is no kubelet and no controller-manager, so the ServiceAccount and
+// TaintNodesByCondition admission plugins are disabled (the first needs the
+// token controller, the second would taint every new node not-ready).
+package controlplane
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Versions of the binaries, as built by hack/build-controlplane.sh.
+const (
+	K8sVersion  = "v1.34.10"
+	EtcdVersion = "v3.6.4"
+)
+
+// Identities with static tokens.
+const (
+	// AdminUser is in system:masters.
+	AdminUser = "admin"
+	// SchedulerUser is the identity kube-scheduler's bootstrap RBAC binds to.
+	SchedulerUser = "system:kube-scheduler"
+)
+
+// ControlPlane is a running etcd + kube-apiserver.
+type ControlPlane struct {
+	// Dir holds certificates, tokens, kubeconfigs, etcd data and logs.
+	Dir string
+	// URL is the apiserver's https URL.
+	URL string
+	// AdminKubeconfig and SchedulerKubeconfig authenticate as AdminUser and SchedulerUser.
+	AdminKubeconfig, SchedulerKubeconfig string
+
+	caFile      string
+	adminToken  string
+	schedToken  string
+	etcd, apisv *exec.Cmd
+}
+
+// BinDir returns the directory hack/build-controlplane.sh builds into.
+func BinDir(root string) string { return filepath.Join(root, ".cache", "bin") }
+
+// Binaries returns the paths of etcd, kube-apiserver and kubectl, and an error
+// naming the first that is missing.
+func Binaries(binDir string) (etcd, apiserver, kubectl string, err error) {
+	etcd = filepath.Join(binDir, "etcd-"+EtcdVersion)
+	apiserver = filepath.Join(binDir, "kube-apiserver-"+K8sVersion)
+	kubectl = filepath.Join(binDir, "kubectl-"+K8sVersion)
+	for _, p := range []string{etcd, apiserver, kubectl} {
+		if _, e := os.Stat(p); e != nil {
+			return "", "", "", fmt.Errorf("%s is missing: run hack/build-controlplane.sh (make controlplane)", p)
+		}
+	}
+	return etcd, apiserver, kubectl, nil
+}
+
+// Start starts etcd and kube-apiserver with state in dir and waits until
+// /readyz answers. With detach the processes outlive this process (the
+// cluster-up command); otherwise Stop must be called.
+func Start(ctx context.Context, binDir, dir string, detach bool) (*ControlPlane, error) {
+	etcdBin, apiBin, _, err := Binaries(binDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{Dir: dir}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+	cp.URL = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	if err := cp.writeCredentials(); err != nil {
+		return nil, err
+	}
+
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
+	cp.etcd, err = start(detach, filepath.Join(dir, "etcd.log"), etcdBin,
+		"--name=wasmsched", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=wasmsched="+peerURL, "--unsafe-no-fsync", "--log-level=warn")
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd: %w", err)
+	}
+	p := func(name string) string { return filepath.Join(dir, name) }
+	cp.apisv, err = start(detach, p("kube-apiserver.log"), apiBin,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+		"--tls-cert-file="+p("apiserver.crt"), "--tls-private-key-file="+p("apiserver.key"),
+		"--client-ca-file="+p("ca.crt"),
+		"--token-auth-file="+p("tokens.csv"),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+p("sa.key"), "--service-account-signing-key-file="+p("sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/24",
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		"--allow-privileged=true", "--profiling=false", "--v=1")
+	if err != nil {
+		cp.Stop()
+		return nil, fmt.Errorf("starting kube-apiserver: %w", err)
+	}
+	if err := cp.writeState(); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	if err := cp.waitReady(ctx, 90*time.Second); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	return cp, nil
+}
+
+func start(detach bool, logPath, bin string, args ...string) (*exec.Cmd, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if !detach {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, err
+	}
+	_ = logf.Close()
+	return cmd, nil
+}
+
+// writeState records the PIDs and URL, for Stop from another process.
+func (cp *ControlPlane) writeState() error {
+	s := fmt.Sprintf("%d %d %s\n", cp.etcd.Process.Pid, cp.apisv.Process.Pid, cp.URL)
+	return os.WriteFile(filepath.Join(cp.Dir, "state"), []byte(s), 0o600)
+}
+
+// StopDir stops a control plane started (detached) with state in dir.
+func StopDir(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "state"))
+	if err != nil {
+		return err
+	}
+	var etcdPid, apiPid int
+	var url string
+	if _, err := fmt.Sscan(string(b), &etcdPid, &apiPid, &url); err != nil {
+		return fmt.Errorf("%s/state: %w", dir, err)
+	}
+	for _, pid := range []int{apiPid, etcdPid} {
+		terminate(pid)
+	}
+	return os.Remove(filepath.Join(dir, "state"))
+}
+
+func terminate(pid int) {
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for i := 0; i < 100; i++ {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// Stop terminates the apiserver, then etcd.
+func (cp *ControlPlane) Stop() {
+	for _, c := range []*exec.Cmd{cp.apisv, cp.etcd} {
+		if c == nil || c.Process == nil {
+			continue
+		}
+		_ = c.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _, _ = c.Process.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = c.Process.Kill()
+			<-done
+		}
+	}
+	_ = os.Remove(filepath.Join(cp.Dir, "state"))
+}
+
+func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) error {
+	ca, err := os.ReadFile(cp.caFile)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if cp.apisv.ProcessState != nil {
+			break
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.URL+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+cp.adminToken)
+		resp, err := client.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	logTail, _ := os.ReadFile(filepath.Join(cp.Dir, "kube-apiserver.log"))
+	if len(logTail) > 3000 {
+		logTail = logTail[len(logTail)-3000:]
+	}
+	return fmt.Errorf("kube-apiserver not ready within %s (last: %s); log tail:\n%s", timeout, last, logTail)
+}
+
+// RestConfig returns a client config for user (AdminUser or SchedulerUser).
+func (cp *ControlPlane) RestConfig(user string) *rest.Config {
+	token := cp.adminToken
+	if user == SchedulerUser {
+		token = cp.schedToken
+	}
+	return &rest.Config{Host: cp.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: cp.caFile}, QPS: 200, Burst: 400}
+}
+
+// Client returns an admin clientset.
+func (cp *ControlPlane) Client() (kubernetes.Interface, error) {
+	return kubernetes.NewForConfig(cp.RestConfig(AdminUser))
+}
+
+// writeCredentials creates the CA, the serving certificate (SAN 127.0.0.1),
+// the service-account key, the token file and two kubeconfigs.
+func (cp *ControlPlane) writeCredentials() error {
+	p := func(name string) string { return filepath.Join(cp.Dir, name) }
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "wasmsched-local-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	srvTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost", "kubernetes.default.svc"},
+	}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		"ca.crt":        pemBlock("CERTIFICATE", caDER),
+		"apiserver.crt": pemBlock("CERTIFICATE", srvDER),
+	}
+	for name, k := range map[string]*ecdsa.PrivateKey{"apiserver.key": srvKey, "sa.key": saKey} {
+		der, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			return err
+		}
+		files[name] = pemBlock("EC PRIVATE KEY", der)
+	}
+	cp.adminToken, cp.schedToken = randomToken(), randomToken()
+	files["tokens.csv"] = []byte(fmt.Sprintf("%s,%s,admin-uid,\"system:masters\"\n%s,%s,scheduler-uid\n", cp.adminToken, AdminUser, cp.schedToken, SchedulerUser))
+	cp.caFile = p("ca.crt")
+	cp.AdminKubeconfig, cp.SchedulerKubeconfig = p("admin.kubeconfig"), p("scheduler.kubeconfig")
+	files["admin.kubeconfig"] = kubeconfig(cp.URL, cp.caFile, AdminUser, cp.adminToken)
+	files["scheduler.kubeconfig"] = kubeconfig(cp.URL, cp.caFile, "scheduler", cp.schedToken)
+	for name, b := range files {
+		if err := os.WriteFile(p(name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+func kubeconfig(url, ca, user, token string) []byte {
+	return []byte(strings.TrimSpace(fmt.Sprintf(`
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: %s
+  user: {token: %q}
+contexts:
+- name: local
+  context: {cluster: local, user: %s}
+current-context: local
+`, url, ca, user, token, user)) + "\n")
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	if len(ports) != n {
+		return nil, errors.New("no free ports")
+	}
+	return ports, nil
+}
