@@ -15,7 +15,7 @@ TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
-.PHONY: build guests guests-tinygo tinygo deps fixtures test controlplane demo clean
+.PHONY: build guests guests-tinygo tinygo deps fixtures test e2e controlplane demo clean
 
 ## build: the scheduler binary (bin/kube-scheduler), with version ldflags
 build: $(BIN)/kube-scheduler
@@ -57,15 +57,21 @@ fixtures:
 	@for f in $$(find . -path ./.cache -prune -o -name '*.wat' -print); do wat2wasm $$f -o $${f%.wat}.wasm; done
 
 ## test: everything CI runs: native SDK and policy tests, host and plugin tests
-## under -race with real TinyGo and Go guests, and the scheduler binary checks
-test: deps guests guests-tinygo build
+## under -race with real TinyGo and Go guests, the scheduler binary checks, and
+## the end-to-end tests against a real kube-apiserver and etcd (make e2e)
+test: deps guests guests-tinygo build controlplane
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./...
-	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' ./...
+	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v /test/e2e)
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
 	set -o pipefail; $(GO) test -race -count=1 -v -run '$(TIMING_TESTS)' ./host/ | grep -E '^(\s+--- |\s+host_test.go|--- |ok|FAIL|PASS)'
 	set -o pipefail; $(GO) test -count=1 -v -run 'TestExamplePoliciesAsWasm' ./test/policies/ | grep -E '^(\s+--- |\s+policies_test.go|ok|FAIL|PASS)'
+	$(MAKE) --no-print-directory e2e
+
+## e2e: bin/kube-scheduler against a real kube-apiserver and etcd on 127.0.0.1
+e2e: build guests-tinygo controlplane
+	set -o pipefail; $(GO) test -count=1 -v ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 
 clean:
 	rm -rf $(BIN) $(OUT)

@@ -1,0 +1,317 @@
+// Package e2e runs bin/kube-scheduler with WasmPolicy against a real
+// kube-apiserver and etcd (internal/controlplane) and checks what operators
+// see: placements, FailedScheduling events, hot reloads, refused modules.
+//
+// Every test uses its own namespace, its own nodes (labelled e2e=<test>, which
+// its pods select) and its own scheduler process and scheduler name, so tests
+// never see each other's objects.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+)
+
+const policyNS = "wasmsched-policies"
+
+var (
+	cp     *controlplane.ControlPlane
+	client kubernetes.Interface
+	root   string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		var err error
+		if root, err = testguests.Root(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		dir, err := os.MkdirTemp("", "wasmsched-e2e")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		cp, err = controlplane.Start(context.Background(), controlplane.BinDir(root), dir, false)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: control plane:", err)
+			return 1
+		}
+		defer cp.Stop()
+		if client, err = cp.Client(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := setupPolicyNamespace(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: setup:", err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// setupPolicyNamespace creates the namespace for policy ConfigMaps and lets
+// system:kube-scheduler (the scheduler's identity here) read them.
+func setupPolicyNamespace() error {
+	ctx := context.Background()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policyNS}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := client.RbacV1().Roles(policyNS).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := client.RbacV1().RoleBindings(policyNS).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "policy-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controlplane.SchedulerUser}},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// env is one test's namespace, nodes and scheduler.
+type env struct {
+	t     *testing.T
+	name  string // test id: namespace, scheduler name, node label value
+	dir   string
+	sched *exec.Cmd
+	log   string
+}
+
+func newEnv(t *testing.T, name string) *env {
+	t.Helper()
+	e := &env{t: t, name: name, dir: t.TempDir()}
+	if _, err := client.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.stopScheduler)
+	return e
+}
+
+// node creates a Node with capacity, labelled for this test.
+func (e *env) node(name string, labels map[string]string, cpu string) {
+	e.t.Helper()
+	l := map[string]string{"e2e": e.name}
+	for k, v := range labels {
+		l[k] = v
+	}
+	ctx := context.Background()
+	n, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.name + "-" + name, Labels: l}}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("16Gi"), v1.ResourcePods: resource.MustParse("110")}
+	n.Status = v1.NodeStatus{Capacity: res, Allocatable: res}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = client.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{}) })
+}
+
+// policyConfigMap creates or replaces a policy ConfigMap with a module.
+func (e *env) policyConfigMap(name string, module []byte) {
+	e.t.Helper()
+	ctx := context.Background()
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: e.name + "-" + name, Namespace: policyNS}, BinaryData: map[string][]byte{"policy.wasm": module}}
+	if _, err := client.CoreV1().ConfigMaps(policyNS).Update(ctx, cm, metav1.UpdateOptions{}); err == nil {
+		return
+	}
+	if _, err := client.CoreV1().ConfigMaps(policyNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// startScheduler runs bin/kube-scheduler with the given policies YAML (the
+// list under args.policies) and waits until it runs with every policy loaded.
+func (e *env) startScheduler(policies string, active ...string) {
+	e.t.Helper()
+	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: %q, qps: 200, burst: 400}
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: %s
+  plugins:
+    preFilter: {enabled: [{name: WasmPolicy}]}
+    filter: {enabled: [{name: WasmPolicy}]}
+    preScore: {enabled: [{name: WasmPolicy}]}
+    score:
+      disabled: [{name: "*"}]
+      enabled: [{name: WasmPolicy, weight: 10}]
+  pluginConfig:
+  - name: WasmPolicy
+    args:
+      compilationCacheDir: %q
+      filePollInterval: 200ms
+      policies:
+%s`, cp.SchedulerKubeconfig, e.name, filepath.Join(e.dir, "cache"), policies)
+	path := filepath.Join(e.dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	bin := filepath.Join(root, "bin", "kube-scheduler")
+	if _, err := os.Stat(bin); err != nil {
+		e.t.Fatalf("%s missing: run make build", bin)
+	}
+	e.log = filepath.Join(e.dir, "kube-scheduler.log")
+	logf, err := os.Create(e.log)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.sched = exec.Command(bin, "--config", path, "--secure-port", "0", "-v=2", "--log-flush-frequency=100ms")
+	e.sched.Stdout, e.sched.Stderr = logf, logf
+	if err := e.sched.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitLog(`"Starting Kubernetes Scheduler"`, 1, 60*time.Second)
+	for _, p := range active {
+		e.waitLog(`"Policy module active" policy="`+p+`"`, 1, 60*time.Second)
+	}
+}
+
+func (e *env) stopScheduler() {
+	if e.sched != nil && e.sched.Process != nil {
+		_ = e.sched.Process.Kill()
+		_, _ = e.sched.Process.Wait()
+	}
+	if e.t.Failed() && e.log != "" {
+		b, _ := os.ReadFile(e.log)
+		if len(b) > 6000 {
+			b = b[len(b)-6000:]
+		}
+		e.t.Logf("scheduler log tail:\n%s", b)
+	}
+}
+
+// waitLog waits until the scheduler log contains text at least n times and
+// returns when that happened.
+func (e *env) waitLog(text string, n int, timeout time.Duration) time.Time {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(e.log)
+		if strings.Count(string(b), text) >= n {
+			return time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("scheduler did not log %s (%d times) within %s", text, n, timeout)
+	return time.Time{}
+}
+
+// logCount returns how often text occurs in the scheduler log.
+func (e *env) logCount(text string) int {
+	b, _ := os.ReadFile(e.log)
+	return strings.Count(string(b), text)
+}
+
+// pod creates a pod for this test's scheduler and nodes.
+func (e *env) pod(name string, labels map[string]string, cpu string) {
+	e.t.Helper()
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.name, Labels: labels},
+		Spec: v1.PodSpec{
+			SchedulerName: e.name,
+			NodeSelector:  map[string]string{"e2e": e.name},
+			Containers: []v1.Container{{Name: "c", Image: "registry.example/app:1", Resources: v1.ResourceRequirements{
+				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("128Mi")},
+			}}},
+		},
+	}
+	if _, err := client.CoreV1().Pods(e.name).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// placed waits until the pod is bound and returns its node (without the test prefix).
+func (e *env) placed(name string) string {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		p, err := client.CoreV1().Pods(e.name).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			return strings.TrimPrefix(p.Spec.NodeName, e.name+"-")
+		}
+		if msg := e.failedScheduling(name); msg != "" {
+			e.t.Fatalf("pod %s not scheduled: %s", name, msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("pod %s not bound within 30s", name)
+	return ""
+}
+
+// rejected waits for the pod's FailedScheduling event and returns its note.
+func (e *env) rejected(name string) string {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if msg := e.failedScheduling(name); msg != "" {
+			p, _ := client.CoreV1().Pods(e.name).Get(context.Background(), name, metav1.GetOptions{})
+			if p != nil && p.Spec.NodeName != "" {
+				e.t.Fatalf("pod %s both rejected and bound to %s", name, p.Spec.NodeName)
+			}
+			return msg
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("no FailedScheduling event for %s within 30s", name)
+	return ""
+}
+
+func (e *env) failedScheduling(pod string) string {
+	evs, err := client.EventsV1().Events(e.name).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if ev.Reason == "FailedScheduling" {
+			return ev.Note
+		}
+	}
+	return ""
+}
+
+// configMapEvents returns the notes of events of a type and reason on a policy ConfigMap.
+func configMapEvents(name, typ, reason string) []string {
+	evs, err := client.EventsV1().Events(policyNS).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + name})
+	if err != nil {
+		return nil
+	}
+	var notes []string
+	for _, ev := range evs.Items {
+		if ev.Type == typ && ev.Reason == reason {
+			notes = append(notes, ev.Note)
+		}
+	}
+	return notes
+}
+
+func module(t *testing.T, name string) []byte {
+	return testguests.PolicyBytes(t, testguests.TinyGo, name)
+}
+
+func cmSource(e *env, name string) string {
+	return fmt.Sprintf("{configMap: {namespace: %s, name: %s-%s, key: policy.wasm}}", policyNS, e.name, name)
+}
