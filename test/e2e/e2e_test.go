@@ -143,10 +143,40 @@ func (e *env) policyConfigMap(name string, module []byte) {
 // list under args.policies) and waits until it runs with every policy loaded.
 func (e *env) startScheduler(policies string, active ...string) {
 	e.t.Helper()
+	path := e.writeConfig(policies, "leaderElection: {leaderElect: false}")
+	e.log = filepath.Join(e.dir, "kube-scheduler.log")
+	e.sched = e.run(path, e.log)
+	e.waitLog(`"Starting Kubernetes Scheduler"`, 1, 60*time.Second)
+	for _, p := range active {
+		e.waitLog(`"Policy module active" policy="`+p+`"`, 1, 60*time.Second)
+	}
+}
+
+func (e *env) run(config, logPath string) *exec.Cmd {
+	e.t.Helper()
+	bin := filepath.Join(root, "bin", "kube-scheduler")
+	if _, err := os.Stat(bin); err != nil {
+		e.t.Fatalf("%s missing: run make build", bin)
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", config, "--secure-port", "0", "-v=2", "--log-flush-frequency=100ms")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	return cmd
+}
+
+func (e *env) writeConfig(policies, leaderElection string) string {
+	e.t.Helper()
 	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection: {kubeconfig: %q, qps: 200, burst: 400}
-leaderElection: {leaderElect: false}
+`+leaderElection+`
 profiles:
 - schedulerName: %s
   plugins:
@@ -167,24 +197,7 @@ profiles:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
-	bin := filepath.Join(root, "bin", "kube-scheduler")
-	if _, err := os.Stat(bin); err != nil {
-		e.t.Fatalf("%s missing: run make build", bin)
-	}
-	e.log = filepath.Join(e.dir, "kube-scheduler.log")
-	logf, err := os.Create(e.log)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.sched = exec.Command(bin, "--config", path, "--secure-port", "0", "-v=2", "--log-flush-frequency=100ms")
-	e.sched.Stdout, e.sched.Stderr = logf, logf
-	if err := e.sched.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.waitLog(`"Starting Kubernetes Scheduler"`, 1, 60*time.Second)
-	for _, p := range active {
-		e.waitLog(`"Policy module active" policy="`+p+`"`, 1, 60*time.Second)
-	}
+	return path
 }
 
 func (e *env) stopScheduler() {
