@@ -1,6 +1,10 @@
 package sdk
 
-import "strings"
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
 
 // ParseConfig parses the common "key=value" config format: pairs separated
 // by commas or newlines, surrounding spaces ignored, "#" starting a comment
@@ -17,4 +21,32 @@ func ParseConfig(s string) map[string]string {
 		m[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
 	return m
+}
+
+// ResourceWeight is one resource and its weight, as score policies take them.
+type ResourceWeight struct {
+	Name   string
+	Weight int64
+}
+
+// ResourceWeights parses "cpu=1,memory=2,nvidia.com/gpu=3" into weights sorted
+// by resource name (so scores do not depend on map order). An empty config
+// means cpu=1,memory=1. Entries whose weight is not a positive integer are
+// skipped and logged.
+func ResourceWeights(config string) []ResourceWeight {
+	cfg := ParseConfig(config)
+	if len(cfg) == 0 {
+		cfg = map[string]string{"cpu": "1", "memory": "1"}
+	}
+	ws := make([]ResourceWeight, 0, len(cfg))
+	for name, w := range cfg {
+		n, err := strconv.ParseInt(w, 10, 64)
+		if err != nil || n <= 0 {
+			Log("ignoring resource with an invalid weight", "resource", name, "weight", w)
+			continue
+		}
+		ws = append(ws, ResourceWeight{name, n})
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Name < ws[j].Name })
+	return ws
 }

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -98,7 +97,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := grantPolicyAccess(ctx, client); err != nil {
+	if err := controlplane.GrantPolicyRead(ctx, client, policyNS, controlplane.SchedulerUser); err != nil {
 		return err
 	}
 	logPath := filepath.Join(state, "kube-scheduler.log")
@@ -224,25 +223,6 @@ func putPolicy(ctx context.Context, c kubernetes.Interface, name string, module 
 		return nil
 	}
 	_, err := c.CoreV1().ConfigMaps(policyNS).Create(ctx, cm, metav1.CreateOptions{})
-	return err
-}
-
-// grantPolicyAccess lets system:kube-scheduler read the policy ConfigMaps,
-// which its bootstrap role does not cover.
-func grantPolicyAccess(ctx context.Context, c kubernetes.Interface) error {
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-policy-reader", Namespace: policyNS},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
-	}
-	if _, err := c.RbacV1().Roles(policyNS).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-policy-reader", Namespace: policyNS},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: controlplane.SchedulerUser}},
-	}
-	_, err := c.RbacV1().RoleBindings(policyNS).Create(ctx, rb, metav1.CreateOptions{})
 	return err
 }
 

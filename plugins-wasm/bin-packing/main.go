@@ -12,57 +12,35 @@
 // that request nothing).
 package main
 
-import (
-	"sort"
-	"strconv"
+import sdk "github.com/wasmsched/wasmsched/guest-sdk"
 
-	sdk "github.com/wasmsched/wasmsched/guest-sdk"
-)
-
-type weighted struct {
-	name   string
-	weight int64
-}
-
-var resources []weighted
+var resources []sdk.ResourceWeight
 
 func init() {
 	sdk.RegisterScore(score)
 }
 
-func weights() []weighted {
-	if resources != nil {
-		return resources
+// weights reads the config once per instance.
+func weights() []sdk.ResourceWeight {
+	if resources == nil {
+		resources = sdk.ResourceWeights(sdk.Config())
 	}
-	cfg := sdk.ParseConfig(sdk.Config())
-	if len(cfg) == 0 {
-		cfg = map[string]string{"cpu": "1", "memory": "1"}
-	}
-	for name, w := range cfg {
-		n, err := strconv.ParseInt(w, 10, 64)
-		if err != nil || n <= 0 {
-			sdk.Log("ignoring resource with an invalid weight", "resource", name, "weight", w)
-			continue
-		}
-		resources = append(resources, weighted{name, n})
-	}
-	sort.Slice(resources, func(i, j int) bool { return resources[i].name < resources[j].name })
 	return resources
 }
 
 func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 	var sum, total int64
 	for _, r := range weights() {
-		alloc := node.Allocatable(r.name)
+		alloc := node.Allocatable(r.Name)
 		if alloc <= 0 {
 			continue
 		}
-		used := node.Requested(r.name) + pod.Request(r.name)
+		used := node.Requested(r.Name) + pod.Request(r.Name)
 		if used > alloc {
 			used = alloc
 		}
-		sum += r.weight * used * 100 / alloc
-		total += r.weight
+		sum += r.Weight * used * 100 / alloc
+		total += r.Weight
 	}
 	if total == 0 {
 		return 0, sdk.Success()

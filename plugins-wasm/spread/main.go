@@ -9,54 +9,35 @@
 // request) × 100 / allocatable, divided by the sum of weights (0 when full).
 package main
 
-import (
-	"sort"
-	"strconv"
+import sdk "github.com/wasmsched/wasmsched/guest-sdk"
 
-	sdk "github.com/wasmsched/wasmsched/guest-sdk"
-)
-
-type weighted struct {
-	name   string
-	weight int64
-}
-
-var resources []weighted
+var resources []sdk.ResourceWeight
 
 func init() {
 	sdk.RegisterScore(score)
 }
 
-func weights() []weighted {
-	if resources != nil {
-		return resources
+// weights reads the config once per instance.
+func weights() []sdk.ResourceWeight {
+	if resources == nil {
+		resources = sdk.ResourceWeights(sdk.Config())
 	}
-	cfg := sdk.ParseConfig(sdk.Config())
-	if len(cfg) == 0 {
-		cfg = map[string]string{"cpu": "1", "memory": "1"}
-	}
-	for name, w := range cfg {
-		if n, err := strconv.ParseInt(w, 10, 64); err == nil && n > 0 {
-			resources = append(resources, weighted{name, n})
-		}
-	}
-	sort.Slice(resources, func(i, j int) bool { return resources[i].name < resources[j].name })
 	return resources
 }
 
 func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 	var sum, total int64
 	for _, r := range weights() {
-		alloc := node.Allocatable(r.name)
+		alloc := node.Allocatable(r.Name)
 		if alloc <= 0 {
 			continue
 		}
-		free := alloc - node.Requested(r.name) - pod.Request(r.name)
+		free := alloc - node.Requested(r.Name) - pod.Request(r.Name)
 		if free < 0 {
 			free = 0
 		}
-		sum += r.weight * free * 100 / alloc
-		total += r.weight
+		sum += r.Weight * free * 100 / alloc
+		total += r.Weight
 	}
 	if total == 0 {
 		return 0, sdk.Success()
