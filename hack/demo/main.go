@@ -227,26 +227,7 @@ func putPolicy(ctx context.Context, c kubernetes.Interface, name string, module 
 }
 
 func writeSchedulerConfig(state string, cp *controlplane.ControlPlane, policyDir string) (string, error) {
-	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: %q, qps: 200, burst: 400}
-leaderElection: {leaderElect: false}
-profiles:
-- schedulerName: %s
-  plugins:
-    preFilter: {enabled: [{name: WasmPolicy}]}
-    filter: {enabled: [{name: WasmPolicy}]}
-    preScore: {enabled: [{name: WasmPolicy}]}
-    score:
-      disabled: [{name: "*"}]
-      enabled: [{name: WasmPolicy, weight: 10}]
-  pluginConfig:
-  - name: WasmPolicy
-    args:
-      compilationCacheDir: %q
-      filePollInterval: 1s
-      policies:
-      - name: team-isolation
+	policies := fmt.Sprintf(`      - name: team-isolation
         source: {configMap: {namespace: %s, name: policy-team-isolation, key: policy.wasm}}
         config: key=team
       - name: maintenance-avoidance
@@ -257,7 +238,8 @@ profiles:
       - name: placement
         source: {configMap: {namespace: %s, name: policy-placement, key: policy.wasm}}
         config: cpu=1,memory=1
-`, cp.SchedulerKubeconfig, schedulerName, filepath.Join(state, "compile-cache"), policyNS, filepath.Join(policyDir, "maintenance-avoidance.wasm"), policyNS, policyNS)
+`, policyNS, filepath.Join(policyDir, "maintenance-avoidance.wasm"), policyNS, policyNS)
+	cfg := controlplane.SchedulerConfig(cp.SchedulerKubeconfig, schedulerName, filepath.Join(state, "compile-cache"), "1s", "leaderElection: {leaderElect: false}", policies)
 	p := filepath.Join(state, "kube-scheduler.yaml")
 	return p, os.WriteFile(p, []byte(cfg), 0o644)
 }

@@ -161,26 +161,7 @@ func (e *env) run(config, logPath string) *exec.Cmd {
 
 func (e *env) writeConfig(policies, leaderElection string) string {
 	e.t.Helper()
-	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: %q, qps: 200, burst: 400}
-`+leaderElection+`
-profiles:
-- schedulerName: %s
-  plugins:
-    preFilter: {enabled: [{name: WasmPolicy}]}
-    filter: {enabled: [{name: WasmPolicy}]}
-    preScore: {enabled: [{name: WasmPolicy}]}
-    score:
-      disabled: [{name: "*"}]
-      enabled: [{name: WasmPolicy, weight: 10}]
-  pluginConfig:
-  - name: WasmPolicy
-    args:
-      compilationCacheDir: %q
-      filePollInterval: 200ms
-      policies:
-%s`, cp.SchedulerKubeconfig, e.name, filepath.Join(e.dir, "cache"), policies)
+	cfg := controlplane.SchedulerConfig(cp.SchedulerKubeconfig, e.name, filepath.Join(e.dir, "cache"), "200ms", leaderElection, policies)
 	path := filepath.Join(e.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)

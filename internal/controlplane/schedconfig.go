@@ -1,0 +1,31 @@
+package controlplane
+
+import "fmt"
+
+// SchedulerConfig is a KubeSchedulerConfiguration whose one profile filters
+// with the default plugins plus WasmPolicy and scores with WasmPolicy alone,
+// so placements show the policies' decisions. policies is the YAML list under
+// args.policies, indented by six spaces; leaderElection is a one-line
+// `leaderElection: {...}` stanza.
+func SchedulerConfig(kubeconfig, schedulerName, cacheDir, filePollInterval, leaderElection, policies string) string {
+	return fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: %q, qps: 200, burst: 400}
+%s
+profiles:
+- schedulerName: %s
+  plugins:
+    preFilter: {enabled: [{name: WasmPolicy}]}
+    filter: {enabled: [{name: WasmPolicy}]}
+    preScore: {enabled: [{name: WasmPolicy}]}
+    score:
+      disabled: [{name: "*"}]
+      enabled: [{name: WasmPolicy, weight: 10}]
+  pluginConfig:
+  - name: WasmPolicy
+    args:
+      compilationCacheDir: %q
+      filePollInterval: %s
+      policies:
+%s`, kubeconfig, leaderElection, schedulerName, cacheDir, filePollInterval, policies)
+}
