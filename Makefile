@@ -17,11 +17,14 @@ GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-w
 
 .PHONY: build guests guests-tinygo tinygo deps fixtures test e2e controlplane demo clean
 
-## build: the scheduler binary (bin/kube-scheduler), with version ldflags
-build: $(BIN)/kube-scheduler
+## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
+build: $(BIN)/kube-scheduler $(BIN)/wasm-extender
 
 $(BIN)/kube-scheduler: $(shell find cmd host pkg guest-sdk/abi -name '*.go' -not -name '*_test.go') go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kube-scheduler
+
+$(BIN)/wasm-extender: $(shell find cmd host pkg guest-sdk/abi -name '*.go' -not -name '*_test.go') go.mod go.sum
+	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/wasm-extender
 
 ## deps: Debian packages (LLVM 19, wasi-libc, binaryen, wabt, openssl)
 deps:

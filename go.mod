@@ -227,10 +227,12 @@ replace (
 	k8s.io/sample-controller => k8s.io/sample-controller v0.34.10
 )
 
-// Binaries of the local control plane (hack/controlplane), built from these
-// exact module versions: etcd v3.6.4 is what k8s v1.34.10 requires.
+// Binaries of the local control plane (hack/build-controlplane.sh), built
+// from these exact module versions: etcd v3.6.4 is what k8s v1.34.10
+// requires; the unmodified upstream kube-scheduler runs the extender e2e.
 tool (
 	go.etcd.io/etcd/server/v3
 	k8s.io/kubernetes/cmd/kube-apiserver
+	k8s.io/kubernetes/cmd/kube-scheduler
 	k8s.io/kubernetes/cmd/kubectl
 )

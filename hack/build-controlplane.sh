@@ -27,4 +27,6 @@ build() { # name version package ldflags
 build etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "-X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
 build kube-apiserver "$K8S_VERSION" k8s.io/kubernetes/cmd/kube-apiserver "$ldflags"
 build kubectl "$K8S_VERSION" k8s.io/kubernetes/cmd/kubectl "$ldflags"
+# The unmodified upstream scheduler, for extender mode's end-to-end test.
+build kube-scheduler-upstream "$K8S_VERSION" k8s.io/kubernetes/cmd/kube-scheduler "$ldflags"
 echo "$BIN"

@@ -208,10 +208,16 @@ func (e *env) logCount(text string) int {
 // pod creates a pod for this test's scheduler and nodes.
 func (e *env) pod(name string, labels map[string]string, cpu string) {
 	e.t.Helper()
+	e.podFor(e.name, name, labels, cpu)
+}
+
+// podFor creates a pod for the named scheduler on this test's nodes.
+func (e *env) podFor(scheduler, name string, labels map[string]string, cpu string) {
+	e.t.Helper()
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.name, Labels: labels},
 		Spec: v1.PodSpec{
-			SchedulerName: e.name,
+			SchedulerName: scheduler,
 			NodeSelector:  map[string]string{"e2e": e.name},
 			Containers: []v1.Container{{Name: "c", Image: "registry.example/app:1", Resources: v1.ResourceRequirements{
 				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("128Mi")},

@@ -1,0 +1,264 @@
+// Package extender serves WasmPolicy policies behind the kube-scheduler
+// HTTP extender protocol (k8s.io/kube-scheduler/extender/v1), for clusters
+// whose scheduler binary cannot be replaced. It runs the same plugin code as
+// the in-process WasmPolicy: same args, engine, sources, reloads, limits,
+// failure policies and metrics; only the transport differs.
+package extender
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
+)
+
+// Options configures the server.
+type Options struct {
+	// MaxRequestBytes bounds a request body (the pod plus, without
+	// nodeCacheCapable, every node).
+	MaxRequestBytes int64
+	// RequestTimeout bounds the handling of one request.
+	RequestTimeout time.Duration
+	// Parallelism is how many nodes are evaluated at once.
+	Parallelism int
+}
+
+// Server answers the filter and prioritize verbs.
+type Server struct {
+	plugin *wasmpolicy.WasmPolicy
+	nodes  corelisters.NodeLister
+	pods   cache.Indexer
+	opts   Options
+}
+
+const podsByNode = "nodeName"
+
+// handle gives the plugin what it uses from a scheduler framework handle:
+// a client for ConfigMap sources and an event recorder.
+type handle struct {
+	framework.Handle
+	client   kubernetes.Interface
+	recorder events.EventRecorder
+}
+
+func (h handle) ClientSet() kubernetes.Interface     { return h.client }
+func (h handle) EventRecorder() events.EventRecorder { return h.recorder }
+
+// New loads the policies and starts node and pod informers (for
+// nodeCacheCapable requests and for the resources pods use on each node).
+func New(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, args *config.WasmPolicyArgs, opts Options) (*Server, error) {
+	if opts.Parallelism < 1 {
+		opts.Parallelism = 16
+	}
+	plugin, err := wasmpolicy.NewWithArgs(ctx, args, handle{client: client, recorder: recorder})
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodeInf := factory.Core().V1().Nodes()
+	podInf := factory.Core().V1().Pods().Informer()
+	if err := podInf.AddIndexers(cache.Indexers{podsByNode: func(obj interface{}) ([]string, error) {
+		if p, ok := obj.(*v1.Pod); ok && p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+			return []string{p.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
+	nodeInformer := nodeInf.Informer()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.HasSynced, podInf.HasSynced) {
+		return nil, errors.New("node and pod informers did not sync")
+	}
+	return &Server{plugin: plugin, nodes: nodeInf.Lister(), pods: podInf.GetIndexer(), opts: opts}, nil
+}
+
+// Close stops the policies.
+func (s *Server) Close() error { return s.plugin.Close() }
+
+// Handler returns the HTTP handler for the filter and prioritize verbs.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/filter", s.serve(s.filter))
+	mux.HandleFunc("/prioritize", s.serve(s.prioritize))
+	return mux
+}
+
+func (s *Server) serve(verb func(context.Context, *extenderv1.ExtenderArgs) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+		defer cancel()
+		var args extenderv1.ExtenderArgs
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes)).Decode(&args); err != nil {
+			http.Error(w, "decoding ExtenderArgs: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if args.Pod == nil {
+			http.Error(w, "ExtenderArgs has no pod", http.StatusBadRequest)
+			return
+		}
+		res, err := verb(ctx, &args)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Extender request failed", "pod", klog.KObj(args.Pod), "path", r.URL.Path)
+			if fr, ok := res.(*extenderv1.ExtenderFilterResult); ok {
+				fr.Error = err.Error()
+			} else {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(res)
+	}
+}
+
+// nodeInfos builds NodeInfos for the request's nodes: the node objects it
+// carries, or (nodeCacheCapable) the names looked up in the informer cache;
+// each with the pods the informer knows on that node.
+func (s *Server) nodeInfos(args *extenderv1.ExtenderArgs) ([]fwk.NodeInfo, error) {
+	var nodes []*v1.Node
+	switch {
+	case args.NodeNames != nil:
+		for _, name := range *args.NodeNames {
+			n, err := s.nodes.Get(name)
+			if err != nil {
+				return nil, fmt.Errorf("node %q: %w", name, err)
+			}
+			nodes = append(nodes, n)
+		}
+	case args.Nodes != nil:
+		for i := range args.Nodes.Items {
+			nodes = append(nodes, &args.Nodes.Items[i])
+		}
+	}
+	infos := make([]fwk.NodeInfo, len(nodes))
+	for i, n := range nodes {
+		objs, _ := s.pods.ByIndex(podsByNode, n.Name)
+		pods := make([]*v1.Pod, 0, len(objs))
+		for _, o := range objs {
+			pods = append(pods, o.(*v1.Pod))
+		}
+		ni := framework.NewNodeInfo(pods...)
+		ni.SetNode(n)
+		infos[i] = ni
+	}
+	return infos, nil
+}
+
+// each runs f for every index with at most Parallelism goroutines.
+func (s *Server) each(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, s.opts.Parallelism)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Server) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (any, error) {
+	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
+	infos, err := s.nodeInfos(args)
+	if err != nil {
+		return res, err
+	}
+	state := framework.NewCycleState()
+	statuses := make([]*fwk.Status, len(infos))
+	_, pre := s.plugin.PreFilter(ctx, state, args.Pod, infos)
+	switch {
+	case pre.IsSkip(), pre.IsSuccess():
+		if !pre.IsSkip() {
+			s.each(len(infos), func(i int) { statuses[i] = s.plugin.Filter(ctx, state, args.Pod, infos[i]) })
+		}
+	default:
+		for i := range infos {
+			statuses[i] = pre
+		}
+	}
+	var passed []string
+	var passedNodes []v1.Node
+	for i, ni := range infos {
+		name := ni.Node().Name
+		switch st := statuses[i]; {
+		case st.IsSuccess():
+			passed = append(passed, name)
+			passedNodes = append(passedNodes, *ni.Node())
+		case st.Code() == fwk.UnschedulableAndUnresolvable:
+			res.FailedAndUnresolvableNodes[name] = st.Message()
+		default:
+			res.FailedNodes[name] = st.Message()
+		}
+	}
+	if args.NodeNames != nil {
+		res.NodeNames = &passed
+	} else {
+		res.Nodes = &v1.NodeList{Items: passedNodes}
+	}
+	return res, nil
+}
+
+func (s *Server) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (any, error) {
+	infos, err := s.nodeInfos(args)
+	if err != nil {
+		return nil, err
+	}
+	list := make(extenderv1.HostPriorityList, len(infos))
+	for i, ni := range infos {
+		list[i] = extenderv1.HostPriority{Host: ni.Node().Name}
+	}
+	state := framework.NewCycleState()
+	if st := s.plugin.PreScore(ctx, state, args.Pod, infos); st.IsSkip() {
+		return &list, nil
+	} else if !st.IsSuccess() {
+		return nil, st.AsError()
+	}
+	var mu sync.Mutex
+	var failed *fwk.Status
+	s.each(len(infos), func(i int) {
+		if _, st := s.plugin.Score(ctx, state, args.Pod, infos[i]); !st.IsSuccess() {
+			mu.Lock()
+			failed = st
+			mu.Unlock()
+		}
+	})
+	if failed != nil {
+		return nil, failed.AsError()
+	}
+	scores := make(framework.NodeScoreList, len(infos))
+	for i, ni := range infos {
+		scores[i] = framework.NodeScore{Name: ni.Node().Name}
+	}
+	if st := s.plugin.NormalizeScore(ctx, state, args.Pod, scores); !st.IsSuccess() {
+		return nil, st.AsError()
+	}
+	// The plugin scores 0..MaxNodeScore; extenders answer 0..MaxExtenderPriority.
+	for i := range scores {
+		list[i].Score = scores[i].Score * extenderv1.MaxExtenderPriority / framework.MaxNodeScore
+	}
+	return &list, nil
+}
