@@ -29,7 +29,7 @@ import (
 // newBenchServer builds a Server over real listers filled with nodes (no
 // API server), running team-isolation (Filter) and bin-packing (Score)
 // compiled with TinyGo.
-func newBenchServer(b *testing.B, n int) (*Server, []*v1.Node) {
+func newBenchServer(b testing.TB, n int) (*Server, []*v1.Node) {
 	dir := b.TempDir()
 	var policies []config.Policy
 	for _, p := range []struct{ name, module, cfg string }{{"team-isolation", "team-isolation", "key=team"}, {"bin-packing", "bin-packing", "cpu=1,memory=1"}} {

@@ -1,0 +1,79 @@
+package extender
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+)
+
+func TestRequestsAreBounded(t *testing.T) {
+	s, _ := newBenchServer(t, 2)
+	s.opts.MaxRequestBytes = 1024
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for _, c := range []struct {
+		name, method, body string
+		want               int
+	}{
+		{"too large", http.MethodPost, `{"pod":{"metadata":{"name":"` + strings.Repeat("x", 2048) + `"}}}`, http.StatusBadRequest},
+		{"not POST", http.MethodGet, "", http.StatusMethodNotAllowed},
+		{"no pod", http.MethodPost, `{}`, http.StatusBadRequest},
+		{"not JSON", http.MethodPost, `nope`, http.StatusBadRequest},
+	} {
+		req, _ := http.NewRequest(c.method, srv.URL+"/filter", strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: status %d, want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
+}
+
+// Without nodeCacheCapable the extender answers with Node objects, and the
+// failed nodes carry the policy's reason; served over TLS here.
+func TestFilterWithNodeObjectsOverTLS(t *testing.T) {
+	s, nodes := newBenchServer(t, 4)
+	srv := httptest.NewTLSServer(s.Handler())
+	defer srv.Close()
+	list := &v1.NodeList{}
+	for _, n := range nodes {
+		list.Items = append(list.Items, *n)
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p", Labels: map[string]string{"team": "search"}}}
+	body, _ := json.Marshal(&extenderv1.ExtenderArgs{Pod: pod, Nodes: list})
+	resp, err := srv.Client().Post(srv.URL+"/filter", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res extenderv1.ExtenderFilterResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Nodes == nil || res.NodeNames != nil || len(res.Nodes.Items) != 2 {
+		t.Fatalf("result = %+v; want the 2 search nodes as Node objects", res)
+	}
+	for _, n := range res.Nodes.Items {
+		if n.Labels["team"] != "search" {
+			t.Errorf("node %s (team %s) passed", n.Name, n.Labels["team"])
+		}
+	}
+	if len(res.FailedNodes) != 2 {
+		t.Fatalf("failed nodes = %v", res.FailedNodes)
+	}
+	for name, reason := range res.FailedNodes {
+		if reason != "node(s) rejected by WasmPolicy/team-isolation: team label mismatch" {
+			t.Errorf("%s: reason %q", name, reason)
+		}
+	}
+}
