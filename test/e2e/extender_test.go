@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,7 +56,7 @@ policies:
 	if err := ext.Start(); err != nil {
 		t.Fatalf("starting bin/wasm-extender (make build): %v", err)
 	}
-	t.Cleanup(func() { _ = ext.Process.Kill(); _, _ = ext.Process.Wait() })
+	t.Cleanup(func() { _ = ext.Process.Kill() })
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get("http://" + addr + "/healthz")
@@ -144,4 +146,36 @@ extenders:
 	if n3 := e.placed("spread-1"); n3 == n1 {
 		t.Fatalf("after the reload to spread, spread-1 still joined %s", n3)
 	}
+
+	// The policy metrics are on the extender's /metrics.
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`wasmsched_policy_module_loads_total{policy="placement",result="Success"} 2`,
+		`wasmsched_policy_rejections_total{extension_point="Filter",policy="team-isolation"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// SIGTERM shuts it down cleanly.
+	if err := ext.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ext.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("extender exited with %v after SIGTERM", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("extender did not exit within 20s of SIGTERM")
+	}
+	e.log = extLog
+	e.waitLog("Shutting down: finishing requests in flight", 1, 5*time.Second)
 }
