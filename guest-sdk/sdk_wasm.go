@@ -280,7 +280,33 @@ func read(op int, arg int32, key string) ([]byte, bool) {
 
 func keyed(op int, key string) (string, bool) {
 	b, ok := read(op, 0, key)
-	return string(b), ok
+	return intern(b), ok
+}
+
+// internTab remembers recently returned short strings. Label values repeat
+// across nodes (teams, zones, instance types), and a heap allocation per read
+// is the most expensive part of a TinyGo policy's Filter; returning the
+// remembered string avoids it while strings stay ordinary and immutable.
+var internTab [256]string
+
+func intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > 64 {
+		return string(b)
+	}
+	h := uint32(2166136261)
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &internTab[h&255]
+	if *slot == unsafe.String(&b[0], len(b)) {
+		return *slot
+	}
+	s := string(b)
+	*slot = s
+	return s
 }
 
 func podString(field int32) string {
@@ -331,7 +357,7 @@ func podPriority() int64 { return hostPodPriority() }
 
 func nodeName() string {
 	b, _ := read(opNodeString, abi.NodeName, "")
-	return string(b)
+	return intern(b)
 }
 
 func nodeLabel(key string) (string, bool) { return keyed(opNodeLabel, key) }
