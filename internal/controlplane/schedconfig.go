@@ -17,6 +17,7 @@ profiles:
   plugins:
     preFilter: {enabled: [{name: WasmPolicy}]}
     filter: {enabled: [{name: WasmPolicy}]}
+    postFilter: {enabled: [{name: WasmPolicy}]}
     preScore: {enabled: [{name: WasmPolicy}]}
     score:
       disabled: [{name: "*"}]

@@ -61,6 +61,10 @@ type handle struct {
 func (h handle) ClientSet() kubernetes.Interface     { return h.client }
 func (h handle) EventRecorder() events.EventRecorder { return h.recorder }
 
+// Activate does nothing: the extender has no scheduling queue; the scheduler
+// retries pods on its own.
+func (h handle) Activate(klog.Logger, map[string]*v1.Pod) {}
+
 // New loads the policies and starts node and pod informers (for
 // nodeCacheCapable requests and for the resources pods use on each node).
 func New(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, args *config.WasmPolicyArgs, opts Options) (*Server, error) {

@@ -17,6 +17,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -73,6 +74,37 @@ type policy struct {
 	host   *host.Policy
 	source source.Source
 	m      *policyMetrics
+
+	// rejected holds pods this policy kept from being scheduled, so a new
+	// module version can send them back to the active queue at once instead
+	// of leaving them until the unschedulable-pod timeout (5 min).
+	mu       sync.Mutex
+	rejected map[types.UID]*v1.Pod
+}
+
+// maxRemembered bounds each policy's set of rejected pods.
+const maxRemembered = 10000
+
+func (p *policy) remember(pod *v1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rejected == nil {
+		p.rejected = map[types.UID]*v1.Pod{}
+	}
+	if len(p.rejected) < maxRemembered {
+		p.rejected[pod.UID] = pod
+	}
+}
+
+func (p *policy) takeRejected() map[string]*v1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]*v1.Pod, len(p.rejected))
+	for _, pod := range p.rejected {
+		out[klog.KObj(pod).String()] = pod
+	}
+	p.rejected = nil
+	return out
 }
 
 var (
@@ -235,8 +267,27 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 	}
 	p.m.load("Success", time.Since(start))
 	p.m.setActive(v.SHA256(), serving)
+	w.activate(logger, p)
 	logger.Info("Policy module active", "policy", p.cfg.Name, "source", p.source.String(), "sha256", v.SHA256(), "previous", serving, "exports", v.Exports().String())
 	w.event(u.Object, v1.EventTypeNormal, "PolicyLoaded", fmt.Sprintf("WasmPolicy/%s: module %s active (exports %s)", p.cfg.Name, short(v.SHA256()), v.Exports().String()))
+}
+
+// activate sends the pods the policy rejected back to the scheduling queue:
+// the new module may admit them.
+func (w *WasmPolicy) activate(logger klog.Logger, p *policy) {
+	pods := p.takeRejected()
+	if len(pods) == 0 || w.handle == nil {
+		return
+	}
+	defer func() {
+		// A framework built without a scheduling queue (tests, other hosts)
+		// has no pod activator.
+		if r := recover(); r != nil {
+			logger.V(2).Info("No pod activator; rejected pods wait for their next retry", "policy", p.cfg.Name)
+		}
+	}()
+	w.handle.Activate(logger, pods)
+	logger.Info("Requeued pods rejected by the previous module", "policy", p.cfg.Name, "pods", len(pods))
 }
 
 func unwrapLoad(err error) error {
@@ -279,6 +330,8 @@ type cycle struct {
 	blobs    [][]byte
 	skipF    []bool
 	skipS    []bool
+	// rejectedBy marks the policies that rejected the pod on some node.
+	rejectedBy []atomic.Bool
 
 	// Filter batches over the node list given to PreFilter.
 	nodes   []fwk.NodeInfo
@@ -322,6 +375,8 @@ func (w *WasmPolicy) cycleFor(state fwk.CycleState, pod *v1.Pod) *cycle {
 		blobs:    make([][]byte, len(w.policies)),
 		skipF:    make([]bool, len(w.policies)),
 		skipS:    make([]bool, len(w.policies)),
+
+		rejectedBy: make([]atomic.Bool, len(w.policies)),
 	}
 	for i, p := range w.policies {
 		c.versions[i] = p.host.Current()
@@ -460,6 +515,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 				c.skipF[i] = true
 			case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
 				p.m.rejected_(host.CallPreFilter)
+				p.remember(pod)
 				return nil, rejectPod(p.cfg.Name, res.Reason)
 			default:
 				if st := p.failed(host.CallPreFilter, "policy error: "+res.Reason, false); st != nil {
@@ -524,9 +580,11 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		case abi.CodeSuccess, abi.CodeSkip:
 		case abi.CodeUnschedulable:
 			p.m.rejected_(host.CallFilter)
+			c.rejectedBy[i].Store(true)
 			return reject(fwk.Unschedulable, p.cfg.Name, res.Reason)
 		case abi.CodeUnschedulableAndUnresolvable:
 			p.m.rejected_(host.CallFilter)
+			c.rejectedBy[i].Store(true)
 			return reject(fwk.UnschedulableAndUnresolvable, p.cfg.Name, res.Reason)
 		default:
 			if st := p.failed(host.CallFilter, "policy error: "+res.Reason, false); st != nil {
@@ -535,6 +593,22 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		}
 	}
 	return nil
+}
+
+// PostFilter runs when no node fits. It cannot make the pod fit (that is
+// preemption's job), but it remembers which policies rejected it, so that a
+// new version of such a policy requeues the pod immediately.
+func (w *WasmPolicy) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+	if d, err := state.Read(stateKey); err == nil {
+		if c, ok := d.(*cycle); ok {
+			for i := range c.rejectedBy {
+				if c.rejectedBy[i].Load() {
+					w.policies[i].remember(pod)
+				}
+			}
+		}
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
 
 // PreScore runs each policy's prescore and skips Score when no policy scores.

@@ -213,3 +213,48 @@ func TestControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A pod a policy rejected is retried as soon as that policy loads a new
+// module, not after the scheduler's 5-minute unschedulable timeout: nothing
+// else in the cluster changes here.
+func TestReloadRequeuesRejectedPods(t *testing.T) {
+	e := newEnv(t, "requeue")
+	e.node("only", nil, "4")
+	ctx := context.Background()
+	n, err := client.CoreV1().Nodes().Get(ctx, e.name+"-only", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Annotations = map[string]string{"maintenance.wasmsched.io/window": "until further notice"}
+	if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.policyConfigMap("gate", module(t, "maintenance-avoidance"))
+	e.startScheduler(`      - name: gate
+        source: `+cmSource(e, "gate")+`
+`, "gate")
+	e.pod("waiting", nil, "250m")
+	if msg := e.rejected("waiting"); !strings.Contains(msg, "rejected by WasmPolicy/gate: node is in maintenance") {
+		t.Fatalf("FailedScheduling = %q", msg)
+	}
+	// Give the scheduler time to park the pod as unschedulable.
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	e.policyConfigMap("gate", module(t, "spread")) // a policy that admits every node
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		p, err := client.CoreV1().Pods(e.name).Get(ctx, "waiting", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			t.Logf("rejected pod bound %s after the policy's ConfigMap changed", time.Since(start).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the rejected pod was not retried within 15s of the policy reload")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.waitLog(`"Requeued pods rejected by the previous module" policy="gate" pods=1`, 1, 5*time.Second)
+}
