@@ -15,7 +15,7 @@ TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
-.PHONY: build guests guests-tinygo tinygo deps fixtures test e2e controlplane demo clean
+.PHONY: build guests guests-tinygo tinygo deps fixtures test e2e fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender
@@ -70,7 +70,15 @@ test: deps guests guests-tinygo build controlplane
 	# so no other test binary competes for the 2 cores while they measure.
 	set -o pipefail; $(GO) test -race -count=1 -v -run '$(TIMING_TESTS)' ./host/ | grep -E '^(\s+--- |\s+host_test.go|--- |ok|FAIL|PASS)'
 	set -o pipefail; $(GO) test -count=1 -v -run 'TestExamplePoliciesAsWasm' ./test/policies/ | grep -E '^(\s+--- |\s+policies_test.go|ok|FAIL|PASS)'
+	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory e2e
+
+## fuzz: each fuzz target for FUZZTIME (seed corpora in testdata/fuzz run in every go test)
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run XXX -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host/
+	$(GO) test -run XXX -fuzz '^FuzzHostFunctions$$' -fuzztime $(FUZZTIME) ./host/
+	$(GO) test -run XXX -fuzz '^FuzzArgs$$' -fuzztime $(FUZZTIME) ./pkg/apis/config/scheme/
 
 ## e2e: bin/kube-scheduler against a real kube-apiserver and etcd on 127.0.0.1
 e2e: build guests-tinygo controlplane

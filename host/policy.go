@@ -380,6 +380,13 @@ func (v *Version) closeIdle() {
 // policy timeout. On a failed call, done is the index of the node being
 // evaluated when it failed; results after it are not set.
 func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, cycleState *[]byte, results []Result, scores []int64) (done int, cerr *CallError) {
+	batchKind := callFilterNodes
+	if kind == CallScore {
+		batchKind = callScoreNodes
+	}
+	if !v.implements(batchKind) || len(results) != len(nodes) || (kind == CallScore && len(scores) != len(nodes)) {
+		return 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", callExports[batchKind], len(nodes), len(results), len(scores))}
+	}
 	in, err := v.acquire(ctx)
 	if err != nil {
 		return 0, &CallError{Outcome: OutcomeUnavailable, Err: err}
@@ -391,10 +398,6 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	if kind == CallScore {
 		in.scores = scores
 	}
-	batchKind := callFilterNodes
-	if kind == CallScore {
-		batchKind = callScoreNodes
-	}
 	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)))
 	done = in.cur
 	in.batch, in.results, in.cur = nil, nil, -1
@@ -404,6 +407,28 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	}
 	v.release(in, true)
 	return len(nodes), nil
+}
+
+// implements reports whether the module exports the entry point of kind.
+func (v *Version) implements(kind CallKind) bool {
+	ex := v.exports
+	switch kind {
+	case CallPreFilter:
+		return ex.PreFilter
+	case CallFilter:
+		return ex.Filter
+	case CallPreScore:
+		return ex.PreScore
+	case CallScore:
+		return ex.Score
+	case CallNormalizeScore:
+		return ex.NormalizeScore
+	case callFilterNodes:
+		return ex.FilterNodes
+	case callScoreNodes:
+		return ex.ScoreNodes
+	}
+	return false
 }
 
 // Result is a guest's verdict.
@@ -418,6 +443,9 @@ type Result struct {
 // in/out slice for NormalizeScore. A CallError means the call failed
 // (timeout, trap, exit, or no instance) and the instance was discarded.
 func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node fwk.NodeInfo, cycleState *[]byte, scores []int64) (int64, Result, *CallError) {
+	if kind < 0 || kind > CallNormalizeScore || !v.implements(kind) {
+		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement extension point %d", kind)}
+	}
 	in, err := v.acquire(ctx)
 	if err != nil {
 		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: err}

@@ -1,0 +1,62 @@
+;; Fuzzing fixture: filter reads its cycle state (the fuzz input) into memory
+;; at 0, then makes up to 8 host calls, each described by 20 bytes: a
+;; selector byte (padded to 4) and four little-endian i32 arguments, passed
+;; as they are (arbitrary pointers and lengths). The host must answer every
+;; call with a value or an error code, never trap or crash.
+(module
+  (import "wasmsched" "cycle_state_get" (func $state (param i32 i32) (result i32)))
+  (import "wasmsched" "config" (func $config (param i32 i32) (result i32)))
+  (import "wasmsched" "pod_string" (func $pod_string (param i32 i32 i32) (result i32)))
+  (import "wasmsched" "pod_label" (func $pod_label (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "pod_annotation" (func $pod_annotation (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "pod_list" (func $pod_list (param i32 i32 i32) (result i32)))
+  (import "wasmsched" "pod_request" (func $pod_request (param i32 i32) (result i64)))
+  (import "wasmsched" "node_string" (func $node_string (param i32 i32 i32) (result i32)))
+  (import "wasmsched" "node_label" (func $node_label (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "node_annotation" (func $node_annotation (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "node_list" (func $node_list (param i32 i32 i32) (result i32)))
+  (import "wasmsched" "node_resource" (func $node_resource (param i32 i32 i32) (result i64)))
+  (import "wasmsched" "cycle_state_set" (func $state_set (param i32 i32)))
+  (import "wasmsched" "set_status" (func $status (param i32 i32 i32)))
+  (import "wasmsched" "log" (func $log (param i32 i32 i32)))
+  (import "wasmsched" "select_node" (func $select (param i32) (result i32)))
+  (import "wasmsched" "scores_get" (func $scores_get (param i32 i32) (result i32)))
+  (import "wasmsched" "scores_set" (func $scores_set (param i32 i32) (result i32)))
+  (memory (export "memory") 2)
+  (func (export "abi_version") (result i32) (i32.const 1))
+  (func (export "filter") (param i64)
+    (local $n i32) (local $i i32) (local $p i32) (local $a i32) (local $b i32) (local $c i32) (local $d i32)
+    (local.set $n (call $state (i32.const 0) (i32.const 160)))
+    (if (i32.gt_s (local.get $n) (i32.const 160)) (then (local.set $n (i32.const 160))))
+    (block $done
+      (loop $next
+        (local.set $p (i32.mul (local.get $i) (i32.const 20)))
+        (br_if $done (i32.gt_s (i32.add (local.get $p) (i32.const 20)) (local.get $n)))
+        (local.set $a (i32.load (i32.add (local.get $p) (i32.const 4))))
+        (local.set $b (i32.load (i32.add (local.get $p) (i32.const 8))))
+        (local.set $c (i32.load (i32.add (local.get $p) (i32.const 12))))
+        (local.set $d (i32.load (i32.add (local.get $p) (i32.const 16))))
+        (block $b17 (block $b16 (block $b15 (block $b14 (block $b13 (block $b12 (block $b11 (block $b10
+        (block $b9 (block $b8 (block $b7 (block $b6 (block $b5 (block $b4 (block $b3 (block $b2 (block $b1 (block $b0
+          (br_table $b0 $b1 $b2 $b3 $b4 $b5 $b6 $b7 $b8 $b9 $b10 $b11 $b12 $b13 $b14 $b15 $b16 $b17
+            (i32.rem_u (i32.load8_u (local.get $p)) (i32.const 18))))
+          (drop (call $config (local.get $a) (local.get $b))) (br $b17))
+          (drop (call $pod_string (local.get $a) (local.get $b) (local.get $c))) (br $b17))
+          (drop (call $pod_label (local.get $a) (local.get $b) (local.get $c) (local.get $d))) (br $b17))
+          (drop (call $pod_annotation (local.get $a) (local.get $b) (local.get $c) (local.get $d))) (br $b17))
+          (drop (call $pod_list (local.get $a) (local.get $b) (local.get $c))) (br $b17))
+          (drop (call $pod_request (local.get $a) (local.get $b))) (br $b17))
+          (drop (call $node_string (local.get $a) (local.get $b) (local.get $c))) (br $b17))
+          (drop (call $node_label (local.get $a) (local.get $b) (local.get $c) (local.get $d))) (br $b17))
+          (drop (call $node_annotation (local.get $a) (local.get $b) (local.get $c) (local.get $d))) (br $b17))
+          (drop (call $node_list (local.get $a) (local.get $b) (local.get $c))) (br $b17))
+          (drop (call $node_resource (local.get $a) (local.get $b) (local.get $c))) (br $b17))
+          (call $state_set (local.get $a) (local.get $b)) (br $b17))
+          (call $status (local.get $a) (local.get $b) (local.get $c)) (br $b17))
+          (call $log (local.get $a) (local.get $b) (local.get $c)) (br $b17))
+          (drop (call $select (local.get $a))) (br $b17))
+          (drop (call $scores_get (local.get $a) (local.get $b))) (br $b17))
+          (drop (call $scores_set (local.get $a) (local.get $b))) (br $b17))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br_if $next (i32.lt_u (local.get $i) (i32.const 8))))))
+)
