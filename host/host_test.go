@@ -532,3 +532,51 @@ func TestFixturesAreCompiled(t *testing.T) {
 		}
 	}
 }
+
+// Hostile guests: each is stopped or refused, with the instance discarded
+// where one ran, and the policy keeps serving.
+func TestAdversarialModules(t *testing.T) {
+	e := newEngine(t)
+	run := func(t *testing.T, fixture string) (*Version, Result, *CallError) {
+		p := newPolicy(t, e, PolicySpec{MemoryLimitBytes: 16 << 20, MaxInstances: 1})
+		v := load(t, p, testguests.Fixture(t, fixture))
+		r, err := filter(v, nodeInfo("n", nil, false))
+		return v, r, err
+	}
+	t.Run("deep recursion", func(t *testing.T) {
+		v, _, err := run(t, "recurse")
+		if err == nil || err.Outcome != OutcomeTrap || !strings.Contains(err.Error(), "stack overflow") {
+			t.Fatalf("err = %v, want a stack-overflow trap", err)
+		}
+		if live, _ := v.PoolStats(); live != 0 {
+			t.Fatalf("instance kept after a stack overflow")
+		}
+	})
+	t.Run("proc_exit mid-call", func(t *testing.T) {
+		v, _, err := run(t, "exit")
+		if err == nil || err.Outcome != OutcomeExit || !strings.Contains(err.Error(), "exit_code(3)") {
+			t.Fatalf("err = %v, want exit with code 3", err)
+		}
+		if live, _ := v.PoolStats(); live != 0 {
+			t.Fatalf("instance kept after proc_exit")
+		}
+	})
+	t.Run("environment is empty", func(t *testing.T) {
+		if _, r, err := run(t, "environ"); err != nil || r.Code != abi.CodeSuccess {
+			t.Fatalf("result = %+v, %v: the guest saw environment variables", r, err)
+		}
+	})
+	t.Run("10 MB reason", func(t *testing.T) {
+		_, r, err := run(t, "bigreason")
+		if err != nil || r.Code != abi.CodeUnschedulable || len(r.Reason) != MaxReasonLength || r.Reason != strings.Repeat("x", MaxReasonLength) {
+			t.Fatalf("result code %d, reason length %d, err %v; want the reason cut to %d bytes", r.Code, len(r.Reason), err, MaxReasonLength)
+		}
+	})
+	t.Run("socket import", func(t *testing.T) {
+		p := newPolicy(t, e, PolicySpec{})
+		_, err := p.Load(context.Background(), testguests.Fixture(t, "socket"), "")
+		if err == nil || !strings.Contains(err.Error(), "wasi_snapshot_preview1.sock_accept") {
+			t.Fatalf("err = %v, want the socket import named", err)
+		}
+	})
+}

@@ -425,3 +425,33 @@ func TestEveryExtensionPoint(t *testing.T) {
 		})
 	}
 }
+
+// A score outside 0..100 (and no normalize_score) fails the attempt under
+// Fail, as an erroring Score plugin does, and counts as 0 under Ignore.
+func TestOutOfRangeScore(t *testing.T) {
+	path := writeModule(t, t.TempDir(), "big.wasm", fixture(t, "bigreason"))
+	nodes := []*v1.Node{node("a", nil, 1000), node("b", nil, 1000)}
+	for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
+		t.Run(string(fp), func(t *testing.T) {
+			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{{Name: "big", Source: config.Source{File: path}, FailurePolicy: fp}}}, nodes)
+			ctx := context.Background()
+			state := framework.NewCycleState()
+			infos, _ := c.snapshot.NodeInfos().List()
+			p := pod("p", nil, 10)
+			if st := c.fw.RunPreScorePlugins(ctx, state, p, infos); !st.IsSuccess() {
+				t.Fatal(st)
+			}
+			scores, st := c.fw.RunScorePlugins(ctx, state, p, infos)
+			switch fp {
+			case config.FailurePolicyFail:
+				if st.IsSuccess() || !strings.Contains(st.Message(), "score out of range 0..100") || !strings.Contains(st.Message(), "WasmPolicy/big") {
+					t.Fatalf("status = %v", st)
+				}
+			case config.FailurePolicyIgnore:
+				if !st.IsSuccess() || scores[0].TotalScore != 0 || scores[1].TotalScore != 0 {
+					t.Fatalf("status %v, scores %+v; want success with 0", st, scores)
+				}
+			}
+		})
+	}
+}
