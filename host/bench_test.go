@@ -26,13 +26,20 @@ func BenchmarkCallOverhead(b *testing.B) {
 }
 
 // BenchmarkBatchHostCalls measures, per node, a batched Filter whose guest
-// makes two host calls and nothing else (select_node, node_pod_count).
+// makes two host calls and nothing else: select_node plus node_pod_count
+// (hostcalls) or node_label (hostlabel).
 func BenchmarkBatchHostCalls(b *testing.B) {
+	for _, fixture := range []string{"hostcalls", "hostlabel"} {
+		b.Run(fixture, func(b *testing.B) { benchBatch(b, fixture) })
+	}
+}
+
+func benchBatch(b *testing.B, fixture string) {
 	p := newPolicy(b, newEngine(b), PolicySpec{MaxInstances: 1})
-	v := load(b, p, testguests.Fixture(b, "hostcalls"))
+	v := load(b, p, testguests.Fixture(b, fixture))
 	nodes := make([]fwk.NodeInfo, 32)
 	for i := range nodes {
-		nodes[i] = nodeInfo("n", nil, false)
+		nodes[i] = nodeInfo("n", map[string]string{"team": "payments", "zone": "a", "kubernetes.io/hostname": "n"}, false)
 	}
 	results := make([]Result, 32)
 	pod := testPod()
