@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -195,13 +196,18 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 func quantities(rl v1.ResourceList) map[string]int64 {
 	m := make(map[string]int64, len(rl))
 	for name, q := range rl {
-		if name == v1.ResourceCPU {
-			m[string(name)] = q.MilliValue()
-		} else {
-			m[string(name)] = q.Value()
-		}
+		m[string(name)] = quantityValue(name, q)
 	}
 	return m
+}
+
+// quantityValue is a quantity in ABI units: cpu in millicores, everything
+// else in base units.
+func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
 }
 
 // resourceValue reads one resource of a fwk.Resource without building a map.

@@ -34,8 +34,7 @@ const (
 // Engine owns what all policies share: the compilation cache. One Engine per
 // process; it is safe for concurrent use.
 type Engine struct {
-	cache    wazero.CompilationCache
-	cacheDir string
+	cache wazero.CompilationCache
 }
 
 // EngineOptions configures an Engine.
@@ -49,7 +48,7 @@ type EngineOptions struct {
 // NewEngine creates an Engine. Policies created from it share its
 // compilation cache, so two policies loading the same bytes compile them once.
 func NewEngine(opts EngineOptions) (*Engine, error) {
-	e := &Engine{cacheDir: opts.CacheDir}
+	e := &Engine{}
 	if opts.CacheDir == "" {
 		e.cache = wazero.NewCompilationCache()
 		return e, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -179,16 +180,8 @@ var hostFuncs = []hostFunc{
 				v = 0
 			}
 		case abi.ResourceCapacity:
-			if node := in.node.Node(); node != nil {
-				for rn, q := range node.Status.Capacity {
-					if string(rn) == string(name) {
-						if rn == "cpu" {
-							v = q.MilliValue()
-						} else {
-							v = q.Value()
-						}
-					}
-				}
+			if q, ok := in.node.Node().Status.Capacity[v1.ResourceName(name)]; ok {
+				v = quantityValue(v1.ResourceName(name), q)
 			}
 		}
 		s[0] = api.EncodeI64(v)

@@ -57,7 +57,6 @@ type instance struct {
 	timer *time.Timer
 	armed atomic.Uint64
 	seq   uint64
-	calls uint64
 
 	// Per-call state read by host functions.
 	pod        *PodState
@@ -240,7 +239,6 @@ func (e *CallError) Unwrap() error { return e.Err }
 func (in *instance) call(kind CallKind, arg uint64, n uint32) (uint64, *CallError) {
 	in.code, in.reason = abi.CodeSuccess, ""
 	in.stack[0], in.stack[1] = arg, uint64(n)
-	in.calls++
 	in.arm(in.v.p.timeout)
 	err := in.fn[kind].CallWithStack(&in.cctx, in.stack[:])
 	inTime := in.disarm()

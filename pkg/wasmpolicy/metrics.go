@@ -78,7 +78,7 @@ func newPolicyMetrics(name string) *policyMetrics {
 	return m
 }
 
-func (m *policyMetrics) rejected_(k host.CallKind) { m.rejected[k].Inc() }
+func (m *policyMetrics) countRejection(k host.CallKind) { m.rejected[k].Inc() }
 
 func (m *policyMetrics) callError(k host.CallKind, o host.Outcome) {
 	callErrors.WithLabelValues(m.name, k.String(), o.String()).Inc()

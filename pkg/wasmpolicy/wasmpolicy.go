@@ -387,6 +387,17 @@ func (w *WasmPolicy) cycleFor(state fwk.CycleState, pod *v1.Pod) *cycle {
 	return c
 }
 
+// position returns the node's index in the PreFilter list, or -1 when it is
+// not there (a clone made by preemption or for nominated pods).
+func (c *cycle) position(ni fwk.NodeInfo) int {
+	if c.index != nil {
+		if p, ok := c.index.pos[ni]; ok && p < len(c.nodes) && c.nodes[p] == ni {
+			return p
+		}
+	}
+	return -1
+}
+
 // indexFor returns the position index of the node list, rebuilding it when
 // the list changed.
 func (w *WasmPolicy) indexFor(nodes []fwk.NodeInfo) *nodeIndex {
@@ -454,7 +465,7 @@ func rejectWith(prefix string, code fwk.Code, policy, reason string) *fwk.Status
 
 // failed applies a policy's failurePolicy to a failed call. It returns nil
 // when the call is ignored.
-func (p *policy) failed(point host.CallKind, why string, _ bool) *fwk.Status {
+func (p *policy) failed(point host.CallKind, why string) *fwk.Status {
 	if p.cfg.FailurePolicy == config.FailurePolicyIgnore {
 		p.m.ignoredCall(point)
 		return nil
@@ -473,7 +484,7 @@ func (p *policy) failed(point host.CallKind, why string, _ bool) *fwk.Status {
 func (p *policy) callFailed(ctx context.Context, point host.CallKind, err *host.CallError) *fwk.Status {
 	p.m.callError(point, err.Outcome)
 	klog.FromContext(ctx).Error(err.Err, "Policy call failed", "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", err.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy)
-	return p.failed(point, err.Error(), true)
+	return p.failed(point, err.Error())
 }
 
 func notLoaded(p *policy) string {
@@ -490,7 +501,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	for i, p := range w.policies {
 		v := c.versions[i]
 		if v == nil {
-			if st := p.failed(host.CallPreFilter, notLoaded(p), false); st != nil {
+			if st := p.failed(host.CallPreFilter, notLoaded(p)); st != nil {
 				return nil, st
 			}
 			c.skipF[i] = true
@@ -514,11 +525,11 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 			case abi.CodeSkip:
 				c.skipF[i] = true
 			case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
-				p.m.rejected_(host.CallPreFilter)
+				p.m.countRejection(host.CallPreFilter)
 				p.remember(pod)
 				return nil, rejectPod(p.cfg.Name, res.Reason)
 			default:
-				if st := p.failed(host.CallPreFilter, "policy error: "+res.Reason, false); st != nil {
+				if st := p.failed(host.CallPreFilter, "policy error: "+res.Reason); st != nil {
 					return nil, st
 				}
 				c.skipF[i] = true
@@ -544,19 +555,14 @@ func (w *WasmPolicy) PreFilterExtensions() framework.PreFilterExtensions { retur
 // Filter runs each policy's filter in order and stops at the first rejection.
 func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	c := w.cycleFor(state, pod)
-	pos := -1
-	if c.index != nil {
-		if p, ok := c.index.pos[nodeInfo]; ok && p < len(c.nodes) && c.nodes[p] == nodeInfo {
-			pos = p
-		}
-	}
+	pos := -2 // not looked up yet; -1: not in the PreFilter list
 	for i, p := range w.policies {
 		if c.skipF[i] {
 			continue
 		}
 		v := c.versions[i]
 		if v == nil {
-			if st := p.failed(host.CallFilter, notLoaded(p), false); st != nil {
+			if st := p.failed(host.CallFilter, notLoaded(p)); st != nil {
 				return st
 			}
 			continue
@@ -564,8 +570,13 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		var res host.Result
 		var cerr *host.CallError
 		batched := false
-		if pos >= 0 && c.filterB != nil && c.filterB[i] != nil {
-			res, _, cerr, batched = batchResult(ctx, v, c, host.CallFilter, c.filterB[i], c.nodes, &c.blobs[i], pos)
+		if c.filterB != nil && c.filterB[i] != nil {
+			if pos == -2 {
+				pos = c.position(nodeInfo)
+			}
+			if pos >= 0 {
+				res, _, cerr, batched = batchResult(ctx, v, c, host.CallFilter, c.filterB[i], c.nodes, &c.blobs[i], pos)
+			}
 		}
 		if !batched {
 			_, res, cerr = v.Call(ctx, host.CallFilter, c.pod, nodeInfo, &c.blobs[i], nil)
@@ -579,15 +590,15 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		switch res.Code {
 		case abi.CodeSuccess, abi.CodeSkip:
 		case abi.CodeUnschedulable:
-			p.m.rejected_(host.CallFilter)
+			p.m.countRejection(host.CallFilter)
 			c.rejectedBy[i].Store(true)
 			return reject(fwk.Unschedulable, p.cfg.Name, res.Reason)
 		case abi.CodeUnschedulableAndUnresolvable:
-			p.m.rejected_(host.CallFilter)
+			p.m.countRejection(host.CallFilter)
 			c.rejectedBy[i].Store(true)
 			return reject(fwk.UnschedulableAndUnresolvable, p.cfg.Name, res.Reason)
 		default:
-			if st := p.failed(host.CallFilter, "policy error: "+res.Reason, false); st != nil {
+			if st := p.failed(host.CallFilter, "policy error: "+res.Reason); st != nil {
 				return st
 			}
 		}
@@ -615,11 +626,6 @@ func (w *WasmPolicy) PostFilter(_ context.Context, state fwk.CycleState, pod *v1
 func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	c := w.cycleFor(state, pod)
 	anyScore := false
-	c.scoreNodes = nodes
-	c.scorePos = make(map[fwk.NodeInfo]int, len(nodes))
-	for i, ni := range nodes {
-		c.scorePos[ni] = i
-	}
 	c.raw = make([][]int64, len(w.policies))
 	c.rawExtra = make([]map[string]int64, len(w.policies))
 	c.scoreB = make([][]chunk, len(w.policies))
@@ -644,7 +650,7 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 				c.skipS[i] = true
 				continue
 			default:
-				if st := p.failed(host.CallPreScore, "policy error: "+res.Reason, true); st != nil {
+				if st := p.failed(host.CallPreScore, "policy error: "+res.Reason); st != nil {
 					return st
 				}
 				c.skipS[i] = true
@@ -660,6 +666,11 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	if !anyScore {
 		return fwk.NewStatus(fwk.Skip)
+	}
+	c.scoreNodes = nodes
+	c.scorePos = make(map[fwk.NodeInfo]int, len(nodes))
+	for i, ni := range nodes {
+		c.scorePos[ni] = i
 	}
 	return nil
 }
@@ -692,7 +703,7 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 			}
 			s = 0
 		} else if res.Code != abi.CodeSuccess {
-			if st := p.failed(host.CallScore, "policy error: "+res.Reason, true); st != nil {
+			if st := p.failed(host.CallScore, "policy error: "+res.Reason); st != nil {
 				return 0, st
 			}
 			s = 0
@@ -736,7 +747,7 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 				continue
 			}
 			if res.Code != abi.CodeSuccess {
-				if st := p.failed(host.CallNormalizeScore, "policy error: "+res.Reason, true); st != nil {
+				if st := p.failed(host.CallNormalizeScore, "policy error: "+res.Reason); st != nil {
 					return st
 				}
 				continue
@@ -751,7 +762,7 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 			}
 		}
 		if bad {
-			if st := p.failed(host.CallNormalizeScore, fmt.Sprintf("score out of range %d..%d (register a NormalizeScore function to rescale raw scores)", framework.MinNodeScore, framework.MaxNodeScore), true); st != nil {
+			if st := p.failed(host.CallNormalizeScore, fmt.Sprintf("score out of range %d..%d (register a NormalizeScore function to rescale raw scores)", framework.MinNodeScore, framework.MaxNodeScore)); st != nil {
 				return st
 			}
 			continue
