@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -25,6 +26,9 @@ import (
 type callCtx struct {
 	in   *instance
 	done chan struct{}
+	// parent answers other keys while the module is being instantiated
+	// (wazero reads the memory allocator from it); nil afterwards.
+	parent context.Context
 }
 
 func (c *callCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -40,6 +44,9 @@ func (c *callCtx) Err() error {
 func (c *callCtx) Value(key any) any {
 	if _, ok := key.(instKey); ok {
 		return c.in
+	}
+	if c.parent != nil {
+		return c.parent.Value(key)
 	}
 	return nil
 }
@@ -96,6 +103,9 @@ func (k CallKind) String() string {
 	return [...]string{"PreFilter", "Filter", "PreScore", "Score", "NormalizeScore", "Filter", "Score"}[k]
 }
 
+// instantiateCtx carries the linear-memory allocator (see mmapMemory).
+var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newMemoryAllocator())
+
 // newInstance instantiates the version's module and runs its initializer
 // under the policy's init timeout.
 func (v *Version) newInstance(ctx context.Context) (*instance, error) {
@@ -110,7 +120,9 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 		WithStderr(&lineLogger{policy: p.name, stream: "stderr"})
 	// Instantiation runs the start section, which may loop forever: bound it.
 	in.arm(p.initTimeout)
+	in.cctx.parent = instantiateCtx
 	mod, err := p.rt.InstantiateModule(&in.cctx, v.compiled, cfg)
+	in.cctx.parent = nil
 	if !in.disarm() {
 		if mod != nil {
 			_ = mod.Close(ctx)
@@ -172,14 +184,29 @@ func (in *instance) expire() {
 }
 
 func (in *instance) setStatus(code int32, reason []byte) {
+	r := safeString(reason)
+	if !validCode(code) {
+		// An unknown code is the policy's error, never a verdict: the
+		// failurePolicy decides, and the reason says what went wrong.
+		r = fmt.Sprintf("invalid status code %d (valid: 0 Success, 1 Error, 2 Unschedulable, 3 UnschedulableAndUnresolvable, 5 Skip); reason %q", code, r)
+		code = abi.CodeError
+	}
 	if in.results != nil {
 		if in.cur >= 0 && in.cur < len(in.results) {
-			in.results[in.cur] = Result{Code: code, Reason: safeString(reason)}
+			in.results[in.cur] = Result{Code: code, Reason: r}
 		}
 		return
 	}
 	in.code = code
-	in.reason = safeString(reason)
+	in.reason = r
+}
+
+func validCode(c int32) bool {
+	switch c {
+	case abi.CodeSuccess, abi.CodeError, abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable, abi.CodeSkip:
+		return true
+	}
+	return false
 }
 
 // selectNode makes node i of the batch current and gives it a fresh deadline.

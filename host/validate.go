@@ -25,6 +25,9 @@ const wasiModule = "wasi_snapshot_preview1"
 // filesystem (no path_* and, with no preopened directories, fd_prestat_*
 // only ever answers "none"), no sockets, an empty environment and argument
 // list, and deterministic clocks and randomness unless the policy opts in.
+// fd_fdstat_set_flags is there because Go's os package (and so fmt) calls it
+// on stdin/stdout/stderr at start; it can only change the flags of those
+// three descriptors, which the host owns.
 var AllowedWASI = map[string]bool{
 	"args_get":            true,
 	"args_sizes_get":      true,
@@ -35,6 +38,7 @@ var AllowedWASI = map[string]bool{
 	"fd_write":            true,
 	"fd_close":            true,
 	"fd_fdstat_get":       true,
+	"fd_fdstat_set_flags": true,
 	"fd_seek":             true,
 	"fd_prestat_get":      true,
 	"fd_prestat_dir_name": true,

@@ -1,0 +1,94 @@
+package host
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+)
+
+// adversaryTimeout is the per-call timeout the adversary runs under.
+const adversaryTimeout = 200 * time.Millisecond
+
+// TestAdversaryGuest runs every attack of the adversary test policy
+// (plugins-wasm/testdata/adversary), compiled with TinyGo and with Go, in
+// Filter and in Score. Each must end within timeout + 10 ms in the expected
+// way; a failed call must discard its instance, and the next call must
+// succeed on a fresh one.
+func TestAdversaryGuest(t *testing.T) {
+	e := newEngine(t)
+	type want struct {
+		outcome Outcome // for failed calls
+		code    int32   // for calls that return
+		detail  string  // in the error or the reason
+	}
+	cases := map[Toolchain]map[string]want{}
+	cases[testguests.TinyGo] = map[string]want{
+		"loop":    {outcome: OutcomeTimeout},
+		"recurse": {outcome: OutcomeTrap},
+		"panic":   {outcome: OutcomeTrap},
+		"nil":     {outcome: OutcomeTrap},
+		"divide":  {outcome: OutcomeTrap},
+		"index":   {outcome: OutcomeTrap},
+		"alloc":   {outcome: OutcomeTrap},
+		"exit":    {outcome: OutcomeExit, detail: "exit_code(3)"},
+		"reason":  {code: abi.CodeUnschedulable},
+		"status":  {code: abi.CodeError, detail: "invalid status code 42"},
+	}
+	cases[testguests.Go] = map[string]want{}
+	for k, v := range cases[testguests.TinyGo] {
+		cases[testguests.Go][k] = v
+	}
+	// TinyGo's allocator collects and retries until the deadline; Go's
+	// runtime keeps doubling and copying its stack until the deadline.
+	// Both end at the timeout, which is the point.
+	cases[testguests.TinyGo]["alloc"] = want{outcome: OutcomeTimeout}
+	cases[testguests.Go]["recurse"] = want{outcome: OutcomeTimeout}
+	for _, tc := range testguests.Toolchains {
+		mod := testguests.PolicyBytes(t, tc, "testdata/adversary")
+		for attack, w := range cases[tc] {
+			for _, kind := range []CallKind{CallFilter, CallScore} {
+				t.Run(string(tc)+"/"+attack+"/"+kind.String(), func(t *testing.T) {
+					p := newPolicy(t, e, PolicySpec{Name: "adversary", Timeout: adversaryTimeout, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+					v := load(t, p, mod)
+					pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"attack": attack}}})
+					start := time.Now()
+					_, r, err := v.Call(context.Background(), kind, pod, nodeInfo("n", nil, false), new([]byte), nil)
+					elapsed := time.Since(start)
+					if elapsed > adversaryTimeout+10*time.Millisecond {
+						t.Errorf("call ended after %s, want at most timeout + 10ms", elapsed)
+					}
+					if w.outcome != OutcomeOK {
+						if err == nil || err.Outcome != w.outcome || !strings.Contains(err.Error(), w.detail) {
+							t.Fatalf("got %+v, %v; want outcome %s with %q", r, err, w.outcome, w.detail)
+						}
+						t.Logf("%s after %s: %v", err.Outcome, elapsed.Round(time.Microsecond), strings.SplitN(err.Error(), "\n", 2)[0])
+						if live, inUse := v.PoolStats(); live != 0 || inUse != 0 {
+							t.Fatalf("after the failed call: live=%d inUse=%d, want the instance discarded", live, inUse)
+						}
+					} else {
+						if err != nil || r.Code != w.code || !strings.Contains(r.Reason, w.detail) {
+							t.Fatalf("got %+v, %v; want code %d with %q", r, err, w.code, w.detail)
+						}
+						if len(r.Reason) > MaxReasonLength+200 {
+							t.Fatalf("reason of %d bytes reached the host", len(r.Reason))
+						}
+					}
+					calm := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}})
+					if _, r, err := v.Call(context.Background(), kind, calm, nodeInfo("n", nil, false), new([]byte), nil); err != nil || r.Code != abi.CodeSuccess {
+						t.Fatalf("next call = %+v, %v; want success", r, err)
+					}
+				})
+			}
+		}
+	}
+}
+
+// Toolchain shortens testguests.Toolchain in test names.
+type Toolchain = testguests.Toolchain

@@ -1,0 +1,95 @@
+// Command adversary is a hostile test policy. The pod label "attack" picks
+// what its Filter and Score do, so one module exercises every way a guest
+// written in Go can misbehave, under both toolchains:
+//
+//	loop       spins forever
+//	recurse    recurses without bound
+//	panic      panics
+//	nil        dereferences a nil pointer
+//	divide     divides by zero
+//	index      indexes past the end of a slice
+//	alloc      allocates 1 GiB
+//	exit       calls os.Exit(3) in the middle of the call
+//	reason     rejects with a 10 MB reason
+//	status     returns the invalid status code 42
+//	score      passes Filter and scores 1,000,000 without NormalizeScore
+//
+// Pods without the label pass with score 50.
+package main
+
+import (
+	"os"
+	"strings"
+
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+)
+
+func init() {
+	sdk.RegisterFilter(filter)
+	sdk.RegisterScore(score)
+}
+
+var (
+	sink  []byte
+	spins int
+)
+
+//go:noinline
+func recurse(n int) int {
+	var pad [64]byte
+	pad[n%64] = byte(n)
+	return recurse(n+1) + int(pad[(n+1)%64])
+}
+
+// attack runs the pod's attack. It returns a status only for the attacks
+// that end in one.
+func attack(pod sdk.Pod) (sdk.Status, bool) {
+	a, _ := pod.Label("attack")
+	switch a {
+	case "loop":
+		for {
+			spins++
+		}
+	case "recurse":
+		recurse(0)
+	case "panic":
+		panic("adversary: " + a)
+	case "nil":
+		var p *[8]int
+		p[len(a)%8]++
+	case "divide":
+		zero := len(a) - len("divide")
+		return sdk.Unschedulable(string(rune('0' + 1/zero))), true
+	case "index":
+		s := make([]int, 3)
+		i := len(a)
+		s[i]++
+	case "alloc":
+		sink = make([]byte, 1<<30)
+		sink[len(sink)-1] = 1
+	case "exit":
+		os.Exit(3)
+	case "reason":
+		return sdk.Unschedulable(strings.Repeat("x", 10<<20)), true
+	case "status":
+		return sdk.Status{Code: 42, Reason: "not a status"}, true
+	}
+	return sdk.Success(), false
+}
+
+func filter(pod sdk.Pod, _ sdk.Node) sdk.Status {
+	st, _ := attack(pod)
+	return st
+}
+
+func score(pod sdk.Pod, _ sdk.Node) (int64, sdk.Status) {
+	if a, _ := pod.Label("attack"); a == "score" {
+		return 1_000_000, sdk.Success()
+	}
+	if st, ok := attack(pod); ok {
+		return 0, st
+	}
+	return 50, sdk.Success()
+}
+
+func main() {}
