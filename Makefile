@@ -12,7 +12,7 @@ VERSION_PKGS  := k8s.io/component-base/version k8s.io/client-go/pkg/version
 LDFLAGS       := $(foreach p,$(VERSION_PKGS),-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=34 -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 GO_GUESTS     := $(foreach p,$(POLICIES),$(OUT)/guests/go/$(p).wasm)
 TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
-TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode
+TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
 .PHONY: build guests guests-tinygo tinygo deps fixtures test e2e fuzz controlplane demo clean
@@ -68,7 +68,7 @@ test: deps guests guests-tinygo build controlplane
 	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v /test/e2e)
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
-	set -o pipefail; $(GO) test -race -count=1 -v -run '$(TIMING_TESTS)' ./host/ | grep -E '^(\s+--- |\s+host_test.go|--- |ok|FAIL|PASS)'
+	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial)_test.go|--- |ok|FAIL|PASS)'
 	set -o pipefail; $(GO) test -count=1 -v -run 'TestExamplePoliciesAsWasm' ./test/policies/ | grep -E '^(\s+--- |\s+policies_test.go|ok|FAIL|PASS)'
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory e2e

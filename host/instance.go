@@ -62,8 +62,10 @@ type instance struct {
 
 	cctx  callCtx
 	timer *time.Timer
-	armed atomic.Uint64
-	seq   uint64
+	// lastMem is the memory size last accounted in Version.memBytes.
+	lastMem int64
+	armed   atomic.Uint64
+	seq     uint64
 
 	// Per-call state read by host functions.
 	pod        *PodState

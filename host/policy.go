@@ -185,6 +185,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return nil, &LoadError{p.name, "Validate", err}
 	}
 	v.live.Add(1)
+	v.trackMemory(in, false)
 	v.slots <- in
 	for i := 1; i < p.maxInstances; i++ {
 		v.slots <- nil
@@ -264,11 +265,12 @@ type Version struct {
 	// discarded). Acquiring is one receive, releasing one send; no lock is
 	// ever held across a guest call, and a discarded instance gives its slot
 	// back so waiters never starve.
-	slots   chan *instance
-	live    atomic.Int64
-	inUse   atomic.Int64
-	retired atomic.Bool
-	closed  atomic.Bool
+	slots    chan *instance
+	live     atomic.Int64
+	inUse    atomic.Int64
+	memBytes atomic.Int64
+	retired  atomic.Bool
+	closed   atomic.Bool
 }
 
 // Exports reports which extension points the module implements.
@@ -288,6 +290,20 @@ func (v *Version) Policy() *Policy { return v.p }
 
 // PoolStats reports live instances and instances in use.
 func (v *Version) PoolStats() (live, inUse int64) { return v.live.Load(), v.inUse.Load() }
+
+// MemoryBytes is the linear memory of the version's live instances, as of
+// the end of each one's last call.
+func (v *Version) MemoryBytes() int64 { return v.memBytes.Load() }
+
+// trackMemory accounts an instance's current memory size in v.memBytes.
+func (v *Version) trackMemory(in *instance, closing bool) {
+	m := int64(0)
+	if !closing {
+		m = int64(in.memoryBytes())
+	}
+	v.memBytes.Add(m - in.lastMem)
+	in.lastMem = m
+}
 
 var errPoolWait = errors.New("no free instance before the scheduling context ended")
 
@@ -314,6 +330,7 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 			return nil, err
 		}
 		v.live.Add(1)
+		v.trackMemory(in, false)
 	}
 	v.inUse.Add(1)
 	return in, nil
@@ -326,9 +343,11 @@ func (v *Version) release(in *instance, healthy bool) {
 	in.pod, in.node, in.cycleState, in.scores = nil, nil, nil, nil
 	v.inUse.Add(-1)
 	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
+		v.trackMemory(in, false)
 		v.slots <- in
 		return
 	}
+	v.trackMemory(in, true)
 	in.close()
 	v.live.Add(-1)
 	v.slots <- nil
@@ -364,6 +383,7 @@ func (v *Version) closeIdle() {
 		select {
 		case in := <-v.slots:
 			if in != nil {
+				v.trackMemory(in, true)
 				in.close()
 				v.live.Add(-1)
 			}

@@ -7,31 +7,98 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 )
 
 const subsystem = "wasmsched"
 
+// Results of one policy evaluation, the values of the "result" label.
+// The first five are the status the guest returned; the others say how a
+// failed call ended.
+const (
+	ResultSuccess                      = "Success"
+	ResultUnschedulable                = "Unschedulable"
+	ResultUnschedulableAndUnresolvable = "UnschedulableAndUnresolvable"
+	ResultSkip                         = "Skip"
+	ResultError                        = "Error"
+	ResultTimeout                      = "Timeout"
+	ResultTrap                         = "Trap"
+	ResultExit                         = "Exit"
+	ResultUnavailable                  = "Unavailable"
+)
+
+var results = []string{ResultSuccess, ResultUnschedulable, ResultUnschedulableAndUnresolvable, ResultSkip, ResultError, ResultTimeout, ResultTrap, ResultExit, ResultUnavailable}
+
+const (
+	rSuccess = iota
+	rUnschedulable
+	rUnresolvable
+	rSkip
+	rError
+	rTimeout
+	rTrap
+	rExit
+	rUnavailable
+	numResults
+)
+
+// resultOf maps a guest status code (already validated by the host) to its
+// result index.
+func resultOf(code int32) int {
+	switch code {
+	case abi.CodeSuccess:
+		return rSuccess
+	case abi.CodeUnschedulable:
+		return rUnschedulable
+	case abi.CodeUnschedulableAndUnresolvable:
+		return rUnresolvable
+	case abi.CodeSkip:
+		return rSkip
+	}
+	return rError
+}
+
+// resultOfOutcome maps how a failed call ended to its result index.
+func resultOfOutcome(o host.Outcome) int {
+	switch o {
+	case host.OutcomeTimeout:
+		return rTimeout
+	case host.OutcomeTrap:
+		return rTrap
+	case host.OutcomeExit:
+		return rExit
+	}
+	return rUnavailable
+}
+
 // Metrics are exposed on the scheduler's /metrics. docs/metrics.md lists them.
 var (
-	rejections = metrics.NewCounterVec(&metrics.CounterOpts{
+	evaluations = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
-		Name:           "policy_rejections_total",
-		Help:           "Nodes (Filter) or pods (PreFilter) a policy rejected, by policy and extension point.",
+		Name:           "policy_evaluations_total",
+		Help:           "Policy evaluations (one per node for Filter and Score, one per cycle otherwise) by extension point and result: the guest's status, or Timeout, Trap, Exit, Unavailable for failed calls.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "extension_point", "result"})
+	callDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_call_duration_seconds",
+		Help:           "Duration of guest calls by extension point. A batched Filter or Score call covers up to 32 nodes and is observed once.",
+		Buckets:        metrics.ExponentialBuckets(1e-6, 4, 12),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "extension_point"})
-	callErrors = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      subsystem,
-		Name:           "policy_call_errors_total",
-		Help:           "Policy calls that failed (timeout, trap, exit, unavailable); the instance is discarded.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"policy", "extension_point", "outcome"})
 	ignored = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_ignored_failures_total",
-		Help:           "Failed policy calls skipped because the policy's failurePolicy is Ignore.",
+		Help:           "Failed policy evaluations skipped because the policy's failurePolicy is Ignore or its mode is Audit.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "extension_point"})
+	auditVerdicts = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_audit_verdicts_total",
+		Help:           "Verdicts of policies in Audit mode that were not enforced: rejections (Filter, PreFilter) and failures that would have failed the pod.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "extension_point", "result"})
 	loads = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_module_loads_total",
@@ -52,39 +119,103 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "sha256"})
 
+	instancesDesc = metrics.NewDesc("wasmsched_policy_instances",
+		"Instances of each policy's serving module version, by state (idle or in_use).",
+		[]string{"policy", "state"}, nil, metrics.ALPHA, "")
+	poolSizeDesc = metrics.NewDesc("wasmsched_policy_pool_size",
+		"The most instances a policy may have (maxInstancesPerPolicy).",
+		[]string{"policy"}, nil, metrics.ALPHA, "")
+	memoryPagesDesc = metrics.NewDesc("wasmsched_policy_memory_pages",
+		"Wasm linear memory (64 KiB pages) held by a policy's live instances.",
+		[]string{"policy"}, nil, metrics.ALPHA, "")
+
 	registerOnce sync.Once
+
+	// live is every running plugin, for the pool collector.
+	liveMu sync.Mutex
+	live   = map[*WasmPolicy]struct{}{}
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rejections, callErrors, ignored, loads, loadDuration, moduleInfo)
+		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo)
+		legacyregistry.CustomMustRegister(&poolCollector{})
 	})
 }
 
-// policyMetrics holds a policy's pre-resolved counters, so the hot path
-// never looks up label values.
+// poolCollector reports pool and memory gauges when /metrics is scraped, so
+// the scheduling path never updates them.
+type poolCollector struct {
+	metrics.BaseStableCollector
+}
+
+func (c *poolCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- instancesDesc
+	ch <- poolSizeDesc
+	ch <- memoryPagesDesc
+}
+
+func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	type stats struct{ idle, inUse, size, pages int64 }
+	by := map[string]*stats{}
+	liveMu.Lock()
+	for w := range live {
+		for _, p := range w.policies {
+			s := by[p.cfg.Name]
+			if s == nil {
+				s = &stats{}
+				by[p.cfg.Name] = s
+			}
+			s.size += int64(w.maxInstances)
+			if v := p.host.Current(); v != nil {
+				n, inUse := v.PoolStats()
+				s.idle += n - inUse
+				s.inUse += inUse
+				s.pages += v.MemoryBytes() / 65536
+			}
+		}
+	}
+	liveMu.Unlock()
+	for name, s := range by {
+		ch <- metrics.NewLazyConstMetric(instancesDesc, metrics.GaugeValue, float64(s.idle), name, "idle")
+		ch <- metrics.NewLazyConstMetric(instancesDesc, metrics.GaugeValue, float64(s.inUse), name, "in_use")
+		ch <- metrics.NewLazyConstMetric(poolSizeDesc, metrics.GaugeValue, float64(s.size), name)
+		ch <- metrics.NewLazyConstMetric(memoryPagesDesc, metrics.GaugeValue, float64(s.pages), name)
+	}
+}
+
+// policyMetrics holds a policy's pre-resolved series, so the hot path never
+// looks up label values.
 type policyMetrics struct {
 	name     string
-	rejected [host.CallNormalizeScore + 1]metrics.CounterMetric
+	eval     [host.CallNormalizeScore + 1][numResults]metrics.CounterMetric
+	duration [host.CallNormalizeScore + 1]metrics.ObserverMetric
 	ignored  [host.CallNormalizeScore + 1]metrics.CounterMetric
 }
 
 func newPolicyMetrics(name string) *policyMetrics {
 	m := &policyMetrics{name: name}
 	for k := host.CallPreFilter; k <= host.CallNormalizeScore; k++ {
-		m.rejected[k] = rejections.WithLabelValues(name, k.String())
+		for r, label := range results {
+			m.eval[k][r] = evaluations.WithLabelValues(name, k.String(), label)
+		}
+		m.duration[k] = callDuration.WithLabelValues(name, k.String())
 		m.ignored[k] = ignored.WithLabelValues(name, k.String())
 	}
 	return m
 }
 
-func (m *policyMetrics) countRejection(k host.CallKind) { m.rejected[k].Inc() }
+func (m *policyMetrics) evaluated(k host.CallKind, result int) { m.eval[k][result].Inc() }
 
-func (m *policyMetrics) callError(k host.CallKind, o host.Outcome) {
-	callErrors.WithLabelValues(m.name, k.String(), o.String()).Inc()
+func (m *policyMetrics) observe(k host.CallKind, since time.Time) {
+	m.duration[k].Observe(time.Since(since).Seconds())
 }
 
 func (m *policyMetrics) ignoredCall(k host.CallKind) { m.ignored[k].Inc() }
+
+func (m *policyMetrics) audited(k host.CallKind, result string) {
+	auditVerdicts.WithLabelValues(m.name, k.String(), result).Inc()
+}
 
 func (m *policyMetrics) load(result string, d time.Duration) {
 	loads.WithLabelValues(m.name, result).Inc()

@@ -51,6 +51,8 @@ type WasmPolicy struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
+	maxInstances int
+
 	// index maps the snapshot's NodeInfos to their position in the node list
 	// PreFilter receives. The list (and its NodeInfo objects) is stable until
 	// nodes are added or removed, so it is rebuilt only then.
@@ -168,7 +170,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &WasmPolicy{handle: h, engine: engine, cancel: cancel}
+	w := &WasmPolicy{handle: h, engine: engine, cancel: cancel, maxInstances: int(args.MaxInstancesPerPolicy)}
 	registerMetrics()
 	for _, pc := range args.Policies {
 		hp, err := engine.NewPolicy(ctx, host.PolicySpec{
@@ -214,6 +216,9 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			})
 		}()
 	}
+	liveMu.Lock()
+	live[w] = struct{}{}
+	liveMu.Unlock()
 	deadline := time.After(InitialLoadTimeout)
 	for i, first := range firsts {
 		select {
@@ -314,6 +319,9 @@ func (w *WasmPolicy) event(obj runtime.Object, typ, reason, note string) {
 
 // Close stops the sources and frees every policy's instances.
 func (w *WasmPolicy) Close() error {
+	liveMu.Lock()
+	delete(live, w)
+	liveMu.Unlock()
 	w.cancel()
 	w.wg.Wait()
 	for _, p := range w.policies {
@@ -345,6 +353,9 @@ type cycle struct {
 	raw        [][]int64 // per policy, per feasible node
 	mu         sync.Mutex
 	rawExtra   []map[string]int64 // scores of nodes outside scoreNodes
+
+	// audit holds the verdicts of policies in Audit mode (under mu).
+	audit []*auditState
 }
 
 // chunk is one batched guest call's results.
@@ -418,7 +429,7 @@ func (w *WasmPolicy) indexFor(nodes []fwk.NodeInfo) *nodeIndex {
 // batchResult returns policy i's batched verdict for the node at pos of list,
 // evaluating its chunk on first use. ok is false when the node must be
 // evaluated with a single call instead.
-func batchResult(ctx context.Context, v *host.Version, c *cycle, kind host.CallKind, chunks []chunk, list []fwk.NodeInfo, blob *[]byte, pos int) (res host.Result, score int64, cerr *host.CallError, ok bool) {
+func batchResult(ctx context.Context, p *policy, v *host.Version, c *cycle, kind host.CallKind, chunks []chunk, list []fwk.NodeInfo, blob *[]byte, pos int) (res host.Result, score int64, cerr *host.CallError, ok bool) {
 	ci := pos / BatchSize
 	ch := &chunks[ci]
 	start := ci * BatchSize
@@ -428,7 +439,9 @@ func batchResult(ctx context.Context, v *host.Version, c *cycle, kind host.CallK
 		if kind == host.CallScore {
 			ch.scores = make([]int64, end-start)
 		}
+		t := time.Now()
 		ch.done, ch.err = v.CallNodes(ctx, kind, c.pod, list[start:end], blob, ch.results, ch.scores)
+		p.m.observe(kind, t)
 	})
 	k := pos - start
 	switch {
@@ -466,6 +479,11 @@ func rejectWith(prefix string, code fwk.Code, policy, reason string) *fwk.Status
 // failed applies a policy's failurePolicy to a failed call. It returns nil
 // when the call is ignored.
 func (p *policy) failed(point host.CallKind, why string) *fwk.Status {
+	if p.audit() {
+		p.m.ignoredCall(point)
+		p.m.audited(point, "Failure")
+		return nil
+	}
 	if p.cfg.FailurePolicy == config.FailurePolicyIgnore {
 		p.m.ignoredCall(point)
 		return nil
@@ -482,9 +500,33 @@ func (p *policy) failed(point host.CallKind, why string) *fwk.Status {
 }
 
 func (p *policy) callFailed(ctx context.Context, point host.CallKind, err *host.CallError) *fwk.Status {
-	p.m.callError(point, err.Outcome)
-	klog.FromContext(ctx).Error(err.Err, "Policy call failed", "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", err.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy)
+	p.m.evaluated(point, resultOfOutcome(err.Outcome))
+	klog.FromContext(ctx).Error(err.Err, "Policy call failed", "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", err.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", p.mode())
 	return p.failed(point, err.Error())
+}
+
+// policyError handles a guest that returned the Error status (or an invalid
+// code, which the host turns into Error). The evaluation was already counted.
+func (p *policy) policyError(ctx context.Context, point host.CallKind, reason string) *fwk.Status {
+	klog.FromContext(ctx).Error(nil, "Policy returned an error", "policy", p.cfg.Name, "extensionPoint", point.String(), "reason", reason, "failurePolicy", p.cfg.FailurePolicy, "mode", p.mode())
+	return p.failed(point, "policy error: "+reason)
+}
+
+// call runs one guest call and records its duration.
+func (p *policy) call(ctx context.Context, v *host.Version, kind host.CallKind, c *cycle, i int, node fwk.NodeInfo, scores []int64) (int64, host.Result, *host.CallError) {
+	start := time.Now()
+	s, res, cerr := v.Call(ctx, kind, c.pod, node, &c.blobs[i], scores)
+	p.m.observe(kind, start)
+	return s, res, cerr
+}
+
+func (p *policy) audit() bool { return p.cfg.Mode == config.ModeAudit }
+
+func (p *policy) mode() config.Mode {
+	if p.audit() {
+		return config.ModeAudit
+	}
+	return config.ModeEnforce
 }
 
 func notLoaded(p *policy) string {
@@ -512,7 +554,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 			c.skipF[i] = true
 		}
 		if ex.PreFilter {
-			_, res, cerr := v.Call(ctx, host.CallPreFilter, c.pod, nil, &c.blobs[i], nil)
+			_, res, cerr := p.call(ctx, v, host.CallPreFilter, c, i, nil, nil)
 			if cerr != nil {
 				if st := p.callFailed(ctx, host.CallPreFilter, cerr); st != nil {
 					return nil, st
@@ -520,16 +562,22 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 				c.skipF[i] = true
 				continue
 			}
+			p.m.evaluated(host.CallPreFilter, resultOf(res.Code))
 			switch res.Code {
 			case abi.CodeSuccess:
 			case abi.CodeSkip:
 				c.skipF[i] = true
 			case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
-				p.m.countRejection(host.CallPreFilter)
+				if p.audit() {
+					p.m.audited(host.CallPreFilter, resultName(res.Code))
+					c.auditFor(i).rejectPod(res.Reason)
+					c.skipF[i] = true
+					continue
+				}
 				p.remember(pod)
 				return nil, rejectPod(p.cfg.Name, res.Reason)
 			default:
-				if st := p.failed(host.CallPreFilter, "policy error: "+res.Reason); st != nil {
+				if st := p.policyError(ctx, host.CallPreFilter, res.Reason); st != nil {
 					return nil, st
 				}
 				c.skipF[i] = true
@@ -575,11 +623,11 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 				pos = c.position(nodeInfo)
 			}
 			if pos >= 0 {
-				res, _, cerr, batched = batchResult(ctx, v, c, host.CallFilter, c.filterB[i], c.nodes, &c.blobs[i], pos)
+				res, _, cerr, batched = batchResult(ctx, p, v, c, host.CallFilter, c.filterB[i], c.nodes, &c.blobs[i], pos)
 			}
 		}
 		if !batched {
-			_, res, cerr = v.Call(ctx, host.CallFilter, c.pod, nodeInfo, &c.blobs[i], nil)
+			_, res, cerr = p.call(ctx, v, host.CallFilter, c, i, nodeInfo, nil)
 		}
 		if cerr != nil {
 			if st := p.callFailed(ctx, host.CallFilter, cerr); st != nil {
@@ -587,18 +635,23 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 			}
 			continue
 		}
+		p.m.evaluated(host.CallFilter, resultOf(res.Code))
 		switch res.Code {
 		case abi.CodeSuccess, abi.CodeSkip:
-		case abi.CodeUnschedulable:
-			p.m.countRejection(host.CallFilter)
+		case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
+			if p.audit() {
+				p.m.audited(host.CallFilter, resultName(res.Code))
+				c.auditFor(i).rejectNode(nodeInfo.Node().Name, res.Reason)
+				continue
+			}
 			c.rejectedBy[i].Store(true)
-			return reject(fwk.Unschedulable, p.cfg.Name, res.Reason)
-		case abi.CodeUnschedulableAndUnresolvable:
-			p.m.countRejection(host.CallFilter)
-			c.rejectedBy[i].Store(true)
-			return reject(fwk.UnschedulableAndUnresolvable, p.cfg.Name, res.Reason)
+			code := fwk.Unschedulable
+			if res.Code == abi.CodeUnschedulableAndUnresolvable {
+				code = fwk.UnschedulableAndUnresolvable
+			}
+			return reject(code, p.cfg.Name, res.Reason)
 		default:
-			if st := p.failed(host.CallFilter, "policy error: "+res.Reason); st != nil {
+			if st := p.policyError(ctx, host.CallFilter, res.Reason); st != nil {
 				return st
 			}
 		}
@@ -609,7 +662,8 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 // PostFilter runs when no node fits. It cannot make the pod fit (that is
 // preemption's job), but it remembers which policies rejected it, so that a
 // new version of such a policy requeues the pod immediately.
-func (w *WasmPolicy) PostFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+func (w *WasmPolicy) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+	w.reportAudit(ctx, state, pod, "")
 	if d, err := state.Read(stateKey); err == nil {
 		if c, ok := d.(*cycle); ok {
 			for i := range c.rejectedBy {
@@ -636,7 +690,7 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 			continue
 		}
 		if v.Exports().PreScore {
-			_, res, cerr := v.Call(ctx, host.CallPreScore, c.pod, nil, &c.blobs[i], nil)
+			_, res, cerr := p.call(ctx, v, host.CallPreScore, c, i, nil, nil)
 			if cerr != nil {
 				if st := p.callFailed(ctx, host.CallPreScore, cerr); st != nil {
 					return st
@@ -644,13 +698,14 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 				c.skipS[i] = true
 				continue
 			}
+			p.m.evaluated(host.CallPreScore, resultOf(res.Code))
 			switch res.Code {
 			case abi.CodeSuccess:
 			case abi.CodeSkip:
 				c.skipS[i] = true
 				continue
 			default:
-				if st := p.failed(host.CallPreScore, "policy error: "+res.Reason); st != nil {
+				if st := p.policyError(ctx, host.CallPreScore, res.Reason); st != nil {
 					return st
 				}
 				c.skipS[i] = true
@@ -692,18 +747,18 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		var cerr *host.CallError
 		batched := false
 		if indexed && c.scoreB[i] != nil {
-			res, s, cerr, batched = batchResult(ctx, c.versions[i], c, host.CallScore, c.scoreB[i], c.scoreNodes, &c.blobs[i], pos)
+			res, s, cerr, batched = batchResult(ctx, p, c.versions[i], c, host.CallScore, c.scoreB[i], c.scoreNodes, &c.blobs[i], pos)
 		}
 		if !batched {
-			s, res, cerr = c.versions[i].Call(ctx, host.CallScore, c.pod, nodeInfo, &c.blobs[i], nil)
+			s, res, cerr = p.call(ctx, c.versions[i], host.CallScore, c, i, nodeInfo, nil)
 		}
 		if cerr != nil {
 			if st := p.callFailed(ctx, host.CallScore, cerr); st != nil {
 				return 0, st
 			}
 			s = 0
-		} else if res.Code != abi.CodeSuccess {
-			if st := p.failed(host.CallScore, "policy error: "+res.Reason); st != nil {
+		} else if p.m.evaluated(host.CallScore, resultOf(res.Code)); res.Code != abi.CodeSuccess {
+			if st := p.policyError(ctx, host.CallScore, res.Reason); st != nil {
 				return 0, st
 			}
 			s = 0
@@ -739,32 +794,37 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 		}
 		v := c.versions[i]
 		if v.Exports().NormalizeScore {
-			_, res, cerr := v.Call(ctx, host.CallNormalizeScore, c.pod, nil, &c.blobs[i], vals)
+			_, res, cerr := p.call(ctx, v, host.CallNormalizeScore, c, i, nil, vals)
 			if cerr != nil {
 				if st := p.callFailed(ctx, host.CallNormalizeScore, cerr); st != nil {
 					return st
 				}
 				continue
 			}
-			if res.Code != abi.CodeSuccess {
-				if st := p.failed(host.CallNormalizeScore, "policy error: "+res.Reason); st != nil {
+			if p.m.evaluated(host.CallNormalizeScore, resultOf(res.Code)); res.Code != abi.CodeSuccess {
+				if st := p.policyError(ctx, host.CallNormalizeScore, res.Reason); st != nil {
 					return st
 				}
 				continue
 			}
 		}
-		bad := false
+		bad := -1
 		for j, s := range vals {
 			if s < framework.MinNodeScore || s > framework.MaxNodeScore {
-				bad = true
-				klog.FromContext(ctx).Info("Policy score out of range", "policy", p.cfg.Name, "node", scores[j].Name, "score", s, "min", framework.MinNodeScore, "max", framework.MaxNodeScore)
+				bad = j
 				break
 			}
 		}
-		if bad {
+		if bad >= 0 {
+			p.m.evaluated(host.CallNormalizeScore, rError)
+			klog.FromContext(ctx).Error(nil, "Policy score out of range", "policy", p.cfg.Name, "node", scores[bad].Name, "score", vals[bad], "min", framework.MinNodeScore, "max", framework.MaxNodeScore, "failurePolicy", p.cfg.FailurePolicy, "mode", p.mode())
 			if st := p.failed(host.CallNormalizeScore, fmt.Sprintf("score out of range %d..%d (register a NormalizeScore function to rescale raw scores)", framework.MinNodeScore, framework.MaxNodeScore)); st != nil {
 				return st
 			}
+			continue
+		}
+		if p.audit() {
+			c.auditFor(i).setScores(scores, vals)
 			continue
 		}
 		wgt := int64(p.cfg.Weight)

@@ -87,7 +87,7 @@ func newClusterWithPods(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.N
 		Plugins: &schedconfig.Plugins{
 			QueueSort: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: queuesort.Name}}},
 			Bind:      schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: defaultbinder.Name}}},
-			PreFilter: enabled, Filter: enabled, PreScore: enabled, Score: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name, Weight: 1}}},
+			PreFilter: enabled, Filter: enabled, PostFilter: enabled, PreScore: enabled, Reserve: enabled, Score: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name, Weight: 1}}},
 		},
 		PluginConfig: []schedconfig.PluginConfig{{Name: Name, Args: args}},
 	}

@@ -156,7 +156,7 @@ extenders:
 	resp.Body.Close()
 	for _, want := range []string{
 		`wasmsched_policy_module_loads_total{policy="placement",result="Success"} 2`,
-		`wasmsched_policy_rejections_total{extension_point="Filter",policy="team-isolation"}`,
+		`wasmsched_policy_evaluations_total{extension_point="Filter",policy="team-isolation",result="Unschedulable"}`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

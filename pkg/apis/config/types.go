@@ -37,6 +37,7 @@ type Policy struct {
 	Timeout       time.Duration
 	MemoryLimit   int64
 	FailurePolicy FailurePolicy
+	Mode          Mode
 	RealClock     bool
 	RealRandom    bool
 }
@@ -54,6 +55,17 @@ type ConfigMapSource struct {
 	Name      string
 	Key       string
 }
+
+// Mode says whether a policy's verdicts are enforced.
+type Mode string
+
+const (
+	// ModeEnforce applies the policy's rejections and scores.
+	ModeEnforce Mode = "Enforce"
+	// ModeAudit runs the policy and reports what it would have rejected or
+	// scored (metrics, logs, Events on the pod) without filtering or scoring.
+	ModeAudit Mode = "Audit"
+)
 
 // FailurePolicy says what happens when a policy call fails (trap, timeout,
 // error status, no instance).

@@ -37,6 +37,9 @@ func Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, out 
 		if p.FailurePolicy != nil {
 			q.FailurePolicy = config.FailurePolicy(*p.FailurePolicy)
 		}
+		if p.Mode != nil {
+			q.Mode = config.Mode(*p.Mode)
+		}
 		out.Policies = append(out.Policies, q)
 	}
 	if in.CompilationCacheDir != nil {
@@ -55,7 +58,7 @@ func Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolicyArg
 	out.TypeMeta = in.TypeMeta
 	out.Policies = nil
 	for _, p := range in.Policies {
-		w, fp := p.Weight, string(p.FailurePolicy)
+		w, fp, mode := p.Weight, string(p.FailurePolicy), string(p.Mode)
 		q := Policy{
 			Name:          p.Name,
 			SHA256:        p.SHA256,
@@ -67,6 +70,7 @@ func Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolicyArg
 			Timeout:       &metav1.Duration{Duration: p.Timeout},
 			MemoryLimit:   resource.NewQuantity(p.MemoryLimit, resource.BinarySI),
 			FailurePolicy: &fp,
+			Mode:          &mode,
 		}
 		if p.Source.ConfigMap != nil {
 			q.Source.ConfigMap = &ConfigMapSource{Namespace: p.Source.ConfigMap.Namespace, Name: p.Source.ConfigMap.Name, Key: p.Source.ConfigMap.Key}

@@ -16,6 +16,7 @@ const (
 	DefaultTimeout                     = 100 * time.Millisecond
 	DefaultMemoryLimit                 = "64Mi"
 	DefaultFailurePolicy               = "Fail"
+	DefaultMode                        = "Enforce"
 )
 
 // SetDefaults_WasmPolicyArgs fills unset fields with their defaults.
@@ -47,6 +48,10 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 		if p.FailurePolicy == nil {
 			v := DefaultFailurePolicy
 			p.FailurePolicy = &v
+		}
+		if p.Mode == nil {
+			v := DefaultMode
+			p.Mode = &v
 		}
 	}
 }

@@ -51,6 +51,10 @@ type Policy struct {
 	// a Score failure fails the attempt) or Ignore (the call is skipped and
 	// counted).
 	FailurePolicy *string `json:"failurePolicy,omitempty"`
+	// Mode is Enforce (default) or Audit: an audited policy runs and reports
+	// what it would have rejected or scored (metrics, logs and Events on the
+	// pod) but never filters a node or changes a score.
+	Mode *string `json:"mode,omitempty"`
 	// RealClock gives the guest the host's clock; by default it sees a
 	// deterministic clock.
 	RealClock bool `json:"realClock,omitempty"`
@@ -128,6 +132,10 @@ func (in *Policy) DeepCopyInto(out *Policy) {
 	if in.MemoryLimit != nil {
 		v := in.MemoryLimit.DeepCopy()
 		out.MemoryLimit = &v
+	}
+	if in.Mode != nil {
+		v := *in.Mode
+		out.Mode = &v
 	}
 	if in.FailurePolicy != nil {
 		v := *in.FailurePolicy

@@ -116,6 +116,11 @@ func validatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(path.Child("failurePolicy"), p.FailurePolicy, []string{string(config.FailurePolicyFail), string(config.FailurePolicyIgnore)}))
 	}
+	switch p.Mode {
+	case "", config.ModeEnforce, config.ModeAudit: // "" is Enforce
+	default:
+		errs = append(errs, field.NotSupported(path.Child("mode"), p.Mode, []string{string(config.ModeEnforce), string(config.ModeAudit)}))
+	}
 	return errs
 }
 

@@ -1,0 +1,218 @@
+package wasmpolicy
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAdversarialPolicyIsolation runs each attack of the adversary policy
+// (both toolchains, failurePolicy Fail and Ignore) next to a well-behaved
+// policy (team-isolation) in one framework, and checks what the issue asks
+// of every case:
+//   - each Filter ends within timeout + 50 ms: the guest call itself ends
+//     within timeout + 10 ms (host.TestAdversaryGuest), and a Filter after a
+//     failed call may also start a fresh instance (5-15 ms for a Go guest);
+//   - the adversary's failurePolicy is applied, and the other policy still
+//     decides (under Ignore the pod lands on its team's nodes);
+//   - the next pod schedules normally (the broken instance was replaced);
+//   - a metric and a log line name the policy.
+//
+// The scheduler process staying up is implied by the test finishing; the
+// same attacks run through the real scheduler binary in the e2e soak.
+func TestAdversarialPolicyIsolation(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	type want struct {
+		result  string // evaluations_total result for the adversary's Filter
+		failure bool   // a failed evaluation: failurePolicy applies, a log line names it
+		reason  string // in the Fail-mode rejection
+	}
+	attacks := map[string]want{
+		"loop":    {ResultTimeout, true, "exceeded its timeout"},
+		"recurse": {"", true, ""}, // a trap (TinyGo) or the timeout (Go's stack keeps growing)
+		"panic":   {ResultTrap, true, "unreachable"},
+		"nil":     {ResultTrap, true, ""},
+		"divide":  {ResultTrap, true, ""},
+		"index":   {ResultTrap, true, ""},
+		"alloc":   {"", true, ""}, // a trap (Go) or the timeout (TinyGo's collector retries)
+		"exit":    {ResultExit, true, "exit_code(3)"},
+		"status":  {ResultError, true, "invalid status code 42"},
+		"reason":  {ResultUnschedulable, false, strings.Repeat("x", host.MaxReasonLength)},
+		"score":   {ResultSuccess, false, ""},
+	}
+	nodes := []*v1.Node{
+		node("a-1", map[string]string{"team": "a"}, 4000),
+		node("a-2", map[string]string{"team": "a"}, 4000),
+		node("b-1", map[string]string{"team": "b"}, 4000),
+	}
+	good := testguests.Policy(t, testguests.TinyGo, "team-isolation")
+	for _, tc := range testguests.Toolchains {
+		bad := testguests.Policy(t, tc, "testdata/adversary")
+		for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
+			name := "adversary-" + string(tc) + "-" + strings.ToLower(string(fp))
+			c := newCluster(t, &config.WasmPolicyArgs{MaxInstancesPerPolicy: 2, Policies: []config.Policy{
+				{Name: name, Source: config.Source{File: bad}, Timeout: timeout, FailurePolicy: fp},
+				{Name: "team-isolation", Source: config.Source{File: good}},
+			}}, nodes)
+			for attack, w := range attacks {
+				t.Run(string(tc)+"/"+string(fp)+"/"+attack, func(t *testing.T) {
+					logs := &syncBuffer{}
+					ctx := klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(logs))))
+					before := evalCount(t, name, w.result)
+					attackPod := pod("p-"+attack, map[string]string{"team": "a", "attack": attack}, 100)
+					filters, scores, st, longest := scheduleTimed(t, ctx, c, attackPod)
+					t.Logf("longest Filter %s; status %v; filters %s", longest.Round(time.Microsecond), st, summarize(filters))
+					if longest > timeout+50*time.Millisecond {
+						t.Errorf("a Filter took %s, want at most timeout + 50ms = %s", longest, timeout+50*time.Millisecond)
+					}
+					switch {
+					case attack == "score":
+						for _, n := range []string{"a-1", "a-2"} {
+							if !filters[n].IsSuccess() {
+								t.Fatalf("%s: %v", n, filters[n])
+							}
+						}
+						if fp == config.FailurePolicyFail {
+							if st == nil || st.Code() != fwk.Error || !strings.Contains(st.Message(), "WasmPolicy/"+name) || !strings.Contains(st.Message(), "score out of range") {
+								t.Fatalf("status = %v, want the attempt to fail naming the policy", st)
+							}
+						} else if st != nil || len(scores) != 2 {
+							t.Fatalf("Ignore: status %v, scores %v; want both team nodes scored", st, scores)
+						}
+					case !w.failure || fp == config.FailurePolicyFail:
+						// Every node is rejected by the adversary, with its reason.
+						for _, n := range nodes {
+							f := filters[n.Name]
+							if f.IsSuccess() || !strings.HasPrefix(f.Message(), "node(s) rejected by WasmPolicy/"+name+": ") || !strings.Contains(f.Message(), w.reason) {
+								t.Fatalf("%s: %v, want a rejection by %s mentioning %q", n.Name, f, name, w.reason)
+							}
+						}
+						if attack == "reason" && len(filters["a-1"].Message()) > 2*host.MaxReasonLength {
+							t.Fatalf("a reason of %d bytes reached the scheduler", len(filters["a-1"].Message()))
+						}
+					default:
+						// Ignore: the adversary is skipped and team-isolation decides.
+						if !filters["a-1"].IsSuccess() || !filters["a-2"].IsSuccess() || !strings.Contains(filters["b-1"].Message(), "WasmPolicy/team-isolation") {
+							t.Fatalf("filters %s; want team-isolation's verdicts alone", summarize(filters))
+						}
+						if st != nil {
+							t.Fatalf("Ignore: scoring failed: %v", st)
+						}
+					}
+					if w.result != "" {
+						if after := evalCount(t, name, w.result); after <= before {
+							t.Errorf("wasmsched_policy_evaluations_total{policy=%q,extension_point=\"Filter\",result=%q} stayed at %v", name, w.result, after)
+						}
+					}
+					if w.failure && !strings.Contains(logs.String(), `policy="`+name+`"`) {
+						t.Errorf("no log line names the policy; logs:\n%s", logs.String())
+					}
+					// The next pod schedules as if nothing happened.
+					filters, _, st, _ = scheduleTimed(t, context.Background(), c, pod("calm-"+attack, map[string]string{"team": "a"}, 100))
+					if st != nil || !filters["a-1"].IsSuccess() || !filters["a-2"].IsSuccess() || filters["b-1"].IsSuccess() {
+						t.Fatalf("next pod: status %v, filters %s", st, summarize(filters))
+					}
+				})
+			}
+		}
+	}
+}
+
+func evalCount(t *testing.T, policy, result string) float64 {
+	if result == "" {
+		return 0
+	}
+	v, err := testutil.GetCounterMetricValue(evaluations.WithLabelValues(policy, "Filter", result))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func summarize(filters map[string]*fwk.Status) string {
+	var b strings.Builder
+	for _, n := range []string{"a-1", "a-2", "b-1"} {
+		msg := "ok"
+		if f := filters[n]; !f.IsSuccess() {
+			msg = f.Message()
+			if len(msg) > 120 {
+				msg = msg[:120] + "…"
+			}
+		}
+		b.WriteString(n + "=" + msg + " ")
+	}
+	return b.String()
+}
+
+// scheduleTimed is cluster.schedule with a context (for the logger) and the
+// duration of the slowest Filter.
+func scheduleTimed(t *testing.T, ctx context.Context, c *cluster, pod *v1.Pod) (map[string]*fwk.Status, map[string]int64, *fwk.Status, time.Duration) {
+	t.Helper()
+	state := framework.NewCycleState()
+	_, st, _ := c.fw.RunPreFilterPlugins(ctx, state, pod)
+	if !st.IsSuccess() {
+		return nil, nil, st, 0
+	}
+	infos, err := c.snapshot.NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	filters := map[string]*fwk.Status{}
+	var feasible []fwk.NodeInfo
+	var longest time.Duration
+	for _, ni := range infos {
+		start := time.Now()
+		st := c.fw.RunFilterPlugins(ctx, state, pod, ni)
+		longest = max(longest, time.Since(start))
+		filters[ni.Node().Name] = st
+		if st.IsSuccess() {
+			feasible = append(feasible, ni)
+		}
+	}
+	scores := map[string]int64{}
+	if len(feasible) == 0 {
+		return filters, scores, nil, longest
+	}
+	if st := c.fw.RunPreScorePlugins(ctx, state, pod, feasible); !st.IsSuccess() && !st.IsSkip() {
+		return filters, nil, st, longest
+	}
+	ns, st := c.fw.RunScorePlugins(ctx, state, pod, feasible)
+	if !st.IsSuccess() {
+		return filters, nil, st, longest
+	}
+	for _, n := range ns {
+		scores[n.Name] = n.TotalScore
+	}
+	return filters, scores, nil, longest
+}

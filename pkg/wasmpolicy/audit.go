@@ -1,0 +1,160 @@
+package wasmpolicy
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// Audit mode runs a policy without enforcing it. Its verdicts are collected
+// per cycle and reported once the cycle's outcome is known: at Reserve when
+// the pod got a node (what the policy would have said about that node), at
+// PostFilter when it got none. The report is a Normal Event on the pod
+// (reason WasmPolicyAudit), a log line and the audit_verdicts metric.
+
+var (
+	_ framework.ReservePlugin    = &WasmPolicy{}
+	_ framework.PostFilterPlugin = &WasmPolicy{}
+)
+
+// auditState is one audited policy's verdicts in one cycle.
+type auditState struct {
+	mu          sync.Mutex
+	podRejected string            // PreFilter rejection reason, if any
+	rejected    map[string]string // node → reason
+	scores      map[string]int64  // node → normalized score
+}
+
+func (a *auditState) rejectPod(reason string) {
+	a.mu.Lock()
+	a.podRejected = orUnspecified(reason)
+	a.mu.Unlock()
+}
+
+func (a *auditState) rejectNode(node, reason string) {
+	a.mu.Lock()
+	if a.rejected == nil {
+		a.rejected = map[string]string{}
+	}
+	a.rejected[node] = orUnspecified(reason)
+	a.mu.Unlock()
+}
+
+func (a *auditState) setScores(list framework.NodeScoreList, vals []int64) {
+	a.mu.Lock()
+	a.scores = make(map[string]int64, len(list))
+	for j := range list {
+		a.scores[list[j].Name] = vals[j]
+	}
+	a.mu.Unlock()
+}
+
+func orUnspecified(r string) string {
+	if r == "" {
+		return "(no reason given)"
+	}
+	return r
+}
+
+// auditFor returns policy i's audit state for the cycle.
+func (c *cycle) auditFor(i int) *auditState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.audit == nil {
+		c.audit = make([]*auditState, len(c.versions))
+	}
+	if c.audit[i] == nil {
+		c.audit[i] = &auditState{}
+	}
+	return c.audit[i]
+}
+
+func resultName(code int32) string { return results[resultOf(code)] }
+
+// Reserve implements framework.ReservePlugin. It never fails: it reports
+// what audited policies would have decided about the chosen node.
+func (w *WasmPolicy) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	w.reportAudit(ctx, state, pod, nodeName)
+	return nil
+}
+
+// Unreserve implements framework.ReservePlugin; there is nothing to undo.
+func (w *WasmPolicy) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
+
+// reportAudit emits one Event and log line per audited policy that had
+// something to say in this cycle. nodeName is "" when no node fit.
+func (w *WasmPolicy) reportAudit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return
+	}
+	c, ok := d.(*cycle)
+	if !ok || c.audit == nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	for i, a := range c.audit {
+		if a == nil {
+			continue
+		}
+		msg := a.summary(nodeName)
+		if msg == "" {
+			continue
+		}
+		name := w.policies[i].cfg.Name
+		note := fmt.Sprintf("WasmPolicy/%s (Audit) %s", name, msg)
+		logger.Info("Audited policy verdict", "policy", name, "pod", klog.KObj(pod), "node", nodeName, "verdict", msg)
+		if w.handle != nil && w.handle.EventRecorder() != nil {
+			w.handle.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "WasmPolicyAudit", "Scheduling", note)
+		}
+	}
+}
+
+// summary phrases the policy's verdicts for the cycle's outcome.
+func (a *auditState) summary(nodeName string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var parts []string
+	if a.podRejected != "" {
+		parts = append(parts, "would have rejected the pod: "+a.podRejected)
+	}
+	if n := len(a.rejected); n > 0 {
+		if r, ok := a.rejected[nodeName]; ok && nodeName != "" {
+			parts = append(parts, fmt.Sprintf("would have rejected the chosen node %s: %s", nodeName, r))
+		}
+		reasons := map[string]int{}
+		for _, r := range a.rejected {
+			reasons[r]++
+		}
+		keys := make([]string, 0, len(reasons))
+		for r := range reasons {
+			keys = append(keys, r)
+		}
+		sort.Strings(keys)
+		var b strings.Builder
+		for k, r := range keys {
+			if k > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s (%d)", r, reasons[r])
+		}
+		parts = append(parts, fmt.Sprintf("would have rejected %d node(s): %s", n, b.String()))
+	}
+	if s, ok := a.scores[nodeName]; ok && nodeName != "" {
+		best, bestNode := int64(-1), ""
+		for n, v := range a.scores {
+			if v > best || (v == best && n < bestNode) {
+				best, bestNode = v, n
+			}
+		}
+		parts = append(parts, fmt.Sprintf("would have scored the chosen node %s %d (its best: %s %d)", nodeName, s, bestNode, best))
+	}
+	return strings.Join(parts, "; ")
+}
