@@ -15,7 +15,7 @@ TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
-.PHONY: build guests guests-tinygo tinygo deps fixtures test e2e fuzz controlplane demo clean
+.PHONY: build guests guests-tinygo tinygo deps fixtures test e2e soak fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender
@@ -83,6 +83,11 @@ fuzz:
 ## e2e: bin/kube-scheduler against a real kube-apiserver and etcd on 127.0.0.1
 e2e: build guests-tinygo controlplane
 	set -o pipefail; $(GO) test -count=1 -v ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
+
+## soak: the load, reload and failover run at full size (500 nodes, 2000 pods;
+## make e2e runs it at 100 nodes and 400 pods)
+soak: build guests-tinygo controlplane
+	set -o pipefail; SOAK_NODES=$${SOAK_NODES:-500} SOAK_PODS=$${SOAK_PODS:-2000} $(GO) test -count=1 -v -timeout 30m -run 'TestSoak' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 
 clean:
 	rm -rf $(BIN) $(OUT)

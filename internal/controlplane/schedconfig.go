@@ -18,6 +18,7 @@ profiles:
     preFilter: {enabled: [{name: WasmPolicy}]}
     filter: {enabled: [{name: WasmPolicy}]}
     postFilter: {enabled: [{name: WasmPolicy}]}
+    reserve: {enabled: [{name: WasmPolicy}]}
     preScore: {enabled: [{name: WasmPolicy}]}
     score:
       disabled: [{name: "*"}]

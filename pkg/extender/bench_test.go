@@ -39,7 +39,7 @@ func newBenchServer(b testing.TB, n int) (*Server, []*v1.Node) {
 		}
 		policies = append(policies, config.Policy{Name: p.name, Source: config.Source{File: path}, Config: p.cfg, Weight: 1, Timeout: time.Second, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail})
 	}
-	plugin, err := wasmpolicy.NewWithArgs(context.Background(), &config.WasmPolicyArgs{Policies: policies, MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(dir, "cache")}, handle{})
+	plugin, err := wasmpolicy.NewWithArgs(context.Background(), &config.WasmPolicyArgs{Policies: policies, MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(dir, "cache")}, wasmpolicy.NewClientHandle(nil, nil))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,28 +50,13 @@ type Server struct {
 
 const podsByNode = "nodeName"
 
-// handle gives the plugin what it uses from a scheduler framework handle:
-// a client for ConfigMap sources and an event recorder.
-type handle struct {
-	framework.Handle
-	client   kubernetes.Interface
-	recorder events.EventRecorder
-}
-
-func (h handle) ClientSet() kubernetes.Interface     { return h.client }
-func (h handle) EventRecorder() events.EventRecorder { return h.recorder }
-
-// Activate does nothing: the extender has no scheduling queue; the scheduler
-// retries pods on its own.
-func (h handle) Activate(klog.Logger, map[string]*v1.Pod) {}
-
 // New loads the policies and starts node and pod informers (for
 // nodeCacheCapable requests and for the resources pods use on each node).
 func New(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, args *config.WasmPolicyArgs, opts Options) (*Server, error) {
 	if opts.Parallelism < 1 {
 		opts.Parallelism = 16
 	}
-	plugin, err := wasmpolicy.NewWithArgs(ctx, args, handle{client: client, recorder: recorder})
+	plugin, err := wasmpolicy.NewWithArgs(ctx, args, wasmpolicy.NewClientHandle(client, recorder))
 	if err != nil {
 		return nil, err
 	}

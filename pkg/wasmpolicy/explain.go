@@ -1,0 +1,186 @@
+package wasmpolicy
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+)
+
+// Explanation is what every policy decides about one pod on a set of nodes,
+// computed by the plugin's own PreFilter, Filter, PreScore, Score and
+// NormalizeScore. Tools (wasmsched test and explain) print it.
+type Explanation struct {
+	Pod string `json:"pod"`
+	// Nodes are in the order given, each with every policy's verdict.
+	Nodes []NodeExplanation `json:"nodes"`
+}
+
+// NodeExplanation is the plugin's outcome on one node.
+type NodeExplanation struct {
+	Node string `json:"node"`
+	// Feasible is true when no enforced policy rejects the node.
+	Feasible bool `json:"feasible"`
+	// Reason is the first enforced rejection, as FailedScheduling shows it.
+	Reason string `json:"reason,omitempty"`
+	// Score is WasmPolicy's combined score (Σ weight·score / Σ weight over
+	// enforced scoring policies), set for feasible nodes.
+	Score    *int64          `json:"score,omitempty"`
+	Policies []PolicyVerdict `json:"policies"`
+}
+
+// PolicyVerdict is one policy's verdict on one node.
+type PolicyVerdict struct {
+	Policy string `json:"policy"`
+	Mode   string `json:"mode"`
+	// Verdict is Pass, Skip (the policy does not filter this pod), or the
+	// rejection's code: Unschedulable, UnschedulableAndUnresolvable.
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason,omitempty"`
+	// RawScore is what the guest's score returned; Score is after its
+	// normalize_score (0..100). Only for nodes feasible for every policy.
+	RawScore   *int64        `json:"rawScore,omitempty"`
+	Score      *int64        `json:"score,omitempty"`
+	FilterTime time.Duration `json:"filterTime"`
+	ScoreTime  time.Duration `json:"scoreTime,omitempty"`
+}
+
+// Explain evaluates pod on nodes with each policy on its own (so every
+// policy's verdict is known, not only the first rejection's), then scores
+// the nodes that every enforced policy admits, as a scheduling cycle would.
+// Audited policies are evaluated like enforced ones, but do not decide
+// feasibility or the combined score. Other scheduler plugins (resources,
+// taints, affinity) are not part of the explanation.
+func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) *Explanation {
+	ex := &Explanation{Pod: klog.KObj(pod).String(), Nodes: make([]NodeExplanation, len(nodes))}
+	for j, ni := range nodes {
+		ex.Nodes[j] = NodeExplanation{Node: ni.Node().Name, Feasible: true, Policies: make([]PolicyVerdict, len(w.policies))}
+	}
+	views := make([]*WasmPolicy, len(w.policies))
+	states := make([]fwk.CycleState, len(w.policies))
+	for i, p := range w.policies {
+		cfg := p.cfg
+		cfg.Mode = config.ModeEnforce
+		views[i] = &WasmPolicy{engine: w.engine, maxInstances: w.maxInstances, policies: []*policy{{cfg: cfg, host: p.host, source: p.source, m: p.m}}}
+		states[i] = framework.NewCycleState()
+		mode := string(p.mode())
+		_, st := views[i].PreFilter(ctx, states[i], pod, nodes)
+		for j, ni := range nodes {
+			v := &ex.Nodes[j].Policies[i]
+			v.Policy, v.Mode = p.cfg.Name, mode
+			switch {
+			case st.IsSkip():
+				v.Verdict = "Skip"
+			case !st.IsSuccess():
+				v.Verdict, v.Reason = st.Code().String(), st.Message()
+			default:
+				start := time.Now()
+				fst := views[i].Filter(ctx, states[i], pod, ni)
+				v.FilterTime = time.Since(start)
+				if fst.IsSuccess() {
+					v.Verdict = "Pass"
+				} else {
+					v.Verdict, v.Reason = fst.Code().String(), fst.Message()
+				}
+			}
+			if v.Verdict != "Pass" && v.Verdict != "Skip" && !p.audit() && ex.Nodes[j].Feasible {
+				ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, v.Reason
+			}
+		}
+	}
+
+	var feasible []fwk.NodeInfo
+	var at []int
+	for j, ni := range nodes {
+		if ex.Nodes[j].Feasible {
+			feasible = append(feasible, ni)
+			at = append(at, j)
+		}
+	}
+	if len(feasible) == 0 {
+		return ex
+	}
+	total := make([]int64, len(feasible))
+	var weights int64
+	for i, p := range w.policies {
+		view := views[i]
+		if st := view.PreScore(ctx, states[i], pod, feasible); !st.IsSuccess() {
+			continue
+		}
+		list := make(framework.NodeScoreList, len(feasible))
+		ok := true
+		for k, ni := range feasible {
+			start := time.Now()
+			_, st := view.Score(ctx, states[i], pod, ni)
+			ex.Nodes[at[k]].Policies[i].ScoreTime = time.Since(start)
+			list[k] = framework.NodeScore{Name: ni.Node().Name}
+			if !st.IsSuccess() {
+				ex.Nodes[at[k]].Policies[i].Reason = st.Message()
+				ok = false
+			}
+		}
+		c := view.cycleFor(states[i], pod)
+		for k := range feasible {
+			if c.raw != nil && c.raw[0] != nil {
+				raw := c.rawScore(0, k, list[k].Name)
+				ex.Nodes[at[k]].Policies[i].RawScore = &raw
+			}
+		}
+		if !ok {
+			continue
+		}
+		if st := view.NormalizeScore(ctx, states[i], pod, list); !st.IsSuccess() {
+			for k := range feasible {
+				ex.Nodes[at[k]].Policies[i].Reason = st.Message()
+			}
+			continue
+		}
+		for k := range feasible {
+			s := list[k].Score
+			ex.Nodes[at[k]].Policies[i].Score = &s
+			if !p.audit() {
+				total[k] += int64(p.cfg.Weight) * s
+			}
+		}
+		if !p.audit() {
+			weights += int64(p.cfg.Weight)
+		}
+	}
+	for k := range feasible {
+		s := int64(0)
+		if weights > 0 {
+			s = total[k] / weights
+		}
+		ex.Nodes[at[k]].Score = &s
+	}
+	return ex
+}
+
+// clientHandle gives the plugin what it uses from a scheduler framework
+// handle outside a scheduler: a client for ConfigMap sources and an event
+// recorder. Other methods are not available.
+type clientHandle struct {
+	framework.Handle
+	client   kubernetes.Interface
+	recorder events.EventRecorder
+}
+
+func (h clientHandle) ClientSet() kubernetes.Interface     { return h.client }
+func (h clientHandle) EventRecorder() events.EventRecorder { return h.recorder }
+
+// Activate does nothing: there is no scheduling queue outside a scheduler.
+func (h clientHandle) Activate(klog.Logger, map[string]*v1.Pod) {}
+
+// NewClientHandle returns a framework handle for hosting the plugin outside
+// kube-scheduler (the extender, the wasmsched CLI). client may be nil when
+// every policy has a file source; recorder may be nil.
+func NewClientHandle(client kubernetes.Interface, recorder events.EventRecorder) framework.Handle {
+	return clientHandle{client: client, recorder: recorder}
+}
