@@ -18,13 +18,16 @@ GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-w
 .PHONY: build guests guests-tinygo tinygo deps fixtures test e2e soak fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
-build: $(BIN)/kube-scheduler $(BIN)/wasm-extender
+build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
 
 $(BIN)/kube-scheduler: $(shell find cmd host pkg guest-sdk/abi -name '*.go' -not -name '*_test.go') go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kube-scheduler
 
 $(BIN)/wasm-extender: $(shell find cmd host pkg guest-sdk/abi -name '*.go' -not -name '*_test.go') go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/wasm-extender
+
+$(BIN)/wasmsched: $(shell find cmd host pkg guest-sdk/abi -name '*.go' -not -name '*_test.go') go.mod go.sum
+	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/wasmsched
 
 ## deps: Debian packages (LLVM 19, wasi-libc, binaryen, wabt, openssl)
 deps:

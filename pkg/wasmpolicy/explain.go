@@ -72,10 +72,19 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 		states[i] = framework.NewCycleState()
 		mode := string(p.mode())
 		_, st := views[i].PreFilter(ctx, states[i], pod, nodes)
+		// One guest call per node, so each node's time is its own.
+		views[i].cycleFor(states[i], pod).filterB = nil
+		filters := true
+		if v := p.host.Current(); v != nil {
+			filters = v.Exports().Filter
+		}
 		for j, ni := range nodes {
 			v := &ex.Nodes[j].Policies[i]
 			v.Policy, v.Mode = p.cfg.Name, mode
 			switch {
+			case !filters:
+				v.Verdict = "Pass"
+				v.Reason = "(the policy only scores)"
 			case st.IsSkip():
 				v.Verdict = "Skip"
 			case !st.IsSuccess():
@@ -90,8 +99,17 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 					v.Verdict, v.Reason = fst.Code().String(), fst.Message()
 				}
 			}
-			if v.Verdict != "Pass" && v.Verdict != "Skip" && !p.audit() && ex.Nodes[j].Feasible {
-				ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, v.Reason
+			if v.Verdict != "Pass" && v.Verdict != "Skip" {
+				if !p.audit() && ex.Nodes[j].Feasible {
+					ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, v.Reason
+				}
+				// The policy column names the policy already.
+				for _, prefix := range []string{"node(s) rejected by " + Name + "/" + p.cfg.Name + ": ", "rejected by " + Name + "/" + p.cfg.Name + ": "} {
+					if len(v.Reason) > len(prefix) && v.Reason[:len(prefix)] == prefix {
+						v.Reason = v.Reason[len(prefix):]
+						break
+					}
+				}
 			}
 		}
 	}
@@ -113,6 +131,9 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 		view := views[i]
 		if st := view.PreScore(ctx, states[i], pod, feasible); !st.IsSuccess() {
 			continue
+		}
+		if c := view.cycleFor(states[i], pod); len(c.scoreB) > 0 {
+			c.scoreB[0] = nil
 		}
 		list := make(framework.NodeScoreList, len(feasible))
 		ok := true
@@ -183,4 +204,15 @@ func (h clientHandle) Activate(klog.Logger, map[string]*v1.Pod) {}
 // every policy has a file source; recorder may be nil.
 func NewClientHandle(client kubernetes.Interface, recorder events.EventRecorder) framework.Handle {
 	return clientHandle{client: client, recorder: recorder}
+}
+
+// Unloaded lists the policies that have no module loaded, with their source.
+func (w *WasmPolicy) Unloaded() []string {
+	var out []string
+	for _, p := range w.policies {
+		if p.host.Current() == nil {
+			out = append(out, p.cfg.Name+" ("+p.source.String()+")")
+		}
+	}
+	return out
 }

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
+)
+
+// run executes the CLI in-process and returns stdout and the error.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func examples(name string) string {
+	return filepath.Join("..", "..", "manifests", "examples", "cli", name)
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range testguests.Toolchains {
+		for _, name := range testguests.Policies {
+			t.Run(string(tc)+"/"+name, func(t *testing.T) {
+				out, err := run(t, "validate", testguests.Policy(t, tc, name), "-o", "json")
+				if err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				var r ValidateReport
+				if err := json.Unmarshal([]byte(out), &r); err != nil {
+					t.Fatal(err)
+				}
+				if !r.Valid || r.ABIVersion != 1 || len(r.SHA256) != 64 || len(r.Checks) != 5 {
+					t.Fatalf("report %+v", r)
+				}
+			})
+		}
+	}
+	bad := map[string]string{
+		"pathopen":      "outside the sandbox allow-list: wasi_snapshot_preview1.path_open",
+		"abiv2":         "abi",
+		"noentry":       "neither",
+		"unknownimport": "outside the sandbox allow-list",
+	}
+	for fixture, want := range bad {
+		t.Run("refuses "+fixture, func(t *testing.T) {
+			out, err := run(t, "validate", filepath.Join("..", "..", "host", "testdata", fixture+".wasm"))
+			if err == nil || !strings.Contains(out, "FAIL") || !strings.Contains(out, want) {
+				t.Fatalf("err %v, output:\n%s\nwant a FAIL mentioning %q", err, out, want)
+			}
+		})
+	}
+	out, err := run(t, "validate", "main.go")
+	if err == nil || !strings.Contains(out, "not a wasm module") {
+		t.Fatalf("a Go file: err %v, output %s", err, out)
+	}
+}
+
+// wasmsched test runs the example policies on the example nodes: every
+// node's verdict and reason comes from the right policy, and scores are
+// combined with the weights.
+func TestTestCommand(t *testing.T) {
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			out, err := run(t, "test",
+				"--policy", testguests.Policy(t, tc, "team-isolation"),
+				"--policy", testguests.Policy(t, tc, "maintenance-avoidance"),
+				"--policy", testguests.Policy(t, tc, "bin-packing")+":2",
+				"--config", "key=team", "--config", "", "--config", "cpu=1",
+				"--pod", examples("pod.yaml"), "--nodes", examples("nodes.yaml"), "-o", "json")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var ex wasmpolicy.Explanation
+			if err := json.Unmarshal([]byte(out), &ex); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]wasmpolicy.NodeExplanation{}
+			for _, n := range ex.Nodes {
+				got[n.Node] = n
+			}
+			if ex.Pod != "payments/checkout" || len(got) != 5 {
+				t.Fatalf("explanation %+v", ex)
+			}
+			// pay-1 runs a 2-CPU pod: bin-packing prefers it to the empty pay-3.
+			if !got["pay-1"].Feasible || !got["pay-3"].Feasible || *got["pay-1"].Score <= *got["pay-3"].Score {
+				t.Fatalf("pay-1 %+v, pay-3 %+v: want both feasible, pay-1 ahead", got["pay-1"], got["pay-3"])
+			}
+			for node, want := range map[string]string{
+				"pay-2":    "WasmPolicy/maintenance-avoidance: node is in maintenance (maintenance.wasmsched.io/window=CHG-1042",
+				"search-1": "WasmPolicy/team-isolation: team label mismatch",
+				"shared-1": "WasmPolicy/team-isolation: node has no team label",
+			} {
+				if got[node].Feasible || !strings.Contains(got[node].Reason, want) {
+					t.Errorf("%s: feasible %v, reason %q; want %q", node, got[node].Feasible, got[node].Reason, want)
+				}
+			}
+			p := got["pay-1"].Policies
+			if len(p) != 3 || p[2].Policy != "bin-packing" || p[2].RawScore == nil || p[2].Score == nil || p[0].FilterTime <= 0 || p[2].ScoreTime <= 0 {
+				t.Fatalf("pay-1 policies %+v", p)
+			}
+			table, err := run(t, "test", "--policy", testguests.Policy(t, tc, "team-isolation"), "--pod", examples("pod.yaml"), "--nodes", examples("nodes.yaml"))
+			if err != nil || !strings.Contains(table, "search-1") || !strings.Contains(table, "team label mismatch") {
+				t.Fatalf("table output: %v\n%s", err, table)
+			}
+		})
+	}
+	if _, err := run(t, "test", "--policy", "missing.wasm", "--pod", examples("pod.yaml"), "--nodes", examples("nodes.yaml")); err == nil || !strings.Contains(err.Error(), "missing.wasm") {
+		t.Fatalf("missing policy file: %v", err)
+	}
+}
+
+func TestBench(t *testing.T) {
+	out, err := run(t, "bench", testguests.Policy(t, testguests.TinyGo, "bin-packing"), "--nodes", "50", "--iterations", "2", "--config", "cpu=1", "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var r BenchReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Nodes != 50 || len(r.Results) != 2 || r.Results[0].Measure != "Score per call" || r.Results[0].Calls != 100 || r.Results[0].P50 <= 0 || r.Results[0].P99 < r.Results[0].P50 {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+func TestOutputFlag(t *testing.T) {
+	if _, err := run(t, "validate", "x.wasm", "-o", "wide"); err == nil || !strings.Contains(err.Error(), "use table, json or yaml") {
+		t.Fatalf("err = %v", err)
+	}
+}

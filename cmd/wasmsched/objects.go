@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// readObjects reads Nodes and Pods from a YAML or JSON file: several
+// documents, and List, NodeList or PodList objects, are all accepted.
+func readObjects(path string) (nodes []*v1.Node, pods []*v1.Pod, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var add func(obj runtime.Object) error
+	add = func(obj runtime.Object) error {
+		switch o := obj.(type) {
+		case *v1.Node:
+			nodes = append(nodes, o)
+		case *v1.Pod:
+			pods = append(pods, o)
+		case *v1.NodeList:
+			for i := range o.Items {
+				nodes = append(nodes, &o.Items[i])
+			}
+		case *v1.PodList:
+			for i := range o.Items {
+				pods = append(pods, &o.Items[i])
+			}
+		case *v1.List:
+			for _, item := range o.Items {
+				inner, _, err := scheme.Codecs.UniversalDeserializer().Decode(item.Raw, nil, nil)
+				if err != nil {
+					return err
+				}
+				if err := add(inner); err != nil {
+					return err
+				}
+			}
+		default:
+			return fmt.Errorf("unexpected %T: only Nodes and Pods are read", obj)
+		}
+		return nil
+	}
+	for n := 1; ; n++ {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, nil, fmt.Errorf("%s: document %d: %w", path, n, err)
+		}
+		if len(bytes.TrimSpace(raw.Raw)) == 0 || string(raw.Raw) == "null" {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: document %d: %w", path, n, err)
+		}
+		if err := add(obj); err != nil {
+			return nil, nil, fmt.Errorf("%s: document %d: %w", path, n, err)
+		}
+	}
+	return nodes, pods, nil
+}
+
+// readPod reads the one Pod in a file.
+func readPod(path string) (*v1.Pod, error) {
+	nodes, pods, err := readObjects(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(pods) != 1 || len(nodes) != 0 {
+		return nil, fmt.Errorf("%s: want exactly one Pod, found %d pods and %d nodes", path, len(pods), len(nodes))
+	}
+	p := pods[0]
+	if p.Namespace == "" {
+		p.Namespace = "default"
+	}
+	if p.UID == "" {
+		p.UID = "wasmsched-test"
+	}
+	return p, nil
+}
+
+// nodeInfos builds the scheduler's view of nodes: each NodeInfo carries the
+// pods bound to it.
+func nodeInfos(nodes []*v1.Node, pods []*v1.Pod) []fwk.NodeInfo {
+	byNode := map[string][]*v1.Pod{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	out := make([]fwk.NodeInfo, 0, len(nodes))
+	for _, n := range nodes {
+		ni := framework.NewNodeInfo(byNode[n.Name]...)
+		ni.SetNode(n)
+		out = append(out, ni)
+	}
+	return out
+}
+
+// clientFor builds a client from --kubeconfig and --context, the way kubectl does.
+func clientFor(g *globalOptions) (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = g.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return kubernetes.NewForConfig(cfg)
+}
+
+// snapshot reads every node and every pod bound to one, read-only.
+func snapshot(ctx context.Context, client kubernetes.Interface) ([]*v1.Node, []*v1.Pod, error) {
+	nl, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	pl, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!="})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	nodes := make([]*v1.Node, len(nl.Items))
+	for i := range nl.Items {
+		nodes[i] = &nl.Items[i]
+	}
+	pods := make([]*v1.Pod, len(pl.Items))
+	for i := range pl.Items {
+		pods[i] = &pl.Items[i]
+	}
+	return nodes, pods, nil
+}

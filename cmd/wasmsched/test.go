@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
+)
+
+type testOptions struct {
+	policies []string
+	configs  []string
+	pod      string
+	nodes    string
+	timeout  time.Duration
+}
+
+func newTestCommand(g *globalOptions) *cobra.Command {
+	o := &testOptions{}
+	cmd := &cobra.Command{
+		Use:   "test --policy POLICY.wasm[:WEIGHT] --pod POD.yaml (--nodes NODES.yaml | --kubeconfig FILE)",
+		Short: "Run policies on a pod against nodes from a file or a live cluster, through the scheduler's own plugin code",
+		Long: `Runs one or more policies (repeat --policy; FILE:WEIGHT sets a weight,
+--config gives each policy its config string, in the same order) on the pod
+against every node, and prints each node's verdict and reason, raw and
+normalized scores, and the time each call took.
+
+Nodes come from --nodes (YAML or JSON: Nodes and Pods, several documents or
+a List; pods with spec.nodeName are placed on their node) or, with
+--kubeconfig and no --nodes, from a read-only snapshot of the cluster.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd, g)
+		},
+	}
+	cmd.Flags().StringArrayVar(&o.policies, "policy", nil, "policy module, FILE or FILE:WEIGHT (repeatable)")
+	cmd.Flags().StringArrayVar(&o.configs, "config", nil, "config string for the policy at the same position (repeatable)")
+	cmd.Flags().StringVar(&o.pod, "pod", "", "the pod to place (YAML or JSON)")
+	cmd.Flags().StringVar(&o.nodes, "nodes", "", "nodes, and pods running on them (YAML or JSON)")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "per-call timeout, as in the policy args")
+	_ = cmd.MarkFlagRequired("policy")
+	_ = cmd.MarkFlagRequired("pod")
+	return cmd
+}
+
+func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if len(o.configs) > len(o.policies) {
+		return fmt.Errorf("%d --config flags for %d --policy flags: give at most one config per policy, in the same order", len(o.configs), len(o.policies))
+	}
+	// One instance per policy: calls are sequential, and a pool would spend
+	// the first calls creating instances.
+	args := &config.WasmPolicyArgs{MaxInstancesPerPolicy: 1, FilePollInterval: time.Hour, CompilationCacheDir: cacheDir()}
+	seen := map[string]bool{}
+	for i, spec := range o.policies {
+		file, weight := spec, int32(1)
+		if k := strings.LastIndex(spec, ":"); k > 0 {
+			if w, err := strconv.Atoi(spec[k+1:]); err == nil {
+				file, weight = spec[:k], int32(w)
+			}
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return fmt.Errorf("--policy %s: %w", spec, err)
+		}
+		name := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+		for n := 2; seen[name]; n++ {
+			name = fmt.Sprintf("%s-%d", strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)), n)
+		}
+		seen[name] = true
+		p := config.Policy{Name: name, Source: config.Source{File: abs}, Weight: weight, Timeout: o.timeout, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail, Mode: config.ModeEnforce}
+		if i < len(o.configs) {
+			p.Config = o.configs[i]
+		}
+		args.Policies = append(args.Policies, p)
+	}
+	if errs := validation.ValidateWasmPolicyArgs(nil, args); len(errs) > 0 {
+		return errs.ToAggregate()
+	}
+	pod, err := readPod(o.pod)
+	if err != nil {
+		return err
+	}
+	var nodes []*v1.Node
+	var pods []*v1.Pod
+	switch {
+	case o.nodes != "":
+		nodes, pods, err = readObjects(o.nodes)
+	case g.kubeconfig != "" || os.Getenv("KUBECONFIG") != "":
+		client, cerr := clientFor(g)
+		if cerr != nil {
+			return cerr
+		}
+		nodes, pods, err = snapshot(ctx, client)
+	default:
+		return fmt.Errorf("give the nodes: --nodes FILE, or --kubeconfig FILE to read them from a cluster")
+	}
+	if err != nil {
+		return err
+	}
+	if len(nodes) == 0 {
+		return fmt.Errorf("no nodes to test against")
+	}
+	plugin, err := loadPlugin(ctx, args, nil)
+	if err != nil {
+		return err
+	}
+	defer plugin.Close()
+	ex := plugin.Explain(ctx, pod, nodeInfos(nodes, pods))
+	return print(cmd.OutOrStdout(), g.output, ex, func(tw *tabwriter.Writer) { explanationTable(tw, ex) })
+}
+
+// loadPlugin builds the WasmPolicy plugin and checks that every policy
+// loaded: a tool must not silently run without one.
+func loadPlugin(ctx context.Context, args *config.WasmPolicyArgs, h wasmpolicyHandle) (*wasmpolicy.WasmPolicy, error) {
+	p, err := wasmpolicy.NewWithArgs(ctx, args, h)
+	if err != nil {
+		return nil, err
+	}
+	if missing := p.Unloaded(); len(missing) > 0 {
+		_ = p.Close()
+		return nil, fmt.Errorf("policies without a loaded module: %s (the log above says why)", strings.Join(missing, "; "))
+	}
+	return p, nil
+}
+
+func explanationTable(tw *tabwriter.Writer, ex *wasmpolicy.Explanation) {
+	row(tw, "NODE", "FEASIBLE", "SCORE", "POLICY", "VERDICT", "RAW", "NORMALIZED", "FILTER", "SCORE-TIME", "REASON")
+	for _, n := range ex.Nodes {
+		for i, p := range n.Policies {
+			node, feasible, score := "", "", ""
+			if i == 0 {
+				node, feasible, score = n.Node, strconv.FormatBool(n.Feasible), optInt(n.Score)
+			}
+			policy := p.Policy
+			if p.Mode == string(config.ModeAudit) {
+				policy += " (audit)"
+			}
+			row(tw, node, feasible, score, policy, p.Verdict, optInt(p.RawScore), optInt(p.Score), dur(p.FilterTime), dur(p.ScoreTime), p.Reason)
+		}
+	}
+}
+
+// cacheDir is where compiled modules are cached between runs.
+func cacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "wasmsched")
+	}
+	return ""
+}
