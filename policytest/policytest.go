@@ -1,0 +1,223 @@
+// Package policytest runs a compiled policy module against pods and nodes
+// built in Go, inside a plain `go test`, through the same host and plugin
+// code as the scheduler: PreFilter, Filter, PreScore, Score and
+// NormalizeScore, with the module's real imports, limits and ABI.
+//
+//	func TestTeamIsolation(t *testing.T) {
+//		p := policytest.Load(t, policytest.Build(t, policytest.TinyGo, "."), policytest.Config("key=team"))
+//		pod := policytest.Pod("web").Label("team", "a").CPU("500m").Obj()
+//		v := p.Filter(pod, policytest.Node("n1").Label("team", "b").Obj())
+//		if v.Passed() { t.Fatal("a team-b node admitted a team-a pod") }
+//	}
+//
+// The module is built once per test binary and cached in _output/guests.
+package policytest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
+)
+
+// Toolchain is a guest compiler.
+type Toolchain = testguests.Toolchain
+
+// The toolchains a policy can be built with.
+const (
+	TinyGo = testguests.TinyGo
+	Go     = testguests.Go
+)
+
+// Toolchains lists both, so a test can run its cases under each.
+var Toolchains = testguests.Toolchains
+
+// Build compiles the policy's main package in dir (relative to the
+// repository root or to plugins-wasm) and returns the module's path.
+func Build(t testing.TB, tc Toolchain, dir string) string {
+	t.Helper()
+	p, err := testguests.Build(tc, dir)
+	if err != nil {
+		t.Fatalf("building %s with %s: %v", dir, tc, err)
+	}
+	return p
+}
+
+// Option changes how a policy is loaded.
+type Option func(*config.Policy)
+
+// Config sets the policy's config string (sdk.Config() in the guest).
+func Config(s string) Option { return func(p *config.Policy) { p.Config = s } }
+
+// Timeout sets the per-call timeout (default 1s, generous for tests).
+func Timeout(d time.Duration) Option { return func(p *config.Policy) { p.Timeout = d } }
+
+// MemoryLimit sets the instance memory limit (default 64 MiB).
+func MemoryLimit(bytes int64) Option { return func(p *config.Policy) { p.MemoryLimit = bytes } }
+
+// Policy is a module loaded into the real WasmPolicy plugin.
+type Policy struct {
+	t      testing.TB
+	plugin *wasmpolicy.WasmPolicy
+}
+
+// Load loads the module at path; the test fails if it does not load.
+func Load(t testing.TB, path string, opts ...Option) *Policy {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		t.Fatal(err)
+	}
+	pc := config.Policy{Name: filepath.Base(path), Source: config.Source{File: abs}, Weight: 1, Timeout: time.Second, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail, Mode: config.ModeEnforce}
+	for _, o := range opts {
+		o(&pc)
+	}
+	args := &config.WasmPolicyArgs{MaxInstancesPerPolicy: 2, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(os.TempDir(), "wasmsched-policytest-cache"), Policies: []config.Policy{pc}}
+	plugin, err := wasmpolicy.NewWithArgs(context.Background(), args, wasmpolicy.NewClientHandle(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plugin.Close() })
+	if missing := plugin.Unloaded(); len(missing) > 0 {
+		t.Fatalf("module did not load: %v (run with -v to see the host's log)", missing)
+	}
+	return &Policy{t: t, plugin: plugin}
+}
+
+// Verdict is the policy's decision on one node.
+type Verdict struct {
+	// Code is Pass, Skip, Unschedulable or UnschedulableAndUnresolvable
+	// (or Error when the call failed).
+	Code   string
+	Reason string
+	// Score is the normalized score (0..100) for a node the policy admits,
+	// when the policy scores; RawScore is what the guest returned.
+	Score, RawScore *int64
+}
+
+// Passed reports whether the node is admitted.
+func (v Verdict) Passed() bool { return v.Code == "Pass" || v.Code == "Skip" }
+
+// Schedule runs a whole cycle for pod on the nodes; running pods are placed
+// on their spec.nodeName. It returns the verdict for every node, by name.
+func (p *Policy) Schedule(pod *v1.Pod, nodes []*v1.Node, running ...*v1.Pod) map[string]Verdict {
+	p.t.Helper()
+	byNode := map[string][]*v1.Pod{}
+	for _, r := range running {
+		byNode[r.Spec.NodeName] = append(byNode[r.Spec.NodeName], r)
+	}
+	ex := p.plugin.Explain(context.Background(), pod, nodeInfos(nodes, byNode))
+	out := make(map[string]Verdict, len(ex.Nodes))
+	for _, n := range ex.Nodes {
+		pv := n.Policies[0]
+		out[n.Node] = Verdict{Code: pv.Verdict, Reason: pv.Reason, Score: pv.Score, RawScore: pv.RawScore}
+	}
+	return out
+}
+
+// Filter is Schedule on one node.
+func (p *Policy) Filter(pod *v1.Pod, node *v1.Node, running ...*v1.Pod) Verdict {
+	p.t.Helper()
+	return p.Schedule(pod, []*v1.Node{node}, running...)[node.Name]
+}
+
+// PodBuilder builds a Pod with one container.
+type PodBuilder struct{ pod *v1.Pod }
+
+// Pod starts a pod in namespace default.
+func Pod(name string) *PodBuilder {
+	return &PodBuilder{&v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "app", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{}}}}},
+	}}
+}
+
+// Label sets a label.
+func (b *PodBuilder) Label(k, v string) *PodBuilder {
+	if b.pod.Labels == nil {
+		b.pod.Labels = map[string]string{}
+	}
+	b.pod.Labels[k] = v
+	return b
+}
+
+// Request sets a resource request of the container.
+func (b *PodBuilder) Request(name v1.ResourceName, q string) *PodBuilder {
+	b.pod.Spec.Containers[0].Resources.Requests[name] = resource.MustParse(q)
+	return b
+}
+
+// CPU and Memory set the container's requests.
+func (b *PodBuilder) CPU(q string) *PodBuilder    { return b.Request(v1.ResourceCPU, q) }
+func (b *PodBuilder) Memory(q string) *PodBuilder { return b.Request(v1.ResourceMemory, q) }
+
+// Toleration adds a toleration.
+func (b *PodBuilder) Toleration(key string, effect v1.TaintEffect) *PodBuilder {
+	b.pod.Spec.Tolerations = append(b.pod.Spec.Tolerations, v1.Toleration{Key: key, Operator: v1.TolerationOpExists, Effect: effect})
+	return b
+}
+
+// On places the pod on a node (for running pods).
+func (b *PodBuilder) On(node string) *PodBuilder { b.pod.Spec.NodeName = node; return b }
+
+// Obj returns the pod.
+func (b *PodBuilder) Obj() *v1.Pod { return b.pod }
+
+// NodeBuilder builds a Node; it starts with 4 CPUs, 16Gi and 110 pods allocatable.
+type NodeBuilder struct{ node *v1.Node }
+
+// Node starts a node.
+func Node(name string) *NodeBuilder {
+	res := v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("16Gi"), v1.ResourcePods: resource.MustParse("110")}
+	return &NodeBuilder{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Capacity: res.DeepCopy(), Allocatable: res}}}
+}
+
+// Label sets a label.
+func (b *NodeBuilder) Label(k, v string) *NodeBuilder {
+	if b.node.Labels == nil {
+		b.node.Labels = map[string]string{}
+	}
+	b.node.Labels[k] = v
+	return b
+}
+
+// Annotation sets an annotation.
+func (b *NodeBuilder) Annotation(k, v string) *NodeBuilder {
+	if b.node.Annotations == nil {
+		b.node.Annotations = map[string]string{}
+	}
+	b.node.Annotations[k] = v
+	return b
+}
+
+// Taint adds a taint.
+func (b *NodeBuilder) Taint(key string, effect v1.TaintEffect) *NodeBuilder {
+	b.node.Spec.Taints = append(b.node.Spec.Taints, v1.Taint{Key: key, Effect: effect})
+	return b
+}
+
+// Allocatable sets an allocatable (and capacity) quantity.
+func (b *NodeBuilder) Allocatable(name v1.ResourceName, q string) *NodeBuilder {
+	b.node.Status.Allocatable[name] = resource.MustParse(q)
+	b.node.Status.Capacity[name] = resource.MustParse(q)
+	return b
+}
+
+// Cordoned marks the node unschedulable.
+func (b *NodeBuilder) Cordoned() *NodeBuilder { b.node.Spec.Unschedulable = true; return b }
+
+// Obj returns the node.
+func (b *NodeBuilder) Obj() *v1.Node { return b.node }
