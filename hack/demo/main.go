@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -71,11 +73,13 @@ func run() error {
 	step("Uploading policies: team-isolation, gpu-fit and placement (bin-packing) as ConfigMaps; maintenance-avoidance as a file")
 	guests := filepath.Join(root, "_output", "guests", "tinygo")
 	module := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(guests, name+".wasm")) }
+	pins := map[string]string{}
 	for name, mod := range map[string]string{"team-isolation": "team-isolation", "gpu-fit": "gpu-fit", "placement": "bin-packing"} {
 		b, err := module(mod)
 		if err != nil {
 			return fmt.Errorf("%w (run make guests-tinygo)", err)
 		}
+		pins[name] = digest(b)
 		if err := putPolicy(ctx, client, "policy-"+name, b); err != nil {
 			return err
 		}
@@ -90,10 +94,11 @@ func run() error {
 	if err := os.WriteFile(filepath.Join(policyDir, "maintenance-avoidance.wasm"), b, 0o644); err != nil {
 		return err
 	}
+	pins["maintenance-avoidance"] = digest(b)
 	fmt.Printf("   file %s/maintenance-avoidance.wasm\n", policyDir)
 
 	step("Starting bin/kube-scheduler (profile " + schedulerName + ", authenticated as system:kube-scheduler)")
-	cfg, err := writeSchedulerConfig(state, cp, policyDir)
+	cfg, err := writeSchedulerConfig(state, cp, policyDir, pins)
 	if err != nil {
 		return err
 	}
@@ -226,19 +231,24 @@ func putPolicy(ctx context.Context, c kubernetes.Interface, name string, module 
 	return err
 }
 
-func writeSchedulerConfig(state string, cp *controlplane.ControlPlane, policyDir string) (string, error) {
+// writeSchedulerConfig pins the digests of the policies the demo never
+// replaces; "placement" stays unpinned because the demo swaps its module.
+func writeSchedulerConfig(state string, cp *controlplane.ControlPlane, policyDir string, pins map[string]string) (string, error) {
 	policies := fmt.Sprintf(`      - name: team-isolation
         source: {configMap: {namespace: %s, name: policy-team-isolation, key: policy.wasm}}
+        sha256: %s
         config: key=team
       - name: maintenance-avoidance
         source: {file: %q}
+        sha256: %s
       - name: gpu-fit
         source: {configMap: {namespace: %s, name: policy-gpu-fit, key: policy.wasm}}
+        sha256: %s
         config: resource=nvidia.com/gpu
       - name: placement
         source: {configMap: {namespace: %s, name: policy-placement, key: policy.wasm}}
         config: cpu=1,memory=1
-`, policyNS, filepath.Join(policyDir, "maintenance-avoidance.wasm"), policyNS, policyNS)
+`, policyNS, pins["team-isolation"], filepath.Join(policyDir, "maintenance-avoidance.wasm"), pins["maintenance-avoidance"], policyNS, pins["gpu-fit"], policyNS)
 	cfg := controlplane.SchedulerConfig(cp.SchedulerKubeconfig, schedulerName, filepath.Join(state, "compile-cache"), "1s", "leaderElection: {leaderElect: false}", policies)
 	p := filepath.Join(state, "kube-scheduler.yaml")
 	return p, os.WriteFile(p, []byte(cfg), 0o644)
@@ -384,4 +394,9 @@ func waitForLog(path, text string, timeout time.Duration, n ...int) error {
 		b = b[len(b)-4000:]
 	}
 	return fmt.Errorf("%s did not log %s within %s; log tail:\n%s", filepath.Base(path), text, timeout, b)
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
