@@ -85,3 +85,22 @@ func TestNativeRun(t *testing.T) {
 		t.Fatalf("capabilities = %d", Capabilities())
 	}
 }
+
+func TestEqual(t *testing.T) {
+	words := []string{"", "a", "ab", "abc", "abcd", "abcde", "abcdefg", "abcdefgh", "abcdefghi", "abcdefghijklmno", "abcdefghijklmnop", "abcdefghijklmnopq", "abcdefghijklmnopqrstuvwxyz0123456789"}
+	for _, a := range words {
+		for _, b := range words {
+			if Equal(a, b) != (a == b) {
+				t.Fatalf("Equal(%q, %q) = %v", a, b, !(a == b))
+			}
+			// Same length, one byte different, at every position.
+			for i := range a {
+				c := []byte(a)
+				c[i] ^= 1
+				if Equal(a, string(c)) {
+					t.Fatalf("Equal(%q, %q) = true", a, c)
+				}
+			}
+		}
+	}
+}

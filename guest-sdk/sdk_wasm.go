@@ -296,12 +296,18 @@ func intern(b []byte) string {
 	if len(b) > 64 {
 		return string(b)
 	}
-	h := uint32(2166136261)
-	for _, c := range b {
-		h = (h ^ uint32(c)) * 16777619
+	// A loop-free hash (every loop iteration costs a deadline check, see
+	// Equal): the length, the first four bytes, the middle and last bytes.
+	n := len(b)
+	h := uint32(n)*0x9e3779b1 ^ uint32(b[n/2])<<16 ^ uint32(b[n-1])<<8
+	if n >= 4 {
+		h ^= *(*uint32)(unsafe.Pointer(&b[0])) * 0x85ebca6b
+	} else {
+		h ^= uint32(b[0])
 	}
-	slot := &internTab[h&255]
-	if *slot == unsafe.String(&b[0], len(b)) {
+	h ^= h >> 15
+	slot := &internTab[(h^h>>8)&255]
+	if Equal(*slot, unsafe.String(&b[0], n)) {
 		return *slot
 	}
 	s := string(b)
@@ -321,7 +327,7 @@ func podString(field int32) string {
 
 func podLabel(key string) (string, bool) {
 	for i := range podLabels {
-		if podLabels[i].key == key {
+		if Equal(podLabels[i].key, key) {
 			return podLabels[i].value, podLabels[i].ok
 		}
 	}
@@ -344,7 +350,7 @@ func podList(kind int32) []byte {
 
 func podRequest(name string) int64 {
 	for i := range podRequests {
-		if podRequests[i].key == name {
+		if Equal(podRequests[i].key, name) {
 			return podRequests[i].value
 		}
 	}

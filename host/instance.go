@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +63,11 @@ type instance struct {
 
 	cctx  callCtx
 	timer *time.Timer
+	// mu orders arm, disarm and expire; started is when the current call
+	// or batch node began, limit how long it may run.
+	mu      sync.Mutex
+	started atomic.Int64
+	limit   time.Duration
 	// lastMem is the memory size last accounted in Version.memBytes.
 	lastMem int64
 	armed   atomic.Uint64
@@ -166,24 +172,51 @@ func isExit(err error, code uint32) bool {
 
 // arm starts the deadline for the next guest call.
 func (in *instance) arm(d time.Duration) {
+	in.mu.Lock()
 	in.seq++
+	in.limit = d
+	in.started.Store(monotonic())
 	in.armed.Store(in.seq)
 	in.timer.Reset(d)
+	in.mu.Unlock()
 }
 
 // disarm stops the deadline and reports whether the call finished in time.
 // A false answer means the instance must not be used again.
 func (in *instance) disarm() bool {
-	stopped := in.timer.Stop()
-	return in.armed.CompareAndSwap(in.seq, 0) && stopped
+	in.mu.Lock()
+	ok := in.armed.CompareAndSwap(in.seq, 0)
+	in.timer.Stop()
+	in.mu.Unlock()
+	return ok
 }
 
-// expire runs on the timer goroutine when a call overruns its deadline.
+// expire runs on the timer goroutine when the deadline timer fires. The
+// deadline counts from the last arm or select_node (each node of a batch
+// gets the full limit): select_node only records its start, and a timer
+// that fires early for a later node is re-armed for what is left. That
+// keeps the per-node cost of a batch to one clock read instead of a timer
+// reset. A fire left over from a previous call re-arms for the current one.
 func (in *instance) expire() {
-	if seq := in.armed.Load(); seq != 0 && in.armed.CompareAndSwap(seq, 0) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	seq := in.armed.Load()
+	if seq == 0 {
+		return
+	}
+	if left := in.limit - time.Duration(monotonic()-in.started.Load()); left > 0 {
+		in.timer.Reset(left)
+		return
+	}
+	if in.armed.CompareAndSwap(seq, 0) {
 		close(in.cctx.done)
 	}
 }
+
+// monotonic is a cheap monotonic clock in nanoseconds.
+func monotonic() int64 { return int64(time.Since(clockBase)) }
+
+var clockBase = time.Now()
 
 func (in *instance) setStatus(code int32, reason []byte) {
 	r := safeString(reason)
@@ -218,7 +251,7 @@ func (in *instance) selectNode(i int32) bool {
 	}
 	in.cur = int(i)
 	in.node = in.batch[i]
-	in.timer.Reset(in.v.p.timeout)
+	in.started.Store(monotonic())
 	return true
 }
 

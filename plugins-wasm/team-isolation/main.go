@@ -31,7 +31,7 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	switch {
 	case podHas && !nodeHas:
 		return sdk.Unschedulable("node has no " + k + " label (shared pool), pod belongs to " + k + " " + podTeam)
-	case podHas && nodeTeam != podTeam:
+	case podHas && !sdk.Equal(nodeTeam, podTeam): // Equal: cheaper than != per node
 		return sdk.Unschedulable(k + " label mismatch")
 	case !podHas && nodeHas:
 		return sdk.Unschedulable("node is dedicated to " + k + " " + nodeTeam)
