@@ -63,3 +63,13 @@ func Inspect(ctx context.Context, wasm []byte) (*ModuleInfo, error) {
 	_, info.ExportsMemory = cm.ExportedMemories()["memory"]
 	return info, nil
 }
+
+// SHA256Of returns the digest a policy's sha256 pin compares with: of the
+// wasm bytes after any gunzip. It returns "" for bytes that are not a module.
+func SHA256Of(src []byte) string {
+	_, digest, err := DecodeModule(src)
+	if err != nil {
+		return ""
+	}
+	return digest
+}

@@ -70,6 +70,8 @@ type instance struct {
 	limit   time.Duration
 	// lastMem is the memory size last accounted in Version.memBytes.
 	lastMem int64
+	// lastReason is the last reason string, reused when a guest repeats it.
+	lastReason string
 	armed   atomic.Uint64
 	seq     uint64
 
@@ -219,7 +221,15 @@ func monotonic() int64 { return int64(time.Since(clockBase)) }
 var clockBase = time.Now()
 
 func (in *instance) setStatus(code int32, reason []byte) {
-	r := safeString(reason)
+	// Policies repeat the same reason across nodes: reuse the last string
+	// instead of allocating one per node (the comparison does not allocate).
+	var r string
+	if string(reason) == in.lastReason {
+		r = in.lastReason
+	} else {
+		r = safeString(reason)
+		in.lastReason = r
+	}
 	if !validCode(code) {
 		// An unknown code is the policy's error, never a verdict: the
 		// failurePolicy decides, and the reason says what went wrong.

@@ -216,3 +216,15 @@ func (w *WasmPolicy) Unloaded() []string {
 	}
 	return out
 }
+
+// Serving returns the sha256 of the module a policy serves, "" if none.
+func (w *WasmPolicy) Serving(policy string) string {
+	for _, p := range w.policies {
+		if p.cfg.Name == policy {
+			if v := p.host.Current(); v != nil {
+				return v.SHA256()
+			}
+		}
+	}
+	return ""
+}

@@ -24,17 +24,35 @@ func labelKey() string {
 	return key
 }
 
+// Reasons are built once per distinct team and reused: in a guest, building
+// a string on every node (an allocation and a copy) costs more than the
+// filter itself.
+var (
+	sharedPoolReason, sharedPoolTeam string
+	dedicatedReason, dedicatedTeam   string
+	mismatchReason                   string
+)
+
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	k := labelKey()
 	podTeam, podHas := pod.Label(k)
 	nodeTeam, nodeHas := node.Label(k)
 	switch {
 	case podHas && !nodeHas:
-		return sdk.Unschedulable("node has no " + k + " label (shared pool), pod belongs to " + k + " " + podTeam)
+		if sharedPoolReason == "" || !sdk.Equal(sharedPoolTeam, podTeam) {
+			sharedPoolReason, sharedPoolTeam = "node has no "+k+" label (shared pool), pod belongs to "+k+" "+podTeam, podTeam
+		}
+		return sdk.Unschedulable(sharedPoolReason)
 	case podHas && !sdk.Equal(nodeTeam, podTeam): // Equal: cheaper than != per node
-		return sdk.Unschedulable(k + " label mismatch")
+		if mismatchReason == "" {
+			mismatchReason = k + " label mismatch"
+		}
+		return sdk.Unschedulable(mismatchReason)
 	case !podHas && nodeHas:
-		return sdk.Unschedulable("node is dedicated to " + k + " " + nodeTeam)
+		if dedicatedReason == "" || !sdk.Equal(dedicatedTeam, nodeTeam) {
+			dedicatedReason, dedicatedTeam = "node is dedicated to "+k+" "+nodeTeam, nodeTeam
+		}
+		return sdk.Unschedulable(dedicatedReason)
 	}
 	return sdk.Success()
 }

@@ -1,0 +1,468 @@
+// Package perf holds the benchmarks behind docs/performance.md: per call
+// (native plugin vs TinyGo vs Go guest), per scheduling cycle over 100, 1000
+// and 5000 nodes, memory per instance, module load time and reload latency.
+// `make bench` runs them with real iteration counts and regenerates the doc;
+// `make test` runs each once (-benchtime 1x) so they cannot rot.
+package perf
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
+	"github.com/wasmsched/wasmsched/test/perf/native"
+)
+
+func TestMain(m *testing.M) {
+	// Keep benchmark output parseable: the host logs every module load.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	schedmetrics.Register()
+	os.Exit(m.Run())
+}
+
+// realisticNode is shaped like a cloud node: a dozen well-known labels, a
+// few long annotations, cpu/memory/pods/ephemeral-storage, and 0-3 running
+// pods. A third are team a, a third team b, a third shared.
+func realisticNode(i int) fwk.NodeInfo {
+	name := fmt.Sprintf("ip-10-%d-%d-%d.eu-west-1.compute.internal", i/65536%256, i/256%256, i%256)
+	labels := map[string]string{
+		"kubernetes.io/hostname":                   name,
+		"kubernetes.io/os":                         "linux",
+		"kubernetes.io/arch":                       "amd64",
+		"beta.kubernetes.io/os":                    "linux",
+		"beta.kubernetes.io/arch":                  "amd64",
+		"node.kubernetes.io/instance-type":         "m6i.2xlarge",
+		"beta.kubernetes.io/instance-type":         "m6i.2xlarge",
+		"topology.kubernetes.io/region":            "eu-west-1",
+		"topology.kubernetes.io/zone":              fmt.Sprintf("eu-west-1%c", 'a'+i%3),
+		"failure-domain.beta.kubernetes.io/region": "eu-west-1",
+		"failure-domain.beta.kubernetes.io/zone":   fmt.Sprintf("eu-west-1%c", 'a'+i%3),
+		"karpenter.sh/capacity-type":               "on-demand",
+		"node-pool":                                "general",
+	}
+	switch i % 3 {
+	case 0:
+		labels["team"] = "payments"
+	case 1:
+		labels["team"] = "search"
+	}
+	res := v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("31Gi"),
+		v1.ResourcePods: resource.MustParse("110"), v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+	}
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: labels, Annotations: map[string]string{
+			"node.alpha.kubernetes.io/ttl":                           "0",
+			"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+			"csi.volume.kubernetes.io/nodeid":                        `{"ebs.csi.aws.com":"i-0123456789abcdef0","efs.csi.aws.com":"i-0123456789abcdef0"}`,
+			"alpha.kubernetes.io/provided-node-ip":                   "10.0.0.1",
+		}},
+		Spec:   v1.NodeSpec{ProviderID: "aws:///eu-west-1a/i-0123456789abcdef0"},
+		Status: v1.NodeStatus{Capacity: res.DeepCopy(), Allocatable: res},
+	}
+	var pods []*v1.Pod
+	for k := 0; k < i%4; k++ {
+		pods = append(pods, &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, k), Namespace: "default", UID: types.UID(fmt.Sprintf("%s-%d", name, k))},
+			Spec: v1.PodSpec{NodeName: name, Containers: []v1.Container{{Name: "app", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+				v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("2Gi")}}}}},
+		})
+	}
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(node)
+	return ni
+}
+
+func benchPod(uid string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "payments", UID: types.UID(uid), Labels: map[string]string{"team": "payments", "app": "api"}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("1Gi")}}}}},
+	}
+}
+
+var (
+	engineOnce sync.Once
+	engine     *host.Engine
+	cacheDir   string
+)
+
+func sharedEngine(b *testing.B) *host.Engine {
+	engineOnce.Do(func() {
+		cacheDir, _ = os.MkdirTemp("", "wasmsched-perf-cache")
+		var err error
+		if engine, err = host.NewEngine(host.EngineOptions{CacheDir: cacheDir}); err != nil {
+			panic(err)
+		}
+	})
+	return engine
+}
+
+func loadVersion(b *testing.B, tc testguests.Toolchain, policy, cfg string, instances int) (*host.Policy, *host.Version) {
+	b.Helper()
+	p, err := sharedEngine(b).NewPolicy(context.Background(), host.PolicySpec{Name: policy, Config: cfg, Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: instances})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close(context.Background()) })
+	v, err := p.Load(context.Background(), testguests.PolicyBytes(b, tc, policy), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, v
+}
+
+// BenchmarkFilter is one Filter evaluation per op (ns/op is per node) of the
+// team-isolation logic on an admitted node: the native plugin, and the wasm
+// policy through the host with one guest call per node or 32 nodes per call
+// (what the plugin does).
+func BenchmarkFilter(b *testing.B) {
+	ni := realisticNode(0)
+	pod := benchPod("p")
+	b.Run("native", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if st := native.FilterTeam(pod, ni); st != nil {
+				b.Fatal(st)
+			}
+		}
+	})
+	for _, tc := range testguests.Toolchains {
+		_, v := loadVersion(b, tc, "team-isolation", "key=team", 1)
+		benchGuest(b, string(tc), v, host.CallFilter, pod, ni)
+	}
+}
+
+// BenchmarkScore is BenchmarkFilter for the bin-packing Score.
+func BenchmarkScore(b *testing.B) {
+	ni := realisticNode(3)
+	pod := benchPod("p")
+	want := native.ScorePacking(pod, ni)
+	b.Run("native", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if s := native.ScorePacking(pod, ni); s != want {
+				b.Fatal(s)
+			}
+		}
+	})
+	for _, tc := range testguests.Toolchains {
+		_, v := loadVersion(b, tc, "bin-packing", "cpu=1,memory=1", 1)
+		benchGuest(b, string(tc), v, host.CallScore, pod, ni)
+	}
+}
+
+func benchGuest(b *testing.B, name string, v *host.Version, kind host.CallKind, pod *v1.Pod, ni fwk.NodeInfo) {
+	ps := host.NewPodState(pod)
+	blob := new([]byte)
+	ctx := context.Background()
+	b.Run(name+"/single", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, r, err := v.Call(ctx, kind, ps, ni, blob, nil); err != nil || r.Code != 0 {
+				b.Fatal(err, r)
+			}
+		}
+	})
+	b.Run(name+"/batch32", func(b *testing.B) {
+		nodes := make([]fwk.NodeInfo, 32)
+		for i := range nodes {
+			nodes[i] = ni
+		}
+		results := make([]host.Result, 32)
+		var scores []int64
+		if kind == host.CallScore {
+			scores = make([]int64, 32)
+		}
+		b.ReportAllocs()
+		for i := 0; i < b.N; i += 32 {
+			if _, err := v.CallNodes(ctx, kind, ps, nodes, blob, results, scores); err != nil || results[31].Code != 0 {
+				b.Fatal(err, results[31])
+			}
+		}
+	})
+}
+
+// cycleFramework builds a scheduler framework whose Filter and Score plugins
+// are either the native plugins or WasmPolicy with the same two policies.
+func cycleFramework(b *testing.B, variant string, infos []fwk.NodeInfo) (framework.Framework, []fwk.NodeInfo) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	registry := frameworkruntime.Registry{queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New,
+		native.TeamIsolationName: native.NewTeamIsolation, native.BinPackingName: native.NewBinPacking, wasmpolicy.Name: wasmpolicy.New}
+	plugins := &schedconfig.Plugins{
+		QueueSort: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: queuesort.Name}}},
+		Bind:      schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: defaultbinder.Name}}},
+	}
+	var pluginConfig []schedconfig.PluginConfig
+	if variant == "native" {
+		plugins.Filter.Enabled = []schedconfig.Plugin{{Name: native.TeamIsolationName}}
+		plugins.Score.Enabled = []schedconfig.Plugin{{Name: native.BinPackingName, Weight: 1}}
+	} else {
+		tc := testguests.Toolchain(strings.TrimPrefix(variant, "wasm-"))
+		en := schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: wasmpolicy.Name}}}
+		plugins.PreFilter, plugins.Filter, plugins.PreScore = en, en, en
+		plugins.Score.Enabled = []schedconfig.Plugin{{Name: wasmpolicy.Name, Weight: 1}}
+		pol := func(name, cfg string) config.Policy {
+			return config.Policy{Name: name, Source: config.Source{File: testguests.Policy(b, tc, name)}, Config: cfg, Weight: 1, Timeout: time.Second, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail}
+		}
+		sharedEngine(b)
+		pluginConfig = []schedconfig.PluginConfig{{Name: wasmpolicy.Name, Args: &config.WasmPolicyArgs{
+			MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: cacheDir,
+			Policies: []config.Policy{pol("team-isolation", "key=team"), pol("bin-packing", "cpu=1,memory=1")},
+		}}}
+	}
+	var nodes []*v1.Node
+	var pods []*v1.Pod
+	for _, ni := range infos {
+		nodes = append(nodes, ni.Node())
+		for _, p := range ni.GetPods() {
+			pods = append(pods, p.GetPod())
+		}
+	}
+	snapshot := cache.NewSnapshot(pods, nodes)
+	fw, err := frameworkruntime.NewFramework(ctx, registry, &schedconfig.KubeSchedulerProfile{SchedulerName: "perf", Plugins: plugins, PluginConfig: pluginConfig},
+		frameworkruntime.WithClientSet(fake.NewClientset()),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithParallelism(16),
+	)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = fw.Close() })
+	// The scheduler filters the snapshot's NodeInfos, the list PreFilter gets.
+	list, err := snapshot.NodeInfos().List()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fw, list
+}
+
+// BenchmarkCycle is one scheduling cycle per op, as the scheduler runs it:
+// PreFilter, Filter on every node through the framework's parallelizer at
+// parallelism 16, then PreScore and Score (also parallel) on the feasible
+// third, with NormalizeScore. Native plugins vs WasmPolicy (TinyGo, Go).
+func BenchmarkCycle(b *testing.B) {
+	for _, n := range []int{100, 1000, 5000} {
+		infos := make([]fwk.NodeInfo, n)
+		for i := range infos {
+			infos[i] = realisticNode(i)
+		}
+		for _, variant := range []string{"native", "wasm-tinygo", "wasm-go"} {
+			b.Run(fmt.Sprintf("nodes=%d/%s", n, variant), func(b *testing.B) {
+				fw, infos := cycleFramework(b, variant, infos)
+				par := parallelize.NewParallelizer(16)
+				ctx := context.Background()
+				feasible := make([]fwk.NodeInfo, n)
+				var uid atomic.Int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					pod := benchPod(fmt.Sprint("cycle-", uid.Add(1)))
+					state := framework.NewCycleState()
+					if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() && !st.IsSkip() {
+						b.Fatal(st)
+					}
+					var found atomic.Int32
+					par.Until(ctx, n, func(k int) {
+						if fw.RunFilterPlugins(ctx, state, pod, infos[k]).IsSuccess() {
+							feasible[found.Add(1)-1] = infos[k]
+						}
+					}, "Filter")
+					ok := feasible[:found.Load()]
+					if len(ok) != (n+2)/3 {
+						b.Fatalf("%d feasible nodes, want %d", len(ok), (n+2)/3)
+					}
+					if st := fw.RunPreScorePlugins(ctx, state, pod, ok); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+					if _, st := fw.RunScorePlugins(ctx, state, pod, ok); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+				}
+			})
+		}
+	}
+}
+
+// blockingNode holds a call inside the guest (at its first node read) until
+// released, so a test can keep many instances busy at once.
+type blockingNode struct {
+	fwk.NodeInfo
+	inside  *atomic.Int32
+	release chan struct{}
+}
+
+func (n blockingNode) Node() *v1.Node {
+	n.inside.Add(1)
+	<-n.release
+	return n.NodeInfo.Node()
+}
+
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, res int64
+	fmt.Sscan(string(b), &size, &res)
+	return res * int64(os.Getpagesize())
+}
+
+// BenchmarkInstanceMemory fills a policy's pool (16 instances, all in a call
+// at once) and reports what one more instance costs: its linear memory (wasm
+// pages; with the mmap-backed memory only touched pages are resident) plus
+// the Go heap wazero allocates for it, and the whole pool.
+func BenchmarkInstanceMemory(b *testing.B) {
+	for _, tc := range testguests.Toolchains {
+		b.Run(string(tc), func(b *testing.B) {
+			const n = 16
+			for i := 0; i < b.N; i++ {
+				_, v := loadVersion(b, tc, "team-isolation", "key=team", n)
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				baseHeap, baseLinear := ms.HeapAlloc, v.MemoryBytes()
+				var inside atomic.Int32
+				release := make(chan struct{})
+				node := blockingNode{NodeInfo: realisticNode(0), inside: &inside, release: release}
+				var wg sync.WaitGroup
+				for k := 0; k < n; k++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_, _, _ = v.Call(context.Background(), host.CallFilter, host.NewPodState(benchPod("m")), node, new([]byte), nil)
+					}()
+				}
+				for inside.Load() < n {
+					time.Sleep(time.Millisecond)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				heap, full := ms.HeapAlloc, rssBytes()
+				close(release)
+				wg.Wait()
+				live, _ := v.PoolStats()
+				if live != n {
+					b.Fatalf("%d live instances, want %d", live, n)
+				}
+				heapPer := float64(int64(heap)-int64(baseHeap)) / float64(n-1) / 1024
+				linearPer := float64(v.MemoryBytes()-baseLinear) / float64(n-1) / 1024
+				b.ReportMetric(linearPer, "KiB-linear/instance")
+				b.ReportMetric(heapPer, "KiB-heap/instance")
+				b.ReportMetric(linearPer+heapPer, "KiB/instance")
+				b.ReportMetric((float64(v.MemoryBytes())/1024+heapPer*float64(n))/1024, "MiB/pool16")
+				b.ReportMetric(float64(full)/(1<<20), "MiB-rss-process")
+			}
+		})
+	}
+}
+
+// BenchmarkLoad measures loading a module version (decode, compile,
+// validate, instantiate, initialize): cold, with an empty compilation cache,
+// and warm, with the cache filled by a previous engine.
+func BenchmarkLoad(b *testing.B) {
+	for _, tc := range testguests.Toolchains {
+		mod := testguests.PolicyBytes(b, tc, "team-isolation")
+		for _, warm := range []bool{false, true} {
+			name := string(tc) + "/cold"
+			if warm {
+				name = string(tc) + "/warm-cache"
+			}
+			b.Run(name, func(b *testing.B) {
+				dir := b.TempDir()
+				if warm {
+					e, _ := host.NewEngine(host.EngineOptions{CacheDir: dir})
+					p, _ := e.NewPolicy(context.Background(), host.PolicySpec{Name: "l", Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+					if _, err := p.Load(context.Background(), mod, ""); err != nil {
+						b.Fatal(err)
+					}
+					_ = p.Close(context.Background())
+					_ = e.Close()
+				}
+				var total time.Duration
+				for i := 0; i < b.N; i++ {
+					cdir := dir
+					if !warm {
+						cdir = b.TempDir()
+					}
+					e, err := host.NewEngine(host.EngineOptions{CacheDir: cdir})
+					if err != nil {
+						b.Fatal(err)
+					}
+					p, _ := e.NewPolicy(context.Background(), host.PolicySpec{Name: "l", Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+					start := time.Now()
+					if _, err := p.Load(context.Background(), mod, ""); err != nil {
+						b.Fatal(err)
+					}
+					total += time.Since(start)
+					_ = p.Close(context.Background())
+					_ = e.Close()
+				}
+				b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/load")
+			})
+		}
+	}
+}
+
+// BenchmarkReload measures a ConfigMap update until the new module serves,
+// through the plugin's ConfigMap source (an informer on a fake clientset:
+// the apiserver round trip is in e2e.TestConfigMapUpdateTakesEffect).
+func BenchmarkReload(b *testing.B) {
+	mods := [][]byte{testguests.PolicyBytes(b, testguests.TinyGo, "bin-packing"), testguests.PolicyBytes(b, testguests.TinyGo, "spread")}
+	client := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "placement", Namespace: "p"}, BinaryData: map[string][]byte{"policy.wasm": mods[0]}})
+	sharedEngine(b)
+	w, err := wasmpolicy.NewWithArgs(context.Background(), &config.WasmPolicyArgs{MaxInstancesPerPolicy: 4, FilePollInterval: time.Hour, CompilationCacheDir: cacheDir, Policies: []config.Policy{
+		{Name: "placement", Source: config.Source{ConfigMap: &config.ConfigMapSource{Namespace: "p", Name: "placement", Key: "policy.wasm"}}, Weight: 1, Timeout: time.Second, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail},
+	}}, wasmpolicy.NewClientHandle(client, nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		next := mods[(i+1)%2]
+		want := host.SHA256Of(next)
+		start := time.Now()
+		if _, err := client.CoreV1().ConfigMaps("p").Update(context.Background(), &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "placement", Namespace: "p"}, BinaryData: map[string][]byte{"policy.wasm": next}}, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		for w.Serving("placement") != want {
+			if time.Since(start) > 10*time.Second {
+				b.Fatal("the new module did not serve within 10s")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/reload")
+}
