@@ -6,6 +6,7 @@ K8S_VERSION   := v1.34.10
 GO            ?= go
 BIN           := $(CURDIR)/bin
 OUT           := $(CURDIR)/_output
+CACHE         := .cache
 TINYGO        := $(CURDIR)/.cache/tinygo/v0.41.1/bin/tinygo
 POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit spread
 VERSION_PKGS  := k8s.io/component-base/version k8s.io/client-go/pkg/version
@@ -15,7 +16,7 @@ TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
-.PHONY: build guests guests-tinygo tinygo deps fixtures test e2e soak fuzz controlplane demo clean
+.PHONY: build guests guests-tinygo tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -68,12 +69,13 @@ fixtures:
 test: deps guests guests-tinygo build controlplane
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./...
-	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf)
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
 	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial)_test.go|--- |ok|FAIL|PASS)'
 	set -o pipefail; $(GO) test -count=1 -v -run 'TestExamplePoliciesAsWasm' ./test/policies/ | grep -E '^(\s+--- |\s+policies_test.go|ok|FAIL|PASS)'
 	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory bench-smoke
 	$(MAKE) --no-print-directory e2e
 
 ## fuzz: each fuzz target for FUZZTIME (seed corpora in testdata/fuzz run in every go test)
@@ -86,6 +88,28 @@ fuzz:
 ## e2e: bin/kube-scheduler against a real kube-apiserver and etcd on 127.0.0.1
 e2e: build guests-tinygo controlplane
 	set -o pipefail; $(GO) test -count=1 -v ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
+
+## bench: every benchmark at full length (about 10 minutes); regenerates
+## the tables of docs/performance.md and the charts in docs/perf/
+BENCH_OUT := $(OUT)/bench
+bench: build guests guests-tinygo controlplane $(CACHE)/bin/path/etcd
+	mkdir -p $(BENCH_OUT)
+	set -o pipefail; $(GO) test -run XXX -bench . -benchmem ./test/perf/ | tee $(BENCH_OUT)/perf.txt
+	set -o pipefail; $(GO) test -run XXX -bench Cycle -benchtime 200x ./pkg/extender/ | tee $(BENCH_OUT)/extender.txt
+	rm -rf $(BENCH_OUT)/cluster && mkdir -p $(BENCH_OUT)/cluster
+	set -o pipefail; PATH=$(CURDIR)/$(CACHE)/bin/path:$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 60m ./test/perf/cluster/ \
+		-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/cluster 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | tee $(BENCH_OUT)/cluster.txt
+	$(GO) run ./hack/benchreport
+
+## bench-smoke: each benchmark once, so they keep compiling and running
+bench-smoke: build guests guests-tinygo controlplane $(CACHE)/bin/path/etcd
+	$(GO) test -run XXX -bench . -benchtime 1x ./test/perf/ ./pkg/extender/ ./host/
+	set -o pipefail; PATH=$(CURDIR)/$(CACHE)/bin/path:$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf/cluster/ \
+		-args -perf-scheduling-label-filter=smoke -data-items-dir $$(mktemp -d) 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | cut -c1-120
+
+# scheduler_perf looks for etcd on PATH.
+$(CACHE)/bin/path/etcd: | controlplane
+	mkdir -p $(CACHE)/bin/path && ln -sf ../etcd-v3.6.4 $@
 
 ## soak: the load, reload and failover run at full size (500 nodes, 2000 pods;
 ## make e2e runs it at 100 nodes and 400 pods)

@@ -72,8 +72,8 @@ type instance struct {
 	lastMem int64
 	// lastReason is the last reason string, reused when a guest repeats it.
 	lastReason string
-	armed   atomic.Uint64
-	seq     uint64
+	armed      atomic.Uint64
+	seq        uint64
 
 	// Per-call state read by host functions.
 	pod        *PodState

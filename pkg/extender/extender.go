@@ -32,11 +32,11 @@ import (
 // Options configures the server.
 type Options struct {
 	// MaxRequestBytes bounds a request body (the pod plus, without
-	// nodeCacheCapable, every node).
+	// nodeCacheCapable, every node). Default 32 MiB.
 	MaxRequestBytes int64
-	// RequestTimeout bounds the handling of one request.
+	// RequestTimeout bounds the handling of one request. Default 10s.
 	RequestTimeout time.Duration
-	// Parallelism is how many nodes are evaluated at once.
+	// Parallelism is how many nodes are evaluated at once. Default 16.
 	Parallelism int
 }
 
@@ -55,6 +55,12 @@ const podsByNode = "nodeName"
 func New(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, args *config.WasmPolicyArgs, opts Options) (*Server, error) {
 	if opts.Parallelism < 1 {
 		opts.Parallelism = 16
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = 32 << 20
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 10 * time.Second
 	}
 	plugin, err := wasmpolicy.NewWithArgs(ctx, args, wasmpolicy.NewClientHandle(client, recorder))
 	if err != nil {
