@@ -92,12 +92,14 @@ e2e: build guests-tinygo controlplane
 ## bench: every benchmark at full length (about 10 minutes); regenerates
 ## the tables of docs/performance.md and the charts in docs/perf/
 BENCH_OUT := $(OUT)/bench
+# scheduler_perf runs are noisy on 2 cores: the doc shows the median of BENCH_COUNT runs.
+BENCH_COUNT ?= 3
 bench: build guests guests-tinygo controlplane $(CACHE)/bin/path/etcd
 	mkdir -p $(BENCH_OUT)
 	set -o pipefail; $(GO) test -run XXX -bench . -benchmem ./test/perf/ | tee $(BENCH_OUT)/perf.txt
 	set -o pipefail; $(GO) test -run XXX -bench Cycle -benchtime 200x ./pkg/extender/ | tee $(BENCH_OUT)/extender.txt
 	rm -rf $(BENCH_OUT)/cluster && mkdir -p $(BENCH_OUT)/cluster
-	set -o pipefail; PATH=$(CURDIR)/$(CACHE)/bin/path:$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 60m ./test/perf/cluster/ \
+	set -o pipefail; PATH=$(CURDIR)/$(CACHE)/bin/path:$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -count $(BENCH_COUNT) -timeout 90m ./test/perf/cluster/ \
 		-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/cluster 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | tee $(BENCH_OUT)/cluster.txt
 	$(GO) run ./hack/benchreport
 

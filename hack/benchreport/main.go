@@ -72,14 +72,30 @@ type clusterItem struct {
 	Labels map[string]string  `json:"labels"`
 }
 
-// clusterRow is one profile × workload.
+// clusterRow is one profile × workload; with several runs (-count), each
+// value is the median of the runs.
 type clusterRow struct {
-	profile, workload          string
-	podsPerSec                 float64
-	filterP50, filterP99       float64
-	scoreP50, scoreP99         float64
-	attemptP50, attemptP99     float64
-	haveFilter, haveThroughput bool
+	profile, workload      string
+	runs                   int
+	podsPerSec             float64
+	filterP50, filterP99   float64
+	scoreP50, scoreP99     float64
+	attemptP50, attemptP99 float64
+}
+
+// samples collects each metric's values over the runs.
+type samples map[string][]float64
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func parseCluster(dir string) (map[string]*clusterRow, error) {
@@ -88,7 +104,8 @@ func parseCluster(dir string) (map[string]*clusterRow, error) {
 		return nil, errors.New("no scheduler_perf results in " + dir)
 	}
 	sort.Strings(files)
-	rows := map[string]*clusterRow{}
+	all := map[string]samples{}
+	runs := map[string]int{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -107,25 +124,35 @@ func parseCluster(dir string) (map[string]*clusterRow, error) {
 				continue
 			}
 			key := parts[1] + "/" + parts[2]
-			r := rows[key]
-			if r == nil {
-				r = &clusterRow{profile: parts[1], workload: parts[2]}
-				rows[key] = r
+			if all[key] == nil {
+				all[key] = samples{}
 			}
+			add := func(name string, v float64) { all[key][name] = append(all[key][name], v) }
 			switch it.Labels["Metric"] {
 			case "SchedulingThroughput":
-				r.podsPerSec, r.haveThroughput = it.Data["Average"], true
+				add("pods", it.Data["Average"])
+				runs[key]++
 			case "scheduler_framework_extension_point_duration_seconds":
 				switch it.Labels["extension_point"] {
 				case "Filter":
-					r.filterP50, r.filterP99, r.haveFilter = it.Data["Perc50"], it.Data["Perc99"], true
+					add("f50", it.Data["Perc50"])
+					add("f99", it.Data["Perc99"])
 				case "Score":
-					r.scoreP50, r.scoreP99 = it.Data["Perc50"], it.Data["Perc99"]
+					add("s50", it.Data["Perc50"])
+					add("s99", it.Data["Perc99"])
 				}
 			case "scheduler_scheduling_attempt_duration_seconds":
-				r.attemptP50, r.attemptP99 = it.Data["Perc50"], it.Data["Perc99"]
+				add("a50", it.Data["Perc50"])
+				add("a99", it.Data["Perc99"])
 			}
 		}
+	}
+	rows := map[string]*clusterRow{}
+	for key, s := range all {
+		p, w, _ := strings.Cut(key, "/")
+		rows[key] = &clusterRow{profile: p, workload: w, runs: runs[key], podsPerSec: median(s["pods"]),
+			filterP50: median(s["f50"]), filterP99: median(s["f99"]), scoreP50: median(s["s50"]), scoreP99: median(s["s99"]),
+			attemptP50: median(s["a50"]), attemptP99: median(s["a99"])}
 	}
 	return rows, nil
 }
@@ -256,6 +283,7 @@ func run() error {
 	if clusterErr != nil {
 		w("Not measured in this run: %v.\n\n", clusterErr)
 	} else {
+		w("Each value is the median of %d runs (pods/s is each run's average).\n\n", cluster["Native/500Nodes"].runs)
 		w("![cluster](perf/cluster.svg)\n\n| workload | profile | pods/s | vs native | Filter p50 / p99 (ms) | Score p50 / p99 (ms) | attempt p50 / p99 (ms) |\n|---|---|---|---|---|---|---|\n")
 		for _, wl := range []string{"500Nodes", "5000Nodes"} {
 			nat := cluster["Native/"+wl]
