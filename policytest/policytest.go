@@ -86,6 +86,10 @@ func Load(t testing.TB, path string, opts ...Option) *Policy {
 		o(&pc)
 	}
 	args := &config.WasmPolicyArgs{MaxInstancesPerPolicy: 2, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(os.TempDir(), "wasmsched-policytest-cache"), Policies: []config.Policy{pc}}
+	// A test must see the module's result, not a scheduler's startup bound:
+	// compiling a Go guest cold under -race on a busy machine can take longer
+	// than kube-scheduler's 10 s. A module that fails to load still fails at once.
+	wasmpolicy.InitialLoadTimeout = 5 * time.Minute
 	plugin, err := wasmpolicy.NewWithArgs(context.Background(), args, wasmpolicy.NewClientHandle(nil, nil))
 	if err != nil {
 		t.Fatal(err)

@@ -130,6 +130,9 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 // loadPlugin builds the WasmPolicy plugin and checks that every policy
 // loaded: a tool must not silently run without one.
 func loadPlugin(ctx context.Context, args *config.WasmPolicyArgs, h wasmpolicyHandle) (*wasmpolicy.WasmPolicy, error) {
+	// Wait for slow first compiles (a Go guest with a cold cache) instead of
+	// the scheduler's startup bound; a failing module still returns at once.
+	wasmpolicy.InitialLoadTimeout = 5 * time.Minute
 	p, err := wasmpolicy.NewWithArgs(ctx, args, h)
 	if err != nil {
 		return nil, err
