@@ -5,8 +5,6 @@ import (
 	"sort"
 
 	"github.com/tetratelabs/wazero"
-
-	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 )
 
 // Import is one function a module imports, and whether the sandbox lets a
@@ -39,14 +37,7 @@ func Inspect(ctx context.Context, wasm []byte) (*ModuleInfo, error) {
 	info := &ModuleInfo{}
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
-		ok := false
-		switch mod {
-		case wasiModule:
-			ok = AllowedWASI[name]
-		case abi.HostModule:
-			_, ok = hostFunctionSignatures[name]
-		}
-		info.Imports = append(info.Imports, Import{Module: mod, Name: name, Allowed: ok})
+		info.Imports = append(info.Imports, Import{Module: mod, Name: name, Allowed: importProblem(f) == ""})
 	}
 	for _, m := range cm.ImportedMemories() {
 		mod, name, _ := m.Import()

@@ -120,21 +120,8 @@ func DecodeModule(src []byte) (wasm []byte, digest string, err error) {
 func checkModule(cm wazero.CompiledModule) (Exports, error) {
 	var bad []string
 	for _, f := range cm.ImportedFunctions() {
-		mod, name, _ := f.Import()
-		switch mod {
-		case wasiModule:
-			if !AllowedWASI[name] {
-				bad = append(bad, mod+"."+name)
-			}
-		case abi.HostModule:
-			sig, ok := hostFunctionSignatures[name]
-			if !ok {
-				bad = append(bad, mod+"."+name+" (unknown host function)")
-			} else if !sameTypes(f.ParamTypes(), sig.params) || !sameTypes(f.ResultTypes(), sig.results) {
-				bad = append(bad, fmt.Sprintf("%s.%s (signature %s, want %s)", mod, name, sigString(f.ParamTypes(), f.ResultTypes()), sigString(sig.params, sig.results)))
-			}
-		default:
-			bad = append(bad, mod+"."+name)
+		if problem := importProblem(f); problem != "" {
+			bad = append(bad, problem)
 		}
 	}
 	for _, m := range cm.ImportedMemories() {
@@ -189,6 +176,28 @@ func checkModule(cm wazero.CompiledModule) (Exports, error) {
 		ex.Initializer = abi.ExportStart
 	}
 	return ex, nil
+}
+
+// importProblem says why the sandbox refuses an imported function, or ""
+// when it allows it: the one rule for loading and for Inspect.
+func importProblem(f api.FunctionDefinition) string {
+	mod, name, _ := f.Import()
+	switch mod {
+	case wasiModule:
+		if AllowedWASI[name] {
+			return ""
+		}
+	case abi.HostModule:
+		sig, ok := hostFunctionSignatures[name]
+		if !ok {
+			return mod + "." + name + " (unknown host function)"
+		}
+		if !sameTypes(f.ParamTypes(), sig.params) || !sameTypes(f.ResultTypes(), sig.results) {
+			return fmt.Sprintf("%s.%s (signature %s, want %s)", mod, name, sigString(f.ParamTypes(), f.ResultTypes()), sigString(sig.params, sig.results))
+		}
+		return ""
+	}
+	return mod + "." + name
 }
 
 func sameTypes(a, b []api.ValueType) bool {
