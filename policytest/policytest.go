@@ -119,11 +119,7 @@ func (v Verdict) Passed() bool { return v.Code == "Pass" || v.Code == "Skip" }
 // on their spec.nodeName. It returns the verdict for every node, by name.
 func (p *Policy) Schedule(pod *v1.Pod, nodes []*v1.Node, running ...*v1.Pod) map[string]Verdict {
 	p.t.Helper()
-	byNode := map[string][]*v1.Pod{}
-	for _, r := range running {
-		byNode[r.Spec.NodeName] = append(byNode[r.Spec.NodeName], r)
-	}
-	ex := p.plugin.Explain(context.Background(), pod, nodeInfos(nodes, byNode))
+	ex := p.plugin.Explain(context.Background(), pod, wasmpolicy.NodeInfos(nodes, running))
 	out := make(map[string]Verdict, len(ex.Nodes))
 	for _, n := range ex.Nodes {
 		pv := n.Policies[0]

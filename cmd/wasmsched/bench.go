@@ -23,6 +23,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
 type benchOptions struct {
@@ -144,7 +145,7 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 		}
 		nodes, pods = syntheticNodes(o.nodes)
 	}
-	infos := nodeInfos(nodes, pods)
+	infos := wasmpolicy.NodeInfos(nodes, pods)
 	name := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	report := &BenchReport{Policy: name, Nodes: len(infos)}
 

@@ -111,7 +111,7 @@ func (o *explainOptions) run(cmd *cobra.Command, g *globalOptions, target string
 		return err
 	}
 	defer plugin.Close()
-	ex := plugin.Explain(ctx, pod, nodeInfos(nodes, pods))
+	ex := plugin.Explain(ctx, pod, wasmpolicy.NodeInfos(nodes, pods))
 	return print(cmd.OutOrStdout(), g.output, ex, func(tw *tabwriter.Writer) {
 		state := "pending"
 		if pod.Spec.NodeName != "" {

@@ -15,8 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
-	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 // readObjects reads Nodes and Pods from a YAML or JSON file: several
@@ -96,24 +94,6 @@ func readPod(path string) (*v1.Pod, error) {
 		p.UID = "wasmsched-test"
 	}
 	return p, nil
-}
-
-// nodeInfos builds the scheduler's view of nodes: each NodeInfo carries the
-// pods bound to it.
-func nodeInfos(nodes []*v1.Node, pods []*v1.Pod) []fwk.NodeInfo {
-	byNode := map[string][]*v1.Pod{}
-	for _, p := range pods {
-		if p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
-			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
-		}
-	}
-	out := make([]fwk.NodeInfo, 0, len(nodes))
-	for _, n := range nodes {
-		ni := framework.NewNodeInfo(byNode[n.Name]...)
-		ni.SetNode(n)
-		out = append(out, ni)
-	}
-	return out
 }
 
 // clientFor builds a client from --kubeconfig and --context, the way kubectl does.

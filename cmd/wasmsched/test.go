@@ -123,7 +123,7 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		return err
 	}
 	defer plugin.Close()
-	ex := plugin.Explain(ctx, pod, nodeInfos(nodes, pods))
+	ex := plugin.Explain(ctx, pod, wasmpolicy.NodeInfos(nodes, pods))
 	return print(cmd.OutOrStdout(), g.output, ex, func(tw *tabwriter.Writer) { explanationTable(tw, ex) })
 }
 

@@ -108,40 +108,8 @@ func newClusterWithPods(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.N
 // Filter status and the WasmPolicy score of each feasible node.
 func (c *cluster) schedule(t *testing.T, pod *v1.Pod) (map[string]*fwk.Status, map[string]int64, *fwk.Status) {
 	t.Helper()
-	ctx := context.Background()
-	state := framework.NewCycleState()
-	_, st, _ := c.fw.RunPreFilterPlugins(ctx, state, pod)
-	if !st.IsSuccess() {
-		return nil, nil, st
-	}
-	infos, err := c.snapshot.NodeInfos().List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	filters := map[string]*fwk.Status{}
-	var feasible []fwk.NodeInfo
-	for _, ni := range infos {
-		st := c.fw.RunFilterPlugins(ctx, state, pod, ni)
-		filters[ni.Node().Name] = st
-		if st.IsSuccess() {
-			feasible = append(feasible, ni)
-		}
-	}
-	scores := map[string]int64{}
-	if len(feasible) == 0 {
-		return filters, scores, nil
-	}
-	if st := c.fw.RunPreScorePlugins(ctx, state, pod, feasible); !st.IsSuccess() && !st.IsSkip() {
-		return filters, nil, st
-	}
-	ns, st := c.fw.RunScorePlugins(ctx, state, pod, feasible)
-	if !st.IsSuccess() {
-		return filters, nil, st
-	}
-	for _, n := range ns {
-		scores[n.Name] = n.TotalScore
-	}
-	return filters, scores, nil
+	filters, scores, st, _ := scheduleTimed(t, context.Background(), c, pod)
+	return filters, scores, st
 }
 
 func node(name string, labels map[string]string, cpuMilli int64) *v1.Node {

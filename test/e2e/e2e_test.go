@@ -97,21 +97,7 @@ func newEnv(t *testing.T, name string) *env {
 // node creates a Node with capacity, labelled for this test.
 func (e *env) node(name string, labels map[string]string, cpu string) {
 	e.t.Helper()
-	l := map[string]string{"e2e": e.name}
-	for k, v := range labels {
-		l[k] = v
-	}
-	ctx := context.Background()
-	n, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.name + "-" + name, Labels: l}}, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	res := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("16Gi"), v1.ResourcePods: resource.MustParse("110")}
-	n.Status = v1.NodeStatus{Capacity: res, Allocatable: res}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = client.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{}) })
+	e.nodeWith(name, labels, nil, cpu)
 }
 
 // policyConfigMap creates or replaces a policy ConfigMap with a module.
