@@ -2,32 +2,49 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-K8S_VERSION   := v1.34.10
+# Every version is derived from the module files (hack/lib/k8s.sh): go.mod is
+# the main line, go.k8s-1.MINOR.mod an older line (docs/kubernetes.md).
+K8SLIB        := . hack/lib/k8s.sh
+K8S_VERSION   := $(shell $(K8SLIB); modfile_k8s go.mod)
+ETCD_PATH      = $(CACHE)/bin/$(K8S_VERSION)
+LINES         := $(patsubst go.%.mod,%,$(wildcard go.k8s-*.mod))
+line_modfile   = go.$(1).mod
+line_version   = $(shell $(K8SLIB); modfile_k8s go.$(1).mod)
+line_skew      = $(shell $(K8SLIB); skew_version go.$(1).mod)
+line_tag       = $(shell $(K8SLIB); line_tag go.$(1).mod)
 GO            ?= go
 BIN           := $(CURDIR)/bin
 OUT           := $(CURDIR)/_output
 CACHE         := .cache
 TINYGO        := $(CURDIR)/.cache/tinygo/v0.41.1/bin/tinygo
 POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit spread
-VERSION_PKGS  := k8s.io/component-base/version k8s.io/client-go/pkg/version
-LDFLAGS       := $(foreach p,$(VERSION_PKGS),-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=34 -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
+LDFLAGS       := $(shell $(K8SLIB); version_ldflags $(K8S_VERSION))
 GO_GUESTS     := $(foreach p,$(POLICIES),$(OUT)/guests/go/$(p).wasm)
 TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
-.PHONY: build guests guests-tinygo tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
+.PHONY: build build-lines e2e-lines controlplane-lines verify-k8s guests guests-tinygo tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
 
-$(BIN)/kube-scheduler: $(shell find cmd host pkg guest-sdk/abi -name '*.go' -not -name '*_test.go') go.mod go.sum
+GO_SRCS       := $(shell find cmd host pkg internal guest-sdk/abi -name '*.go' -not -name '*_test.go')
+
+$(BIN)/kube-scheduler: $(GO_SRCS) go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kube-scheduler
 
-$(BIN)/wasm-extender: $(shell find cmd host pkg guest-sdk/abi -name '*.go' -not -name '*_test.go') go.mod go.sum
+## build-lines: bin/kube-scheduler-k8s-1.MINOR for each older build line
+## (its module file, its build tag, its version ldflags)
+build-lines: $(foreach l,$(LINES),$(BIN)/kube-scheduler-$(l))
+$(BIN)/kube-scheduler-k8s-%: $(GO_SRCS) go.k8s-%.mod go.k8s-%.sum
+	$(GO) build -modfile=go.k8s-$*.mod -tags $(call line_tag,k8s-$*) \
+		-ldflags '$(shell $(K8SLIB); version_ldflags $(call line_version,k8s-$*))' -o $@ ./cmd/kube-scheduler
+
+$(BIN)/wasm-extender: $(GO_SRCS) go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/wasm-extender
 
-$(BIN)/wasmsched: $(shell find cmd host pkg guest-sdk/abi -name '*.go' -not -name '*_test.go') go.mod go.sum
+$(BIN)/wasmsched: $(GO_SRCS) go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/wasmsched
 
 ## deps: Debian packages (LLVM 19, wasi-libc, binaryen, wabt, openssl)
@@ -51,9 +68,30 @@ $(OUT)/guests/tinygo/%.wasm: plugins-wasm/%/main.go $(GUEST_SRCS) | $(TINYGO)
 	@mkdir -p $(dir $@)
 	cd plugins-wasm/$* && $(TINYGO) build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $@ . 2> >(grep -v 'is not a recognized feature' >&2)
 
-## controlplane: etcd, kube-apiserver and kubectl from Go modules, cached in .cache/bin
+## controlplane: etcd, kube-apiserver and kubectl from Go modules, cached in .cache/bin/<version>
 controlplane:
 	./hack/build-controlplane.sh
+
+## controlplane-lines: the control planes the older lines' e2e runs against
+## (each line's own minor and the next one: the version skew policy)
+controlplane-lines:
+	./hack/build-controlplane.sh $(foreach l,$(LINES),$(call line_version,$(l)) $(call line_skew,$(l)))
+
+## e2e-lines: the e2e suite with each older line's scheduler (but the soak
+## and the extender test, which do not exercise the scheduler's build),
+## against a kube-apiserver of each minor the line serves
+e2e-lines: build build-lines guests-tinygo controlplane-lines
+	@set -eo pipefail; for l in $(LINES); do \
+	  for v in $$($(K8SLIB); echo $$(modfile_k8s go.$$l.mod) $$(skew_version go.$$l.mod)); do \
+	    echo "e2e: bin/kube-scheduler-$$l against kube-apiserver $$v"; \
+	    WASMSCHED_SCHEDULER=bin/kube-scheduler-$$l WASMSCHED_KUBE_VERSION=$$v \
+	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
+	  done; \
+	done
+
+## verify-k8s: module files, generated plugin registrations and the docs' matrix agree
+verify-k8s:
+	./hack/verify-k8s.sh
 
 ## demo: a local control plane, the example policies, a workload and a hot reload (KEEP=1 keeps it running)
 demo: deps guests-tinygo build controlplane
@@ -67,6 +105,7 @@ fixtures:
 ## under -race with real TinyGo and Go guests, the scheduler binary checks, and
 ## the end-to-end tests against a real kube-apiserver and etcd (make e2e)
 test: deps guests guests-tinygo build controlplane
+	./hack/verify-k8s.sh
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./...
 	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf)
@@ -77,6 +116,7 @@ test: deps guests guests-tinygo build controlplane
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory bench-smoke
 	$(MAKE) --no-print-directory e2e
+	$(MAKE) --no-print-directory e2e-lines
 
 ## fuzz: each fuzz target for FUZZTIME (seed corpora in testdata/fuzz run in every go test)
 FUZZTIME ?= 10s
@@ -94,24 +134,23 @@ e2e: build guests-tinygo controlplane
 BENCH_OUT := $(OUT)/bench
 # scheduler_perf runs are noisy on 2 cores: the doc shows the median of BENCH_COUNT runs.
 BENCH_COUNT ?= 3
-bench: build guests guests-tinygo controlplane $(CACHE)/bin/path/etcd
+bench: build guests guests-tinygo controlplane $(ETCD_PATH)/etcd
 	mkdir -p $(BENCH_OUT)
 	set -o pipefail; $(GO) test -run XXX -bench . -benchmem ./test/perf/ | tee $(BENCH_OUT)/perf.txt
 	set -o pipefail; $(GO) test -run XXX -bench Cycle -benchtime 200x ./pkg/extender/ | tee $(BENCH_OUT)/extender.txt
 	rm -rf $(BENCH_OUT)/cluster && mkdir -p $(BENCH_OUT)/cluster
-	set -o pipefail; PATH=$(CURDIR)/$(CACHE)/bin/path:$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -count $(BENCH_COUNT) -timeout 90m ./test/perf/cluster/ \
+	set -o pipefail; PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -count $(BENCH_COUNT) -timeout 90m ./test/perf/cluster/ \
 		-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/cluster 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | tee $(BENCH_OUT)/cluster.txt
 	$(GO) run ./hack/benchreport
 
 ## bench-smoke: each benchmark once, so they keep compiling and running
-bench-smoke: build guests guests-tinygo controlplane $(CACHE)/bin/path/etcd
+bench-smoke: build guests guests-tinygo controlplane $(ETCD_PATH)/etcd
 	$(GO) test -run XXX -bench . -benchtime 1x ./test/perf/ ./pkg/extender/ ./host/
-	set -o pipefail; PATH=$(CURDIR)/$(CACHE)/bin/path:$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf/cluster/ \
+	set -o pipefail; PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf/cluster/ \
 		-args -perf-scheduling-label-filter=smoke -data-items-dir $$(mktemp -d) 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | cut -c1-120
 
-# scheduler_perf looks for etcd on PATH.
-$(CACHE)/bin/path/etcd: | controlplane
-	mkdir -p $(CACHE)/bin/path && ln -sf ../etcd-v3.6.4 $@
+# scheduler_perf looks for etcd on PATH: the one built for the main line.
+$(ETCD_PATH)/etcd: | controlplane
 
 ## soak: the load, reload and failover run at full size (500 nodes, 2000 pods;
 ## make e2e runs it at 100 nodes and 400 pods)

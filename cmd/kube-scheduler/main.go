@@ -1,6 +1,7 @@
 // Command kube-scheduler is the upstream kube-scheduler (k8s.io/kubernetes
-// v1.34) with the WasmPolicy plugin and the sigs.k8s.io/scheduler-plugins
-// plugins registered. Configure it with a KubeSchedulerConfiguration file
+// at the version of the build line's module file) with the WasmPolicy plugin
+// and the sigs.k8s.io/scheduler-plugins plugins that compile against that
+// version registered (zz_generated.schedulerplugins*.go, hack/bump-k8s.sh). Configure it with a KubeSchedulerConfiguration file
 // (--config) whose pluginConfig has a WasmPolicy entry.
 package main
 
@@ -14,21 +15,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
-	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme" // typed args of scheduler-plugins
-	"sigs.k8s.io/scheduler-plugins/pkg/capacityscheduling"
-	"sigs.k8s.io/scheduler-plugins/pkg/coscheduling"
-	"sigs.k8s.io/scheduler-plugins/pkg/networkaware/networkoverhead"
-	"sigs.k8s.io/scheduler-plugins/pkg/networkaware/topologicalsort"
-	"sigs.k8s.io/scheduler-plugins/pkg/noderesources"
-	"sigs.k8s.io/scheduler-plugins/pkg/noderesourcetopology"
-	"sigs.k8s.io/scheduler-plugins/pkg/podstate"
-	"sigs.k8s.io/scheduler-plugins/pkg/preemptiontoleration"
-	"sigs.k8s.io/scheduler-plugins/pkg/qos"
-	"sigs.k8s.io/scheduler-plugins/pkg/sysched"
-	"sigs.k8s.io/scheduler-plugins/pkg/trimaran/loadvariationriskbalancing"
-	"sigs.k8s.io/scheduler-plugins/pkg/trimaran/lowriskovercommitment"
-	"sigs.k8s.io/scheduler-plugins/pkg/trimaran/peaks"
-	"sigs.k8s.io/scheduler-plugins/pkg/trimaran/targetloadpacking"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	_ "github.com/wasmsched/wasmsched/pkg/apis/config/scheme" // typed WasmPolicyArgs
@@ -39,23 +25,8 @@ import (
 )
 
 func main() {
-	cmd := app.NewSchedulerCommand(
-		app.WithPlugin(wasmpolicy.Name, wasmpolicy.New),
-		app.WithPlugin(capacityscheduling.Name, capacityscheduling.New),
-		app.WithPlugin(coscheduling.Name, coscheduling.New),
-		app.WithPlugin(loadvariationriskbalancing.Name, loadvariationriskbalancing.New),
-		app.WithPlugin(networkoverhead.Name, networkoverhead.New),
-		app.WithPlugin(topologicalsort.Name, topologicalsort.New),
-		app.WithPlugin(noderesources.AllocatableName, noderesources.NewAllocatable),
-		app.WithPlugin(noderesourcetopology.Name, noderesourcetopology.New),
-		app.WithPlugin(preemptiontoleration.Name, preemptiontoleration.New),
-		app.WithPlugin(targetloadpacking.Name, targetloadpacking.New),
-		app.WithPlugin(lowriskovercommitment.Name, lowriskovercommitment.New),
-		app.WithPlugin(podstate.Name, podstate.New),
-		app.WithPlugin(qos.Name, qos.New),
-		app.WithPlugin(sysched.Name, sysched.New),
-		app.WithPlugin(peaks.Name, peaks.New),
-	)
+	opts := append([]app.Option{app.WithPlugin(wasmpolicy.Name, wasmpolicy.New)}, schedulerPlugins...)
+	cmd := app.NewSchedulerCommand(opts...)
 	validateFirst(cmd)
 	os.Exit(cli.Run(cmd))
 }

@@ -19,11 +19,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"github.com/wasmsched/wasmsched/internal/framework"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
@@ -52,7 +51,7 @@ const podsByNode = "nodeName"
 
 // New loads the policies and starts node and pod informers (for
 // nodeCacheCapable requests and for the resources pods use on each node).
-func New(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, args *config.WasmPolicyArgs, opts Options) (*Server, error) {
+func New(ctx context.Context, client kubernetes.Interface, recorder framework.EventRecorder, args *config.WasmPolicyArgs, opts Options) (*Server, error) {
 	if opts.Parallelism < 1 {
 		opts.Parallelism = 16
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"github.com/wasmsched/wasmsched/internal/framework"
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/testguests"

@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"github.com/wasmsched/wasmsched/internal/framework"
 )
 
 // Audit mode runs a policy without enforcing it. Its verdicts are collected

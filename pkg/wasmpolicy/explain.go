@@ -4,12 +4,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/framework"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
@@ -190,11 +189,11 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 type clientHandle struct {
 	framework.Handle
 	client   kubernetes.Interface
-	recorder events.EventRecorder
+	recorder framework.EventRecorder
 }
 
-func (h clientHandle) ClientSet() kubernetes.Interface     { return h.client }
-func (h clientHandle) EventRecorder() events.EventRecorder { return h.recorder }
+func (h clientHandle) ClientSet() kubernetes.Interface        { return h.client }
+func (h clientHandle) EventRecorder() framework.EventRecorder { return h.recorder }
 
 // Activate does nothing: there is no scheduling queue outside a scheduler.
 func (h clientHandle) Activate(klog.Logger, map[string]*v1.Pod) {}
@@ -202,7 +201,7 @@ func (h clientHandle) Activate(klog.Logger, map[string]*v1.Pod) {}
 // NewClientHandle returns a framework handle for hosting the plugin outside
 // kube-scheduler (the extender, the wasmsched CLI). client may be nil when
 // every policy has a file source; recorder may be nil.
-func NewClientHandle(client kubernetes.Interface, recorder events.EventRecorder) framework.Handle {
+func NewClientHandle(client kubernetes.Interface, recorder framework.EventRecorder) framework.Handle {
 	return clientHandle{client: client, recorder: recorder}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
@@ -64,9 +65,19 @@ profiles:
 	return p
 }
 
+// kubeVersion is the Kubernetes version go.mod pins, which the binary reports.
+func kubeVersion(t *testing.T) string {
+	t.Helper()
+	root, err := testguests.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return controlplane.ModuleVersion(root)
+}
+
 func TestVersion(t *testing.T) {
 	out, err := exec.Command(binary(t), "--version").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "Kubernetes v1.34.10" {
+	if err != nil || strings.TrimSpace(string(out)) != "Kubernetes "+kubeVersion(t) {
 		t.Fatalf("--version = %q, %v", out, err)
 	}
 }
@@ -96,9 +107,9 @@ func TestStartsWithWasmPolicy(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	want := map[string]bool{
-		`"Policy module active" policy="team-isolation"`:     false,
-		`"Policy module active" policy="bin-packing"`:        false,
-		`"Starting Kubernetes Scheduler" version="v1.34.10"`: false,
+		`"Policy module active" policy="team-isolation"`:                                 false,
+		`"Policy module active" policy="bin-packing"`:                                    false,
+		`"Starting Kubernetes Scheduler" version="` + kubeVersion(t) + `"`: false,
 	}
 	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)

@@ -18,6 +18,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
@@ -197,7 +198,7 @@ func (e *env) runArgs(logPath string, args ...string) *exec.Cmd {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(root, "bin", "kube-scheduler"), args...)
+	cmd := exec.Command(controlplane.SchedulerBinary(root), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

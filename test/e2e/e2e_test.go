@@ -128,7 +128,7 @@ func (e *env) startScheduler(policies string, active ...string) {
 
 func (e *env) run(config, logPath string) *exec.Cmd {
 	e.t.Helper()
-	bin := filepath.Join(root, "bin", "kube-scheduler")
+	bin := controlplane.SchedulerBinary(root)
 	if _, err := os.Stat(bin); err != nil {
 		e.t.Fatalf("%s missing: run make build", bin)
 	}

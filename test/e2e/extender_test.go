@@ -16,7 +16,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 )
 
-// The unmodified upstream kube-scheduler v1.34.10 calls bin/wasm-extender:
+// The unmodified upstream kube-scheduler (at the control plane's version) calls bin/wasm-extender:
 // pods land per policy with nodeCacheCapable true and false, a rejected
 // pod's FailedScheduling carries the policy's reason, and a policy reload
 // takes effect through the extender.
@@ -76,7 +76,7 @@ policies:
 	if err != nil {
 		t.Fatal(err)
 	}
-	upstream := filepath.Join(controlplane.BinDir(root), "kube-scheduler-upstream-"+controlplane.K8sVersion)
+	upstream := filepath.Join(controlplane.BinDir(root), "kube-scheduler-upstream")
 	for _, mode := range []struct {
 		name      string
 		cacheable bool

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmsched/wasmsched/internal/controlplane"
 )
 
 // Pods land only where the filter policies allow; among feasible nodes the
@@ -206,7 +208,7 @@ func readLog(e *env) string {
 // The control plane is the real thing: version and RBAC as configured.
 func TestControlPlane(t *testing.T) {
 	v, err := client.Discovery().ServerVersion()
-	if err != nil || v.GitVersion != "v1.34.10" {
+	if err != nil || v.GitVersion != controlplane.Version(root) {
 		t.Fatalf("server version = %v, %v", v, err)
 	}
 	if _, err := client.CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{}); err != nil {

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/framework"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 	"github.com/wasmsched/wasmsched/guest-sdk/casetest"

@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
+	clientset "k8s.io/client-go/kubernetes"
 	_ "k8s.io/component-base/logs/json/register"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
-	"k8s.io/kubernetes/test/utils/ktesting"
 
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -176,29 +176,44 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		native.TeamIsolationName: native.NewTeamIsolation,
 		native.BinPackingName:    native.NewBinPacking,
 	}
-	perf.RunBenchmarkPerfScheduling(b, cfg, "wasmsched", registry, perf.WithPrepareFn(func(tCtx ktesting.TContext) error {
-		if !strings.Contains(tCtx.Name(), "/Extender/") {
-			return nil
-		}
-		args := &config.WasmPolicyArgs{MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(dir, "cache")}
-		for _, p := range []struct{ name, cfg string }{{"team-isolation", "key=team"}, {"bin-packing", "cpu=1,memory=1"}} {
-			args.Policies = append(args.Policies, config.Policy{Name: p.name, Source: config.Source{File: filepath.Join(dir, "tinygo", p.name+".wasm")}, Config: p.cfg,
-				Weight: 1, Timeout: 100 * time.Millisecond, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail, Mode: config.ModeEnforce})
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		srv, err := extender.New(ctx, tCtx.Client(), nil, args, extender.Options{})
-		if err != nil {
-			cancel()
-			return err
-		}
-		hs := &http.Server{Addr: extenderAddr, Handler: srv.Handler()}
-		ln, err := net.Listen("tcp", extenderAddr)
-		if err != nil {
-			cancel()
-			return err
-		}
-		go func() { _ = hs.Serve(ln) }()
-		tCtx.Cleanup(func() { _ = hs.Close(); srv.Close(); cancel() })
+	extenderSetup.dir, extenderSetup.addr = dir, extenderAddr
+	perf.RunBenchmarkPerfScheduling(b, cfg, "wasmsched", registry, perf.WithPrepareFn(startExtender))
+}
+
+// extenderSetup is what startExtender needs, set before the run.
+var extenderSetup struct{ dir, addr string }
+
+// startExtender is scheduler_perf's prepare hook: for Extender workloads it
+// serves the TinyGo policies on extenderSetup.addr against the workload's
+// apiserver. It is generic over the test context so that it names no
+// ktesting package: that package moved in Kubernetes v1.37, and the older
+// build line compiles this file too.
+func startExtender[C interface {
+	Name() string
+	Client() clientset.Interface
+	Cleanup(func())
+}](tCtx C) error {
+	if !strings.Contains(tCtx.Name(), "/Extender/") {
 		return nil
-	}))
+	}
+	args := &config.WasmPolicyArgs{MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(extenderSetup.dir, "cache")}
+	for _, p := range []struct{ name, cfg string }{{"team-isolation", "key=team"}, {"bin-packing", "cpu=1,memory=1"}} {
+		args.Policies = append(args.Policies, config.Policy{Name: p.name, Source: config.Source{File: filepath.Join(extenderSetup.dir, "tinygo", p.name+".wasm")}, Config: p.cfg,
+			Weight: 1, Timeout: 100 * time.Millisecond, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail, Mode: config.ModeEnforce})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := extender.New(ctx, tCtx.Client(), nil, args, extender.Options{})
+	if err != nil {
+		cancel()
+		return err
+	}
+	hs := &http.Server{Addr: extenderSetup.addr, Handler: srv.Handler()}
+	ln, err := net.Listen("tcp", extenderSetup.addr)
+	if err != nil {
+		cancel()
+		return err
+	}
+	go func() { _ = hs.Serve(ln) }()
+	tCtx.Cleanup(func() { _ = hs.Close(); srv.Close(); cancel() })
+	return nil
 }

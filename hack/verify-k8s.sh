@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Fails when the build lines disagree with each other or with what
+# hack/bump-k8s.sh would write: each module file's replace block and staging
+# requirements against k8s.io/kubernetes' own go.mod at its pin, the generated
+# scheduler-plugins registration of each line, go mod tidy, and the matrix in
+# README.md and docs/kubernetes.md. Part of make verify (and so make test).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+. hack/lib/k8s.sh
+
+fail=0
+problem() { echo "hack/verify-k8s.sh: $*" >&2; fail=1; }
+
+notags=""
+for f in $(line_modfiles); do t="$(line_tag "$f")"; [ -n "$t" ] && notags+="${notags:+ && }!$t"; done
+
+for f in $(line_modfiles); do
+  v="$(modfile_k8s "$f")"
+  [ -n "$v" ] || { problem "$f requires no k8s.io/kubernetes"; continue; }
+  s="$(staging_version "$v")"
+  fix="run hack/bump-k8s.sh $( [ "$f" = go.mod ] || echo "--line $f ")${v#v}"
+  if [ "$(current_replace_block "$f")" != "$(replace_block "$v")" ]; then
+    problem "$f: the staging replace block is not the one for k8s.io/kubernetes $v; $fix"
+  fi
+  for m in $(staging_modules "$v"); do
+    got="$(awk -v m="$m" '$1==m && $2 ~ /^v/ && $3 != "=>" && $0 !~ /\/\/ indirect/ {print $2; exit}' "$f")"
+    [ -z "$got" ] || [ "$got" = "$s" ] || problem "$f requires $m $got, not $s; $fix"
+  done
+  for d in $(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => \./hack/stub/.*|\1|p' "$f"); do
+    [ -f "hack/stub/$d/go.mod" ] || problem "$f points $d at hack/stub/$d, which has no go.mod; $fix"
+  done
+  pf="$(plugins_file "$f")"
+  if [ ! -f "$pf" ]; then
+    problem "$pf is missing; $fix"
+  else
+    gv="$(sed -n 's|^// Kubernetes: ||p' "$pf" | head -1)"
+    [ "$gv" = "$v" ] || problem "$pf was generated for Kubernetes $gv, $f pins $v; $fix"
+    want="$(line_tag "$f")"; want="${want:-$notags}"
+    got="$(sed -n 's|^//go:build ||p' "$pf" | head -1)"
+    [ "$got" = "$want" ] || problem "$pf has build constraint '$got', want '$want'; $fix"
+  fi
+  if ! out="$(GOFLAGS="-modfile=$f" go mod tidy -e -diff 2>&1)"; then
+    problem "$f is not tidy (run: GOFLAGS=-modfile=$f go mod tidy -e):"; echo "$out" | head -20 >&2
+  fi
+done
+
+main="$(modfile_k8s go.mod)"
+for m in $(grep -rlE 'wasmsched/kube-scheduler:v[0-9.]+-wasmsched' manifests); do
+  grep -qE "wasmsched/kube-scheduler:$main-wasmsched" "$m" || problem "$m deploys another kube-scheduler image than the main line's $main; run hack/bump-k8s.sh ${main#v}"
+done
+
+want="$(hack/gen-k8s-matrix.sh --stdout)"
+for doc in README.md docs/kubernetes.md; do
+  got="$(awk '/BEGIN GENERATED k8s-matrix/ {on=1; next} /END GENERATED k8s-matrix/ {on=0} on' "$doc")"
+  [ "$got" = "$want" ] || problem "$doc: the build-line matrix is stale; run hack/gen-k8s-matrix.sh"
+done
+
+[ $fail = 0 ] && echo "hack/verify-k8s.sh: build lines consistent" >&2
+exit $fail

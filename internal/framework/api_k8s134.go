@@ -1,0 +1,38 @@
+//go:build k8s_1_34
+
+package framework
+
+import (
+	"k8s.io/client-go/tools/events"
+	fwk "k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// The plugin API from k8s.io/kubernetes/pkg/scheduler/framework (Kubernetes v1.34).
+type (
+	Handle              = fwk.Handle
+	Plugin              = fwk.Plugin
+	PreFilterPlugin     = fwk.PreFilterPlugin
+	PreFilterResult     = fwk.PreFilterResult
+	PreFilterExtensions = fwk.PreFilterExtensions
+	FilterPlugin        = fwk.FilterPlugin
+	PostFilterPlugin    = fwk.PostFilterPlugin
+	PostFilterResult    = fwk.PostFilterResult
+	PreScorePlugin      = fwk.PreScorePlugin
+	ScorePlugin         = fwk.ScorePlugin
+	ScoreExtensions     = fwk.ScoreExtensions
+	ReservePlugin       = fwk.ReservePlugin
+	QueueSortPlugin     = fwk.QueueSortPlugin
+	EnqueueExtensions   = fwk.EnqueueExtensions
+	NodeScore           = fwk.NodeScore
+	NodeScoreList       = fwk.NodeScoreList
+	NodeToStatusReader  = fwk.NodeToStatusReader
+)
+
+// EventRecorder is what Handle.EventRecorder returns on this line.
+type EventRecorder = events.EventRecorder
+
+// The range of a normalized node score.
+const (
+	MinNodeScore = fwk.MinNodeScore
+	MaxNodeScore = fwk.MaxNodeScore
+)
