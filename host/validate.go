@@ -111,6 +111,9 @@ func DecodeModule(src []byte) (wasm []byte, digest string, err error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
 		return nil, "", errors.New("not a wasm module: missing the \\0asm magic number (is this the .wasm file, raw or gzipped?)")
 	}
+	if err := checkBounds(wasm); err != nil {
+		return nil, "", fmt.Errorf("malformed module: %w", err)
+	}
 	sum := sha256.Sum256(wasm)
 	return wasm, hex.EncodeToString(sum[:]), nil
 }

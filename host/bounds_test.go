@@ -1,0 +1,84 @@
+package host
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmsched/wasmsched/internal/testguests"
+)
+
+// checkBounds never refuses a module the scheduler's runtime accepts (wazero
+// with its default features, WebAssembly 2.0, as host.Engine configures
+// it): every module of wazero's own spec test corpus (shipped in its module
+// zip) that such a runtime compiles, every example policy under both
+// toolchains and every hand-written fixture.
+func TestCheckBoundsAcceptsWhatWazeroAccepts(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tetratelabs/wazero").Output()
+	if err != nil {
+		t.Fatalf("locating wazero's module: %v", err)
+	}
+	corpus, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "internal", "integration_test", "spectest", "*", "testdata", "*.wasm"))
+	if err != nil || len(corpus) < 1000 {
+		t.Fatalf("wazero's spec test corpus: %d files, %v", len(corpus), err)
+	}
+	fixtures, _ := filepath.Glob(filepath.Join("testdata", "*.wasm"))
+	files := append(corpus, fixtures...)
+	for _, tc := range testguests.Toolchains {
+		for _, p := range testguests.Policies {
+			files = append(files, testguests.Policy(t, tc, p))
+		}
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	compiled := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 8 {
+			continue
+		}
+		cm, err := rt.CompileModule(ctx, b)
+		if err != nil {
+			continue
+		}
+		compiled++
+		_ = cm.Close(ctx)
+		if err := checkBounds(b); err != nil {
+			t.Errorf("%s: wazero compiles it, checkBounds refuses it: %v", f, err)
+		}
+	}
+	if compiled < 1000 {
+		t.Fatalf("only %d of %d modules compiled; the corpus did not exercise checkBounds", compiled, len(files))
+	}
+}
+
+// Modules that declare more entries than they have bytes are refused
+// before wazero sizes a slice from the count.
+func TestCheckBoundsRefusesHugeCounts(t *testing.T) {
+	for name, m := range map[string]string{
+		"imports":          "\x00asm\x01\x00\x00\x00\x02\t\xc9\xc9\xc9wasmsm", // found by FuzzLoad: 2^31 imports in 9 bytes
+		"types":            "\x00asm\x01\x00\x00\x00\x01\x05\xff\xff\xff\xff\x0f",
+		"export name":      "\x00asm\x01\x00\x00\x00\x07\x07\x01\xff\xff\xff\xff\x0f\x00",
+		"data bytes":       "\x00asm\x01\x00\x00\x00\x0b\x07\x01\x01\xff\xff\xff\xff\x0f",
+		"locals":           "\x00asm\x01\x00\x00\x00\x0a\x09\x01\x07\x01\xff\xff\xff\xff\x0f\x7f",
+		"section size":     "\x00asm\x01\x00\x00\x00\x01\xff\xff\xff\xff\x0f",
+		"function names":   "\x00asm\x01\x00\x00\x00\x00\x0c\x04name\x01\x05\xff\xff\xff\xff\x0f",
+		"custom name size": "\x00asm\x01\x00\x00\x00\x00\x05\xff\xff\xff\xff\x0f",
+	} {
+		if err := checkBounds([]byte(m)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if _, _, err := DecodeModule([]byte(m)); err == nil || !strings.Contains(err.Error(), "malformed module") {
+			t.Errorf("%s: DecodeModule error = %v, want a malformed-module error", name, err)
+		}
+	}
+}
