@@ -107,8 +107,8 @@ func TestStartsWithWasmPolicy(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	want := map[string]bool{
-		`"Policy module active" policy="team-isolation"`:                                 false,
-		`"Policy module active" policy="bin-packing"`:                                    false,
+		`"Policy module active" policy="team-isolation"`:                   false,
+		`"Policy module active" policy="bin-packing"`:                      false,
 		`"Starting Kubernetes Scheduler" version="` + kubeVersion(t) + `"`: false,
 	}
 	sc := bufio.NewScanner(stderr)
