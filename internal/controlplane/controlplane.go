@@ -166,6 +166,9 @@ func Start(ctx context.Context, binDir, dir string, detach bool) (*ControlPlane,
 		"--service-account-key-file="+p("sa.key"), "--service-account-signing-key-file="+p("sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		// Since v1.37 the endpoint reconciler refuses a loopback advertise
+		// address; nothing here needs the kubernetes Service's endpoints.
+		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true", "--profiling=false", "--v=1")
 	if err != nil {
 		cp.Stop()
@@ -199,6 +202,21 @@ func start(detach bool, logPath, bin string, args ...string) (*exec.Cmd, error) 
 	}
 	_ = logf.Close()
 	return cmd, nil
+}
+
+// exited reports whether a started process has exited (it may not have been
+// reaped yet: a zombie counts as exited).
+func exited(cmd *exec.Cmd) bool {
+	if cmd.ProcessState != nil {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command name in parentheses: "pid (comm) S ...".
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // writeState records the PIDs and URL, for Stop from another process.
@@ -268,7 +286,8 @@ func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) er
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if cp.apisv.ProcessState != nil {
+		if exited(cp.apisv) {
+			last = "kube-apiserver exited"
 			break
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.URL+"/readyz", nil)

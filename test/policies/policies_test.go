@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/internal/framework"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 

@@ -6,10 +6,11 @@ package native
 import (
 	"context"
 
-	"github.com/wasmsched/wasmsched/internal/framework"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/internal/framework"
 )
 
 // TeamIsolationName is the native team-isolation Filter plugin's name.
