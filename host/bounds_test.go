@@ -2,11 +2,13 @@ package host
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 
@@ -61,9 +63,10 @@ func TestCheckBoundsAcceptsWhatWazeroAccepts(t *testing.T) {
 	}
 }
 
-// Modules that declare more entries than they have bytes are refused
-// before wazero sizes a slice from the count.
+// Modules that declare more entries than they have bytes are refused at
+// the Compile stage, before wazero sizes a slice from the count.
 func TestCheckBoundsRefusesHugeCounts(t *testing.T) {
+	e := newEngine(t)
 	for name, m := range map[string]string{
 		"imports":          "\x00asm\x01\x00\x00\x00\x02\t\xc9\xc9\xc9wasmsm", // found by FuzzLoad: 2^31 imports in 9 bytes
 		"types":            "\x00asm\x01\x00\x00\x00\x01\x05\xff\xff\xff\xff\x0f",
@@ -77,8 +80,11 @@ func TestCheckBoundsRefusesHugeCounts(t *testing.T) {
 		if err := checkBounds([]byte(m)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-		if _, _, err := DecodeModule([]byte(m)); err == nil || !strings.Contains(err.Error(), "malformed module") {
-			t.Errorf("%s: DecodeModule error = %v, want a malformed-module error", name, err)
+		p := newPolicy(t, e, PolicySpec{Name: "bounds", Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+		_, err := p.Load(context.Background(), []byte(m), "")
+		var le *LoadError
+		if !errors.As(err, &le) || le.Reason != "Compile" || !strings.Contains(err.Error(), "malformed module") {
+			t.Errorf("%s: Load error = %v, want a Compile error saying malformed module", name, err)
 		}
 	}
 }

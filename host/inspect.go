@@ -30,7 +30,7 @@ type ModuleInfo struct {
 func Inspect(ctx context.Context, wasm []byte) (*ModuleInfo, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)
-	cm, err := rt.CompileModule(ctx, wasm)
+	cm, err := compile(ctx, rt, wasm)
 	if err != nil {
 		return nil, err
 	}

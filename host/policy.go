@@ -159,7 +159,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return cur, nil
 	}
 	start := time.Now()
-	cm, err := p.rt.CompileModule(ctx, wasm)
+	cm, err := compile(ctx, p.rt, wasm)
 	if err != nil {
 		return nil, &LoadError{p.name, "Compile", fmt.Errorf("%w (upload the complete .wasm built for wasip1; if the error is about memory, raise the policy's memoryLimit)", err)}
 	}

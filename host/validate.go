@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
@@ -111,11 +112,17 @@ func DecodeModule(src []byte) (wasm []byte, digest string, err error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
 		return nil, "", errors.New("not a wasm module: missing the \\0asm magic number (is this the .wasm file, raw or gzipped?)")
 	}
-	if err := checkBounds(wasm); err != nil {
-		return nil, "", fmt.Errorf("malformed module: %w", err)
-	}
 	sum := sha256.Sum256(wasm)
 	return wasm, hex.EncodeToString(sum[:]), nil
+}
+
+// compile compiles a module after checkBounds has made sure wazero's decoder
+// will not size a slice from a length the module cannot hold.
+func compile(ctx context.Context, rt wazero.Runtime, wasm []byte) (wazero.CompiledModule, error) {
+	if err := checkBounds(wasm); err != nil {
+		return nil, fmt.Errorf("malformed module: %w", err)
+	}
+	return rt.CompileModule(ctx, wasm)
 }
 
 // checkModule validates a compiled module against the ABI: only allowed

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,38 @@ func (e *env) waitLog(text string, n int, timeout time.Duration) time.Time {
 	}
 	e.t.Fatalf("scheduler did not log %s (%d times) within %s", text, n, timeout)
 	return time.Time{}
+}
+
+// leaseAcquired matches kube-scheduler's log line for winning the leader
+// election of lock (namespace/name, or "" for any), as every build line
+// words it: "successfully acquired lease NS/NAME" up to v1.34,
+// `"Successfully acquired lease" lock="NS/NAME"` since.
+func leaseAcquired(lock string) *regexp.Regexp {
+	l := `\S+`
+	if lock != "" {
+		l = regexp.QuoteMeta(lock)
+	}
+	return regexp.MustCompile(`(successfully acquired lease ` + l + `|"Successfully acquired lease" lock="` + l + `")`)
+}
+
+// waitLogMatch waits until the scheduler log matches re at least n times.
+func (e *env) waitLogMatch(re *regexp.Regexp, n int, timeout time.Duration) time.Time {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if e.logMatchCount(re) >= n {
+			return time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("scheduler did not log %s (%d times) within %s", re, n, timeout)
+	return time.Time{}
+}
+
+// logMatchCount returns how often re matches the scheduler log.
+func (e *env) logMatchCount(re *regexp.Regexp) int {
+	b, _ := os.ReadFile(e.log)
+	return len(re.FindAllIndex(b, -1))
 }
 
 // logCount returns how often text occurs in the scheduler log.

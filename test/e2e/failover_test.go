@@ -41,7 +41,7 @@ func TestLeaderFailover(t *testing.T) {
 	for leader < 0 && time.Now().Before(deadline) {
 		for i, l := range logs {
 			e.log = l
-			if e.logCount("successfully acquired lease") > 0 {
+			if e.logMatchCount(leaseAcquired("")) > 0 {
 				leader = i
 			}
 		}
@@ -78,7 +78,7 @@ func TestLeaderFailover(t *testing.T) {
 
 	other := 1 - leader
 	e.log = logs[other]
-	e.waitLog("successfully acquired lease", 1, 60*time.Second)
+	e.waitLogMatch(leaseAcquired(""), 1, 60*time.Second)
 	t.Logf("replica %d took over", other)
 
 	// Every pod ends bound or rejected with a reason.

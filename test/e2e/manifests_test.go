@@ -121,7 +121,7 @@ current-context: c
 	}
 	e.log = filepath.Join(e.dir, "kube-scheduler.log")
 	e.sched = e.run(path, e.log)
-	e.waitLog("successfully acquired lease wasmsched/wasmsched", 1, 60*time.Second)
+	e.waitLogMatch(leaseAcquired("wasmsched/wasmsched"), 1, 60*time.Second)
 	e.waitLog(`"Policy module active" policy="team-isolation"`, 1, 60*time.Second)
 	e.node("a", map[string]string{"team": "a"}, "4")
 	e.node("b", map[string]string{"team": "b"}, "4")

@@ -179,7 +179,7 @@ func TestSoak(t *testing.T) {
 		time.Sleep(interval)
 	}
 	e.log = logs[other]
-	e.waitLog("successfully acquired lease", 1, 60*time.Second)
+	e.waitLogMatch(leaseAcquired(""), 1, 60*time.Second)
 	t.Logf("replica %d took over", other)
 
 	// Wait until every pod settled.
@@ -307,7 +307,7 @@ func waitLeader(t *testing.T, e *env, logs []string) int {
 	for time.Now().Before(deadline) {
 		for i, l := range logs {
 			e.log = l
-			if e.logCount("successfully acquired lease") > 0 {
+			if e.logMatchCount(leaseAcquired("")) > 0 {
 				return i
 			}
 		}
