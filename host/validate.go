@@ -1,9 +1,9 @@
 package host
 
 import (
-	"context"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
