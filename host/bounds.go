@@ -19,24 +19,34 @@ const maxLocalsPerFunction = 1 << 20
 func checkBounds(wasm []byte) error {
 	r := &reader{b: wasm, end: len(wasm), pos: 8}
 	for r.pos < r.end {
-		id, err := r.byte()
+		id, s, err := r.sized("section")
 		if err != nil {
 			return err
 		}
-		size, err := r.u32()
-		if err != nil {
-			return err
-		}
-		if int(size) > r.end-r.pos {
-			return r.errorf("section %d declares %d bytes, %d are left", id, size, r.end-r.pos)
-		}
-		s := &reader{b: wasm, end: r.pos + int(size), pos: r.pos}
 		if err := s.section(id); err != nil {
 			return fmt.Errorf("section %d: %w", id, err)
 		}
-		r.pos = s.end
 	}
 	return nil
+}
+
+// sized reads an id byte and a byte size, checks that the size fits, and
+// returns a reader of those bytes; r moves past them.
+func (r *reader) sized(what string) (byte, *reader, error) {
+	id, err := r.byte()
+	if err != nil {
+		return 0, nil, err
+	}
+	size, err := r.u32()
+	if err != nil {
+		return 0, nil, err
+	}
+	if int(size) > r.end-r.pos {
+		return 0, nil, r.errorf("%s %d declares %d bytes, %d are left", what, id, size, r.end-r.pos)
+	}
+	s := &reader{b: r.b, pos: r.pos, end: r.pos + int(size)}
+	r.pos = s.end
+	return id, s, nil
 }
 
 // reader reads b[pos:end].
@@ -369,18 +379,10 @@ func (r *reader) elements() error {
 // nameSection checks the function and local name maps wazero decodes.
 func (r *reader) nameSection() error {
 	for r.pos < r.end {
-		id, err := r.byte()
+		id, sub, err := r.sized("name subsection")
 		if err != nil {
 			return err
 		}
-		size, err := r.u32()
-		if err != nil {
-			return err
-		}
-		if int(size) > r.end-r.pos {
-			return r.errorf("name subsection %d declares %d bytes, %d are left", id, size, r.end-r.pos)
-		}
-		sub := &reader{b: r.b, pos: r.pos, end: r.pos + int(size)}
 		switch id {
 		case 1:
 			err = sub.nameMap("function names")
@@ -396,7 +398,6 @@ func (r *reader) nameSection() error {
 		if err != nil {
 			return err
 		}
-		r.pos = sub.end
 	}
 	return nil
 }
