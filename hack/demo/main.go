@@ -59,11 +59,15 @@ func run() error {
 	if !keep {
 		defer cp.Stop()
 	}
-	fmt.Printf("   apiserver %s (state in %s)\n", cp.URL, cp.Dir)
 	client, err := cp.Client()
 	if err != nil {
 		return err
 	}
+	v, err := client.Discovery().ServerVersion()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   kube-apiserver %s at %s (state in %s)\n", v.GitVersion, cp.URL, cp.Dir)
 
 	step("Creating 6 nodes: zones a/b, teams payments/search, a GPU node, a node in maintenance")
 	if err := createNodes(ctx, client); err != nil {
@@ -104,6 +108,9 @@ func run() error {
 	}
 	if err := controlplane.GrantPolicyRead(ctx, client, policyNS, controlplane.SchedulerUser); err != nil {
 		return err
+	}
+	if out, err := exec.Command(filepath.Join(root, "bin", "kube-scheduler"), "--version").Output(); err == nil {
+		fmt.Printf("   %s\n", strings.Replace(strings.TrimSpace(string(out)), "Kubernetes", "kube-scheduler", 1))
 	}
 	logPath := filepath.Join(state, "kube-scheduler.log")
 	logf, err := os.Create(logPath)
