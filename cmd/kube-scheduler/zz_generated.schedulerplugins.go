@@ -10,20 +10,20 @@ import (
 
 // Kubernetes: v1.37.2
 // scheduler-plugins: v0.34.7
-// left out: pkg/capacityscheduling: multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
-// left out: pkg/coscheduling: multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
-// left out: pkg/trimaran/loadvariationriskbalancing: handler.go:73:62: undefined: framework.Handle
-// left out: pkg/networkaware/networkoverhead: multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
-// left out: pkg/networkaware/topologicalsort: multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
-// left out: pkg/noderesources: allocatable.go:39:19: undefined: framework.Handle
-// left out: pkg/noderesourcetopology: multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
-// left out: pkg/preemptiontoleration: preemption_toleration.go:58:14: undefined: framework.PostFilterPlugin
-// left out: pkg/trimaran/targetloadpacking: handler.go:73:62: undefined: framework.Handle
-// left out: pkg/trimaran/lowriskovercommitment: handler.go:73:62: undefined: framework.Handle
-// left out: pkg/podstate: pod_state.go:30:19: undefined: framework.Handle
-// left out: pkg/qos: queue_sort.go:36:17: undefined: framework.QueueSortPlugin
-// left out: pkg/sysched: multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
-// left out: pkg/trimaran/peaks: handler.go:73:62: undefined: framework.Handle
+// left out: pkg/capacityscheduling: sigs.k8s.io/controller-runtime@v0.22.3/pkg/cache/multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
+// left out: pkg/coscheduling: sigs.k8s.io/controller-runtime@v0.22.3/pkg/cache/multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
+// left out: pkg/trimaran/loadvariationriskbalancing: sigs.k8s.io/scheduler-plugins@v0.34.7/pkg/trimaran/handler.go:73:62: undefined: framework.Handle
+// left out: pkg/networkaware/networkoverhead: sigs.k8s.io/controller-runtime@v0.22.3/pkg/cache/multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
+// left out: pkg/networkaware/topologicalsort: sigs.k8s.io/controller-runtime@v0.22.3/pkg/cache/multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
+// left out: pkg/noderesources: sigs.k8s.io/scheduler-plugins@v0.34.7/pkg/noderesources/allocatable.go:39:19: undefined: framework.Handle
+// left out: pkg/noderesourcetopology: sigs.k8s.io/controller-runtime@v0.22.3/pkg/cache/multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
+// left out: pkg/preemptiontoleration: sigs.k8s.io/scheduler-plugins@v0.34.7/pkg/preemptiontoleration/preemption_toleration.go:58:14: undefined: framework.PostFilterPlugin
+// left out: pkg/trimaran/targetloadpacking: sigs.k8s.io/scheduler-plugins@v0.34.7/pkg/trimaran/handler.go:73:62: undefined: framework.Handle
+// left out: pkg/trimaran/lowriskovercommitment: sigs.k8s.io/scheduler-plugins@v0.34.7/pkg/trimaran/handler.go:73:62: undefined: framework.Handle
+// left out: pkg/podstate: sigs.k8s.io/scheduler-plugins@v0.34.7/pkg/podstate/pod_state.go:30:19: undefined: framework.Handle
+// left out: pkg/qos: sigs.k8s.io/scheduler-plugins@v0.34.7/pkg/qos/queue_sort.go:36:17: undefined: framework.QueueSortPlugin
+// left out: pkg/sysched: sigs.k8s.io/controller-runtime@v0.22.3/pkg/cache/multi_namespace_cache.go:363:9: cannot use handles (variable of struct type handlerRegistration) as "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration value in return statement: handlerRegistration does not implement "k8s.io/client-go/tools/cache".ResourceEventHandlerRegistration (missing method HasSyncedChecker)
+// left out: pkg/trimaran/peaks: sigs.k8s.io/scheduler-plugins@v0.34.7/pkg/trimaran/handler.go:73:62: undefined: framework.Handle
 
 // schedulerPlugins are the sigs.k8s.io/scheduler-plugins plugins whose
 // packages compile against this build line's Kubernetes.
