@@ -174,15 +174,21 @@ func (e *env) stopScheduler() {
 // returns when that happened.
 func (e *env) waitLog(text string, n int, timeout time.Duration) time.Time {
 	e.t.Helper()
+	return e.waitFor(text, n, timeout, func(b []byte) int { return strings.Count(string(b), text) })
+}
+
+// waitFor polls the scheduler log until count finds what at least n times.
+func (e *env) waitFor(what string, n int, timeout time.Duration, count func([]byte) int) time.Time {
+	e.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		b, _ := os.ReadFile(e.log)
-		if strings.Count(string(b), text) >= n {
+		if count(b) >= n {
 			return time.Now()
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	e.t.Fatalf("scheduler did not log %s (%d times) within %s", text, n, timeout)
+	e.t.Fatalf("scheduler did not log %s (%d times) within %s", what, n, timeout)
 	return time.Time{}
 }
 
@@ -201,15 +207,7 @@ func leaseAcquired(lock string) *regexp.Regexp {
 // waitLogMatch waits until the scheduler log matches re at least n times.
 func (e *env) waitLogMatch(re *regexp.Regexp, n int, timeout time.Duration) time.Time {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if e.logMatchCount(re) >= n {
-			return time.Now()
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	e.t.Fatalf("scheduler did not log %s (%d times) within %s", re, n, timeout)
-	return time.Time{}
+	return e.waitFor(re.String(), n, timeout, func(b []byte) int { return len(re.FindAllIndex(b, -1)) })
 }
 
 // logMatchCount returns how often re matches the scheduler log.
