@@ -137,24 +137,36 @@ func RegisterPreScore(f func(pod Pod) Status) { preScoreFn = f }
 // feasible nodes in place (in an unspecified node order) to the 0..100 range.
 func RegisterNormalizeScore(f func(pod Pod, scores []int64) Status) { normalizeFn = f }
 
+// registered reports whether the policy registered a function for point
+// p. A batch form counts as registered with the point it batches: the SDK
+// implements every batch form on top of the single one.
+func registered(p abi.Point) bool {
+	if of := abi.Points[p].BatchOf; of != abi.BatchNone {
+		p = of
+	}
+	switch p {
+	case abi.PreFilter:
+		return preFilterFn != nil
+	case abi.Filter:
+		return filterFn != nil
+	case abi.PreScore:
+		return preScoreFn != nil
+	case abi.Score:
+		return scoreFn != nil
+	case abi.NormalizeScore:
+		return normalizeFn != nil
+	}
+	return false
+}
+
 // capabilities tells the host which functions are registered, so it never
 // calls an export the policy does not implement.
 func capabilities() int32 {
 	var c int32
-	if preFilterFn != nil {
-		c |= 1
-	}
-	if filterFn != nil {
-		c |= 2 | 32 // filter and filter_nodes
-	}
-	if preScoreFn != nil {
-		c |= 4
-	}
-	if scoreFn != nil {
-		c |= 8 | 64 // score and score_nodes
-	}
-	if normalizeFn != nil {
-		c |= 16
+	for p := abi.Point(0); p < abi.NumPoints; p++ {
+		if registered(p) {
+			c |= p.Cap()
+		}
 	}
 	return c
 }
@@ -251,6 +263,24 @@ func (Node) Taints() []Taint {
 		v, _ := r.Next()
 		e, _ := r.Next()
 		ts = append(ts, Taint{string(k), string(v), string(e)})
+	}
+	return ts
+}
+
+// Taint returns the node's taints with this key: usually one, but a key may
+// carry several effects (NoSchedule and NoExecute, say). It reads only those
+// taints from the host, which is cheaper than Taints when a policy looks for
+// one key. It returns nil when the node has no taint with the key.
+func (Node) Taint(key string) []Taint {
+	r := abi.NewListReader(nodeTaint(key))
+	if r.Len() < 2 {
+		return nil
+	}
+	ts := make([]Taint, 0, r.Len()/2)
+	for r.Len() >= 2 {
+		v, _ := r.Next()
+		e, _ := r.Next()
+		ts = append(ts, Taint{key, string(v), string(e)})
 	}
 	return ts
 }

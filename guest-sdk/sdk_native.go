@@ -138,6 +138,21 @@ func nodeLabel(key string) (string, bool) { v, ok := node().Labels[key]; return 
 
 func nodeAnnotation(key string) (string, bool) { v, ok := node().Annotations[key]; return v, ok }
 
+func nodeTaint(key string) []byte {
+	var b []byte
+	n := 0
+	for _, t := range node().Taints {
+		if t.Key == key {
+			b = abi.AppendString(abi.AppendString(b, t.Value), t.Effect)
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return append(abi.AppendListHeader(nil, 2*n), b...)
+}
+
 func nodeList(kind int32) []byte {
 	n := node()
 	switch kind {

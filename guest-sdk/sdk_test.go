@@ -104,3 +104,47 @@ func TestEqual(t *testing.T) {
 		}
 	}
 }
+
+// TestCapabilitiesCoverPoints fails when an extension point of abi.Points
+// has no registration in the SDK (registered has no case for it).
+func TestCapabilitiesCoverPoints(t *testing.T) {
+	RegisterPreFilter(func(Pod) Status { return Success() })
+	RegisterFilter(func(Pod, Node) Status { return Success() })
+	RegisterPreScore(func(Pod) Status { return Success() })
+	RegisterScore(func(Pod, Node) (int64, Status) { return 0, Success() })
+	RegisterNormalizeScore(func(Pod, []int64) Status { return Success() })
+	defer func() {
+		RegisterPreFilter(nil)
+		RegisterFilter(nil)
+		RegisterPreScore(nil)
+		RegisterScore(nil)
+		RegisterNormalizeScore(nil)
+	}()
+	for p := abi.Point(0); p < abi.NumPoints; p++ {
+		if Capabilities()&p.Cap() == 0 {
+			t.Errorf("with every function registered, capabilities lack %s (bit %d): add it to registered in sdk.go", abi.Points[p].Export, p.Cap())
+		}
+	}
+	RegisterFilter(nil)
+	if c := Capabilities(); c&(abi.CapFilter|abi.CapFilterNodes) != 0 {
+		t.Errorf("without a Filter, capabilities = %b still claim filter or filter_nodes", c)
+	}
+}
+
+func TestNodeTaintNative(t *testing.T) {
+	var got []Taint
+	RegisterFilter(func(_ Pod, node Node) Status {
+		got = node.Taint("dedicated")
+		return Success()
+	})
+	defer RegisterFilter(nil)
+	n := &NodeData{Taints: []Taint{{"dedicated", "gpu", "NoSchedule"}, {"other", "", "NoSchedule"}, {"dedicated", "gpu", "NoExecute"}}}
+	RunFilter(&PodData{}, n)
+	if len(got) != 2 || got[0] != (Taint{"dedicated", "gpu", "NoSchedule"}) || got[1] != (Taint{"dedicated", "gpu", "NoExecute"}) {
+		t.Fatalf("Taint(dedicated) = %+v", got)
+	}
+	RunFilter(&PodData{}, &NodeData{})
+	if got != nil {
+		t.Fatalf("Taint on an untainted node = %+v, want nil", got)
+	}
+}

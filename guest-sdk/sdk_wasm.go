@@ -58,6 +58,9 @@ func hostNodePodCount() int32
 //go:wasmimport wasmsched node_unschedulable
 func hostNodeUnschedulable() int32
 
+//go:wasmimport wasmsched node_taint
+func hostNodeTaint(keyPtr, keyLen, buf, capacity uint32) int32
+
 //go:wasmimport wasmsched cycle_state_set
 func hostCycleStateSet(ptr, n uint32)
 
@@ -230,6 +233,7 @@ const (
 	opPodAnnotation
 	opNodeLabel
 	opNodeAnnotation
+	opNodeTaint
 )
 
 // hostRead calls one host read function. TinyGo cannot take an imported
@@ -256,6 +260,8 @@ func hostRead(op int, arg int32, kp, kl, buf, capacity uint32) int32 {
 		return hostNodeLabel(kp, kl, buf, capacity)
 	case opNodeAnnotation:
 		return hostNodeAnnotation(kp, kl, buf, capacity)
+	case opNodeTaint:
+		return hostNodeTaint(kp, kl, buf, capacity)
 	}
 	return abi.BadArgs
 }
@@ -372,6 +378,11 @@ func nodeAnnotation(key string) (string, bool) { return keyed(opNodeAnnotation, 
 
 func nodeList(kind int32) []byte {
 	b, _ := read(opNodeList, kind, "")
+	return b
+}
+
+func nodeTaint(key string) []byte {
+	b, _ := read(opNodeTaint, 0, key)
 	return b
 }
 

@@ -397,7 +397,7 @@ func TestBatchDeadlinePerNode(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
 	v := load(t, p, testguests.Fixture(t, "loop"))
-	if !v.Exports().FilterNodes {
+	if !v.Exports().Has(abi.FilterNodes) {
 		t.Fatal("filter_nodes not detected")
 	}
 	nodes := []fwk.NodeInfo{nodeInfo("a", nil, false), nodeInfo("b", nil, false), nodeInfo("c", nil, true), nodeInfo("d", nil, false)}
@@ -427,7 +427,7 @@ func TestBatchMatchesSingleCalls(t *testing.T) {
 		t.Run(string(tc), func(t *testing.T) {
 			p := newPolicy(t, newEngine(t), PolicySpec{Config: "key=team", Timeout: time.Second})
 			v := load(t, p, testguests.PolicyBytes(t, tc, "team-isolation"))
-			if !v.Exports().FilterNodes || v.Exports().ScoreNodes {
+			if !v.Exports().Has(abi.FilterNodes) || v.Exports().Has(abi.ScoreNodes) {
 				t.Fatalf("exports = %s, want filter and filter_nodes only", v.Exports())
 			}
 			pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"team": "a"}}})

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
@@ -27,17 +28,11 @@ const (
 	i64 = api.ValueTypeI64
 )
 
-type hostFunc struct {
-	name            string
-	params, results []api.ValueType
-	fn              api.GoModuleFunc
-}
-
 // Every host function validates its pointers and lengths against guest
 // memory and answers abi.BadArgs instead of trapping; none of them can make
 // the host read or write outside the calling instance's memory.
-var hostFuncs = []hostFunc{
-	{abi.FnSetStatus, []api.ValueType{i32, i32, i32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
+var hostFuncs = map[string]api.GoModuleFunc{
+	abi.FnSetStatus: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		code := int32(s[0])
 		ptr, n := uint32(s[1]), uint32(s[2])
@@ -49,12 +44,12 @@ var hostFuncs = []hostFunc{
 			reason = []byte("(reason pointer out of range)")
 		}
 		in.setStatus(code, reason)
-	}},
-	{abi.FnConfig, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnConfig: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		s[0] = writeOut(m, s[0], s[1], in.v.p.config)
-	}},
-	{abi.FnLog, []api.ValueType{i32, i32, i32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnLog: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		level := klog.Level(int32(s[0]))
 		if level < 0 {
@@ -79,8 +74,8 @@ var hostFuncs = []hostFunc{
 			kv = append(kv, safeString(k), safeString(v))
 		}
 		klog.V(level).InfoS(safeString(msg), kv...)
-	}},
-	{abi.FnPodString, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnPodString: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		v, ok := in.pod.str(int32(s[0]))
 		if !ok {
@@ -88,16 +83,16 @@ var hostFuncs = []hostFunc{
 			return
 		}
 		s[0] = writeOutString(m, s[1], s[2], v)
-	}},
-	{abi.FnPodLabel, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnPodLabel: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		s[0] = lookup(m, s, in.pod.Pod.Labels)
-	}},
-	{abi.FnPodAnnotation, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnPodAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		s[0] = lookup(m, s, in.pod.Pod.Annotations)
-	}},
-	{abi.FnPodList, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnPodList: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		b, ok := in.pod.list(int32(s[0]))
 		if !ok {
@@ -105,8 +100,8 @@ var hostFuncs = []hostFunc{
 			return
 		}
 		s[0] = writeOut(m, s[1], s[2], b)
-	}},
-	{abi.FnPodRequest, []api.ValueType{i32, i32}, []api.ValueType{i64}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnPodRequest: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		name, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
 		if !ok {
@@ -118,11 +113,11 @@ var hostFuncs = []hostFunc{
 		} else {
 			s[0] = 0 // a pod that does not request a resource requests zero of it
 		}
-	}},
-	{abi.FnPodPriority, nil, []api.ValueType{i64}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnPodPriority: func(ctx context.Context, m api.Module, s []uint64) {
 		s[0] = uint64(current(ctx).pod.priority())
-	}},
-	{abi.FnNodeString, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnNodeString: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.node == nil {
 			s[0] = retNotAvailable
@@ -133,24 +128,58 @@ var hostFuncs = []hostFunc{
 			return
 		}
 		s[0] = writeOutString(m, s[1], s[2], in.node.Node().Name)
-	}},
-	{abi.FnNodeLabel, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnNodeLabel: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.node == nil {
 			s[0] = retNotAvailable
 			return
 		}
 		s[0] = lookup(m, s, in.node.Node().Labels)
-	}},
-	{abi.FnNodeAnnotation, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnNodeAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.node == nil {
 			s[0] = retNotAvailable
 			return
 		}
 		s[0] = lookup(m, s, in.node.Node().Annotations)
-	}},
-	{abi.FnNodeList, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnNodeTaint: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.node == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		key, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		taints := in.node.Node().Spec.Taints
+		n := 0
+		for i := range taints {
+			if taints[i].Key == string(key) {
+				n++
+			}
+		}
+		if n == 0 {
+			s[0] = retNotFound
+			return
+		}
+		// Encoded into the instance's scratch buffer: no allocation once it
+		// has grown to the node's largest answer.
+		b := abi.AppendListHeader(in.scratch[:0], 2*n)
+		for i := range taints {
+			if taints[i].Key == string(key) {
+				b = abi.AppendString(b, taints[i].Value)
+				b = abi.AppendString(b, string(taints[i].Effect))
+			}
+		}
+		in.scratch = b
+		s[0] = writeOut(m, s[2], s[3], b)
+	},
+	abi.FnNodeList: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.node == nil {
 			s[0] = retNotAvailable
@@ -162,8 +191,8 @@ var hostFuncs = []hostFunc{
 			return
 		}
 		s[0] = writeOut(m, s[1], s[2], b)
-	}},
-	{abi.FnNodeResource, []api.ValueType{i32, i32, i32}, []api.ValueType{i64}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnNodeResource: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		name, ok := m.Memory().Read(uint32(s[1]), uint32(s[2]))
 		if in.node == nil || !ok {
@@ -185,16 +214,16 @@ var hostFuncs = []hostFunc{
 			}
 		}
 		s[0] = api.EncodeI64(v)
-	}},
-	{abi.FnNodePodCount, nil, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnNodePodCount: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.node == nil {
 			s[0] = retNotAvailable
 			return
 		}
 		s[0] = uint64(uint32(len(in.node.GetPods())))
-	}},
-	{abi.FnNodeUnschedulable, nil, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnNodeUnschedulable: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.node == nil {
 			s[0] = retNotAvailable
@@ -205,8 +234,8 @@ var hostFuncs = []hostFunc{
 		} else {
 			s[0] = 0
 		}
-	}},
-	{abi.FnCycleStateSet, []api.ValueType{i32, i32}, nil, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnCycleStateSet: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.cycleState == nil || uint32(s[1]) > MaxCycleStateSize {
 			return
@@ -216,23 +245,23 @@ var hostFuncs = []hostFunc{
 			return
 		}
 		*in.cycleState = append([]byte(nil), b...)
-	}},
-	{abi.FnCycleStateGet, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnCycleStateGet: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.cycleState == nil || *in.cycleState == nil {
 			s[0] = retNotFound
 			return
 		}
 		s[0] = writeOut(m, s[0], s[1], *in.cycleState)
-	}},
-	{abi.FnSelectNode, []api.ValueType{i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnSelectNode: func(ctx context.Context, m api.Module, s []uint64) {
 		if current(ctx).selectNode(int32(s[0])) {
 			s[0] = 0
 		} else {
 			s[0] = retBadArgs
 		}
-	}},
-	{abi.FnScoresGet, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnScoresGet: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.scores == nil {
 			s[0] = retNotAvailable
@@ -251,8 +280,8 @@ var hostFuncs = []hostFunc{
 			binary.LittleEndian.PutUint64(buf[i*8:], uint64(in.scores[i]))
 		}
 		s[0] = uint64(uint32(len(in.scores)))
-	}},
-	{abi.FnScoresSet, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnScoresSet: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.scores == nil {
 			s[0] = retNotAvailable
@@ -272,7 +301,7 @@ var hostFuncs = []hostFunc{
 			in.scores[i] = int64(binary.LittleEndian.Uint64(buf[i*8:]))
 		}
 		s[0] = uint64(n)
-	}},
+	},
 }
 
 // Encoded sentinel results (negative values do not convert to uint64 as constants).
@@ -283,17 +312,16 @@ var (
 	retMissing      = api.EncodeI64(abi.MissingQuantity)
 )
 
-func init() {
-	for _, f := range hostFuncs {
-		hostFunctionSignatures[f.name] = struct{ params, results []api.ValueType }{f.params, f.results}
-	}
-}
-
 // instantiateHostModule adds the ABI's host functions to a runtime.
 func instantiateHostModule(ctx context.Context, rt wazero.Runtime) error {
 	b := rt.NewHostModuleBuilder(abi.HostModule)
-	for _, f := range hostFuncs {
-		b = b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).Export(f.name)
+	for _, f := range abi.HostFunctions {
+		fn, ok := hostFuncs[f.Name]
+		if !ok {
+			return fmt.Errorf("host function %q of the ABI table has no implementation", f.Name)
+		}
+		sig := hostFunctionSignatures[f.Name]
+		b = b.NewFunctionBuilder().WithGoModuleFunction(fn, sig.params, sig.results).Export(f.Name)
 	}
 	_, err := b.Instantiate(ctx)
 	return err

@@ -58,7 +58,7 @@ type instance struct {
 	v   *Version
 	mod api.Module
 
-	fn    [numCallKinds]api.Function
+	fn    [NumCallKinds]api.Function
 	stack [2]uint64
 
 	cctx  callCtx
@@ -70,6 +70,8 @@ type instance struct {
 	limit   time.Duration
 	// lastMem is the memory size last accounted in Version.memBytes.
 	lastMem int64
+	// scratch is reused to encode answers built per call (node_taint).
+	scratch []byte
 	// lastReason is the last reason string, reused when a guest repeats it.
 	lastReason string
 	armed      atomic.Uint64
@@ -90,28 +92,21 @@ type instance struct {
 	cur     int
 }
 
-// CallKind is an ABI extension point.
-type CallKind int
+// CallKind is an ABI extension point (abi.Point): the host's call kinds are
+// the rows of abi.Points.
+type CallKind = abi.Point
 
-// The extension points, in the order of a scheduling cycle.
+// The extension points the plugin calls with Version.Call; the batch forms
+// (abi.FilterNodes, abi.ScoreNodes) are called through Version.CallNodes.
 const (
-	CallPreFilter CallKind = iota
-	CallFilter
-	CallPreScore
-	CallScore
-	CallNormalizeScore
-	// The batch forms, used through Version.CallNodes.
-	callFilterNodes
-	callScoreNodes
-	numCallKinds
+	CallPreFilter      = abi.PreFilter
+	CallFilter         = abi.Filter
+	CallPreScore       = abi.PreScore
+	CallScore          = abi.Score
+	CallNormalizeScore = abi.NormalizeScore
+	// NumCallKinds sizes arrays indexed by CallKind.
+	NumCallKinds = abi.NumPoints
 )
-
-var callExports = [numCallKinds]string{abi.ExportPreFilter, abi.ExportFilter, abi.ExportPreScore, abi.ExportScore, abi.ExportNormalizeScore, abi.ExportFilterNodes, abi.ExportScoreNodes}
-
-// String returns the extension point's name as kube-scheduler spells it.
-func (k CallKind) String() string {
-	return [...]string{"PreFilter", "Filter", "PreScore", "Score", "NormalizeScore", "Filter", "Score"}[k]
-}
 
 // instantiateCtx carries the linear-memory allocator (see mmapMemory).
 var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newMemoryAllocator())
@@ -161,8 +156,8 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 			return nil, fmt.Errorf("%s failed: %w", init, err)
 		}
 	}
-	for k := CallKind(0); k < numCallKinds; k++ {
-		in.fn[k] = mod.ExportedFunction(callExports[k])
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		in.fn[k] = mod.ExportedFunction(abi.Points[k].Export)
 	}
 	return in, nil
 }

@@ -227,16 +227,9 @@ func applyCapabilities(in *instance, ex *Exports) error {
 	if !in.disarm() || err != nil {
 		return fmt.Errorf("%s failed: %v", abi.ExportCapabilities, err)
 	}
-	c := int32(res[0])
-	ex.PreFilter = ex.PreFilter && c&abi.CapPreFilter != 0
-	ex.Filter = ex.Filter && c&abi.CapFilter != 0
-	ex.PreScore = ex.PreScore && c&abi.CapPreScore != 0
-	ex.Score = ex.Score && c&abi.CapScore != 0
-	ex.NormalizeScore = ex.NormalizeScore && c&abi.CapNormalizeScore != 0
-	ex.FilterNodes = ex.FilterNodes && ex.Filter && c&abi.CapFilterNodes != 0
-	ex.ScoreNodes = ex.ScoreNodes && ex.Score && c&abi.CapScoreNodes != 0
-	if !ex.Filter && !ex.Score {
-		return fmt.Errorf("the policy registers neither a Filter nor a Score function (capabilities=%d)", c)
+	ex.narrow(int32(res[0]))
+	if !ex.Has(CallFilter) && !ex.Has(CallScore) {
+		return fmt.Errorf("the policy registers neither a Filter nor a Score function (capabilities=%d)", int32(res[0]))
 	}
 	return nil
 }
@@ -400,12 +393,16 @@ func (v *Version) closeIdle() {
 // policy timeout. On a failed call, done is the index of the node being
 // evaluated when it failed; results after it are not set.
 func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, cycleState *[]byte, results []Result, scores []int64) (done int, cerr *CallError) {
-	batchKind := callFilterNodes
-	if kind == CallScore {
-		batchKind = callScoreNodes
+	batchKind := abi.BatchNone
+	if kind >= 0 && kind < NumCallKinds {
+		batchKind = abi.Points[kind].Batch
 	}
-	if !v.implements(batchKind) || len(results) != len(nodes) || (kind == CallScore && len(scores) != len(nodes)) {
-		return 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", callExports[batchKind], len(nodes), len(results), len(scores))}
+	if batchKind == abi.BatchNone || !v.implements(batchKind) || len(results) != len(nodes) || (kind == CallScore && len(scores) != len(nodes)) {
+		name := "a batch form of " + kind.String()
+		if batchKind != abi.BatchNone {
+			name = abi.Points[batchKind].Export
+		}
+		return 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", name, len(nodes), len(results), len(scores))}
 	}
 	in, err := v.acquire(ctx)
 	if err != nil {
@@ -430,26 +427,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 }
 
 // implements reports whether the module exports the entry point of kind.
-func (v *Version) implements(kind CallKind) bool {
-	ex := v.exports
-	switch kind {
-	case CallPreFilter:
-		return ex.PreFilter
-	case CallFilter:
-		return ex.Filter
-	case CallPreScore:
-		return ex.PreScore
-	case CallScore:
-		return ex.Score
-	case CallNormalizeScore:
-		return ex.NormalizeScore
-	case callFilterNodes:
-		return ex.FilterNodes
-	case callScoreNodes:
-		return ex.ScoreNodes
-	}
-	return false
-}
+func (v *Version) implements(kind CallKind) bool { return v.exports.Has(kind) }
 
 // Result is a guest's verdict.
 type Result struct {
@@ -463,7 +441,7 @@ type Result struct {
 // in/out slice for NormalizeScore. A CallError means the call failed
 // (timeout, trap, exit, or no instance) and the instance was discarded.
 func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node fwk.NodeInfo, cycleState *[]byte, scores []int64) (int64, Result, *CallError) {
-	if kind < 0 || kind > CallNormalizeScore || !v.implements(kind) {
+	if kind < 0 || kind >= NumCallKinds || abi.Points[kind].BatchOf != abi.BatchNone || !v.implements(kind) {
 		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement extension point %d", kind)}
 	}
 	in, err := v.acquire(ctx)

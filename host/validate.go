@@ -21,15 +21,16 @@ import (
 // wasiModule is the WASI preview1 import module name.
 const wasiModule = "wasi_snapshot_preview1"
 
-// AllowedWASI is the minimal WASI surface a policy may import. It is what the
+// allowedWASI is the minimal WASI surface a policy may import. It is what the
 // Go and TinyGo runtimes need to start and to write to stdout/stderr: no
 // filesystem (no path_* and, with no preopened directories, fd_prestat_*
 // only ever answers "none"), no sockets, an empty environment and argument
 // list, and deterministic clocks and randomness unless the policy opts in.
 // fd_fdstat_set_flags is there because Go's os package (and so fmt) calls it
 // on stdin/stdout/stderr at start; it can only change the flags of those
-// three descriptors, which the host owns.
-var AllowedWASI = map[string]bool{
+// three descriptors, which the host owns. It is unexported so that nothing
+// can widen the sandbox at run time; AllowedWASI returns a copy.
+var allowedWASI = map[string]bool{
 	"args_get":            true,
 	"args_sizes_get":      true,
 	"environ_get":         true,
@@ -49,42 +50,101 @@ var AllowedWASI = map[string]bool{
 	"sched_yield":         true,
 }
 
-// hostFunctionSignatures lists the ABI's host functions; a module may import any of them.
-var hostFunctionSignatures = map[string]struct{ params, results []api.ValueType }{}
-
-// exportSignatures are the ABI signatures of the guest exports.
-var exportSignatures = map[string]struct{ params, results []api.ValueType }{
-	abi.ExportAbiVersion:     {nil, []api.ValueType{api.ValueTypeI32}},
-	abi.ExportPreFilter:      {[]api.ValueType{api.ValueTypeI64}, nil},
-	abi.ExportFilter:         {[]api.ValueType{api.ValueTypeI64}, nil},
-	abi.ExportPreScore:       {[]api.ValueType{api.ValueTypeI64}, nil},
-	abi.ExportScore:          {[]api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}},
-	abi.ExportNormalizeScore: {[]api.ValueType{api.ValueTypeI64, api.ValueTypeI32}, nil},
-	abi.ExportFilterNodes:    {[]api.ValueType{api.ValueTypeI64, api.ValueTypeI32}, nil},
-	abi.ExportScoreNodes:     {[]api.ValueType{api.ValueTypeI64, api.ValueTypeI32}, nil},
-	abi.ExportCapabilities:   {nil, []api.ValueType{api.ValueTypeI32}},
-	abi.ExportInitialize:     {nil, nil},
-	abi.ExportStart:          {nil, nil},
+// AllowedWASI lists, sorted, the WASI functions a policy may import.
+func AllowedWASI() []string {
+	out := make([]string, 0, len(allowedWASI))
+	for name := range allowedWASI {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }
 
-// Exports records which optional entry points a module provides.
+// signature is a wasm function type.
+type signature struct{ params, results []api.ValueType }
+
+func valueTypes(ts []abi.ValType) []api.ValueType {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]api.ValueType, len(ts))
+	for i, t := range ts {
+		out[i] = api.ValueType(t)
+	}
+	return out
+}
+
+func paramTypes(ps []abi.Param) []api.ValueType {
+	ts := make([]abi.ValType, len(ps))
+	for i, p := range ps {
+		ts[i] = p.Type
+	}
+	return valueTypes(ts)
+}
+
+// hostFunctionSignatures are the signatures of abi.HostFunctions by name; a
+// module may import any of them.
+var hostFunctionSignatures = func() map[string]signature {
+	m := make(map[string]signature, len(abi.HostFunctions))
+	for _, f := range abi.HostFunctions {
+		m[f.Name] = signature{paramTypes(f.Params), valueTypes(f.Results)}
+	}
+	return m
+}()
+
+// exportSignatures are the ABI signatures of the guest exports: the
+// extension points of abi.Points and the exports that are not extension points.
+var exportSignatures = func() map[string]signature {
+	m := map[string]signature{
+		abi.ExportAbiVersion:   {nil, []api.ValueType{api.ValueTypeI32}},
+		abi.ExportCapabilities: {nil, []api.ValueType{api.ValueTypeI32}},
+		abi.ExportInitialize:   {nil, nil},
+		abi.ExportStart:        {nil, nil},
+	}
+	for _, pt := range abi.Points {
+		m[pt.Export] = signature{paramTypes(pt.Params), valueTypes(pt.Results)}
+	}
+	return m
+}()
+
+// exportPoints maps an extension point's export name to its point.
+var exportPoints = func() map[string]CallKind {
+	m := make(map[string]CallKind, NumCallKinds)
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		m[abi.Points[k].Export] = k
+	}
+	return m
+}()
+
+// Exports records which extension points a module implements.
 type Exports struct {
-	PreFilter, Filter, PreScore, Score, NormalizeScore bool
-	// FilterNodes and ScoreNodes are the batch forms of Filter and Score.
-	FilterNodes, ScoreNodes bool
+	// Points is the set of implemented extension points, one bit per
+	// abi.Point (the same bits as the capabilities export).
+	Points int32
 	// Initializer is "_initialize", "_start" or "" (none).
 	Initializer string
 }
 
-// String lists the extension points, for logs and validation output.
+// Has reports whether the module implements extension point k.
+func (e Exports) Has(k CallKind) bool { return k >= 0 && k < NumCallKinds && e.Points&k.Cap() != 0 }
+
+// narrow keeps the points whose bit is set in caps, and drops a batch form
+// whose single form is gone.
+func (e *Exports) narrow(caps int32) {
+	e.Points &= caps
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		if of := abi.Points[k].BatchOf; of != abi.BatchNone && !e.Has(of) {
+			e.Points &^= k.Cap()
+		}
+	}
+}
+
+// String lists the extension points' exports, for logs and validation output.
 func (e Exports) String() string {
 	var s []string
-	for _, x := range []struct {
-		ok   bool
-		name string
-	}{{e.PreFilter, abi.ExportPreFilter}, {e.Filter, abi.ExportFilter}, {e.PreScore, abi.ExportPreScore}, {e.Score, abi.ExportScore}, {e.NormalizeScore, abi.ExportNormalizeScore}, {e.FilterNodes, abi.ExportFilterNodes}, {e.ScoreNodes, abi.ExportScoreNodes}} {
-		if x.ok {
-			s = append(s, x.name)
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		if e.Has(k) {
+			s = append(s, abi.Points[k].Export)
 		}
 	}
 	return strings.Join(s, ",")
@@ -155,29 +215,15 @@ func checkModule(cm wazero.CompiledModule) (Exports, error) {
 		if !sameTypes(def.ParamTypes(), sig.params) || !sameTypes(def.ResultTypes(), sig.results) {
 			return Exports{}, fmt.Errorf("export %q has signature %s, the ABI requires %s", name, sigString(def.ParamTypes(), def.ResultTypes()), sigString(sig.params, sig.results))
 		}
-		switch name {
-		case abi.ExportPreFilter:
-			ex.PreFilter = true
-		case abi.ExportFilter:
-			ex.Filter = true
-		case abi.ExportPreScore:
-			ex.PreScore = true
-		case abi.ExportScore:
-			ex.Score = true
-		case abi.ExportNormalizeScore:
-			ex.NormalizeScore = true
-		case abi.ExportFilterNodes:
-			ex.FilterNodes = true
-		case abi.ExportScoreNodes:
-			ex.ScoreNodes = true
+		if k, ok := exportPoints[name]; ok {
+			ex.Points |= k.Cap()
 		}
 	}
 	if _, ok := fns[abi.ExportAbiVersion]; !ok {
 		return Exports{}, fmt.Errorf("module does not export %q: it was not built against the wasmsched guest SDK (ABI v%d)", abi.ExportAbiVersion, abi.Version)
 	}
-	ex.FilterNodes = ex.FilterNodes && ex.Filter
-	ex.ScoreNodes = ex.ScoreNodes && ex.Score
-	if !ex.Filter && !ex.Score {
+	ex.narrow(ex.Points)
+	if !ex.Has(CallFilter) && !ex.Has(CallScore) {
 		return Exports{}, fmt.Errorf("module exports neither %q nor %q: register a Filter or Score function in the guest SDK", abi.ExportFilter, abi.ExportScore)
 	}
 	if _, ok := fns[abi.ExportInitialize]; ok {
@@ -194,7 +240,7 @@ func importProblem(f api.FunctionDefinition) string {
 	mod, name, _ := f.Import()
 	switch mod {
 	case wasiModule:
-		if AllowedWASI[name] {
+		if allowedWASI[name] {
 			return ""
 		}
 	case abi.HostModule:

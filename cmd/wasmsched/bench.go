@@ -170,7 +170,7 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 	total := o.iterations * len(infos) * 2
 	done := 0
 	for _, kind := range []host.CallKind{host.CallFilter, host.CallScore} {
-		if (kind == host.CallFilter && !v.Exports().Filter) || (kind == host.CallScore && !v.Exports().Score) {
+		if (kind == host.CallFilter && !v.Exports().Has(host.CallFilter)) || (kind == host.CallScore && !v.Exports().Has(host.CallScore)) {
 			continue
 		}
 		var lat []time.Duration

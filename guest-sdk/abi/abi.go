@@ -47,17 +47,6 @@ const (
 	ExportStart = "_start"
 )
 
-// Capability bits returned by the capabilities export.
-const (
-	CapPreFilter      int32 = 1
-	CapFilter         int32 = 2
-	CapPreScore       int32 = 4
-	CapScore          int32 = 8
-	CapNormalizeScore int32 = 16
-	CapFilterNodes    int32 = 32
-	CapScoreNodes     int32 = 64
-)
-
 // Status codes, equal to the kube-scheduler framework's codes.
 const (
 	CodeSuccess                      int32 = 0
@@ -114,6 +103,9 @@ const (
 	FnScoresGet = "scores_get"
 	// FnScoresSet is `scores_set(buf i32, n i32) -> i32`.
 	FnScoresSet = "scores_set"
+	// FnNodeTaint is `node_taint(key_ptr, key_len, buf, cap) -> i32`: the
+	// node's taints with that key as a string list of (value, effect) pairs.
+	FnNodeTaint = "node_taint"
 )
 
 // Return values of the read functions other than a length.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
@@ -75,7 +76,7 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 		views[i].cycleFor(states[i], pod).filterB = nil
 		filters := true
 		if v := p.host.Current(); v != nil {
-			filters = v.Exports().Filter
+			filters = v.Exports().Has(host.CallFilter)
 		}
 		for j, ni := range nodes {
 			v := &ex.Nodes[j].Policies[i]

@@ -188,14 +188,17 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 // looks up label values.
 type policyMetrics struct {
 	name     string
-	eval     [host.CallNormalizeScore + 1][numResults]metrics.CounterMetric
-	duration [host.CallNormalizeScore + 1]metrics.ObserverMetric
-	ignored  [host.CallNormalizeScore + 1]metrics.CounterMetric
+	eval     [host.NumCallKinds][numResults]metrics.CounterMetric
+	duration [host.NumCallKinds]metrics.ObserverMetric
+	ignored  [host.NumCallKinds]metrics.CounterMetric
 }
 
 func newPolicyMetrics(name string) *policyMetrics {
 	m := &policyMetrics{name: name}
-	for k := host.CallPreFilter; k <= host.CallNormalizeScore; k++ {
+	// One row per call kind; a batch form shares the series of the point it
+	// batches (its String is that point's name), so no kind can index past
+	// the arrays and no label value is added by a batch form.
+	for k := host.CallKind(0); k < host.NumCallKinds; k++ {
 		for r, label := range results {
 			m.eval[k][r] = evaluations.WithLabelValues(name, k.String(), label)
 		}

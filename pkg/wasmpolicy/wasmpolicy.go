@@ -550,10 +550,10 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 			continue
 		}
 		ex := v.Exports()
-		if !ex.Filter {
+		if !ex.Has(host.CallFilter) {
 			c.skipF[i] = true
 		}
-		if ex.PreFilter {
+		if ex.Has(host.CallPreFilter) {
 			_, res, cerr := p.call(ctx, v, host.CallPreFilter, c, i, nil, nil)
 			if cerr != nil {
 				if st := p.callFailed(ctx, host.CallPreFilter, cerr); st != nil {
@@ -585,7 +585,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		}
 		if !c.skipF[i] {
 			anyFilter = true
-			if ex.FilterNodes && c.index != nil {
+			if ex.Has(abi.FilterNodes) && c.index != nil {
 				c.filterB[i] = make([]chunk, (len(nodes)+BatchSize-1)/BatchSize)
 			}
 		}
@@ -685,11 +685,11 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	c.scoreB = make([][]chunk, len(w.policies))
 	for i, p := range w.policies {
 		v := c.versions[i]
-		if v == nil || !v.Exports().Score || p.cfg.Weight == 0 {
+		if v == nil || !v.Exports().Has(host.CallScore) || p.cfg.Weight == 0 {
 			c.skipS[i] = true
 			continue
 		}
-		if v.Exports().PreScore {
+		if v.Exports().Has(host.CallPreScore) {
 			_, res, cerr := p.call(ctx, v, host.CallPreScore, c, i, nil, nil)
 			if cerr != nil {
 				if st := p.callFailed(ctx, host.CallPreScore, cerr); st != nil {
@@ -714,7 +714,7 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 		}
 		c.raw[i] = make([]int64, len(nodes))
 		c.rawExtra[i] = map[string]int64{}
-		if v.Exports().ScoreNodes {
+		if v.Exports().Has(abi.ScoreNodes) {
 			c.scoreB[i] = make([]chunk, (len(nodes)+BatchSize-1)/BatchSize)
 		}
 		anyScore = true
@@ -793,7 +793,7 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 			vals[j] = c.rawScore(i, j, scores[j].Name)
 		}
 		v := c.versions[i]
-		if v.Exports().NormalizeScore {
+		if v.Exports().Has(host.CallNormalizeScore) {
 			_, res, cerr := p.call(ctx, v, host.CallNormalizeScore, c, i, nil, vals)
 			if cerr != nil {
 				if st := p.callFailed(ctx, host.CallNormalizeScore, cerr); st != nil {

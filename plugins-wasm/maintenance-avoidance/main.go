@@ -48,8 +48,8 @@ func tolerates(pod sdk.Pod, t sdk.Taint) bool {
 
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	load()
-	for _, t := range node.Taints() {
-		if t.Key == taintKey && !tolerates(pod, t) {
+	for _, t := range node.Taint(taintKey) {
+		if !tolerates(pod, t) {
 			return sdk.Unschedulable("node is in maintenance (taint " + taintKey + ")")
 		}
 	}

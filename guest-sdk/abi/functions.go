@@ -1,0 +1,88 @@
+package abi
+
+// Section groups host functions in docs/abi.md §4.
+type Section int
+
+// The sections of docs/abi.md §4, in order.
+const (
+	SectionResults Section = iota
+	SectionPod
+	SectionNode
+	SectionBatch
+	SectionCycleState
+	SectionScores
+)
+
+// SectionTitles are the headings of the sections in docs/abi.md.
+var SectionTitles = map[Section]string{
+	SectionResults:    "4.1 Results and logging",
+	SectionPod:        "4.2 The pod",
+	SectionNode:       "4.3 The node (in `filter` and `score` only)",
+	SectionBatch:      "4.3.1 Batches",
+	SectionCycleState: "4.4 Cycle state",
+	SectionScores:     "4.5 Scores (in `normalize_score` and `score_nodes`)",
+}
+
+// HostFunction describes one function of module HostModule.
+type HostFunction struct {
+	Name    string
+	Section Section
+	Params  []Param
+	Results []ValType
+	// Doc is the function's row in docs/abi.md (markdown).
+	Doc string
+}
+
+var (
+	keyParams = []Param{{"key_ptr", I32}, {"key_len", I32}, {"buf", I32}, {"cap", I32}}
+	bufParams = []Param{{"buf", I32}, {"cap", I32}}
+	i32Result = []ValType{I32}
+)
+
+// HostFunctions is the table of host functions. The host implements exactly
+// these, with exactly these signatures (its TestHostFunctionsMatchTable
+// fails otherwise); a module that imports anything else from HostModule is
+// refused at load. To add one, follow docs/contributing.md.
+var HostFunctions = []HostFunction{
+	{FnSetStatus, SectionResults, []Param{{"code", I32}, {"reason_ptr", I32}, {"reason_len", I32}}, nil,
+		"sets the call's status (§3). An out-of-range reason becomes `(reason pointer out of range)`"},
+	{FnLog, SectionResults, []Param{{"level", I32}, {"list_ptr", I32}, {"list_len", I32}}, nil,
+		"a structured log line at klog verbosity `level`; the payload is a string list (§5): message, then key, value, key, value… Dropped unless the scheduler runs with `-v=level` or more; at most 16 KiB"},
+	{FnConfig, SectionResults, bufParams, i32Result,
+		"the policy's `config` string from its args"},
+
+	{FnPodString, SectionPod, append([]Param{{"field", I32}}, bufParams...), i32Result,
+		"field: 0 name, 1 namespace, 2 uid, 3 schedulerName, 4 priorityClassName, 5 serviceAccountName"},
+	{FnPodLabel, SectionPod, keyParams, i32Result, "one label, -1 if unset"},
+	{FnPodAnnotation, SectionPod, keyParams, i32Result, "one annotation, -1 if unset"},
+	{FnPodList, SectionPod, append([]Param{{"kind", I32}}, bufParams...), i32Result,
+		`a string list (§5); kind: 0 labels, 1 annotations, 2 nodeSelector (key, value pairs); 3 tolerations (5 strings each: key, operator, value, effect, tolerationSeconds or ""); 4 requests (name, decimal value pairs)`},
+	{FnPodRequest, SectionPod, []Param{{"name_ptr", I32}, {"name_len", I32}}, []ValType{I64},
+		"the pod's effective request of one resource as the scheduler computes it (containers, init containers, overhead); 0 if not requested"},
+	{FnPodPriority, SectionPod, nil, []ValType{I64}, "spec.priority, 0 if unset"},
+
+	{FnNodeString, SectionNode, append([]Param{{"field", I32}}, bufParams...), i32Result, "field 0: name"},
+	{FnNodeLabel, SectionNode, keyParams, i32Result, "one label, -1 if unset"},
+	{FnNodeAnnotation, SectionNode, keyParams, i32Result, "one annotation, -1 if unset"},
+	{FnNodeTaint, SectionNode, keyParams, i32Result,
+		"the taints with that key, as a string list (§5) of (value, effect) pairs (a key may carry several effects); -1 if the node has no taint with that key"},
+	{FnNodeList, SectionNode, append([]Param{{"kind", I32}}, bufParams...), i32Result,
+		"kind: 0 labels, 1 annotations (pairs); 2 taints (3 strings each: key, value, effect); 3 allocatable, 4 capacity, 5 requested (name, decimal value pairs)"},
+	{FnNodeResource, SectionNode, []Param{{"kind", I32}, {"name_ptr", I32}, {"name_len", I32}}, []ValType{I64},
+		"kind: 0 allocatable, 1 capacity, 2 requested (sum of the requests of the pods on the node, including pods assumed but not yet bound; 0 if none)"},
+	{FnNodePodCount, SectionNode, nil, i32Result, "pods on the node"},
+	{FnNodeUnschedulable, SectionNode, nil, i32Result, "1 if cordoned"},
+
+	{FnSelectNode, SectionBatch, []Param{{"i", I32}}, i32Result,
+		"in `filter_nodes`/`score_nodes`: make node `i` of the batch current and start its deadline; 0, or -2 if `i` is out of range or not in a batch call"},
+
+	{FnCycleStateSet, SectionCycleState, []Param{{"ptr", I32}, {"len", I32}}, nil,
+		"stores bytes for this policy and cycle (at most 1 MiB). Meant for `prefilter`/`prescore`"},
+	{FnCycleStateGet, SectionCycleState, bufParams, i32Result,
+		"reads them back in any later call of the cycle, on any instance; -1 if none"},
+
+	{FnScoresGet, SectionScores, []Param{{"buf", I32}, {"n", I32}}, i32Result,
+		"writes up to `n` raw scores as little-endian i64 at `buf`; returns the total count"},
+	{FnScoresSet, SectionScores, []Param{{"buf", I32}, {"n", I32}}, i32Result,
+		"replaces the scores with the `n` i64 at `buf`; `n` must equal the count, else -2. Also used by `score_nodes` to report its batch"},
+}

@@ -1,0 +1,154 @@
+package abi
+
+// Point identifies an extension point: an entry point of the guest that the
+// host calls during a scheduling cycle. Its value is its row in Points and
+// the position of its bit in the capabilities bit set, so the host's call
+// kinds, export checks, capability handling and metric series, the SDK's
+// capabilities and the tables of docs/abi.md are all derived from Points.
+//
+// To add an extension point, follow docs/contributing.md: add a constant
+// here (before NumPoints), its row in Points, the host's call site and the
+// SDK's registration, then run `make generate`. TestPointsTable (here),
+// the host's TestCallKindsCoverPoints and the SDK's TestCapabilitiesCoverPoints
+// fail until every derived place knows the new point.
+type Point int32
+
+// The extension points, in the order of a scheduling cycle, then the batch
+// forms. The numbering is part of ABI v1 (it fixes the capability bits):
+// append, never reorder.
+const (
+	PreFilter Point = iota
+	Filter
+	PreScore
+	Score
+	NormalizeScore
+	FilterNodes
+	ScoreNodes
+	// NumPoints is the number of extension points; arrays indexed by Point
+	// are sized with it.
+	NumPoints
+)
+
+// ValType is a wasm value type in an ABI signature.
+type ValType byte
+
+// The value types the ABI uses, with their wasm binary encoding.
+const (
+	I32 ValType = 0x7f
+	I64 ValType = 0x7e
+)
+
+// String returns the type as the wasm text format spells it.
+func (t ValType) String() string {
+	if t == I64 {
+		return "i64"
+	}
+	return "i32"
+}
+
+// Param is one named parameter of an ABI function, for signatures in docs
+// and errors.
+type Param struct {
+	Name string
+	Type ValType
+}
+
+// ExtensionPoint describes one guest export the host calls.
+type ExtensionPoint struct {
+	// Name is the extension point as kube-scheduler names it; a batch form
+	// carries the name of the point it batches, so its calls count in the
+	// same metric series.
+	Name string
+	// Export is the guest's export name.
+	Export string
+	// Params and Results are the export's wasm signature.
+	Params  []Param
+	Results []ValType
+	// NodeData is true when the node_* host functions answer during the call
+	// (otherwise they return NotAvailable).
+	NodeData bool
+	// Batch is the batch form of this point (BatchNone if there is none);
+	// BatchOf, on a batch form, is the point it evaluates for many nodes.
+	Batch, BatchOf Point
+	// Called says when the host calls the export, for docs/abi.md.
+	Called string
+}
+
+// BatchNone marks an ExtensionPoint without a batch form (Batch) or one that
+// is not a batch form itself (BatchOf).
+const BatchNone Point = -1
+
+var cycleParam = Param{"cycle", I64}
+
+// Points is the table of extension points, indexed by Point.
+var Points = [NumPoints]ExtensionPoint{
+	PreFilter: {Name: "PreFilter", Export: ExportPreFilter, Params: []Param{cycleParam},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, before any `filter`"},
+	Filter: {Name: "Filter", Export: ExportFilter, Params: []Param{cycleParam}, NodeData: true,
+		Batch: FilterNodes, BatchOf: BatchNone, Called: "once per (pod, node), in parallel on different instances"},
+	PreScore: {Name: "PreScore", Export: ExportPreScore, Params: []Param{cycleParam},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, before any `score`"},
+	Score: {Name: "Score", Export: ExportScore, Params: []Param{cycleParam}, Results: []ValType{I64}, NodeData: true,
+		Batch: ScoreNodes, BatchOf: BatchNone, Called: "once per (pod, feasible node), in parallel; returns the raw score"},
+	NormalizeScore: {Name: "NormalizeScore", Export: ExportNormalizeScore, Params: []Param{cycleParam, {"n", I32}},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, after every `score`, with the `n` raw scores (§4.5)"},
+	FilterNodes: {Name: "Filter", Export: ExportFilterNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
+		Batch: BatchNone, BatchOf: Filter, Called: "instead of `n` calls of `filter` (§3.1)"},
+	ScoreNodes: {Name: "Score", Export: ExportScoreNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
+		Batch: BatchNone, BatchOf: Score, Called: "instead of `n` calls of `score`; reports the scores with `scores_set` (§3.1)"},
+}
+
+// Cap is the point's bit in the capabilities bit set.
+func (p Point) Cap() int32 { return 1 << p }
+
+// String returns the point's name as kube-scheduler spells it (a batch
+// form reads as the point it batches), as logs and metric labels show it.
+func (p Point) String() string {
+	if p < 0 || p >= NumPoints {
+		return "unknown"
+	}
+	return Points[p].Name
+}
+
+// Capability bits returned by the capabilities export, one per Point.
+const (
+	CapPreFilter      int32 = 1 << PreFilter
+	CapFilter         int32 = 1 << Filter
+	CapPreScore       int32 = 1 << PreScore
+	CapScore          int32 = 1 << Score
+	CapNormalizeScore int32 = 1 << NormalizeScore
+	CapFilterNodes    int32 = 1 << FilterNodes
+	CapScoreNodes     int32 = 1 << ScoreNodes
+)
+
+// Signature formats a function type as docs/abi.md and load errors write
+// it: "(cycle i64, n i32) -> i64".
+func Signature(params []Param, results []ValType) string {
+	s := "("
+	for i, p := range params {
+		if i > 0 {
+			s += ", "
+		}
+		if p.Name != "" {
+			s += p.Name + " "
+		}
+		s += p.Type.String()
+	}
+	s += ") -> "
+	switch len(results) {
+	case 0:
+		s += "()"
+	case 1:
+		s += results[0].String()
+	default:
+		s += "("
+		for i, r := range results {
+			if i > 0 {
+				s += ", "
+			}
+			s += r.String()
+		}
+		s += ")"
+	}
+	return s
+}

@@ -1,0 +1,77 @@
+package abi
+
+import "testing"
+
+// TestPointsTable checks the invariants every table-derived place relies on.
+func TestPointsTable(t *testing.T) {
+	if NumPoints > 31 {
+		t.Fatalf("%d extension points do not fit the i32 capabilities bit set", NumPoints)
+	}
+	exports := map[string]Point{}
+	for p := Point(0); p < NumPoints; p++ {
+		pt := Points[p]
+		if pt.Name == "" || pt.Export == "" || pt.Called == "" {
+			t.Errorf("point %d has no row in Points (name %q, export %q, called %q)", p, pt.Name, pt.Export, pt.Called)
+			continue
+		}
+		if q, dup := exports[pt.Export]; dup {
+			t.Errorf("points %d and %d share export %q", q, p, pt.Export)
+		}
+		exports[pt.Export] = p
+		if len(pt.Params) == 0 || pt.Params[0] != cycleParam {
+			t.Errorf("%s: the first parameter must be (cycle i64), got %s", pt.Export, Signature(pt.Params, pt.Results))
+		}
+		if pt.Batch != BatchNone {
+			if pt.BatchOf != BatchNone {
+				t.Errorf("%s is both a batch form and has one", pt.Export)
+			}
+			if b := Points[pt.Batch]; b.BatchOf != p || b.Name != pt.Name || b.NodeData != pt.NodeData {
+				t.Errorf("%s: batch form %s must point back (BatchOf %d) and share Name and NodeData", pt.Export, b.Export, b.BatchOf)
+			}
+		}
+		if pt.BatchOf != BatchNone && Points[pt.BatchOf].Batch != p {
+			t.Errorf("%s: the point it batches (%s) does not name it as its Batch", pt.Export, Points[pt.BatchOf].Export)
+		}
+		if p.Cap() != 1<<p {
+			t.Errorf("%s: capability bit %d", pt.Export, p.Cap())
+		}
+	}
+	// The capability bits are part of ABI v1: they must never move.
+	for cap, want := range map[int32]int32{CapPreFilter: 1, CapFilter: 2, CapPreScore: 4, CapScore: 8, CapNormalizeScore: 16, CapFilterNodes: 32, CapScoreNodes: 64} {
+		if cap != want {
+			t.Errorf("capability bit %d moved to %d", want, cap)
+		}
+	}
+}
+
+func TestHostFunctionsTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, f := range HostFunctions {
+		if seen[f.Name] {
+			t.Errorf("host function %q listed twice", f.Name)
+		}
+		seen[f.Name] = true
+		if f.Doc == "" {
+			t.Errorf("host function %q has no doc", f.Name)
+		}
+		if _, ok := SectionTitles[f.Section]; !ok {
+			t.Errorf("host function %q: section %d has no title", f.Name, f.Section)
+		}
+	}
+}
+
+func TestSignature(t *testing.T) {
+	for _, c := range []struct {
+		params  []Param
+		results []ValType
+		want    string
+	}{
+		{nil, nil, "() -> ()"},
+		{[]Param{{"cycle", I64}}, []ValType{I64}, "(cycle i64) -> i64"},
+		{[]Param{{"", I32}, {"n", I32}}, []ValType{I32, I64}, "(i32, n i32) -> (i32, i64)"},
+	} {
+		if got := Signature(c.params, c.results); got != c.want {
+			t.Errorf("Signature = %q, want %q", got, c.want)
+		}
+	}
+}

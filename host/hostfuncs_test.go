@@ -1,0 +1,77 @@
+package host
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+)
+
+// TestHostFunctionsMatchTable fails when abi.HostFunctions and the host's
+// implementations disagree: a row without an implementation, or an
+// implementation the table does not list (a module could not import it).
+func TestHostFunctionsMatchTable(t *testing.T) {
+	inTable := map[string]bool{}
+	for _, f := range abi.HostFunctions {
+		inTable[f.Name] = true
+		if _, ok := hostFuncs[f.Name]; !ok {
+			t.Errorf("abi.HostFunctions lists %q but host/hostfuncs.go does not implement it", f.Name)
+		}
+		if _, ok := hostFunctionSignatures[f.Name]; !ok {
+			t.Errorf("%q has no signature in the import allow-list", f.Name)
+		}
+	}
+	for name := range hostFuncs {
+		if !inTable[name] {
+			t.Errorf("host/hostfuncs.go implements %q, which abi.HostFunctions does not list", name)
+		}
+	}
+}
+
+func TestNodeTaint(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{})
+	v := load(t, p, testguests.Fixture(t, "nodetaint"))
+	ni := framework.NewNodeInfo()
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
+		{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule},
+		{Key: "other", Value: "x", Effect: v1.TaintEffectNoSchedule},
+		{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoExecute},
+	}}})
+	r, err := filter(v, ni)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr := abi.NewListReader([]byte(r.Reason))
+	var got []string
+	for {
+		s, ok := lr.Next()
+		if !ok {
+			break
+		}
+		got = append(got, string(s))
+	}
+	want := []string{"gpu", "NoSchedule", "gpu", "NoExecute"}
+	if len(got) != len(want) || lr.Err() {
+		t.Fatalf("node_taint(dedicated) = %q (list error %v), want %q", got, lr.Err(), want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("node_taint(dedicated) = %q, want %q", got, want)
+		}
+	}
+
+	if r, err := filter(v, nodeInfo("untainted", nil, false)); err != nil || r.Reason != "notfound" {
+		t.Errorf("node without the taint: %+v, %v; want NotFound (-1)", r, err)
+	}
+	if _, r, err := v.Call(context.Background(), CallPreFilter, testPod(), nil, new([]byte), nil); err != nil || r.Reason != "notavail" {
+		t.Errorf("in prefilter: %+v, %v; want NotAvailable (-3)", r, err)
+	}
+	if _, r, err := v.Call(context.Background(), CallScore, testPod(), ni, new([]byte), nil); err != nil || r.Reason != "badargs " {
+		t.Errorf("key outside memory: %+v, %v; want BadArgs (-2)", r, err)
+	}
+}

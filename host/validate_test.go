@@ -1,0 +1,70 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+)
+
+// TestCallKindsCoverPoints loads a guest that registers a function for every
+// extension point, built by the SDK with both toolchains, and checks that
+// every row of abi.Points reaches the host: its export is checked, its
+// capability bit kept, and an instance resolves its function.
+func TestCallKindsCoverPoints(t *testing.T) {
+	all := int32(1)<<abi.NumPoints - 1
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		if _, ok := exportSignatures[abi.Points[k].Export]; !ok {
+			t.Errorf("%s: no export signature", abi.Points[k].Export)
+		}
+	}
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			path, err := testguests.Build(tc, "plugins-wasm/testdata/extension-points")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newPolicy(t, newEngine(t), PolicySpec{})
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := load(t, p, b)
+			if got := v.Exports().Points; got != all {
+				t.Fatalf("exports %s (%b), want every extension point (%b): is a point missing from the SDK's wasm exports?", v.Exports(), got, all)
+			}
+			in, err := v.acquire(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.release(in, true)
+			for k := CallKind(0); k < NumCallKinds; k++ {
+				if in.fn[k] == nil {
+					t.Errorf("instance has no function for %s", abi.Points[k].Export)
+				}
+			}
+		})
+	}
+}
+
+func TestExportsNarrow(t *testing.T) {
+	for _, c := range []struct {
+		exported, caps int32
+		want           string
+	}{
+		{abi.CapFilter | abi.CapFilterNodes, abi.CapFilter | abi.CapFilterNodes, "filter,filter_nodes"},
+		{abi.CapFilter | abi.CapFilterNodes, abi.CapFilterNodes, ""}, // a batch form needs its single form
+		{abi.CapScore | abi.CapScoreNodes | abi.CapPreScore, abi.CapScore | abi.CapScoreNodes | abi.CapFilter, "score,score_nodes"},
+	} {
+		e := Exports{Points: c.exported}
+		e.narrow(c.caps)
+		if got := e.String(); got != c.want {
+			t.Errorf("exports %b narrowed by %b = %q, want %q", c.exported, c.caps, got, c.want)
+		}
+	}
+	if s := fmt.Sprint(Exports{Points: 1<<abi.NumPoints - 1}); s != "prefilter,filter,prescore,score,normalize_score,filter_nodes,score_nodes" {
+		t.Errorf("String = %q", s)
+	}
+}
