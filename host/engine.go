@@ -5,7 +5,7 @@
 // atomically when a policy's source changes.
 //
 // The package knows about Pods and NodeInfos but nothing about how a policy is
-// configured or where its bytes come from; see host/source for that and
+// configured or where its bytes come from; see pkg/source for that and
 // pkg/wasmpolicy for the kube-scheduler plugin built on top.
 package host
 

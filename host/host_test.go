@@ -465,10 +465,7 @@ func TestBatchMatchesSingleCalls(t *testing.T) {
 // A replaced version's compiled code is freed after the grace period, so
 // reloads do not accumulate memory; a straggling call fails cleanly.
 func TestRetiredVersionIsFreed(t *testing.T) {
-	old := RetiredGrace
-	RetiredGrace = 50 * time.Millisecond
-	defer func() { RetiredGrace = old }()
-	p := newPolicy(t, newEngine(t), PolicySpec{})
+	p := newPolicy(t, newEngine(t), PolicySpec{RetiredGrace: 50 * time.Millisecond})
 	v1 := load(t, p, testguests.Fixture(t, "ok"))
 	load(t, p, testguests.Fixture(t, "command"))
 	deadline := time.Now().Add(5 * time.Second)

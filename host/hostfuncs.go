@@ -23,11 +23,7 @@ func current(ctx context.Context) *instance {
 	return ctx.Value(instKey{}).(*instance)
 }
 
-const (
-	i32 = api.ValueTypeI32
-	i64 = api.ValueTypeI64
-)
-
+// hostFuncs implements abi.HostFunctions, which gives their signatures.
 // Every host function validates its pointers and lengths against guest
 // memory and answers abi.BadArgs instead of trapping; none of them can make
 // the host read or write outside the calling instance's memory.

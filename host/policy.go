@@ -42,6 +42,10 @@ type PolicySpec struct {
 	RealClock bool
 	// RealRandom gives the guest crypto/rand instead of a deterministic source.
 	RealRandom bool
+	// RetiredGrace is how long a replaced version stays callable for
+	// scheduling cycles that pinned it before the swap; then its compiled
+	// code is freed. 0 means DefaultRetiredGrace.
+	RetiredGrace time.Duration
 }
 
 // Policy is one named policy and the module Version currently serving it.
@@ -53,6 +57,7 @@ type Policy struct {
 	config       []byte
 	timeout      time.Duration
 	initTimeout  time.Duration
+	retiredGrace time.Duration
 	maxInstances int
 	recycleBytes uint32
 
@@ -80,6 +85,9 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 	}
 	if spec.InitTimeout <= 0 {
 		spec.InitTimeout = max(time.Second, 10*spec.Timeout)
+	}
+	if spec.RetiredGrace <= 0 {
+		spec.RetiredGrace = DefaultRetiredGrace
 	}
 	if spec.RecycleMemoryBytes <= 0 {
 		spec.RecycleMemoryBytes = pages * 65536 / 2
@@ -111,6 +119,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		config:       []byte(spec.Config),
 		timeout:      spec.Timeout,
 		initTimeout:  spec.InitTimeout,
+		retiredGrace: spec.RetiredGrace,
 		maxInstances: spec.MaxInstances,
 		recycleBytes: uint32(min(spec.RecycleMemoryBytes, 1<<32-1)),
 		rt:           rt,
@@ -346,25 +355,24 @@ func (v *Version) release(in *instance, healthy bool) {
 	v.slots <- nil
 }
 
-// RetiredGrace is how long a replaced version stays callable for scheduling
-// cycles that pinned it before the swap; then its compiled code is freed.
-var RetiredGrace = 30 * time.Second
+// DefaultRetiredGrace is the RetiredGrace of a policy that does not set one.
+const DefaultRetiredGrace = 30 * time.Second
 
 // retire closes the idle instances of a replaced version. Cycles that pinned
 // it may still call it; they get fresh instances that are closed on release.
-// After RetiredGrace the compiled module is closed, so reloads do not
+// After the policy's RetiredGrace the compiled module is closed, so reloads do not
 // accumulate machine code.
 func (v *Version) retire() {
 	if v.retired.Swap(true) {
 		return
 	}
-	time.AfterFunc(RetiredGrace, v.freeCompiled)
+	time.AfterFunc(v.p.retiredGrace, v.freeCompiled)
 	v.closeIdle()
 }
 
 func (v *Version) freeCompiled() {
 	if v.live.Load() > 0 {
-		time.AfterFunc(RetiredGrace, v.freeCompiled)
+		time.AfterFunc(v.p.retiredGrace, v.freeCompiled)
 		return
 	}
 	v.closed.Store(true)

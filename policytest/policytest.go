@@ -89,8 +89,7 @@ func Load(t testing.TB, path string, opts ...Option) *Policy {
 	// A test must see the module's result, not a scheduler's startup bound:
 	// compiling a Go guest cold under -race on a busy machine can take longer
 	// than kube-scheduler's 10 s. A module that fails to load still fails at once.
-	wasmpolicy.InitialLoadTimeout = 5 * time.Minute
-	plugin, err := wasmpolicy.NewWithArgs(context.Background(), args, wasmpolicy.NewClientHandle(nil, nil))
+	plugin, err := wasmpolicy.NewWithArgs(context.Background(), args, wasmpolicy.NewClientHandle(nil, nil), wasmpolicy.WithInitialLoadTimeout(5*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,8 +132,7 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 func loadPlugin(ctx context.Context, args *config.WasmPolicyArgs, h wasmpolicyHandle) (*wasmpolicy.WasmPolicy, error) {
 	// Wait for slow first compiles (a Go guest with a cold cache) instead of
 	// the scheduler's startup bound; a failing module still returns at once.
-	wasmpolicy.InitialLoadTimeout = 5 * time.Minute
-	p, err := wasmpolicy.NewWithArgs(ctx, args, h)
+	p, err := wasmpolicy.NewWithArgs(ctx, args, h, wasmpolicy.WithInitialLoadTimeout(5*time.Minute))
 	if err != nil {
 		return nil, err
 	}

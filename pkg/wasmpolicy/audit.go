@@ -20,11 +20,6 @@ import (
 // PostFilter when it got none. The report is a Normal Event on the pod
 // (reason WasmPolicyAudit), a log line and the audit_verdicts metric.
 
-var (
-	_ framework.ReservePlugin    = &WasmPolicy{}
-	_ framework.PostFilterPlugin = &WasmPolicy{}
-)
-
 // auditState is one audited policy's verdicts in one cycle.
 type auditState struct {
 	mu          sync.Mutex
@@ -64,19 +59,6 @@ func orUnspecified(r string) string {
 	return r
 }
 
-// auditFor returns policy i's audit state for the cycle.
-func (c *cycle) auditFor(i int) *auditState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.audit == nil {
-		c.audit = make([]*auditState, len(c.versions))
-	}
-	if c.audit[i] == nil {
-		c.audit[i] = &auditState{}
-	}
-	return c.audit[i]
-}
-
 func resultName(code int32) string { return results[resultOf(code)] }
 
 // Reserve implements framework.ReservePlugin. It never fails: it reports
@@ -92,12 +74,8 @@ func (w *WasmPolicy) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string)
 // reportAudit emits one Event and log line per audited policy that had
 // something to say in this cycle. nodeName is "" when no node fit.
 func (w *WasmPolicy) reportAudit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
-	d, err := state.Read(stateKey)
-	if err != nil {
-		return
-	}
-	c, ok := d.(*cycle)
-	if !ok || c.audit == nil {
+	c := readCycle(state)
+	if c == nil || c.audit == nil {
 		return
 	}
 	logger := klog.FromContext(ctx)

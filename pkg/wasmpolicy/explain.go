@@ -11,7 +11,6 @@ import (
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
-	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
 // Explanation is what every policy decides about one pod on a set of nodes,
@@ -57,59 +56,49 @@ type PolicyVerdict struct {
 // the nodes that every enforced policy admits, as a scheduling cycle would.
 // Audited policies are evaluated like enforced ones, but do not decide
 // feasibility or the combined score. Other scheduler plugins (resources,
-// taints, affinity) are not part of the explanation.
+// taints, affinity) are not part of the explanation. Every node gets its
+// own guest call (no batches), so each node's time is its own.
 func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) *Explanation {
 	ex := &Explanation{Pod: klog.KObj(pod).String(), Nodes: make([]NodeExplanation, len(nodes))}
 	for j, ni := range nodes {
 		ex.Nodes[j] = NodeExplanation{Node: ni.Node().Name, Feasible: true, Policies: make([]PolicyVerdict, len(w.policies))}
 	}
-	views := make([]*WasmPolicy, len(w.policies))
-	states := make([]fwk.CycleState, len(w.policies))
+	c := w.newCycle(pod, false)
+	c.nodes = nodes
 	for i, p := range w.policies {
-		cfg := p.cfg
-		cfg.Mode = config.ModeEnforce
-		views[i] = &WasmPolicy{engine: w.engine, maxInstances: w.maxInstances, policies: []*policy{{cfg: cfg, host: p.host, source: p.source, m: p.m}}}
-		states[i] = framework.NewCycleState()
 		mode := string(p.mode())
-		_, st := views[i].PreFilter(ctx, states[i], pod, nodes)
-		// One guest call per node, so each node's time is its own.
-		views[i].cycleFor(states[i], pod).filterB = nil
+		pre := w.preFilterPolicy(ctx, c, i, true)
 		filters := true
-		if v := p.host.Current(); v != nil {
-			filters = v.Exports().Has(host.CallFilter)
+		if m := c.modules[i]; m != nil {
+			filters = m.Exports().Has(host.CallFilter)
 		}
 		for j, ni := range nodes {
-			v := &ex.Nodes[j].Policies[i]
-			v.Policy, v.Mode = p.cfg.Name, mode
+			pv := &ex.Nodes[j].Policies[i]
+			pv.Policy, pv.Mode = p.cfg.Name, mode
+			var v verdict
+			point := host.CallFilter
 			switch {
 			case !filters:
-				v.Verdict = "Pass"
-				v.Reason = "(the policy only scores)"
-			case st.IsSkip():
-				v.Verdict = "Skip"
-			case !st.IsSuccess():
-				v.Verdict, v.Reason = st.Code().String(), st.Message()
+				pv.Verdict, pv.Reason = "Pass", "(the policy only scores)"
+				continue
+			case pre.rejects():
+				v, point = pre, host.CallPreFilter
+			case c.filterSkipped[i]:
+				pv.Verdict = "Skip"
+				continue
 			default:
+				pos := -1
 				start := time.Now()
-				fst := views[i].Filter(ctx, states[i], pod, ni)
-				v.FilterTime = time.Since(start)
-				if fst.IsSuccess() {
-					v.Verdict = "Pass"
-				} else {
-					v.Verdict, v.Reason = fst.Code().String(), fst.Message()
-				}
+				v = w.filterPolicy(ctx, c, i, ni, &pos, true)
+				pv.FilterTime = time.Since(start)
 			}
-			if v.Verdict != "Pass" && v.Verdict != "Skip" {
-				if !p.audit() && ex.Nodes[j].Feasible {
-					ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, v.Reason
-				}
-				// The policy column names the policy already.
-				for _, prefix := range []string{"node(s) rejected by " + Name + "/" + p.cfg.Name + ": ", "rejected by " + Name + "/" + p.cfg.Name + ": "} {
-					if len(v.Reason) > len(prefix) && v.Reason[:len(prefix)] == prefix {
-						v.Reason = v.Reason[len(prefix):]
-						break
-					}
-				}
+			if !v.rejects() {
+				pv.Verdict = "Pass"
+				continue
+			}
+			pv.Verdict, pv.Reason = v.code.String(), v.reason
+			if !p.audit() && ex.Nodes[j].Feasible {
+				ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, p.status(point, v).Message()
 			}
 		}
 	}
@@ -125,60 +114,51 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 	if len(feasible) == 0 {
 		return ex
 	}
-	total := make([]int64, len(feasible))
-	var weights int64
+	w.startScoring(c, feasible)
+	list := make(framework.NodeScoreList, len(feasible))
+	for k, ni := range feasible {
+		list[k] = framework.NodeScore{Name: ni.Node().Name}
+	}
+	sum := newScoreSum(len(feasible))
 	for i, p := range w.policies {
-		view := views[i]
-		if st := view.PreScore(ctx, states[i], pod, feasible); !st.IsSuccess() {
+		if v := w.preScorePolicy(ctx, c, i, true); !v.ok() {
 			continue
 		}
-		if c := view.cycleFor(states[i], pod); len(c.scoreB) > 0 {
-			c.scoreB[0] = nil
-		}
-		list := make(framework.NodeScoreList, len(feasible))
 		ok := true
 		for k, ni := range feasible {
+			pv := &ex.Nodes[at[k]].Policies[i]
 			start := time.Now()
-			_, st := view.Score(ctx, states[i], pod, ni)
-			ex.Nodes[at[k]].Policies[i].ScoreTime = time.Since(start)
-			list[k] = framework.NodeScore{Name: ni.Node().Name}
-			if !st.IsSuccess() {
-				ex.Nodes[at[k]].Policies[i].Reason = st.Message()
+			raw, v := w.scorePolicy(ctx, c, i, ni, true)
+			pv.ScoreTime = time.Since(start)
+			pv.RawScore = &raw
+			if v.rejects() {
+				pv.Reason = p.status(host.CallScore, v).Message()
 				ok = false
-			}
-		}
-		c := view.cycleFor(states[i], pod)
-		for k := range feasible {
-			if c.raw != nil && c.raw[0] != nil {
-				raw := c.rawScore(0, k, list[k].Name)
-				ex.Nodes[at[k]].Policies[i].RawScore = &raw
 			}
 		}
 		if !ok {
 			continue
 		}
-		if st := view.NormalizeScore(ctx, states[i], pod, list); !st.IsSuccess() {
+		vals, v := w.normalizePolicy(ctx, c, i, list, true)
+		if v.rejects() {
 			for k := range feasible {
-				ex.Nodes[at[k]].Policies[i].Reason = st.Message()
+				ex.Nodes[at[k]].Policies[i].Reason = p.status(host.CallNormalizeScore, v).Message()
 			}
 			continue
 		}
+		if vals == nil {
+			continue // an ignored failure: the policy does not count, as in NormalizeScore
+		}
 		for k := range feasible {
-			s := list[k].Score
+			s := vals[k]
 			ex.Nodes[at[k]].Policies[i].Score = &s
-			if !p.audit() {
-				total[k] += int64(p.cfg.Weight) * s
-			}
 		}
 		if !p.audit() {
-			weights += int64(p.cfg.Weight)
+			sum.add(p.cfg.Weight, vals)
 		}
 	}
 	for k := range feasible {
-		s := int64(0)
-		if weights > 0 {
-			s = total[k] / weights
-		}
+		s := sum.score(k)
 		ex.Nodes[at[k]].Score = &s
 	}
 	return ex
@@ -210,7 +190,7 @@ func NewClientHandle(client kubernetes.Interface, recorder framework.EventRecord
 func (w *WasmPolicy) Unloaded() []string {
 	var out []string
 	for _, p := range w.policies {
-		if p.host.Current() == nil {
+		if p.runtime.Current() == nil {
 			out = append(out, p.cfg.Name+" ("+p.source.String()+")")
 		}
 	}
@@ -221,7 +201,7 @@ func (w *WasmPolicy) Unloaded() []string {
 func (w *WasmPolicy) Serving(policy string) string {
 	for _, p := range w.policies {
 		if p.cfg.Name == policy {
-			if v := p.host.Current(); v != nil {
+			if v := p.runtime.Current(); v != nil {
 				return v.SHA256()
 			}
 		}

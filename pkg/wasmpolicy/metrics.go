@@ -167,7 +167,7 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 				by[p.cfg.Name] = s
 			}
 			s.size += int64(w.maxInstances)
-			if v := p.host.Current(); v != nil {
+			if v := p.runtime.Current(); v != nil {
 				n, inUse := v.PoolStats()
 				s.idle += n - inUse
 				s.inUse += inUse

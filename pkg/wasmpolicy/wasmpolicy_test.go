@@ -47,6 +47,14 @@ func newCluster(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, obj
 // newClusterWithPods is newCluster with pods already running on the nodes.
 func newClusterWithPods(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, pods []*v1.Pod, objs ...*v1.ConfigMap) *cluster {
 	t.Helper()
+	// Under -race a Go guest's first compile can take longer than the
+	// production default; New returns as soon as every policy has loaded.
+	return newClusterWithOptions(t, args, nodes, pods, []Option{WithInitialLoadTimeout(3 * time.Minute)}, objs...)
+}
+
+// newClusterWithOptions builds the plugin with options.
+func newClusterWithOptions(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, pods []*v1.Pod, opts []Option, objs ...*v1.ConfigMap) *cluster {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if args.CompilationCacheDir == "" {
@@ -91,7 +99,7 @@ func newClusterWithPods(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.N
 		},
 		PluginConfig: []schedconfig.PluginConfig{{Name: Name, Args: args}},
 	}
-	fw, err := frameworkruntime.NewFramework(ctx, frameworkruntime.Registry{Name: New, queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New}, profile,
+	fw, err := frameworkruntime.NewFramework(ctx, frameworkruntime.Registry{Name: Factory(opts...), queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New}, profile,
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithEventRecorder(recorder),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
@@ -228,14 +236,11 @@ func TestFailurePolicy(t *testing.T) {
 }
 
 func TestPolicyWithoutModule(t *testing.T) {
-	old := InitialLoadTimeout
-	InitialLoadTimeout = time.Second
-	defer func() { InitialLoadTimeout = old }()
 	missing := filepath.Join(t.TempDir(), "missing.wasm")
 	nodes := []*v1.Node{node("n", nil, 1000)}
-	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
+	c := newClusterWithOptions(t, &config.WasmPolicyArgs{Policies: []config.Policy{
 		{Name: "absent", Source: config.Source{File: missing}},
-	}}, nodes)
+	}}, nodes, nil, []Option{WithInitialLoadTimeout(time.Second)})
 	_, _, st := c.schedule(t, pod("p", nil, 100))
 	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "WasmPolicy/absent: policy has no module loaded (file "+missing+")") {
 		t.Fatalf("status = %v %q", st.Code(), st.Message())
@@ -338,9 +343,6 @@ var sharedCacheDir string
 
 func TestMain(m *testing.M) {
 	schedmetrics.Register() // the framework runtime records into the scheduler's metrics
-	// Under -race a Go guest's first compile can take longer than the
-	// production default; New returns as soon as every policy has loaded.
-	InitialLoadTimeout = 3 * time.Minute
 	dir, err := os.MkdirTemp("", "wasmpolicy-cache")
 	if err != nil {
 		panic(err)

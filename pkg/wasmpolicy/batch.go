@@ -1,0 +1,68 @@
+package wasmpolicy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host"
+)
+
+// BatchSize is how many nodes one batched guest call evaluates. A call has a
+// fixed cost of about 1-2 µs (deadline, pool, wazero's call path); batching
+// pays it once per BatchSize nodes. Small enough that the scheduler's early
+// stop (percentageOfNodesToScore) wastes little work.
+const BatchSize = 32
+
+// batch is one batched guest call's results, computed by the first Filter
+// or Score call that needs one of its nodes.
+type batch struct {
+	once    sync.Once
+	results []host.Result
+	scores  []int64
+	done    int             // results[:done] are valid
+	err     *host.CallError // failure while evaluating node done
+}
+
+// newBatches allocates the batches for n nodes.
+func newBatches(n int) []batch { return make([]batch, (n+BatchSize-1)/BatchSize) }
+
+// batchResult returns policy i's batched verdict for the node at pos of list,
+// evaluating its batch on first use. ok is false when the node must be
+// evaluated with a single call instead.
+func batchResult(ctx context.Context, p *policy, m module, c *cycleData, kind host.CallKind, batches []batch, list []fwk.NodeInfo, guestState *[]byte, pos int) (res host.Result, score int64, cerr *host.CallError, ok bool) {
+	bi := pos / BatchSize
+	b := &batches[bi]
+	start := bi * BatchSize
+	b.once.Do(func() {
+		end := min(start+BatchSize, len(list))
+		b.results = make([]host.Result, end-start)
+		if kind == host.CallScore {
+			b.scores = make([]int64, end-start)
+		}
+		t := time.Now()
+		b.done, b.err = m.CallNodes(ctx, kind, c.pod, list[start:end], guestState, b.results, b.scores)
+		p.m.observe(kind, t)
+	})
+	k := pos - start
+	switch {
+	case k < b.done && (b.err == nil || kind != host.CallScore): // a failed score batch reports no scores
+		if b.scores != nil {
+			score = b.scores[k]
+		}
+		return b.results[k], score, nil, true
+	case k == b.done && b.err != nil:
+		return host.Result{}, 0, b.err, true
+	}
+	return host.Result{}, 0, nil, false
+}
+
+// call runs one single guest call and records its duration.
+func (p *policy) call(ctx context.Context, m module, kind host.CallKind, c *cycleData, i int, node fwk.NodeInfo, scores []int64) (int64, host.Result, *host.CallError) {
+	start := time.Now()
+	s, res, cerr := m.Call(ctx, kind, c.pod, node, &c.guestState[i], scores)
+	p.m.observe(kind, start)
+	return s, res, cerr
+}

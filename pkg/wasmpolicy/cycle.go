@@ -1,0 +1,145 @@
+package wasmpolicy
+
+import (
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host"
+)
+
+// cycleData is the plugin's entry in the framework's CycleState: everything
+// it knows about one scheduling cycle (one pod, from PreFilter to Reserve or
+// PostFilter). Slices indexed by policy have one element per policy.
+type cycleData struct {
+	pod *host.PodState
+	// modules are the module versions the policies run for this whole cycle.
+	modules []module
+	// guestState is what each policy stored with cycle_state_set.
+	guestState [][]byte
+	// filterSkipped and scoreSkipped mark the policies that do not filter
+	// (or score) this pod: no module, no such export, Skip, or an ignored failure.
+	filterSkipped []bool
+	scoreSkipped  []bool
+	// rejectedBy marks the policies that rejected the pod on some node.
+	rejectedBy []atomic.Bool
+	// batching is false when every node gets its own guest call (Explain).
+	batching bool
+
+	// Filter batches over the node list given to PreFilter.
+	nodes         []fwk.NodeInfo
+	index         *nodeIndex
+	filterBatches [][]batch // per policy, per batch of BatchSize nodes
+
+	// Score batches over the feasible nodes given to PreScore.
+	scoreNodes   []fwk.NodeInfo
+	scorePos     map[fwk.NodeInfo]int
+	scoreBatches [][]batch
+	rawScores    [][]int64 // per policy, per node of scoreNodes
+	mu           sync.Mutex
+	// rawScoresOffList holds scores of nodes outside scoreNodes, by name (under mu).
+	rawScoresOffList []map[string]int64
+
+	// audit holds the verdicts of policies in Audit mode (under mu).
+	audit []*auditState
+}
+
+// Clone implements fwk.StateData. The pinned modules, the pod and the batch
+// results are shared: results are keyed by NodeInfo identity, and the
+// preemption's cloned NodeInfos never match them, so they are evaluated anew.
+func (c *cycleData) Clone() fwk.StateData { return c }
+
+// newCycle pins every policy's serving module for a new cycle of pod.
+func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
+	n := len(w.policies)
+	c := &cycleData{
+		pod:           host.NewPodState(pod),
+		modules:       make([]module, n),
+		guestState:    make([][]byte, n),
+		filterSkipped: make([]bool, n),
+		scoreSkipped:  make([]bool, n),
+		rejectedBy:    make([]atomic.Bool, n),
+		batching:      batching,
+	}
+	for i, p := range w.policies {
+		c.modules[i] = p.runtime.Current()
+	}
+	return c
+}
+
+// cycleFor returns the pod's cycle from CycleState, starting one when there
+// is none (or it belongs to another pod).
+func (w *WasmPolicy) cycleFor(state fwk.CycleState, pod *v1.Pod) *cycleData {
+	if state != nil {
+		if d, err := state.Read(stateKey); err == nil {
+			if c, ok := d.(*cycleData); ok && c.pod.Pod.UID == pod.UID {
+				return c
+			}
+		}
+	}
+	c := w.newCycle(pod, true)
+	if state != nil {
+		state.Write(stateKey, c)
+	}
+	return c
+}
+
+// readCycle returns the cycle stored in CycleState, or nil.
+func readCycle(state fwk.CycleState) *cycleData {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	c, _ := d.(*cycleData)
+	return c
+}
+
+// nodeIndex maps the NodeInfos of a PreFilter node list to their positions.
+type nodeIndex struct {
+	first fwk.NodeInfo
+	n     int
+	pos   map[fwk.NodeInfo]int
+}
+
+// position returns the node's index in the PreFilter list, or -1 when it is
+// not there (a clone made by preemption or for nominated pods).
+func (c *cycleData) position(ni fwk.NodeInfo) int {
+	if c.index != nil {
+		if p, ok := c.index.pos[ni]; ok && p < len(c.nodes) && c.nodes[p] == ni {
+			return p
+		}
+	}
+	return -1
+}
+
+// indexFor returns the position index of the node list, rebuilding it when
+// the list changed.
+func (w *WasmPolicy) indexFor(nodes []fwk.NodeInfo) *nodeIndex {
+	if len(nodes) == 0 {
+		return nil
+	}
+	if idx := w.index.Load(); idx != nil && idx.n == len(nodes) && idx.first == nodes[0] && idx.pos[nodes[len(nodes)-1]] == len(nodes)-1 {
+		return idx
+	}
+	idx := &nodeIndex{first: nodes[0], n: len(nodes), pos: make(map[fwk.NodeInfo]int, len(nodes))}
+	for i, ni := range nodes {
+		idx.pos[ni] = i
+	}
+	w.index.Store(idx)
+	return idx
+}
+
+// auditFor returns policy i's audit state for the cycle.
+func (c *cycleData) auditFor(i int) *auditState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.audit == nil {
+		c.audit = make([]*auditState, len(c.modules))
+	}
+	if c.audit[i] == nil {
+		c.audit[i] = &auditState{}
+	}
+	return c.audit[i]
+}

@@ -1,0 +1,105 @@
+package wasmpolicy
+
+import (
+	"context"
+
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+)
+
+// verdict is one policy's decision at one extension point, before the plugin
+// phrases it as a framework status: the code, and the policy's own reason
+// (or why its call failed) without the "WasmPolicy/<policy>" wording that
+// status adds. Explain shows verdicts as they are; the extension points
+// turn them into statuses.
+type verdict struct {
+	code   fwk.Code
+	reason string
+	// failure is true when the verdict is what the failurePolicy made of a
+	// failed call or an Error status, rather than the policy's own decision.
+	failure bool
+}
+
+// pass lets the pod through: Success, or a failure the failurePolicy (or
+// Audit mode) ignores.
+var pass = verdict{code: fwk.Success}
+
+var skip = verdict{code: fwk.Skip}
+
+func (v verdict) ok() bool { return v.code == fwk.Success }
+
+// rejects is true for a verdict that stops the pod (anything but pass and skip).
+func (v verdict) rejects() bool { return v.code != fwk.Success && v.code != fwk.Skip }
+
+// status phrases a verdict like the in-tree plugins' reasons, so that the
+// FailedScheduling event reads "3 node(s) rejected by WasmPolicy/<policy>:
+// <reason>", and "rejected by WasmPolicy/<policy>: <reason>" for PreFilter.
+// Score-side verdicts (an error that fails the attempt) read
+// "WasmPolicy/<policy>: <reason>". A passing verdict has no status (nil).
+func (p *policy) status(point host.CallKind, v verdict) *fwk.Status {
+	if !v.rejects() {
+		return nil
+	}
+	prefix := ""
+	switch point {
+	case host.CallFilter:
+		prefix = "node(s) rejected by "
+	case host.CallPreFilter:
+		prefix = "rejected by "
+	}
+	msg := prefix + Name + "/" + p.cfg.Name
+	if v.reason != "" {
+		msg += ": " + v.reason
+	}
+	return fwk.NewStatus(v.code, msg)
+}
+
+// onFailure applies the failurePolicy to a failed call or an Error status.
+// enforce is false for a policy in Audit mode: then nothing fails, and the
+// failure is counted as an audited verdict.
+func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdict {
+	if !enforce {
+		p.m.ignoredCall(point)
+		p.m.audited(point, "Failure")
+		return pass
+	}
+	if p.cfg.FailurePolicy == config.FailurePolicyIgnore {
+		p.m.ignoredCall(point)
+		return pass
+	}
+	switch point {
+	case host.CallFilter, host.CallPreFilter:
+		return verdict{code: fwk.UnschedulableAndUnresolvable, reason: why, failure: true}
+	}
+	// Score-side failures fail the pod's scheduling attempt, as an erroring
+	// in-tree Score plugin does; the pod is retried.
+	return verdict{code: fwk.Error, reason: why, failure: true}
+}
+
+// callFailed counts, logs and applies the failurePolicy to a failed call.
+func (p *policy) callFailed(ctx context.Context, point host.CallKind, err *host.CallError, enforce bool) verdict {
+	p.m.evaluated(point, resultOfOutcome(err.Outcome))
+	klog.FromContext(ctx).Error(err.Err, "Policy call failed", "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", err.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce))
+	return p.onFailure(point, err.Error(), enforce)
+}
+
+// policyError handles a guest that returned the Error status (or an invalid
+// code, which the host turns into Error). The evaluation was already counted.
+func (p *policy) policyError(ctx context.Context, point host.CallKind, reason string, enforce bool) verdict {
+	klog.FromContext(ctx).Error(nil, "Policy returned an error", "policy", p.cfg.Name, "extensionPoint", point.String(), "reason", reason, "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce))
+	return p.onFailure(point, "policy error: "+reason, enforce)
+}
+
+func modeOf(enforce bool) config.Mode {
+	if enforce {
+		return config.ModeEnforce
+	}
+	return config.ModeAudit
+}
+
+func notLoaded(p *policy) string {
+	return "policy has no module loaded (" + p.source.String() + ")"
+}

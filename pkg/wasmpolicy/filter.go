@@ -1,0 +1,89 @@
+package wasmpolicy
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
+)
+
+// Filter runs each policy's filter in order and stops at the first rejection.
+func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	c := w.cycleFor(state, pod)
+	pos := -2 // not looked up yet; -1: not in the PreFilter list
+	for i, p := range w.policies {
+		if c.filterSkipped[i] {
+			continue
+		}
+		if v := w.filterPolicy(ctx, c, i, nodeInfo, &pos, !p.audit()); v.rejects() {
+			if !v.failure {
+				c.rejectedBy[i].Store(true)
+			}
+			return p.status(host.CallFilter, v)
+		}
+	}
+	return nil
+}
+
+// filterPolicy runs policy i's filter on one node, from its batch when the
+// cycle batches and the node is in the PreFilter list. *pos caches the
+// node's position across the policies (-2: not looked up yet).
+func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, pos *int, enforce bool) verdict {
+	p, m := w.policies[i], c.modules[i]
+	if m == nil {
+		return p.onFailure(host.CallFilter, notLoaded(p), enforce)
+	}
+	var res host.Result
+	var cerr *host.CallError
+	batched := false
+	if c.filterBatches != nil && c.filterBatches[i] != nil {
+		if *pos == -2 {
+			*pos = c.position(nodeInfo)
+		}
+		if *pos >= 0 {
+			res, _, cerr, batched = batchResult(ctx, p, m, c, host.CallFilter, c.filterBatches[i], c.nodes, &c.guestState[i], *pos)
+		}
+	}
+	if !batched {
+		_, res, cerr = p.call(ctx, m, host.CallFilter, c, i, nodeInfo, nil)
+	}
+	if cerr != nil {
+		return p.callFailed(ctx, host.CallFilter, cerr, enforce)
+	}
+	p.m.evaluated(host.CallFilter, resultOf(res.Code))
+	switch res.Code {
+	case abi.CodeSuccess, abi.CodeSkip:
+		return pass
+	case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
+		if !enforce {
+			p.m.audited(host.CallFilter, resultName(res.Code))
+			c.auditFor(i).rejectNode(nodeInfo.Node().Name, res.Reason)
+			return pass
+		}
+		code := fwk.Unschedulable
+		if res.Code == abi.CodeUnschedulableAndUnresolvable {
+			code = fwk.UnschedulableAndUnresolvable
+		}
+		return verdict{code: code, reason: res.Reason}
+	}
+	return p.policyError(ctx, host.CallFilter, res.Reason, enforce)
+}
+
+// PostFilter runs when no node fits. It cannot make the pod fit (that is
+// preemption's job), but it remembers which policies rejected it, so that a
+// new version of such a policy requeues the pod immediately.
+func (w *WasmPolicy) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+	w.reportAudit(ctx, state, pod, "")
+	if c := readCycle(state); c != nil {
+		for i := range c.rejectedBy {
+			if c.rejectedBy[i].Load() {
+				w.policies[i].remember(pod)
+			}
+		}
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}

@@ -1,0 +1,116 @@
+package wasmpolicy
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
+)
+
+// NormalizeScore normalizes each policy's scores (with the guest's
+// normalize_score when it has one; otherwise they must already be 0..100)
+// and combines them (scoreSum) into the plugin's score.
+func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, scores framework.NodeScoreList) *fwk.Status {
+	c := w.cycleFor(state, pod)
+	sum := newScoreSum(len(scores))
+	for i, p := range w.policies {
+		if c.rawScores == nil || c.scoreSkipped[i] {
+			continue
+		}
+		vals, v := w.normalizePolicy(ctx, c, i, scores, !p.audit())
+		if v.rejects() {
+			return p.status(host.CallNormalizeScore, v)
+		}
+		if vals == nil {
+			continue
+		}
+		if p.audit() {
+			c.auditFor(i).setScores(scores, vals)
+			continue
+		}
+		sum.add(p.cfg.Weight, vals)
+	}
+	for j := range scores {
+		scores[j].Score = sum.score(j)
+	}
+	return nil
+}
+
+// normalizePolicy returns policy i's final scores for the nodes of the list,
+// in list order: its raw scores, rescaled by its normalize_score when it
+// has one, and checked to be in 0..100. vals is nil when the policy's
+// scores do not count (a failure that its failurePolicy ignores, or that
+// rejects, in which case the verdict says so).
+func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, scores framework.NodeScoreList, enforce bool) ([]int64, verdict) {
+	p, m := w.policies[i], c.modules[i]
+	vals := make([]int64, len(scores))
+	for j := range scores {
+		vals[j] = c.rawScore(i, j, scores[j].Name)
+	}
+	if m.Exports().Has(host.CallNormalizeScore) {
+		_, res, cerr := p.call(ctx, m, host.CallNormalizeScore, c, i, nil, vals)
+		if cerr != nil {
+			return nil, p.callFailed(ctx, host.CallNormalizeScore, cerr, enforce)
+		}
+		if p.m.evaluated(host.CallNormalizeScore, resultOf(res.Code)); res.Code != abi.CodeSuccess {
+			return nil, p.policyError(ctx, host.CallNormalizeScore, res.Reason, enforce)
+		}
+	}
+	for j, s := range vals {
+		if s < framework.MinNodeScore || s > framework.MaxNodeScore {
+			p.m.evaluated(host.CallNormalizeScore, rError)
+			klog.FromContext(ctx).Error(nil, "Policy score out of range", "policy", p.cfg.Name, "node", scores[j].Name, "score", s, "min", framework.MinNodeScore, "max", framework.MaxNodeScore, "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce))
+			return nil, p.onFailure(host.CallNormalizeScore, fmt.Sprintf("score out of range %d..%d (register a NormalizeScore function to rescale raw scores)", framework.MinNodeScore, framework.MaxNodeScore), enforce)
+		}
+	}
+	return vals, pass
+}
+
+// rawScore finds policy i's raw score for entry j (node name) of the score
+// list, which the framework builds in the order of the nodes given to PreScore.
+func (c *cycleData) rawScore(i, j int, name string) int64 {
+	if j < len(c.scoreNodes) && c.scoreNodes[j].Node().Name == name {
+		return c.rawScores[i][j]
+	}
+	for k, ni := range c.scoreNodes {
+		if ni.Node().Name == name {
+			return c.rawScores[i][k]
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rawScoresOffList[i][name]
+}
+
+// scoreSum is how the plugin combines its policies' scores, the one place
+// it is done (NormalizeScore and Explain): Σ weight·score / Σ weight per
+// node, which stays in 0..100; 0 when no policy scored.
+type scoreSum struct {
+	total   []int64
+	weights int64
+}
+
+func newScoreSum(n int) *scoreSum { return &scoreSum{total: make([]int64, n)} }
+
+// add counts one policy's normalized scores with its weight.
+func (s *scoreSum) add(weight int32, vals []int64) {
+	w := int64(weight)
+	s.weights += w
+	for j, v := range vals {
+		s.total[j] += w * v
+	}
+}
+
+// score is node j's combined score.
+func (s *scoreSum) score(j int) int64 {
+	if s.weights == 0 {
+		return 0
+	}
+	return s.total[j] / s.weights
+}

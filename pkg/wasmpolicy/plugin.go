@@ -1,0 +1,286 @@
+// Package wasmpolicy is the WasmPolicy kube-scheduler framework plugin: one
+// plugin that runs many wasm policies at PreFilter, Filter, PreScore, Score
+// and NormalizeScore.
+//
+// Each scheduling cycle pins the module version of every policy at PreFilter,
+// so a hot reload never mixes two versions in one cycle; the pod is prepared
+// once per cycle (host.PodState) and node data is read lazily by the guest.
+//
+// The files follow the plugin's concerns: plugin.go (the type, options and
+// lifecycle), module.go (what the plugin needs from the host), reload.go
+// (module updates and requeueing), cycle.go (the per-cycle state), batch.go
+// (batched guest calls), failure.go (verdicts, statuses and failurePolicy),
+// one file per extension point, audit.go, explain.go and metrics.go.
+package wasmpolicy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"sigs.k8s.io/yaml"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
+	"github.com/wasmsched/wasmsched/pkg/source"
+)
+
+// Name is the plugin's name in KubeSchedulerConfiguration.
+const Name = "WasmPolicy"
+
+// stateKey is where a cycle's policy state lives in CycleState.
+const stateKey fwk.StateKey = Name
+
+// DefaultInitialLoadTimeout is how long New waits, unless told otherwise
+// (WithInitialLoadTimeout), for every policy's first module before letting
+// the scheduler start.
+const DefaultInitialLoadTimeout = 10 * time.Second
+
+// options are the plugin's settings that are not part of its args: they
+// belong to the program hosting the plugin (the scheduler, the CLI, tests).
+type options struct {
+	initialLoadTimeout time.Duration
+	retiredGrace       time.Duration
+}
+
+// Option changes how a plugin is built. Options are values, not package
+// variables, so two plugins in one process (tests, the CLI) never share them.
+type Option func(*options)
+
+// WithInitialLoadTimeout bounds how long New waits for every policy's first
+// module. Policies still without a module apply their failurePolicy until
+// one loads. A CLI that must not schedule without its policies (wasmsched
+// test) waits longer than the scheduler's default.
+func WithInitialLoadTimeout(d time.Duration) Option {
+	return func(o *options) { o.initialLoadTimeout = d }
+}
+
+// WithRetiredGrace sets how long a replaced module version stays callable
+// for cycles that pinned it (host.PolicySpec.RetiredGrace).
+func WithRetiredGrace(d time.Duration) Option {
+	return func(o *options) { o.retiredGrace = d }
+}
+
+// WasmPolicy runs wasm policies inside kube-scheduler.
+type WasmPolicy struct {
+	handle   framework.Handle
+	engine   *host.Engine
+	policies []*policy
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	opts     options
+
+	maxInstances int
+
+	// index maps the snapshot's NodeInfos to their position in the node list
+	// PreFilter receives. The list (and its NodeInfo objects) is stable until
+	// nodes are added or removed, so it is rebuilt only then.
+	index atomic.Pointer[nodeIndex]
+}
+
+// policy is one configured policy: its args, its module runtime and source,
+// its metric series, and the pods it rejected.
+type policy struct {
+	cfg     config.Policy
+	runtime policyRuntime
+	source  source.Source
+	m       *policyMetrics
+
+	// rejected holds pods this policy kept from being scheduled, so a new
+	// module version can send them back to the active queue at once instead
+	// of leaving them until the unschedulable-pod timeout (5 min).
+	mu       sync.Mutex
+	rejected map[types.UID]*v1.Pod
+}
+
+func (p *policy) audit() bool { return p.cfg.Mode == config.ModeAudit }
+
+func (p *policy) mode() config.Mode {
+	if p.audit() {
+		return config.ModeAudit
+	}
+	return config.ModeEnforce
+}
+
+var (
+	_ framework.PreFilterPlugin   = &WasmPolicy{}
+	_ framework.FilterPlugin      = &WasmPolicy{}
+	_ framework.PostFilterPlugin  = &WasmPolicy{}
+	_ framework.PreScorePlugin    = &WasmPolicy{}
+	_ framework.ScorePlugin       = &WasmPolicy{}
+	_ framework.ScoreExtensions   = &WasmPolicy{}
+	_ framework.ReservePlugin     = &WasmPolicy{}
+	_ framework.EnqueueExtensions = &WasmPolicy{}
+	_ interface{ Close() error }  = &WasmPolicy{}
+)
+
+// Name implements framework.Plugin.
+func (w *WasmPolicy) Name() string { return Name }
+
+// ArgsPath is the field path used for errors found by New, which does not
+// know the pluginConfig index (cmd/kube-scheduler reports the exact index
+// before the scheduler starts).
+var ArgsPath = field.NewPath("pluginConfig").Key(Name).Child("args")
+
+// DecodeArgs turns the plugin's args object into defaulted internal args.
+func DecodeArgs(obj runtime.Object) (*config.WasmPolicyArgs, error) {
+	switch a := obj.(type) {
+	case *config.WasmPolicyArgs:
+		return a, nil
+	case *runtime.Unknown:
+		// The args type was not registered in the binary's scheme (the plugin
+		// is hosted by another scheduler build): decode, default and convert here.
+		in := &configv1.WasmPolicyArgs{}
+		if err := yaml.UnmarshalStrict(a.Raw, in); err != nil {
+			return nil, fmt.Errorf("decoding %s args: %w", Name, err)
+		}
+		configv1.SetDefaults_WasmPolicyArgs(in)
+		out := &config.WasmPolicyArgs{}
+		configv1.Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in, out)
+		return out, nil
+	case nil:
+		return nil, fmt.Errorf("%s needs args: add a pluginConfig entry named %s with at least one policy", Name, Name)
+	}
+	return nil, fmt.Errorf("%s args have type %T, want WasmPolicyArgs", Name, obj)
+}
+
+// New is the plugin factory registered with the scheduler, with the default
+// options.
+func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	return newPlugin(ctx, obj, h)
+}
+
+// Factory returns a plugin factory with options, for programs that host the
+// plugin with other settings than the scheduler's defaults.
+func Factory(opts ...Option) func(context.Context, runtime.Object, framework.Handle) (framework.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+		return newPlugin(ctx, obj, h, opts...)
+	}
+}
+
+func newPlugin(ctx context.Context, obj runtime.Object, h framework.Handle, opts ...Option) (framework.Plugin, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	if errs := validation.ValidateWasmPolicyArgs(ArgsPath, args); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return NewWithArgs(ctx, args, h, opts...)
+}
+
+// NewWithArgs builds the plugin from validated args. Tests and other hosts
+// (the extender, the CLI) use it directly.
+func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.Handle, opts ...Option) (*WasmPolicy, error) {
+	o := options{initialLoadTimeout: DefaultInitialLoadTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	logger := klog.FromContext(ctx)
+	engine, err := newEngine(logger, args.CompilationCacheDir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &WasmPolicy{handle: h, engine: engine, cancel: cancel, opts: o, maxInstances: int(args.MaxInstancesPerPolicy)}
+	registerMetrics()
+	for _, pc := range args.Policies {
+		hp, err := engine.NewPolicy(ctx, host.PolicySpec{
+			Name:             pc.Name,
+			Config:           pc.Config,
+			Timeout:          pc.Timeout,
+			MemoryLimitBytes: pc.MemoryLimit,
+			MaxInstances:     int(args.MaxInstancesPerPolicy),
+			RealClock:        pc.RealClock,
+			RealRandom:       pc.RealRandom,
+			RetiredGrace:     o.retiredGrace,
+		})
+		if err != nil {
+			_ = w.Close()
+			return nil, err
+		}
+		p := &policy{cfg: pc, runtime: hostRuntime{hp}, m: newPolicyMetrics(pc.Name)}
+		switch {
+		case pc.Source.File != "":
+			p.source = &source.File{Path: pc.Source.File, Interval: args.FilePollInterval}
+		case pc.Source.ConfigMap != nil:
+			if h == nil || h.ClientSet() == nil {
+				_ = w.Close()
+				return nil, fmt.Errorf("policy %q: a configMap source needs a Kubernetes client", pc.Name)
+			}
+			cm := pc.Source.ConfigMap
+			p.source = &source.ConfigMap{Client: h.ClientSet(), Namespace: cm.Namespace, Name: cm.Name, Key: cm.Key}
+		}
+		w.policies = append(w.policies, p)
+	}
+	w.start(ctx)
+	return w, nil
+}
+
+// start runs every policy's source and waits (bounded) until each reported
+// once, so the first scheduling cycles already run the policies.
+func (w *WasmPolicy) start(ctx context.Context) {
+	firsts := make([]chan struct{}, len(w.policies))
+	for i, p := range w.policies {
+		first := make(chan struct{})
+		firsts[i] = first
+		var once sync.Once
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			p.source.Run(ctx, func(u source.Update) {
+				w.apply(ctx, p, u)
+				once.Do(func() { close(first) })
+			})
+		}()
+	}
+	liveMu.Lock()
+	live[w] = struct{}{}
+	liveMu.Unlock()
+	deadline := time.After(w.opts.initialLoadTimeout)
+	for i, first := range firsts {
+		select {
+		case <-first:
+		case <-deadline:
+			klog.FromContext(ctx).Info("Policy has no module yet; its failurePolicy applies until one loads", "policy", w.policies[i].cfg.Name, "source", w.policies[i].source.String(), "failurePolicy", w.policies[i].cfg.FailurePolicy)
+		}
+	}
+}
+
+func newEngine(logger klog.Logger, dir string) (*host.Engine, error) {
+	if dir != "" {
+		e, err := host.NewEngine(host.EngineOptions{CacheDir: dir})
+		if err == nil {
+			return e, nil
+		}
+		logger.Info("Compilation cache directory unusable; caching compiled policies in memory only", "dir", dir, "err", err)
+	}
+	return host.NewEngine(host.EngineOptions{})
+}
+
+// Close stops the sources and frees every policy's instances.
+func (w *WasmPolicy) Close() error {
+	liveMu.Lock()
+	delete(live, w)
+	liveMu.Unlock()
+	w.cancel()
+	w.wg.Wait()
+	for _, p := range w.policies {
+		_ = p.runtime.Close(context.Background())
+	}
+	if w.engine == nil {
+		return nil
+	}
+	return w.engine.Close()
+}

@@ -1,0 +1,86 @@
+package wasmpolicy
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
+)
+
+// PreFilter pins the module versions for the cycle and runs each policy's
+// prefilter. A policy rejecting the pod here rejects it for every node.
+func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+	c := w.cycleFor(state, pod)
+	c.nodes, c.index = nodes, w.indexFor(nodes)
+	c.filterBatches = make([][]batch, len(w.policies))
+	anyFilter := false
+	for i, p := range w.policies {
+		if v := w.preFilterPolicy(ctx, c, i, !p.audit()); v.rejects() {
+			if !v.failure {
+				p.remember(pod)
+			}
+			return nil, p.status(host.CallPreFilter, v)
+		}
+		if !c.filterSkipped[i] {
+			anyFilter = true
+			if c.modules[i].Exports().Has(abi.FilterNodes) && c.index != nil {
+				c.filterBatches[i] = newBatches(len(nodes))
+			}
+		}
+	}
+	if !anyFilter {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// preFilterPolicy runs policy i's prefilter, if it has one, and marks it
+// filterSkipped when it will not filter this pod. Only a rejecting verdict
+// matters to the caller; an audited rejection is recorded and passes.
+func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict {
+	p, m := w.policies[i], c.modules[i]
+	if m == nil {
+		c.filterSkipped[i] = true
+		return p.onFailure(host.CallPreFilter, notLoaded(p), enforce)
+	}
+	ex := m.Exports()
+	if !ex.Has(host.CallFilter) {
+		c.filterSkipped[i] = true
+	}
+	if !ex.Has(host.CallPreFilter) {
+		return pass
+	}
+	_, res, cerr := p.call(ctx, m, host.CallPreFilter, c, i, nil, nil)
+	if cerr != nil {
+		c.filterSkipped[i] = true
+		return p.callFailed(ctx, host.CallPreFilter, cerr, enforce)
+	}
+	p.m.evaluated(host.CallPreFilter, resultOf(res.Code))
+	switch res.Code {
+	case abi.CodeSuccess:
+		return pass
+	case abi.CodeSkip:
+		c.filterSkipped[i] = true
+		return skip
+	case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
+		c.filterSkipped[i] = true
+		if !enforce {
+			p.m.audited(host.CallPreFilter, resultName(res.Code))
+			c.auditFor(i).rejectPod(res.Reason)
+			return pass
+		}
+		// A pod rejected before any node is looked at cannot be helped by
+		// preemption.
+		return verdict{code: fwk.UnschedulableAndUnresolvable, reason: res.Reason}
+	}
+	c.filterSkipped[i] = true
+	return p.policyError(ctx, host.CallPreFilter, res.Reason, enforce)
+}
+
+// PreFilterExtensions implements framework.PreFilterPlugin; policies keep no
+// per-pod state that AddPod/RemovePod would need to update.
+func (w *WasmPolicy) PreFilterExtensions() framework.PreFilterExtensions { return nil }

@@ -1,0 +1,129 @@
+package wasmpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/pkg/source"
+)
+
+// apply loads new source content, keeping the last good version on failure.
+func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
+	logger := klog.FromContext(ctx)
+	serving := "none"
+	if v := p.runtime.Current(); v != nil {
+		serving = v.SHA256()
+	}
+	if u.Err != nil {
+		logger.Error(u.Err, "Policy source unavailable; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "serving", serving)
+		p.m.load("SourceError", 0)
+		w.event(u.Object, v1.EventTypeWarning, "PolicySourceUnavailable", fmt.Sprintf("WasmPolicy/%s: %v; keeping module %s", p.cfg.Name, u.Err, short(serving)))
+		return
+	}
+	start := time.Now()
+	v, err := p.runtime.Load(ctx, u.Data, p.cfg.SHA256)
+	if err != nil {
+		reason := "Error"
+		var le *host.LoadError
+		if errors.As(err, &le) {
+			reason = le.Reason
+		}
+		p.m.load(reason, time.Since(start))
+		logger.Error(err, "Policy module rejected; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "reason", reason, "serving", serving)
+		w.event(u.Object, v1.EventTypeWarning, "PolicyLoadFailed", fmt.Sprintf("WasmPolicy/%s: %s: %v; keeping module %s", p.cfg.Name, reason, unwrapLoad(err), short(serving)))
+		return
+	}
+	if v.SHA256() == serving {
+		return
+	}
+	p.m.load("Success", time.Since(start))
+	p.m.setActive(v.SHA256(), serving)
+	w.requeueRejected(logger, p)
+	logger.Info("Policy module active", "policy", p.cfg.Name, "source", p.source.String(), "sha256", v.SHA256(), "previous", serving, "exports", v.Exports().String())
+	w.event(u.Object, v1.EventTypeNormal, "PolicyLoaded", fmt.Sprintf("WasmPolicy/%s: module %s active (exports %s)", p.cfg.Name, short(v.SHA256()), v.Exports().String()))
+}
+
+// maxRemembered bounds each policy's set of rejected pods.
+const maxRemembered = 10000
+
+// remember records a pod the policy rejected, for requeueRejected.
+func (p *policy) remember(pod *v1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rejected == nil {
+		p.rejected = map[types.UID]*v1.Pod{}
+	}
+	if len(p.rejected) < maxRemembered {
+		p.rejected[pod.UID] = pod
+	}
+}
+
+func (p *policy) takeRejected() map[string]*v1.Pod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]*v1.Pod, len(p.rejected))
+	for _, pod := range p.rejected {
+		out[klog.KObj(pod).String()] = pod
+	}
+	p.rejected = nil
+	return out
+}
+
+// requeueRejected sends the pods the policy rejected back to the scheduling
+// queue: the new module may admit them.
+func (w *WasmPolicy) requeueRejected(logger klog.Logger, p *policy) {
+	pods := p.takeRejected()
+	if len(pods) == 0 || w.handle == nil {
+		return
+	}
+	defer func() {
+		// A framework built without a scheduling queue (tests, other hosts)
+		// has no pod activator.
+		if r := recover(); r != nil {
+			logger.V(2).Info("No pod activator; rejected pods wait for their next retry", "policy", p.cfg.Name)
+		}
+	}()
+	w.handle.Activate(logger, pods)
+	logger.Info("Requeued pods rejected by the previous module", "policy", p.cfg.Name, "pods", len(pods))
+}
+
+// EventsToRegister implements framework.EnqueueExtensions: a pod a policy
+// rejected may fit after a node is added or its labels, taints, annotations
+// or allocatable change, or after a pod leaves a node.
+func (w *WasmPolicy) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAnnotation | fwk.UpdateNodeAllocatable}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete | fwk.UpdatePodLabel | fwk.UpdatePodScaleDown}},
+	}, nil
+}
+
+func unwrapLoad(err error) error {
+	var le *host.LoadError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+func (w *WasmPolicy) event(obj runtime.Object, typ, reason, note string) {
+	if obj == nil || w.handle == nil || w.handle.EventRecorder() == nil {
+		return
+	}
+	w.handle.EventRecorder().Eventf(obj, nil, typ, reason, "LoadPolicy", note)
+}

@@ -1,0 +1,131 @@
+package wasmpolicy
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
+)
+
+// PreScore runs each policy's prescore and skips Score when no policy scores.
+func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	c := w.cycleFor(state, pod)
+	w.startScoring(c, nodes)
+	anyScore := false
+	for i, p := range w.policies {
+		if v := w.preScorePolicy(ctx, c, i, !p.audit()); v.rejects() {
+			return p.status(host.CallPreScore, v)
+		}
+		anyScore = anyScore || !c.scoreSkipped[i]
+	}
+	if !anyScore {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// startScoring prepares the cycle for scoring nodes (the feasible ones).
+func (w *WasmPolicy) startScoring(c *cycleData, nodes []fwk.NodeInfo) {
+	c.rawScores = make([][]int64, len(w.policies))
+	c.rawScoresOffList = make([]map[string]int64, len(w.policies))
+	c.scoreBatches = make([][]batch, len(w.policies))
+	c.scoreNodes = nodes
+	c.scorePos = make(map[fwk.NodeInfo]int, len(nodes))
+	for i, ni := range nodes {
+		c.scorePos[ni] = i
+	}
+}
+
+// preScorePolicy runs policy i's prescore, if it has one, and marks it
+// scoreSkipped when it will not score this pod; otherwise it makes room for
+// the policy's raw scores.
+func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict {
+	p, m := w.policies[i], c.modules[i]
+	if m == nil || !m.Exports().Has(host.CallScore) || p.cfg.Weight == 0 {
+		c.scoreSkipped[i] = true
+		return skip
+	}
+	if m.Exports().Has(host.CallPreScore) {
+		_, res, cerr := p.call(ctx, m, host.CallPreScore, c, i, nil, nil)
+		if cerr != nil {
+			c.scoreSkipped[i] = true
+			return p.callFailed(ctx, host.CallPreScore, cerr, enforce)
+		}
+		p.m.evaluated(host.CallPreScore, resultOf(res.Code))
+		switch res.Code {
+		case abi.CodeSuccess:
+		case abi.CodeSkip:
+			c.scoreSkipped[i] = true
+			return skip
+		default:
+			c.scoreSkipped[i] = true
+			return p.policyError(ctx, host.CallPreScore, res.Reason, enforce)
+		}
+	}
+	c.rawScores[i] = make([]int64, len(c.scoreNodes))
+	c.rawScoresOffList[i] = map[string]int64{}
+	if c.batching && m.Exports().Has(abi.ScoreNodes) {
+		c.scoreBatches[i] = newBatches(len(c.scoreNodes))
+	}
+	return pass
+}
+
+// Score collects each policy's raw score for the node; NormalizeScore turns
+// them into the plugin's 0..100 score.
+func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	c := w.cycleFor(state, pod)
+	if c.rawScores == nil {
+		return 0, nil
+	}
+	for i, p := range w.policies {
+		if c.scoreSkipped[i] {
+			continue
+		}
+		if _, v := w.scorePolicy(ctx, c, i, nodeInfo, !p.audit()); v.rejects() {
+			return 0, p.status(host.CallScore, v)
+		}
+	}
+	return 0, nil
+}
+
+// scorePolicy runs policy i's score on one node (from its batch when the
+// node is one of the scored nodes) and records the raw score for
+// NormalizeScore: 0 when the call failed or the guest returned an error.
+func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, enforce bool) (int64, verdict) {
+	p, m := w.policies[i], c.modules[i]
+	pos, indexed := c.scorePos[nodeInfo]
+	var s int64
+	var res host.Result
+	var cerr *host.CallError
+	batched := false
+	if indexed && c.scoreBatches[i] != nil {
+		res, s, cerr, batched = batchResult(ctx, p, m, c, host.CallScore, c.scoreBatches[i], c.scoreNodes, &c.guestState[i], pos)
+	}
+	if !batched {
+		s, res, cerr = p.call(ctx, m, host.CallScore, c, i, nodeInfo, nil)
+	}
+	v := pass
+	if cerr != nil {
+		v, s = p.callFailed(ctx, host.CallScore, cerr, enforce), 0
+	} else if p.m.evaluated(host.CallScore, resultOf(res.Code)); res.Code != abi.CodeSuccess {
+		v, s = p.policyError(ctx, host.CallScore, res.Reason, enforce), 0
+	}
+	if v.rejects() {
+		return 0, v
+	}
+	if indexed {
+		c.rawScores[i][pos] = s // each position is written by one Score call only
+	} else {
+		c.mu.Lock()
+		c.rawScoresOffList[i][nodeInfo.Node().Name] = s
+		c.mu.Unlock()
+	}
+	return s, v
+}
+
+// ScoreExtensions implements framework.ScorePlugin.
+func (w *WasmPolicy) ScoreExtensions() framework.ScoreExtensions { return w }
