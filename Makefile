@@ -24,7 +24,7 @@ TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
-.PHONY: build build-lines e2e-lines controlplane-lines verify-k8s guests guests-tinygo tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
+.PHONY: build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help guests guests-tinygo tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -93,6 +93,27 @@ e2e-lines: build build-lines guests-tinygo controlplane-lines
 verify-k8s:
 	./hack/verify-k8s.sh
 
+## verify: the gate make test starts with: gofmt, go vet, staticcheck, tidy
+## modules, generated files current, build lines consistent
+verify:
+	./hack/verify.sh
+
+## generate: everything derived: the config API's deepcopy, conversion and
+## defaulters (k8s.io/code-generator), docs/abi.md's tables, the version matrix
+generate:
+	./hack/update-codegen.sh
+	$(GO) run ./hack/gen-abi-docs
+	./hack/gen-k8s-matrix.sh
+
+## tools: the pinned developer tools (staticcheck, code-generator) in .cache/tools/bin
+tools:
+	./hack/install-tools.sh
+
+## help: list the targets
+help:
+	@awk '/^## / { sub(/^## /, ""); if (match($$0, /^[a-z0-9-]+:/)) { if (t) print t; t = $$0 } else t = t " " $$0; next } { if (t) print t; t = "" }' $(MAKEFILE_LIST) | \
+		awk -F': ' '{ printf "  %-20s %s\n", $$1, substr($$0, length($$1) + 3) }'
+
 ## demo: a local control plane, the example policies, a workload and a hot reload (KEEP=1 keeps it running)
 demo: deps guests-tinygo build controlplane
 	$(GO) run ./hack/demo
@@ -105,7 +126,7 @@ fixtures:
 ## under -race with real TinyGo and Go guests, the scheduler binary checks, and
 ## the end-to-end tests against a real kube-apiserver and etcd (make e2e)
 test: deps guests guests-tinygo build controlplane
-	./hack/verify-k8s.sh
+	./hack/verify.sh
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./...
 	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf)

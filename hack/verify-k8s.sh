@@ -46,6 +46,8 @@ for f in $(line_modfiles); do
 done
 
 main="$(modfile_k8s go.mod)"
+cg="$(awk '$1=="k8s.io/code-generator" {print $2; exit}' hack/tools/go.mod)"
+[ "$cg" = "$(staging_version "$main")" ] || problem "hack/tools pins k8s.io/code-generator $cg, the main line needs $(staging_version "$main"); run hack/bump-k8s.sh ${main#v}"
 for m in $(grep -rlE 'wasmsched/kube-scheduler:v[0-9.]+-wasmsched' manifests); do
   grep -qE "wasmsched/kube-scheduler:$main-wasmsched" "$m" || problem "$m deploys another kube-scheduler image than the main line's $main; run hack/bump-k8s.sh ${main#v}"
 done

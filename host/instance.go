@@ -80,7 +80,7 @@ type instance struct {
 	// Per-call state read by host functions.
 	pod        *PodState
 	node       fwk.NodeInfo
-	cycleState *[]byte
+	guestState *[]byte
 	scores     []int64
 	code       int32
 	reason     string
@@ -104,6 +104,9 @@ const (
 	CallPreScore       = abi.PreScore
 	CallScore          = abi.Score
 	CallNormalizeScore = abi.NormalizeScore
+	// The batch forms of Filter and Score (Version.CallNodes picks them).
+	CallFilterNodes = abi.FilterNodes
+	CallScoreNodes  = abi.ScoreNodes
 	// NumCallKinds sizes arrays indexed by CallKind.
 	NumCallKinds = abi.NumPoints
 )

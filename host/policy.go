@@ -342,7 +342,7 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 // failed call, when the version was replaced, or when its memory grew past
 // the recycle mark (wasm memory never shrinks).
 func (v *Version) release(in *instance, healthy bool) {
-	in.pod, in.node, in.cycleState, in.scores = nil, nil, nil, nil
+	in.pod, in.node, in.guestState, in.scores = nil, nil, nil, nil
 	v.inUse.Add(-1)
 	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
 		v.trackMemory(in, false)
@@ -400,7 +400,7 @@ func (v *Version) closeIdle() {
 // for Score, scores[i]) receive node i's verdict. Each node gets the full
 // policy timeout. On a failed call, done is the index of the node being
 // evaluated when it failed; results after it are not set.
-func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, cycleState *[]byte, results []Result, scores []int64) (done int, cerr *CallError) {
+func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, guestState *[]byte, results []Result, scores []int64) (done int, cerr *CallError) {
 	batchKind := abi.BatchNone
 	if kind >= 0 && kind < NumCallKinds {
 		batchKind = abi.Points[kind].Batch
@@ -419,7 +419,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	for i := range results {
 		results[i] = Result{}
 	}
-	in.pod, in.cycleState, in.batch, in.results, in.cur = pod, cycleState, nodes, results, -1
+	in.pod, in.guestState, in.batch, in.results, in.cur = pod, guestState, nodes, results, -1
 	if kind == CallScore {
 		in.scores = scores
 	}
@@ -444,11 +444,11 @@ type Result struct {
 }
 
 // Call runs one extension point on a pooled instance. node is nil for
-// PreFilter, PreScore and NormalizeScore; cycleState is the policy's blob
+// PreFilter, PreScore and NormalizeScore; guestState is the policy's blob
 // for this cycle (written by prefilter/prescore, read later); scores is the
 // in/out slice for NormalizeScore. A CallError means the call failed
 // (timeout, trap, exit, or no instance) and the instance was discarded.
-func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node fwk.NodeInfo, cycleState *[]byte, scores []int64) (int64, Result, *CallError) {
+func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node fwk.NodeInfo, guestState *[]byte, scores []int64) (int64, Result, *CallError) {
 	if kind < 0 || kind >= NumCallKinds || abi.Points[kind].BatchOf != abi.BatchNone || !v.implements(kind) {
 		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement extension point %d", kind)}
 	}
@@ -456,7 +456,7 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 	if err != nil {
 		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: err}
 	}
-	in.pod, in.node, in.cycleState, in.scores = pod, node, cycleState, scores
+	in.pod, in.node, in.guestState, in.scores = pod, node, guestState, scores
 	ret, cerr := in.call(kind, pod.Cycle, uint32(len(scores)))
 	if cerr != nil {
 		v.release(in, false)

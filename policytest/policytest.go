@@ -27,6 +27,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
@@ -81,11 +82,14 @@ func Load(t testing.TB, path string, opts ...Option) *Policy {
 	if _, err := os.Stat(abs); err != nil {
 		t.Fatal(err)
 	}
-	pc := config.Policy{Name: filepath.Base(path), Source: config.Source{File: abs}, Weight: 1, Timeout: time.Second, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail, Mode: config.ModeEnforce}
+	pc := configv1.DefaultPolicy(filepath.Base(path), config.Source{File: abs})
+	pc.Timeout = time.Second // a test machine is slower than a scheduler node
 	for _, o := range opts {
 		o(&pc)
 	}
-	args := &config.WasmPolicyArgs{MaxInstancesPerPolicy: 2, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(os.TempDir(), "wasmsched-policytest-cache"), Policies: []config.Policy{pc}}
+	args := configv1.DefaultArgs(pc)
+	args.MaxInstancesPerPolicy, args.FilePollInterval = 2, time.Hour
+	args.CompilationCacheDir = filepath.Join(os.TempDir(), "wasmsched-policytest-cache")
 	// A test must see the module's result, not a scheduler's startup bound:
 	// compiling a Go guest cold under -race on a busy machine can take longer
 	// than kube-scheduler's 10 s. A module that fails to load still fails at once.

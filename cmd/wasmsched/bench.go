@@ -23,6 +23,7 @@ import (
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
@@ -194,8 +195,10 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 	}
 
 	// Whole cycles, through the plugin.
+	pc := configv1.DefaultPolicy(name, config.Source{File: abs})
+	pc.Config, pc.Timeout = o.config, time.Second
 	args := &config.WasmPolicyArgs{MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: cacheDir(), Policies: []config.Policy{
-		{Name: name, Source: config.Source{File: abs}, Config: o.config, Weight: 1, Timeout: time.Second, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail, Mode: config.ModeEnforce},
+		pc,
 	}}
 	plugin, err := loadPlugin(ctx, args, nil)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
@@ -85,7 +86,8 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 			name = fmt.Sprintf("%s-%d", strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)), n)
 		}
 		seen[name] = true
-		p := config.Policy{Name: name, Source: config.Source{File: abs}, Weight: weight, Timeout: o.timeout, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail, Mode: config.ModeEnforce}
+		p := configv1.DefaultPolicy(name, config.Source{File: abs})
+		p.Weight, p.Timeout = weight, o.timeout
 		if i < len(o.configs) {
 			p.Config = o.configs[i]
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
@@ -37,7 +38,9 @@ func newBenchServer(b testing.TB, n int) (*Server, []*v1.Node) {
 		if err := os.WriteFile(path, testguests.PolicyBytes(b, testguests.TinyGo, p.module), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		policies = append(policies, config.Policy{Name: p.name, Source: config.Source{File: path}, Config: p.cfg, Weight: 1, Timeout: time.Second, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail})
+		pc := configv1.DefaultPolicy(p.name, config.Source{File: path})
+		pc.Config, pc.Timeout = p.cfg, time.Second
+		policies = append(policies, pc)
 	}
 	plugin, err := wasmpolicy.NewWithArgs(context.Background(), &config.WasmPolicyArgs{Policies: policies, MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(dir, "cache")}, wasmpolicy.NewClientHandle(nil, nil))
 	if err != nil {

@@ -59,10 +59,7 @@ func TestAuditMode(t *testing.T) {
 	if len(feasible) != 2 {
 		t.Fatalf("feasible %d, want 2", len(feasible))
 	}
-	fi := []fwk.NodeInfo{}
-	for _, ni := range infos {
-		fi = append(fi, ni)
-	}
+	fi := append([]fwk.NodeInfo{}, infos...)
 	if st := c.fw.RunPreScorePlugins(ctx, state, p, fi); !st.IsSuccess() {
 		t.Fatal(st)
 	}

@@ -145,9 +145,11 @@ func DecodeArgs(obj runtime.Object) (*config.WasmPolicyArgs, error) {
 		if err := yaml.UnmarshalStrict(a.Raw, in); err != nil {
 			return nil, fmt.Errorf("decoding %s args: %w", Name, err)
 		}
-		configv1.SetDefaults_WasmPolicyArgs(in)
+		configv1.SetObjectDefaults_WasmPolicyArgs(in)
 		out := &config.WasmPolicyArgs{}
-		configv1.Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in, out)
+		if err := configv1.Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in, out, nil); err != nil {
+			return nil, fmt.Errorf("converting %s args: %w", Name, err)
+		}
 		return out, nil
 	case nil:
 		return nil, fmt.Errorf("%s needs args: add a pluginConfig entry named %s with at least one policy", Name, Name)

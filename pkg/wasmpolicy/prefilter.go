@@ -27,7 +27,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		}
 		if !c.filterSkipped[i] {
 			anyFilter = true
-			if c.modules[i].Exports().Has(abi.FilterNodes) && c.index != nil {
+			if c.modules[i].Exports().Has(host.CallFilterNodes) && c.index != nil {
 				c.filterBatches[i] = newBatches(len(nodes))
 			}
 		}

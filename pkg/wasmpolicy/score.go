@@ -68,7 +68,7 @@ func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, en
 	}
 	c.rawScores[i] = make([]int64, len(c.scoreNodes))
 	c.rawScoresOffList[i] = map[string]int64{}
-	if c.batching && m.Exports().Has(abi.ScoreNodes) {
+	if c.batching && m.Exports().Has(host.CallScoreNodes) {
 		c.scoreBatches[i] = newBatches(len(c.scoreNodes))
 	}
 	return pass

@@ -28,6 +28,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 )
 
 // cluster is a scheduler framework with only WasmPolicy enabled, built by the
@@ -67,18 +68,22 @@ func newClusterWithOptions(t *testing.T, args *config.WasmPolicyArgs, nodes []*v
 		args.FilePollInterval = 100 * time.Millisecond
 	}
 	for i := range args.Policies {
+		// Unset fields take the defaults, except a timeout that a busy
+		// machine under -race cannot fail.
 		p := &args.Policies[i]
+		d := configv1.DefaultPolicy(p.Name, p.Source)
+		d.Timeout = 5 * time.Second
 		if p.Weight == 0 {
-			p.Weight = 1
+			p.Weight = d.Weight
 		}
 		if p.Timeout == 0 {
-			p.Timeout = 5 * time.Second
+			p.Timeout = d.Timeout
 		}
 		if p.MemoryLimit == 0 {
-			p.MemoryLimit = 64 << 20
+			p.MemoryLimit = d.MemoryLimit
 		}
 		if p.FailurePolicy == "" {
-			p.FailurePolicy = config.FailurePolicyFail
+			p.FailurePolicy = d.FailurePolicy
 		}
 	}
 	client := fake.NewClientset()

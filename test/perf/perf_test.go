@@ -36,6 +36,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 	"github.com/wasmsched/wasmsched/test/perf/native"
 )
@@ -233,7 +234,9 @@ func cycleFramework(b *testing.B, variant string, infos []fwk.NodeInfo) (framewo
 		plugins.PreFilter, plugins.Filter, plugins.PreScore = en, en, en
 		plugins.Score.Enabled = []schedconfig.Plugin{{Name: wasmpolicy.Name, Weight: 1}}
 		pol := func(name, cfg string) config.Policy {
-			return config.Policy{Name: name, Source: config.Source{File: testguests.Policy(b, tc, name)}, Config: cfg, Weight: 1, Timeout: time.Second, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail}
+			pc := configv1.DefaultPolicy(name, config.Source{File: testguests.Policy(b, tc, name)})
+			pc.Config, pc.Timeout = cfg, time.Second
+			return pc
 		}
 		sharedEngine(b)
 		pluginConfig = []schedconfig.PluginConfig{{Name: wasmpolicy.Name, Args: &config.WasmPolicyArgs{
@@ -442,7 +445,7 @@ func BenchmarkReload(b *testing.B) {
 	client := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "placement", Namespace: "p"}, BinaryData: map[string][]byte{"policy.wasm": mods[0]}})
 	sharedEngine(b)
 	w, err := wasmpolicy.NewWithArgs(context.Background(), &config.WasmPolicyArgs{MaxInstancesPerPolicy: 4, FilePollInterval: time.Hour, CompilationCacheDir: cacheDir, Policies: []config.Policy{
-		{Name: "placement", Source: config.Source{ConfigMap: &config.ConfigMapSource{Namespace: "p", Name: "placement", Key: "policy.wasm"}}, Weight: 1, Timeout: time.Second, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail},
+		withTimeout(configv1.DefaultPolicy("placement", config.Source{ConfigMap: &config.ConfigMapSource{Namespace: "p", Name: "placement", Key: "policy.wasm"}}), time.Second),
 	}}, wasmpolicy.NewClientHandle(client, nil))
 	if err != nil {
 		b.Fatal(err)
@@ -465,4 +468,9 @@ func BenchmarkReload(b *testing.B) {
 		total += time.Since(start)
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/reload")
+}
+
+func withTimeout(p config.Policy, d time.Duration) config.Policy {
+	p.Timeout = d
+	return p
 }

@@ -1,15 +1,12 @@
-// Package config holds the internal (unversioned) types of the WasmPolicy
-// plugin's args. Users write the versioned form (package v1) inside a
-// KubeSchedulerConfiguration; the scheduler's scheme defaults and converts it
-// to these types, which the plugin and validation use.
 package config
 
 import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // WasmPolicyArgs configures the WasmPolicy plugin: the policies it runs and
 // what they share.
@@ -77,36 +74,3 @@ const (
 	// FailurePolicyIgnore skips the call: the node passes (Filter) or gets 0 from this policy (Score).
 	FailurePolicyIgnore FailurePolicy = "Ignore"
 )
-
-// DeepCopyInto copies in into out.
-func (in *WasmPolicyArgs) DeepCopyInto(out *WasmPolicyArgs) {
-	*out = *in
-	if in.Policies != nil {
-		out.Policies = make([]Policy, len(in.Policies))
-		for i := range in.Policies {
-			in.Policies[i].DeepCopyInto(&out.Policies[i])
-		}
-	}
-}
-
-// DeepCopy returns a copy.
-func (in *WasmPolicyArgs) DeepCopy() *WasmPolicyArgs {
-	if in == nil {
-		return nil
-	}
-	out := new(WasmPolicyArgs)
-	in.DeepCopyInto(out)
-	return out
-}
-
-// DeepCopyObject implements runtime.Object.
-func (in *WasmPolicyArgs) DeepCopyObject() runtime.Object { return in.DeepCopy() }
-
-// DeepCopyInto copies in into out.
-func (in *Policy) DeepCopyInto(out *Policy) {
-	*out = *in
-	if in.Source.ConfigMap != nil {
-		cm := *in.Source.ConfigMap
-		out.Source.ConfigMap = &cm
-	}
-}

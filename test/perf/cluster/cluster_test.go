@@ -30,6 +30,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	_ "github.com/wasmsched/wasmsched/pkg/apis/config/scheme" // WasmPolicyArgs in the scheduler config
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/extender"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 	"github.com/wasmsched/wasmsched/test/perf/native"
@@ -198,8 +199,9 @@ func startExtender[C interface {
 	}
 	args := &config.WasmPolicyArgs{MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(extenderSetup.dir, "cache")}
 	for _, p := range []struct{ name, cfg string }{{"team-isolation", "key=team"}, {"bin-packing", "cpu=1,memory=1"}} {
-		args.Policies = append(args.Policies, config.Policy{Name: p.name, Source: config.Source{File: filepath.Join(extenderSetup.dir, "tinygo", p.name+".wasm")}, Config: p.cfg,
-			Weight: 1, Timeout: 100 * time.Millisecond, MemoryLimit: 64 << 20, FailurePolicy: config.FailurePolicyFail, Mode: config.ModeEnforce})
+		pc := configv1.DefaultPolicy(p.name, config.Source{File: filepath.Join(extenderSetup.dir, "tinygo", p.name+".wasm")})
+		pc.Config = p.cfg
+		args.Policies = append(args.Policies, pc)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := extender.New(ctx, tCtx.Client(), nil, args, extender.Options{})

@@ -1,83 +1,76 @@
 package v1
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
-// Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs converts defaulted
-// versioned args to the internal form. Unset pointers (only possible when
-// defaulting was skipped) become zero values, which validation rejects.
-func Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, out *config.WasmPolicyArgs) { //nolint:revive
-	out.TypeMeta = in.TypeMeta
-	out.Policies = nil
-	for _, p := range in.Policies {
-		q := config.Policy{
-			Name:       p.Name,
-			SHA256:     p.SHA256,
-			Config:     p.Config,
-			RealClock:  p.RealClock,
-			RealRandom: p.RealRandom,
-			Source:     config.Source{File: p.Source.File},
-		}
-		if p.Source.ConfigMap != nil {
-			q.Source.ConfigMap = &config.ConfigMapSource{Namespace: p.Source.ConfigMap.Namespace, Name: p.Source.ConfigMap.Name, Key: p.Source.ConfigMap.Key}
-		}
-		if p.Weight != nil {
-			q.Weight = *p.Weight
-		}
-		if p.Timeout != nil {
-			q.Timeout = p.Timeout.Duration
-		}
-		if p.MemoryLimit != nil {
-			q.MemoryLimit = p.MemoryLimit.Value()
-		}
-		if p.FailurePolicy != nil {
-			q.FailurePolicy = config.FailurePolicy(*p.FailurePolicy)
-		}
-		if p.Mode != nil {
-			q.Mode = config.Mode(*p.Mode)
-		}
-		out.Policies = append(out.Policies, q)
+// The conversions conversion-gen cannot write (zz_generated.conversion.go
+// names the fields): the versioned form uses pointers, metav1.Duration and
+// resource.Quantity so that unset fields can be defaulted; the internal form
+// uses plain values. An unset pointer (only possible when defaulting was
+// skipped) becomes the zero value, which validation rejects.
+
+// Convert_v1_Policy_To_config_Policy converts one versioned policy.
+func Convert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_v1_Policy_To_config_Policy(in, out, s); err != nil {
+		return err
 	}
-	if in.CompilationCacheDir != nil {
-		out.CompilationCacheDir = *in.CompilationCacheDir
+	out.Timeout = durationValue(in.Timeout)
+	out.MemoryLimit = 0
+	if in.MemoryLimit != nil {
+		out.MemoryLimit = in.MemoryLimit.Value()
 	}
-	if in.MaxInstancesPerPolicy != nil {
-		out.MaxInstancesPerPolicy = *in.MaxInstancesPerPolicy
-	}
-	if in.FilePollInterval != nil {
-		out.FilePollInterval = in.FilePollInterval.Duration
-	}
+	out.FailurePolicy = config.FailurePolicy(stringValue(in.FailurePolicy))
+	out.Mode = config.Mode(stringValue(in.Mode))
+	return nil
 }
 
-// Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs converts internal args back to v1.
-func Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolicyArgs, out *WasmPolicyArgs) { //nolint:revive
-	out.TypeMeta = in.TypeMeta
-	out.Policies = nil
-	for _, p := range in.Policies {
-		w, fp, mode := p.Weight, string(p.FailurePolicy), string(p.Mode)
-		q := Policy{
-			Name:          p.Name,
-			SHA256:        p.SHA256,
-			Config:        p.Config,
-			RealClock:     p.RealClock,
-			RealRandom:    p.RealRandom,
-			Source:        Source{File: p.Source.File},
-			Weight:        &w,
-			Timeout:       &metav1.Duration{Duration: p.Timeout},
-			MemoryLimit:   resource.NewQuantity(p.MemoryLimit, resource.BinarySI),
-			FailurePolicy: &fp,
-			Mode:          &mode,
-		}
-		if p.Source.ConfigMap != nil {
-			q.Source.ConfigMap = &ConfigMapSource{Namespace: p.Source.ConfigMap.Namespace, Name: p.Source.ConfigMap.Name, Key: p.Source.ConfigMap.Key}
-		}
-		out.Policies = append(out.Policies, q)
+// Convert_config_Policy_To_v1_Policy converts one internal policy back.
+func Convert_config_Policy_To_v1_Policy(in *config.Policy, out *Policy, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_config_Policy_To_v1_Policy(in, out, s); err != nil {
+		return err
 	}
-	dir, n := in.CompilationCacheDir, in.MaxInstancesPerPolicy
-	out.CompilationCacheDir, out.MaxInstancesPerPolicy = &dir, &n
+	fp, mode := string(in.FailurePolicy), string(in.Mode)
+	out.Timeout = &metav1.Duration{Duration: in.Timeout}
+	out.MemoryLimit = resource.NewQuantity(in.MemoryLimit, resource.BinarySI)
+	out.FailurePolicy, out.Mode = &fp, &mode
+	return nil
+}
+
+// Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs converts the args.
+func Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, out *config.WasmPolicyArgs, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in, out, s); err != nil {
+		return err
+	}
+	out.FilePollInterval = durationValue(in.FilePollInterval)
+	return nil
+}
+
+// Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs converts the args back.
+func Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolicyArgs, out *WasmPolicyArgs, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in, out, s); err != nil {
+		return err
+	}
 	out.FilePollInterval = &metav1.Duration{Duration: in.FilePollInterval}
+	return nil
+}
+
+func durationValue(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
+}
+
+func stringValue(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
 // Defaults, documented in the README's args reference.
@@ -32,26 +34,56 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 	if obj.FilePollInterval == nil {
 		obj.FilePollInterval = &metav1.Duration{Duration: DefaultFilePollInterval}
 	}
-	for i := range obj.Policies {
-		p := &obj.Policies[i]
-		if p.Weight == nil {
-			v := DefaultWeight
-			p.Weight = &v
-		}
-		if p.Timeout == nil {
-			p.Timeout = &metav1.Duration{Duration: DefaultTimeout}
-		}
-		if p.MemoryLimit == nil {
-			q := resource.MustParse(DefaultMemoryLimit)
-			p.MemoryLimit = &q
-		}
-		if p.FailurePolicy == nil {
-			v := DefaultFailurePolicy
-			p.FailurePolicy = &v
-		}
-		if p.Mode == nil {
-			v := DefaultMode
-			p.Mode = &v
-		}
+}
+
+// SetDefaults_Policy fills a policy's unset fields; the generated
+// SetObjectDefaults_WasmPolicyArgs calls it for every policy.
+func SetDefaults_Policy(p *Policy) { //nolint:revive // k8s naming convention for defaulters
+	if p.Weight == nil {
+		v := DefaultWeight
+		p.Weight = &v
 	}
+	if p.Timeout == nil {
+		p.Timeout = &metav1.Duration{Duration: DefaultTimeout}
+	}
+	if p.MemoryLimit == nil {
+		q := resource.MustParse(DefaultMemoryLimit)
+		p.MemoryLimit = &q
+	}
+	if p.FailurePolicy == nil {
+		v := DefaultFailurePolicy
+		p.FailurePolicy = &v
+	}
+	if p.Mode == nil {
+		v := DefaultMode
+		p.Mode = &v
+	}
+}
+
+// DefaultPolicy returns an internal policy config with every field at its
+// default, named name and reading its module from source: the one way
+// programs that build args in Go (the CLI, policytest, tests, benchmarks)
+// get the same defaults as a KubeSchedulerConfiguration that omits them.
+func DefaultPolicy(name string, source config.Source) config.Policy {
+	in := Policy{Name: name}
+	SetDefaults_Policy(&in)
+	var out config.Policy
+	if err := Convert_v1_Policy_To_config_Policy(&in, &out, nil); err != nil {
+		panic(err) // defaulted fields always convert
+	}
+	out.Source = source
+	return out
+}
+
+// DefaultArgs returns internal plugin args with every field at its default
+// and the given policies.
+func DefaultArgs(policies ...config.Policy) *config.WasmPolicyArgs {
+	in := &WasmPolicyArgs{}
+	SetObjectDefaults_WasmPolicyArgs(in)
+	out := &config.WasmPolicyArgs{}
+	if err := Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in, out, nil); err != nil {
+		panic(err)
+	}
+	out.Policies = policies
+	return out
 }

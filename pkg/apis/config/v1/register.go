@@ -1,13 +1,10 @@
 package v1
 
 import (
-	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	schedschemev1 "k8s.io/kube-scheduler/config/v1"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-
-	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
 // SchemeGroupVersion is kubescheduler.config.k8s.io/v1, the group and
@@ -25,21 +22,13 @@ var (
 )
 
 func init() {
-	localSchemeBuilder.Register(register)
+	// RegisterConversions registers itself (zz_generated.conversion.go).
+	localSchemeBuilder.Register(addKnownTypes, RegisterDefaults)
 }
 
-// register adds the v1 type, its defaulting and its conversions.
-func register(s *runtime.Scheme) error {
+// addKnownTypes adds the v1 type; its defaulting and conversions are the
+// generated RegisterDefaults and RegisterConversions.
+func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(SchemeGroupVersion, &WasmPolicyArgs{})
-	s.AddTypeDefaultingFunc(&WasmPolicyArgs{}, func(obj interface{}) { SetDefaults_WasmPolicyArgs(obj.(*WasmPolicyArgs)) })
-	if err := s.AddConversionFunc((*WasmPolicyArgs)(nil), (*config.WasmPolicyArgs)(nil), func(a, b interface{}, _ conversion.Scope) error {
-		Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(a.(*WasmPolicyArgs), b.(*config.WasmPolicyArgs))
-		return nil
-	}); err != nil {
-		return err
-	}
-	return s.AddConversionFunc((*config.WasmPolicyArgs)(nil), (*WasmPolicyArgs)(nil), func(a, b interface{}, _ conversion.Scope) error {
-		Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(a.(*config.WasmPolicyArgs), b.(*WasmPolicyArgs))
-		return nil
-	})
+	return nil
 }

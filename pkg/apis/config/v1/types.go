@@ -1,13 +1,11 @@
-// Package v1 is the versioned form of the WasmPolicy plugin's args, kind
-// WasmPolicyArgs in kubescheduler.config.k8s.io/v1, as users write it in
-// the pluginConfig of a KubeSchedulerConfiguration.
 package v1
 
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // WasmPolicyArgs configures the WasmPolicy plugin.
 type WasmPolicyArgs struct {
@@ -76,69 +74,4 @@ type ConfigMapSource struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Key       string `json:"key"`
-}
-
-// DeepCopyInto copies in into out.
-func (in *WasmPolicyArgs) DeepCopyInto(out *WasmPolicyArgs) {
-	*out = *in
-	if in.Policies != nil {
-		out.Policies = make([]Policy, len(in.Policies))
-		for i := range in.Policies {
-			in.Policies[i].DeepCopyInto(&out.Policies[i])
-		}
-	}
-	if in.CompilationCacheDir != nil {
-		v := *in.CompilationCacheDir
-		out.CompilationCacheDir = &v
-	}
-	if in.MaxInstancesPerPolicy != nil {
-		v := *in.MaxInstancesPerPolicy
-		out.MaxInstancesPerPolicy = &v
-	}
-	if in.FilePollInterval != nil {
-		v := *in.FilePollInterval
-		out.FilePollInterval = &v
-	}
-}
-
-// DeepCopy returns a copy.
-func (in *WasmPolicyArgs) DeepCopy() *WasmPolicyArgs {
-	if in == nil {
-		return nil
-	}
-	out := new(WasmPolicyArgs)
-	in.DeepCopyInto(out)
-	return out
-}
-
-// DeepCopyObject implements runtime.Object.
-func (in *WasmPolicyArgs) DeepCopyObject() runtime.Object { return in.DeepCopy() }
-
-// DeepCopyInto copies in into out.
-func (in *Policy) DeepCopyInto(out *Policy) {
-	*out = *in
-	if in.Source.ConfigMap != nil {
-		v := *in.Source.ConfigMap
-		out.Source.ConfigMap = &v
-	}
-	if in.Weight != nil {
-		v := *in.Weight
-		out.Weight = &v
-	}
-	if in.Timeout != nil {
-		v := *in.Timeout
-		out.Timeout = &v
-	}
-	if in.MemoryLimit != nil {
-		v := in.MemoryLimit.DeepCopy()
-		out.MemoryLimit = &v
-	}
-	if in.Mode != nil {
-		v := *in.Mode
-		out.Mode = &v
-	}
-	if in.FailurePolicy != nil {
-		v := *in.FailurePolicy
-		out.FailurePolicy = &v
-	}
 }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The verify gate, first step of `make test`: formatting, go vet, staticcheck
+# (pinned in hack/tools), tidy module files, generated files current, and the
+# build lines' consistency (hack/verify-k8s.sh). Each failure says how to fix it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+
+fail=0
+problem() { echo "hack/verify.sh: $*" >&2; fail=1; }
+step() { echo "hack/verify.sh: $*" >&2; }
+
+# The Go modules of the repository (hack/stub holds empty stand-ins).
+MODULES=(. guest-sdk plugins-wasm hack/tools)
+
+step "gofmt"
+unformatted="$(git ls-files -co --exclude-standard -- '*.go' | grep -v '^hack/stub/' | xargs gofmt -l 2>&1 || true)"
+[ -z "$unformatted" ] || problem "not gofmt'ed (run: gofmt -w FILE):"$'\n'"$unformatted"
+
+step "go vet"
+go vet ./... || problem "go vet found problems in the main module"
+for m in guest-sdk plugins-wasm; do
+  (cd "$m" && go vet ./...) || problem "go vet found problems in $m"
+done
+
+step "staticcheck"
+BIN="$(hack/install-tools.sh staticcheck)"
+"$BIN/staticcheck" ./... || problem "staticcheck found problems in the main module"
+for m in guest-sdk plugins-wasm; do
+  (cd "$m" && "$BIN/staticcheck" ./...) || problem "staticcheck found problems in $m"
+done
+
+step "go mod tidy"
+# go.mod and the build lines' module files are checked by verify-k8s.sh.
+for m in "${MODULES[@]:1}"; do
+  if ! out="$(cd "$m" && go mod tidy -diff 2>&1)"; then
+    problem "$m/go.mod is not tidy (run: cd $m && go mod tidy):"$'\n'"$(echo "$out" | head -20)"
+  fi
+done
+
+step "generated files"
+gen=(pkg/apis/config/zz_generated.deepcopy.go pkg/apis/config/v1/zz_generated.deepcopy.go
+     pkg/apis/config/v1/zz_generated.conversion.go pkg/apis/config/v1/zz_generated.defaults.go)
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+for f in "${gen[@]}"; do mkdir -p "$tmp/$(dirname "$f")"; cp "$f" "$tmp/$f" 2>/dev/null || : > "$tmp/$f.missing"; done
+hack/update-codegen.sh
+for f in "${gen[@]}"; do
+  if [ -e "$tmp/$f.missing" ] || ! cmp -s "$f" "$tmp/$f"; then
+    problem "$f is stale: run make generate and commit the result"
+    [ -e "$tmp/$f.missing" ] && rm -f "$f" || cp "$tmp/$f" "$f" # leave the tree as it was
+  fi
+done
+go run ./hack/gen-abi-docs -check || problem "docs/abi.md is stale: run make generate"
+
+step "build lines"
+hack/verify-k8s.sh || fail=1
+
+[ $fail = 0 ] && echo "hack/verify.sh: all checks passed" >&2
+exit $fail

@@ -1,0 +1,73 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+)
+
+func validArgs() *config.WasmPolicyArgs {
+	return configv1.DefaultArgs(
+		configv1.DefaultPolicy("team-isolation", config.Source{File: "/etc/wasmsched/team-isolation.wasm"}),
+		configv1.DefaultPolicy("bin-packing", config.Source{ConfigMap: &config.ConfigMapSource{Namespace: "wasmsched", Name: "bin-packing", Key: "policy.wasm"}}),
+	)
+}
+
+// Each case breaks one field of valid, defaulted args; the error must name
+// that field (so a user finds it in the KubeSchedulerConfiguration) and say
+// how to fix it.
+func TestValidateWasmPolicyArgs(t *testing.T) {
+	root := field.NewPath("pluginConfig").Index(0).Child("args")
+	for _, c := range []struct {
+		name   string
+		mutate func(a *config.WasmPolicyArgs)
+		field  string // "" means valid
+		hint   string
+	}{
+		{"defaults are valid", func(*config.WasmPolicyArgs) {}, "", ""},
+		{"no policies", func(a *config.WasmPolicyArgs) { a.Policies = nil }, "policies", "add at least one policy"},
+		{"duplicate name", func(a *config.WasmPolicyArgs) { a.Policies[1].Name = a.Policies[0].Name }, "policies[1].name", "unique name"},
+		{"empty name", func(a *config.WasmPolicyArgs) { a.Policies[0].Name = "" }, "policies[0].name", "name the policy"},
+		{"name not a DNS label", func(a *config.WasmPolicyArgs) { a.Policies[0].Name = "Team_Isolation" }, "policies[0].name", "DNS label"},
+		{"two sources", func(a *config.WasmPolicyArgs) { a.Policies[1].Source.File = "/x.wasm" }, "policies[1].source", "exactly one of file or configMap"},
+		{"no source", func(a *config.WasmPolicyArgs) { a.Policies[0].Source = config.Source{} }, "policies[0].source", "exactly one of file or configMap"},
+		{"relative file", func(a *config.WasmPolicyArgs) { a.Policies[0].Source.File = "policy.wasm" }, "policies[0].source.file", "absolute path"},
+		{"configMap without key", func(a *config.WasmPolicyArgs) { a.Policies[1].Source.ConfigMap.Key = "" }, "policies[1].source.configMap.key", "binaryData key"},
+		{"configMap without namespace", func(a *config.WasmPolicyArgs) { a.Policies[1].Source.ConfigMap.Namespace = "" }, "policies[1].source.configMap.namespace", "namespace"},
+		{"bad sha256", func(a *config.WasmPolicyArgs) { a.Policies[0].SHA256 = "abc" }, "policies[0].sha256", "64 hex digits"},
+		{"sha256 with prefix", func(a *config.WasmPolicyArgs) { a.Policies[0].SHA256 = "sha256:" + strings.Repeat("ab", 32) }, "", ""},
+		{"weight 0", func(a *config.WasmPolicyArgs) { a.Policies[0].Weight = 0 }, "policies[0].weight", "must be between 1"},
+		{"timeout 0", func(a *config.WasmPolicyArgs) { a.Policies[0].Timeout = 0 }, "policies[0].timeout", "greater than 0"},
+		{"timeout too long", func(a *config.WasmPolicyArgs) { a.Policies[0].Timeout = time.Hour }, "policies[0].timeout", "at most"},
+		{"memory too small", func(a *config.WasmPolicyArgs) { a.Policies[0].MemoryLimit = 1024 }, "policies[0].memoryLimit", "64Mi"},
+		{"unknown failurePolicy", func(a *config.WasmPolicyArgs) { a.Policies[0].FailurePolicy = "Retry" }, "policies[0].failurePolicy", "Fail"},
+		{"unknown mode", func(a *config.WasmPolicyArgs) { a.Policies[0].Mode = "DryRun" }, "policies[0].mode", "Audit"},
+		{"maxInstances 0", func(a *config.WasmPolicyArgs) { a.MaxInstancesPerPolicy = 0 }, "maxInstancesPerPolicy", "parallelism"},
+		{"poll interval too short", func(a *config.WasmPolicyArgs) { a.FilePollInterval = time.Millisecond }, "filePollInterval", "between 100ms and 1h"},
+		{"relative cache dir", func(a *config.WasmPolicyArgs) { a.CompilationCacheDir = "cache" }, "compilationCacheDir", "absolute path"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := validArgs()
+			c.mutate(a)
+			errs := ValidateWasmPolicyArgs(root, a)
+			if c.field == "" {
+				if len(errs) > 0 {
+					t.Fatalf("valid args refused: %v", errs)
+				}
+				return
+			}
+			want := root.String() + "." + c.field
+			for _, e := range errs {
+				if e.Field == want && strings.Contains(e.Error(), c.hint) {
+					return
+				}
+			}
+			t.Fatalf("errors %v: want one for %s mentioning %q", errs, want, c.hint)
+		})
+	}
+}

@@ -1,0 +1,388 @@
+package wasmpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/source"
+)
+
+// The tests in this file drive the plugin's own logic (failurePolicy,
+// Audit, batching, score combination) through the module seam with fake
+// guests: each extension point of a fake is a Go function of the node's
+// name. The real-guest tests (wasmpolicy_test.go, audit_test.go,
+// adversarial_test.go) cover the same paths with compiled modules.
+
+// guestFunc answers one call of a fake guest about one node ("" when the
+// extension point has no node): a score, a status, or a failed call.
+type guestFunc func(node string) (int64, host.Result, *host.CallError)
+
+// fakeModule is a module whose extension points are guestFuncs.
+type fakeModule struct {
+	fns                     [host.NumCallKinds]guestFunc
+	batch                   bool // implements filter_nodes and score_nodes
+	singleCalls, batchCalls atomic.Int64
+	normalize               func(scores []int64) host.Result
+}
+
+func (f *fakeModule) Exports() host.Exports {
+	var e host.Exports
+	for k, fn := range f.fns {
+		if fn != nil {
+			e.Points |= host.CallKind(k).Cap()
+		}
+	}
+	if f.normalize != nil {
+		e.Points |= host.CallNormalizeScore.Cap()
+	}
+	if f.batch {
+		e.Points |= host.CallFilterNodes.Cap() | host.CallScoreNodes.Cap()
+	}
+	return e
+}
+
+func (f *fakeModule) SHA256() string                 { return "fake" }
+func (f *fakeModule) PoolStats() (live, inUse int64) { return 0, 0 }
+func (f *fakeModule) MemoryBytes() int64             { return 0 }
+
+func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodState, node fwk.NodeInfo, _ *[]byte, scores []int64) (int64, host.Result, *host.CallError) {
+	f.singleCalls.Add(1)
+	if kind == host.CallNormalizeScore {
+		return 0, f.normalize(scores), nil
+	}
+	name := ""
+	if node != nil {
+		name = node.Node().Name
+	}
+	return f.fns[kind](name)
+}
+
+func (f *fakeModule) CallNodes(_ context.Context, kind host.CallKind, _ *host.PodState, nodes []fwk.NodeInfo, _ *[]byte, results []host.Result, scores []int64) (int, *host.CallError) {
+	f.batchCalls.Add(1)
+	for i, ni := range nodes {
+		s, r, err := f.fns[kind](ni.Node().Name)
+		if err != nil {
+			return i, err
+		}
+		results[i] = r
+		if scores != nil {
+			scores[i] = s
+		}
+	}
+	return len(nodes), nil
+}
+
+// fakeRuntime serves one fake module (nil: no module loaded).
+type fakeRuntime struct{ m *fakeModule }
+
+func (r fakeRuntime) Current() module {
+	if r.m == nil {
+		return nil
+	}
+	return r.m
+}
+func (r fakeRuntime) Load(context.Context, []byte, string) (module, error) {
+	return nil, errors.New("fake modules are not loaded")
+}
+func (r fakeRuntime) Close(context.Context) error { return nil }
+
+// fakePolicy is a policy with defaulted args, changed by edit, serving m.
+func fakePolicy(name string, m *fakeModule, edit func(*config.Policy)) *policy {
+	cfg := configv1.DefaultPolicy(name, config.Source{File: "/fake/" + name + ".wasm"})
+	if edit != nil {
+		edit(&cfg)
+	}
+	return &policy{cfg: cfg, runtime: fakeRuntime{m}, source: &source.File{Path: cfg.Source.File}, m: newPolicyMetrics(name)}
+}
+
+func fakePlugin(policies ...*policy) *WasmPolicy {
+	registerMetrics()
+	return &WasmPolicy{policies: policies}
+}
+
+func fakeNodes(n int) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, n)
+	for i := range out {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}})
+		out[i] = ni
+	}
+	return out
+}
+
+func fakePod() *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p"}}
+}
+
+var (
+	succeed guestFunc = func(string) (int64, host.Result, *host.CallError) { return 0, host.Result{}, nil }
+	timeout guestFunc = func(string) (int64, host.Result, *host.CallError) {
+		return 0, host.Result{}, &host.CallError{Outcome: host.OutcomeTimeout}
+	}
+	errorOut guestFunc = func(string) (int64, host.Result, *host.CallError) {
+		return 0, host.Result{Code: abi.CodeError, Reason: "no data"}, nil
+	}
+)
+
+func scoreOf(s int64) guestFunc {
+	return func(string) (int64, host.Result, *host.CallError) { return s, host.Result{}, nil }
+}
+
+// cycleResult is what one scheduling cycle of the plugin decided.
+type cycleResult struct {
+	status  *fwk.Status // the first failing extension point's status
+	point   string
+	filters map[string]*fwk.Status
+	scores  map[string]int64
+}
+
+// runCycle runs PreFilter, Filter on every node, PreScore, Score and
+// NormalizeScore on the feasible ones, as the scheduler does.
+func runCycle(w *WasmPolicy, nodes []fwk.NodeInfo) cycleResult {
+	ctx := context.Background()
+	state := framework.NewCycleState()
+	pod := fakePod()
+	r := cycleResult{filters: map[string]*fwk.Status{}, scores: map[string]int64{}}
+	_, st := w.PreFilter(ctx, state, pod, nodes)
+	if st != nil && !st.IsSkip() {
+		r.status, r.point = st, "PreFilter"
+		return r
+	}
+	var feasible []fwk.NodeInfo
+	for _, ni := range nodes {
+		if st == nil {
+			r.filters[ni.Node().Name] = w.Filter(ctx, state, pod, ni)
+		}
+		if r.filters[ni.Node().Name].IsSuccess() {
+			feasible = append(feasible, ni)
+		}
+	}
+	if ps := w.PreScore(ctx, state, pod, feasible); ps != nil {
+		if !ps.IsSkip() {
+			r.status, r.point = ps, "PreScore"
+		}
+		return r
+	}
+	list := make(framework.NodeScoreList, len(feasible))
+	for k, ni := range feasible {
+		list[k].Name = ni.Node().Name
+		if _, st := w.Score(ctx, state, pod, ni); st != nil {
+			r.status, r.point = st, "Score"
+			return r
+		}
+	}
+	if st := w.NormalizeScore(ctx, state, pod, list); st != nil {
+		r.status, r.point = st, "NormalizeScore"
+		return r
+	}
+	for _, s := range list {
+		r.scores[s.Name] = s.Score
+	}
+	return r
+}
+
+// A failure at each extension point, under each failurePolicy and in Audit
+// mode: Fail stops the pod with a status that names the policy, Ignore and
+// Audit let it through.
+func TestFailurePolicyTable(t *testing.T) {
+	type want struct {
+		point string
+		code  fwk.Code
+		msg   string
+	}
+	for _, c := range []struct {
+		name   string
+		module func() *fakeModule
+		fail   want // under FailurePolicy Fail; Ignore and Audit must pass
+	}{
+		{"no module", func() *fakeModule { return nil },
+			want{"PreFilter", fwk.UnschedulableAndUnresolvable, "rejected by WasmPolicy/p: policy has no module loaded (file /fake/p.wasm)"}},
+		{"prefilter timeout", func() *fakeModule {
+			m := &fakeModule{}
+			m.fns[host.CallPreFilter], m.fns[host.CallFilter] = timeout, succeed
+			return m
+		},
+			want{"PreFilter", fwk.UnschedulableAndUnresolvable, "rejected by WasmPolicy/p: policy call exceeded its timeout"}},
+		{"filter timeout", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallFilter] = timeout; return m },
+			want{"Filter", fwk.UnschedulableAndUnresolvable, "node(s) rejected by WasmPolicy/p: policy call exceeded its timeout"}},
+		{"filter error status", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallFilter] = errorOut; return m },
+			want{"Filter", fwk.UnschedulableAndUnresolvable, "node(s) rejected by WasmPolicy/p: policy error: no data"}},
+		{"prescore error status", func() *fakeModule {
+			m := &fakeModule{}
+			m.fns[host.CallPreScore], m.fns[host.CallScore] = errorOut, scoreOf(10)
+			return m
+		}, want{"PreScore", fwk.Error, "WasmPolicy/p: policy error: no data"}},
+		{"score timeout", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallScore] = timeout; return m },
+			want{"Score", fwk.Error, "WasmPolicy/p: policy call exceeded its timeout"}},
+		{"score out of range", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallScore] = scoreOf(1000); return m },
+			want{"NormalizeScore", fwk.Error, "WasmPolicy/p: score out of range 0..100 (register a NormalizeScore function to rescale raw scores)"}},
+		{"normalize error", func() *fakeModule {
+			m := &fakeModule{normalize: func([]int64) host.Result { return host.Result{Code: abi.CodeError, Reason: "bad"} }}
+			m.fns[host.CallScore] = scoreOf(10)
+			return m
+		}, want{"NormalizeScore", fwk.Error, "WasmPolicy/p: policy error: bad"}},
+	} {
+		for _, mode := range []string{"Fail", "Ignore", "Audit"} {
+			t.Run(c.name+"/"+mode, func(t *testing.T) {
+				p := fakePolicy("p", c.module(), func(cfg *config.Policy) {
+					switch mode {
+					case "Ignore":
+						cfg.FailurePolicy = config.FailurePolicyIgnore
+					case "Audit":
+						cfg.Mode = config.ModeAudit
+					}
+				})
+				r := runCycle(fakePlugin(p), fakeNodes(3))
+				if mode != "Fail" {
+					if r.status != nil {
+						t.Fatalf("%s at %s: %v, want the failure ignored", mode, r.point, r.status)
+					}
+					for n, st := range r.filters {
+						if !st.IsSuccess() {
+							t.Fatalf("%s: node %s rejected: %v", mode, n, st)
+						}
+					}
+					return
+				}
+				got := r.status
+				if c.fail.point == "Filter" {
+					got = r.filters["n0"]
+				} else if r.point != c.fail.point {
+					t.Fatalf("failed at %s (%v), want %s", r.point, r.status, c.fail.point)
+				}
+				if got.Code() != c.fail.code || got.Message() != c.fail.msg {
+					t.Fatalf("status %v %q, want %v %q", got.Code(), got.Message(), c.fail.code, c.fail.msg)
+				}
+			})
+		}
+	}
+}
+
+// A batch that fails on one node: the nodes before it keep their batched
+// verdicts, the failing node gets the failure, and the nodes after it in
+// the same batch are evaluated with single calls.
+func TestBatchFailureMidway(t *testing.T) {
+	m := &fakeModule{batch: true}
+	m.fns[host.CallFilter] = func(node string) (int64, host.Result, *host.CallError) {
+		switch node {
+		case "n5":
+			return 0, host.Result{}, &host.CallError{Outcome: host.OutcomeTrap, Err: errors.New("unreachable")}
+		case "n7", "n40":
+			return 0, host.Result{Code: abi.CodeUnschedulable, Reason: "busy"}, nil
+		}
+		return succeed("")
+	}
+	r := runCycle(fakePlugin(fakePolicy("p", m, nil)), fakeNodes(BatchSize+10))
+	for n, st := range r.filters {
+		switch n {
+		case "n5":
+			if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "policy trapped: unreachable") {
+				t.Errorf("n5: %v, want the trap under Fail", st)
+			}
+		case "n7", "n40":
+			if st.Code() != fwk.Unschedulable || st.Message() != "node(s) rejected by WasmPolicy/p: busy" {
+				t.Errorf("%s: %v, want the guest's rejection", n, st)
+			}
+		default:
+			if !st.IsSuccess() {
+				t.Errorf("%s: %v", n, st)
+			}
+		}
+	}
+	// Two batches (nodes 0-31 and 32-41); nodes 6-31 of the first are retried singly.
+	if b, s := m.batchCalls.Load(), m.singleCalls.Load(); b != 2 || s != BatchSize-6 {
+		t.Fatalf("%d batch calls and %d single calls, want 2 and %d", b, s, BatchSize-6)
+	}
+}
+
+// NormalizeScore and Explain combine scores the same way: Σ weight·score /
+// Σ weight over enforced policies whose scores count.
+func TestScoreCombination(t *testing.T) {
+	byNode := func(scores map[string]int64) guestFunc {
+		return func(node string) (int64, host.Result, *host.CallError) { return scores[node], host.Result{}, nil }
+	}
+	scorer := func(scores map[string]int64, batch bool) *fakeModule {
+		m := &fakeModule{batch: batch}
+		m.fns[host.CallFilter], m.fns[host.CallScore] = succeed, byNode(scores)
+		return m
+	}
+	weight := func(w int32) func(*config.Policy) { return func(c *config.Policy) { c.Weight = w } }
+	for _, c := range []struct {
+		name     string
+		policies []*policy
+		want     map[string]int64
+	}{
+		{"one policy", []*policy{fakePolicy("a", scorer(map[string]int64{"n0": 10, "n1": 90}, false), nil)},
+			map[string]int64{"n0": 10, "n1": 90}},
+		{"weights 1 and 3, batched and not", []*policy{
+			fakePolicy("a", scorer(map[string]int64{"n0": 100, "n1": 0}, true), weight(1)),
+			fakePolicy("b", scorer(map[string]int64{"n0": 0, "n1": 100}, false), weight(3)),
+		}, map[string]int64{"n0": 25, "n1": 75}},
+		{"audited policy does not count", []*policy{
+			fakePolicy("a", scorer(map[string]int64{"n0": 40, "n1": 60}, false), nil),
+			fakePolicy("audit", scorer(map[string]int64{"n0": 100, "n1": 0}, false), func(c *config.Policy) { c.Mode = config.ModeAudit }),
+		}, map[string]int64{"n0": 40, "n1": 60}},
+		{"ignored failure does not count", []*policy{
+			fakePolicy("a", scorer(map[string]int64{"n0": 40, "n1": 60}, false), nil),
+			fakePolicy("broken", scorer(map[string]int64{"n0": 500, "n1": 500}, false), func(c *config.Policy) { c.FailurePolicy = config.FailurePolicyIgnore }),
+		}, map[string]int64{"n0": 40, "n1": 60}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := fakePlugin(c.policies...)
+			nodes := fakeNodes(2)
+			r := runCycle(w, nodes)
+			if r.status != nil {
+				t.Fatal(r.status)
+			}
+			ex := w.Explain(context.Background(), fakePod(), nodes)
+			for _, n := range ex.Nodes {
+				if r.scores[n.Node] != c.want[n.Node] || n.Score == nil || *n.Score != c.want[n.Node] {
+					t.Fatalf("%s: NormalizeScore %d, Explain %v, want %d", n.Node, r.scores[n.Node], n.Score, c.want[n.Node])
+				}
+			}
+		})
+	}
+}
+
+// Explain reports each policy's own verdict, unprefixed, and the node's
+// first enforced rejection as FailedScheduling phrases it.
+func TestExplainVerdicts(t *testing.T) {
+	reject := func(reason string) guestFunc {
+		return func(node string) (int64, host.Result, *host.CallError) {
+			if node == "n1" {
+				return 0, host.Result{Code: abi.CodeUnschedulable, Reason: reason}, nil
+			}
+			return succeed("")
+		}
+	}
+	enforced, audited := &fakeModule{}, &fakeModule{}
+	enforced.fns[host.CallFilter], audited.fns[host.CallFilter] = reject("wrong team"), reject("would not fit")
+	w := fakePlugin(fakePolicy("team", enforced, nil), fakePolicy("fit", audited, func(c *config.Policy) { c.Mode = config.ModeAudit }))
+	ex := w.Explain(context.Background(), fakePod(), fakeNodes(2))
+	n1 := ex.Nodes[1]
+	if n1.Feasible || n1.Reason != "node(s) rejected by WasmPolicy/team: wrong team" {
+		t.Fatalf("n1: feasible %v, reason %q", n1.Feasible, n1.Reason)
+	}
+	for i, want := range []PolicyVerdict{{Policy: "team", Mode: "Enforce", Verdict: "Unschedulable", Reason: "wrong team"}, {Policy: "fit", Mode: "Audit", Verdict: "Unschedulable", Reason: "would not fit"}} {
+		got := n1.Policies[i]
+		if got.Policy != want.Policy || got.Mode != want.Mode || got.Verdict != want.Verdict || got.Reason != want.Reason {
+			t.Errorf("policy %d: %+v, want %+v", i, got, want)
+		}
+	}
+	if !ex.Nodes[0].Feasible || ex.Nodes[0].Policies[1].Verdict != "Pass" {
+		t.Errorf("n0: %+v", ex.Nodes[0])
+	}
+}
