@@ -14,7 +14,8 @@ step() { echo "hack/verify.sh: $*" >&2; }
 MODULES=(. guest-sdk plugins-wasm hack/tools)
 
 step "gofmt"
-unformatted="$(git ls-files -co --exclude-standard -- '*.go' | grep -v '^hack/stub/' | xargs gofmt -l 2>&1 || true)"
+# Tracked and new files that exist (a deleted file is still listed until staged).
+unformatted="$(git ls-files -co --exclude-standard -- '*.go' | grep -v '^hack/stub/' | while read -r f; do [ -f "$f" ] && echo "$f"; done | xargs gofmt -l 2>&1 || true)"
 [ -z "$unformatted" ] || problem "not gofmt'ed (run: gofmt -w FILE):"$'\n'"$unformatted"
 
 step "go vet"

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 )
 
 func gz(b []byte) []byte {
@@ -97,7 +97,7 @@ func FuzzHostFunctions(f *testing.F) {
 		Spec: v1.PodSpec{Tolerations: []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists}},
 			Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}},
 	})
-	ni := framework.NewNodeInfo()
+	ni := intree.NewNodeInfo()
 	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"team": "a"}},
 		Spec:   v1.NodeSpec{Taints: []v1.Taint{{Key: "t", Effect: v1.TaintEffectNoSchedule}}},
 		Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}, Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}}})

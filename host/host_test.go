@@ -22,7 +22,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
-	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
@@ -67,7 +67,7 @@ func load(t testing.TB, p *Policy, b []byte) *Version {
 }
 
 func nodeInfo(name string, labels map[string]string, cordoned bool, pods ...*v1.Pod) fwk.NodeInfo {
-	ni := framework.NewNodeInfo(pods...)
+	ni := intree.NewNodeInfo(pods...)
 	ni.SetNode(&v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       v1.NodeSpec{Unschedulable: cordoned},

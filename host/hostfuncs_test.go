@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
-	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
@@ -36,7 +36,7 @@ func TestHostFunctionsMatchTable(t *testing.T) {
 func TestNodeTaint(t *testing.T) {
 	p := newPolicy(t, newEngine(t), PolicySpec{})
 	v := load(t, p, testguests.Fixture(t, "nodetaint"))
-	ni := framework.NewNodeInfo()
+	ni := intree.NewNodeInfo()
 	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
 		{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule},
 		{Key: "other", Value: "x", Effect: v1.TaintEffectNoSchedule},

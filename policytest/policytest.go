@@ -1,3 +1,8 @@
+// The main line only: it follows the main line's kube-scheduler (its
+// request options and NodeInfo interface); see docs/kubernetes.md.
+
+//go:build !k8s_1_34
+
 // Package policytest runs a compiled policy module against pods and nodes
 // built in Go, inside a plain `go test`, through the same host and plugin
 // code as the scheduler: PreFilter, Filter, PreScore, Score and
@@ -10,13 +15,19 @@
 //		if v.Passed() { t.Fatal("a team-b node admitted a team-a pod") }
 //	}
 //
-// The module is built once per test binary and cached in _output/guests.
+// The module is built once per test binary. policytest needs no
+// k8s.io/kubernetes: a policy's own module requires github.com/wasmsched/wasmsched
+// and the guest SDK, without the staging replace lines kube-scheduler needs.
 package policytest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +39,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/nodeinfo"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
@@ -43,15 +55,75 @@ const (
 // Toolchains lists both, so a test can run its cases under each.
 var Toolchains = testguests.Toolchains
 
-// Build compiles the policy's main package in dir (relative to the
-// repository root or to plugins-wasm) and returns the module's path.
+// Build compiles the policy's main package in dir (relative to the test's
+// working directory, which `go test` sets to the package's directory: "."
+// for a policy tested next to its main.go) with a toolchain, once per test
+// binary, and returns the module's path. TinyGo is $TINYGO or tinygo on
+// PATH; Go is the go command running the test. Inside the wasmsched
+// repository, modules are cached in _output/guests across runs.
 func Build(t testing.TB, tc Toolchain, dir string) string {
 	t.Helper()
-	p, err := testguests.Build(tc, dir)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, err := testguests.Root(); err == nil {
+		if rel, err := filepath.Rel(root, abs); err == nil && !strings.HasPrefix(rel, "..") {
+			p, err := testguests.Build(tc, rel)
+			if err != nil {
+				t.Fatalf("building %s with %s: %v", dir, tc, err)
+			}
+			return p
+		}
+	}
+	p, err := buildOutside(tc, abs)
 	if err != nil {
 		t.Fatalf("building %s with %s: %v", dir, tc, err)
 	}
 	return p
+}
+
+var (
+	builtMu sync.Mutex
+	built   = map[string]string{}
+)
+
+// buildOutside builds a policy of the author's own module into a temporary
+// directory, once per test binary.
+func buildOutside(tc Toolchain, dir string) (string, error) {
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	key := string(tc) + "\x00" + dir
+	if p, ok := built[key]; ok {
+		return p, nil
+	}
+	out, err := os.MkdirTemp("", "policytest-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(out, filepath.Base(dir)+".wasm")
+	var cmd *exec.Cmd
+	switch tc {
+	case Go:
+		cmd = exec.Command("go", "build", "-buildmode=c-shared", "-o", path, ".")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	case TinyGo:
+		tinygo := os.Getenv("TINYGO")
+		if tinygo == "" {
+			if tinygo, err = exec.LookPath("tinygo"); err != nil {
+				return "", fmt.Errorf("TinyGo not found: put tinygo on PATH or set $TINYGO (wasmsched's hack/install-tinygo.sh installs v0.41.1)")
+			}
+		}
+		cmd = exec.Command(tinygo, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-opt=2", "-o", path, ".")
+	default:
+		return "", fmt.Errorf("unknown toolchain %q", tc)
+	}
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, b)
+	}
+	built[key] = path
+	return path, nil
 }
 
 // Option changes how a policy is loaded.
@@ -122,7 +194,7 @@ func (v Verdict) Passed() bool { return v.Code == "Pass" || v.Code == "Skip" }
 // on their spec.nodeName. It returns the verdict for every node, by name.
 func (p *Policy) Schedule(pod *v1.Pod, nodes []*v1.Node, running ...*v1.Pod) map[string]Verdict {
 	p.t.Helper()
-	ex := p.plugin.Explain(context.Background(), pod, wasmpolicy.NodeInfos(nodes, running))
+	ex := p.plugin.Explain(context.Background(), pod, nodeinfo.List(nodes, running))
 	out := make(map[string]Verdict, len(ex.Nodes))
 	for _, n := range ex.Nodes {
 		pv := n.Policies[0]

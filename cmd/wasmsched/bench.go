@@ -22,9 +22,9 @@ import (
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
-	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
 type benchOptions struct {
@@ -146,7 +146,7 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 		}
 		nodes, pods = syntheticNodes(o.nodes)
 	}
-	infos := wasmpolicy.NodeInfos(nodes, pods)
+	infos := intree.NodeInfos(nodes, pods)
 	name := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	report := &BenchReport{Policy: name, Nodes: len(infos)}
 
@@ -210,7 +210,7 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 	var cycles []time.Duration
 	for it := 0; it < o.iterations; it++ {
 		t := time.Now()
-		state := framework.NewCycleState()
+		state := intree.NewCycleState()
 		p := pod.DeepCopy()
 		p.UID = types.UID(fmt.Sprint("bench-", it))
 		if _, st := plugin.PreFilter(ctx, state, p, infos); !st.IsSuccess() && !st.IsSkip() {

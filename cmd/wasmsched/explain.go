@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"strings"
 	"text/tabwriter"
 
@@ -111,7 +112,7 @@ func (o *explainOptions) run(cmd *cobra.Command, g *globalOptions, target string
 		return err
 	}
 	defer plugin.Close()
-	ex := plugin.Explain(ctx, pod, wasmpolicy.NodeInfos(nodes, pods))
+	ex := plugin.Explain(ctx, pod, intree.NodeInfos(nodes, pods))
 	return print(cmd.OutOrStdout(), g.output, ex, func(tw *tabwriter.Writer) {
 		state := "pending"
 		if pod.Spec.NodeName != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -125,7 +126,7 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		return err
 	}
 	defer plugin.Close()
-	ex := plugin.Explain(ctx, pod, wasmpolicy.NodeInfos(nodes, pods))
+	ex := plugin.Explain(ctx, pod, intree.NodeInfos(nodes, pods))
 	return print(cmd.OutOrStdout(), g.output, ex, func(tw *tabwriter.Writer) { explanationTable(tw, ex) })
 }
 

@@ -21,6 +21,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
@@ -76,14 +77,14 @@ func BenchmarkCycle(b *testing.B) {
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")}}}}}}
 	infos := make([]fwk.NodeInfo, n)
 	for i, node := range nodes {
-		ni := framework.NewNodeInfo()
+		ni := intree.NewNodeInfo()
 		ni.SetNode(node)
 		infos[i] = ni
 	}
 	ctx := context.Background()
 	b.Run(fmt.Sprintf("in-process/nodes=%d", n), func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			state := framework.NewCycleState()
+			state := intree.NewCycleState()
 			if _, st := s.plugin.PreFilter(ctx, state, pod, infos); !st.IsSuccess() {
 				b.Fatal(st)
 			}

@@ -24,6 +24,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
@@ -153,7 +154,7 @@ func (s *Server) nodeInfos(args *extenderv1.ExtenderArgs) ([]fwk.NodeInfo, error
 		for _, o := range objs {
 			pods = append(pods, o.(*v1.Pod))
 		}
-		ni := framework.NewNodeInfo(pods...)
+		ni := intree.NewNodeInfo(pods...)
 		ni.SetNode(n)
 		infos[i] = ni
 	}
@@ -181,7 +182,7 @@ func (s *Server) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (any
 	if err != nil {
 		return res, err
 	}
-	state := framework.NewCycleState()
+	state := intree.NewCycleState()
 	statuses := make([]*fwk.Status, len(infos))
 	_, pre := s.plugin.PreFilter(ctx, state, args.Pod, infos)
 	switch {
@@ -225,7 +226,7 @@ func (s *Server) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) 
 	for i, ni := range infos {
 		list[i] = extenderv1.HostPriority{Host: ni.Node().Name}
 	}
-	state := framework.NewCycleState()
+	state := intree.NewCycleState()
 	if st := s.plugin.PreScore(ctx, state, args.Pod, infos); st.IsSkip() {
 		return &list, nil
 	} else if !st.IsSuccess() {

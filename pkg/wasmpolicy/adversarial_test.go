@@ -15,7 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
@@ -179,7 +179,7 @@ func summarize(filters map[string]*fwk.Status) string {
 // duration of the slowest Filter.
 func scheduleTimed(t *testing.T, ctx context.Context, c *cluster, pod *v1.Pod) (map[string]*fwk.Status, map[string]int64, *fwk.Status, time.Duration) {
 	t.Helper()
-	state := framework.NewCycleState()
+	state := intree.NewCycleState()
 	_, st, _ := c.fw.RunPreFilterPlugins(ctx, state, pod)
 	if !st.IsSuccess() {
 		return nil, nil, st, 0

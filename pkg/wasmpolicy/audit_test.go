@@ -10,7 +10,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
@@ -44,7 +44,7 @@ func TestAuditMode(t *testing.T) {
 	}
 
 	// The scheduler picks b-1, which team-isolation would have rejected.
-	state := framework.NewCycleState()
+	state := intree.NewCycleState()
 	ctx := context.Background()
 	if _, st, _ := c.fw.RunPreFilterPlugins(ctx, state, p); !st.IsSuccess() {
 		t.Fatal(st)

@@ -208,22 +208,3 @@ func (w *WasmPolicy) Serving(policy string) string {
 	}
 	return ""
 }
-
-// NodeInfos builds the scheduler's view of nodes for Explain, outside a
-// scheduler: each NodeInfo carries the pods bound to it (by spec.nodeName),
-// leaving out pods that have finished.
-func NodeInfos(nodes []*v1.Node, pods []*v1.Pod) []fwk.NodeInfo {
-	byNode := map[string][]*v1.Pod{}
-	for _, p := range pods {
-		if p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
-			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
-		}
-	}
-	out := make([]fwk.NodeInfo, len(nodes))
-	for i, n := range nodes {
-		ni := framework.NewNodeInfo(byNode[n.Name]...)
-		ni.SetNode(n)
-		out[i] = ni
-	}
-	return out
-}

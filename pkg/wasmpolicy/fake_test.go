@@ -15,6 +15,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/source"
@@ -116,7 +117,7 @@ func fakePlugin(policies ...*policy) *WasmPolicy {
 func fakeNodes(n int) []fwk.NodeInfo {
 	out := make([]fwk.NodeInfo, n)
 	for i := range out {
-		ni := framework.NewNodeInfo()
+		ni := intree.NewNodeInfo()
 		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}})
 		out[i] = ni
 	}
@@ -153,7 +154,7 @@ type cycleResult struct {
 // NormalizeScore on the feasible ones, as the scheduler does.
 func runCycle(w *WasmPolicy, nodes []fwk.NodeInfo) cycleResult {
 	ctx := context.Background()
-	state := framework.NewCycleState()
+	state := intree.NewCycleState()
 	pod := fakePod()
 	r := cycleResult{filters: map[string]*fwk.Status{}, scores: map[string]int64{}}
 	_, st := w.PreFilter(ctx, state, pod, nodes)

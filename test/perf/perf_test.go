@@ -33,7 +33,7 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
@@ -97,7 +97,7 @@ func realisticNode(i int) fwk.NodeInfo {
 				v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("2Gi")}}}}},
 		})
 	}
-	ni := framework.NewNodeInfo(pods...)
+	ni := intree.NewNodeInfo(pods...)
 	ni.SetNode(node)
 	return ni
 }
@@ -214,7 +214,7 @@ func benchGuest(b *testing.B, name string, v *host.Version, kind host.CallKind, 
 
 // cycleFramework builds a scheduler framework whose Filter and Score plugins
 // are either the native plugins or WasmPolicy with the same two policies.
-func cycleFramework(b *testing.B, variant string, infos []fwk.NodeInfo) (framework.Framework, []fwk.NodeInfo) {
+func cycleFramework(b *testing.B, variant string, infos []fwk.NodeInfo) (intree.Framework, []fwk.NodeInfo) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
@@ -291,7 +291,7 @@ func BenchmarkCycle(b *testing.B) {
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					pod := benchPod(fmt.Sprint("cycle-", uid.Add(1)))
-					state := framework.NewCycleState()
+					state := intree.NewCycleState()
 					if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() && !st.IsSkip() {
 						b.Fatal(st)
 					}

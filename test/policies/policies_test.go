@@ -19,7 +19,7 @@ import (
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
@@ -138,7 +138,7 @@ func toNodeInfo(d sdk.NodeData) fwk.NodeInfo {
 	for _, p := range pods {
 		p.Spec.NodeName = d.Name
 	}
-	ni := framework.NewNodeInfo(pods...)
+	ni := intree.NewNodeInfo(pods...)
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Labels: d.Labels, Annotations: d.Annotations},
 		Spec:       v1.NodeSpec{Unschedulable: d.Unschedulable},

@@ -15,7 +15,7 @@ import (
 func TestTeamIsolationWithPolicytest(t *testing.T) {
 	for _, tc := range pt.Toolchains {
 		t.Run(string(tc), func(t *testing.T) {
-			p := pt.Load(t, pt.Build(t, tc, "team-isolation"), pt.Config("key=team"))
+			p := pt.Load(t, pt.Build(t, tc, "../../plugins-wasm/team-isolation"), pt.Config("key=team"))
 			pod := pt.Pod("web").Label("team", "a").CPU("500m").Obj()
 			got := p.Schedule(pod, []*v1.Node{
 				pt.Node("a-1").Label("team", "a").Obj(),
@@ -38,7 +38,7 @@ func TestTeamIsolationWithPolicytest(t *testing.T) {
 func TestBinPackingWithPolicytest(t *testing.T) {
 	for _, tc := range pt.Toolchains {
 		t.Run(string(tc), func(t *testing.T) {
-			p := pt.Load(t, pt.Build(t, tc, "bin-packing"), pt.Config("cpu=1"))
+			p := pt.Load(t, pt.Build(t, tc, "../../plugins-wasm/bin-packing"), pt.Config("cpu=1"))
 			got := p.Schedule(pt.Pod("web").CPU("1").Obj(),
 				[]*v1.Node{pt.Node("busy").Obj(), pt.Node("empty").Obj()},
 				pt.Pod("running").CPU("2").On("busy").Obj())
@@ -53,7 +53,7 @@ func TestBinPackingWithPolicytest(t *testing.T) {
 func TestSpreadWithPolicytest(t *testing.T) {
 	for _, tc := range pt.Toolchains {
 		t.Run(string(tc), func(t *testing.T) {
-			p := pt.Load(t, pt.Build(t, tc, "spread"), pt.Config("cpu=1"))
+			p := pt.Load(t, pt.Build(t, tc, "../../plugins-wasm/spread"), pt.Config("cpu=1"))
 			got := p.Schedule(pt.Pod("web").CPU("1").Obj(),
 				[]*v1.Node{pt.Node("busy").Obj(), pt.Node("empty").Obj()},
 				pt.Pod("running").CPU("2").On("busy").Obj())
@@ -67,7 +67,7 @@ func TestSpreadWithPolicytest(t *testing.T) {
 func TestMaintenanceAvoidanceWithPolicytest(t *testing.T) {
 	for _, tc := range pt.Toolchains {
 		t.Run(string(tc), func(t *testing.T) {
-			p := pt.Load(t, pt.Build(t, tc, "maintenance-avoidance"))
+			p := pt.Load(t, pt.Build(t, tc, "../../plugins-wasm/maintenance-avoidance"))
 			nodes := []*v1.Node{
 				pt.Node("ok").Obj(),
 				pt.Node("window").Annotation("maintenance.wasmsched.io/window", "CHG-9 Sun 01:00").Obj(),
@@ -88,7 +88,7 @@ func TestMaintenanceAvoidanceWithPolicytest(t *testing.T) {
 func TestGPUFitWithPolicytest(t *testing.T) {
 	for _, tc := range pt.Toolchains {
 		t.Run(string(tc), func(t *testing.T) {
-			p := pt.Load(t, pt.Build(t, tc, "gpu-fit"))
+			p := pt.Load(t, pt.Build(t, tc, "../../plugins-wasm/gpu-fit"))
 			gpu := pt.Node("gpu").Allocatable("nvidia.com/gpu", "2").Obj()
 			cpu := pt.Node("cpu").Obj()
 			got := p.Schedule(pt.Pod("train").Request("nvidia.com/gpu", "1").Obj(), []*v1.Node{gpu, cpu})

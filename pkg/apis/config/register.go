@@ -3,26 +3,18 @@ package config
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedconfigv1 "k8s.io/kube-scheduler/config/v1"
 )
 
-// SchemeGroupVersion is the internal version of the kube-scheduler config group.
-var SchemeGroupVersion = schema.GroupVersion{Group: schedconfig.GroupName, Version: runtime.APIVersionInternal}
+// SchemeGroupVersion is the internal version of kubescheduler.config.k8s.io,
+// the group of KubeSchedulerConfiguration.
+var SchemeGroupVersion = schema.GroupVersion{Group: schedconfigv1.GroupName, Version: runtime.APIVersionInternal}
 
-// The internal type joins kube-scheduler's own SchemeBuilder, so every
-// scheme the scheduler builds from it (including the one it converts plugin
-// args with) knows WasmPolicyArgs.
-var (
-	localSchemeBuilder = &schedconfig.SchemeBuilder
-	// AddToScheme registers every type of the internal kube-scheduler config group, ours included.
-	AddToScheme = localSchemeBuilder.AddToScheme
-)
-
-func addKnownTypes(s *runtime.Scheme) error {
+// AddKnownTypes adds the internal args type to a scheme. The scheme package
+// registers it with kube-scheduler's internal config SchemeBuilder, which
+// lives in k8s.io/kubernetes; this package stays free of it so that
+// policytest (and so a policy author's module) does not need it.
+func AddKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(SchemeGroupVersion, &WasmPolicyArgs{})
 	return nil
-}
-
-func init() {
-	localSchemeBuilder.Register(addKnownTypes)
 }

@@ -5,6 +5,7 @@ package scheme
 
 import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -15,6 +16,9 @@ import (
 var Scheme = kubeschedulerscheme.Scheme
 
 func init() {
-	utilruntime.Must(config.AddToScheme(Scheme))
+	// Schemes built later from kube-scheduler's internal SchemeBuilder know
+	// the internal type too; Scheme was built already, so it gets it directly.
+	schedconfig.SchemeBuilder.Register(config.AddKnownTypes)
+	utilruntime.Must(config.AddKnownTypes(Scheme))
 	utilruntime.Must(v1.AddToScheme(Scheme))
 }

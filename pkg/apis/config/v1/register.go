@@ -4,13 +4,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	schedschemev1 "k8s.io/kube-scheduler/config/v1"
-	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 )
 
 // SchemeGroupVersion is kubescheduler.config.k8s.io/v1, the group and
 // version of KubeSchedulerConfiguration, so the scheduler decodes
 // pluginConfig args of kind WasmPolicyArgs into this type.
-var SchemeGroupVersion = schema.GroupVersion{Group: schedconfig.GroupName, Version: "v1"}
+var SchemeGroupVersion = schema.GroupVersion{Group: schedschemev1.GroupName, Version: "v1"}
 
 // The v1 type joins the shared kubescheduler.config.k8s.io/v1 SchemeBuilder
 // (as sigs.k8s.io/scheduler-plugins does), so the scheduler's decoding and

@@ -25,7 +25,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
-	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
@@ -34,7 +34,7 @@ import (
 // cluster is a scheduler framework with only WasmPolicy enabled, built by the
 // framework runtime from a profile, the way kube-scheduler builds it.
 type cluster struct {
-	fw       framework.Framework
+	fw       intree.Framework
 	snapshot *cache.Snapshot
 	nodes    []*v1.Node
 	recorder *events.FakeRecorder
@@ -410,7 +410,7 @@ func TestOutOfRangeScore(t *testing.T) {
 		t.Run(string(fp), func(t *testing.T) {
 			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{{Name: "big", Source: config.Source{File: path}, FailurePolicy: fp}}}, nodes)
 			ctx := context.Background()
-			state := framework.NewCycleState()
+			state := intree.NewCycleState()
 			infos, _ := c.snapshot.NodeInfos().List()
 			p := pod("p", nil, 10)
 			if st := c.fw.RunPreScorePlugins(ctx, state, p, infos); !st.IsSuccess() {

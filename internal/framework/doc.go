@@ -1,0 +1,11 @@
+// Package framework names the parts of the kube-scheduler framework API that
+// wasmsched uses, wherever the build line's Kubernetes keeps them. Up to
+// v1.34 the plugin interfaces live in k8s.io/kubernetes/pkg/scheduler/framework;
+// from v1.35 on they live in the staging module k8s.io/kube-scheduler/framework,
+// and since v1.36 Handle.EventRecorder returns an EventRecorderLogger. Code in this repository
+// imports this package instead of either, so one source builds every line
+// (docs/kubernetes.md): api_k8s137.go for main, api_k8s134.go under the
+// k8s_1_34 build tag. On the main line it imports no k8s.io/kubernetes
+// package; the in-tree implementation (NodeInfo, CycleState) is in
+// internal/framework/intree.
+package framework
