@@ -86,6 +86,8 @@ type NodeInfo struct {
 
 var _ fwk.NodeInfo = &NodeInfo{}
 
+// The methods below implement fwk.NodeInfo; see the interface for each.
+
 func (n *NodeInfo) Node() *v1.Node                     { return n.node }
 func (n *NodeInfo) GetPods() []fwk.PodInfo             { return n.pods }
 func (n *NodeInfo) GetPodsWithAffinity() []fwk.PodInfo { return nil }
@@ -178,6 +180,8 @@ type Resource struct {
 }
 
 var _ fwk.Resource = &Resource{}
+
+// The getters below implement fwk.Resource.
 
 func (r *Resource) GetMilliCPU() int64                            { return r.milliCPU }
 func (r *Resource) GetMemory() int64                              { return r.memory }
