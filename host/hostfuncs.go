@@ -51,7 +51,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 		if level < 0 {
 			level = 0
 		}
-		if !klog.V(level).Enabled() || uint32(s[2]) > MaxLogSize {
+		if !klog.V(level).Enabled() || uint32(s[2]) > MaxLogSize || in.v.p.pass(1) == 0 {
 			return
 		}
 		b, ok := m.Memory().Read(uint32(s[1]), uint32(s[2]))

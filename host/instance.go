@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -124,8 +122,8 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 
 	p := v.p
 	cfg := p.moduleConfig.WithName("").
-		WithStdout(&lineLogger{policy: p.name, stream: "stdout"}).
-		WithStderr(&lineLogger{policy: p.name, stream: "stderr"})
+		WithStdout(&lineLogger{p: p, stream: "stdout"}).
+		WithStderr(&lineLogger{p: p, stream: "stderr"})
 	// Instantiation runs the start section, which may loop forever: bound it.
 	in.arm(p.initTimeout)
 	in.cctx.parent = instantiateCtx
@@ -341,27 +339,4 @@ func (in *instance) memoryBytes() uint32 {
 		return mem.Size()
 	}
 	return 0
-}
-
-// lineLogger turns a guest's stdout/stderr into klog lines naming the policy.
-type lineLogger struct {
-	policy, stream string
-	buf            []byte
-}
-
-func (l *lineLogger) Write(p []byte) (int, error) {
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		klog.InfoS("Policy output", "policy", l.policy, "stream", l.stream, "line", safeString(l.buf[:i]))
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) > MaxLogSize {
-		klog.InfoS("Policy output", "policy", l.policy, "stream", l.stream, "line", safeString(l.buf[:MaxLogSize]))
-		l.buf = l.buf[:0]
-	}
-	return len(p), nil
 }

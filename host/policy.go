@@ -42,6 +42,11 @@ type PolicySpec struct {
 	RealClock bool
 	// RealRandom gives the guest crypto/rand instead of a deterministic source.
 	RealRandom bool
+	// OutputBurst and OutputRate bound the log lines the policy produces
+	// (stdout, stderr and log calls together): a burst, then a steady rate
+	// in lines per second. 0 means DefaultOutputBurst, DefaultOutputRate.
+	OutputBurst int
+	OutputRate  float64
 	// RetiredGrace is how long a replaced version stays callable for
 	// scheduling cycles that pinned it before the swap; then its compiled
 	// code is freed. 0 means DefaultRetiredGrace.
@@ -60,6 +65,8 @@ type Policy struct {
 	retiredGrace time.Duration
 	maxInstances int
 	recycleBytes uint32
+
+	output *outputLimiter
 
 	rt           wazero.Runtime
 	moduleConfig wazero.ModuleConfig
@@ -85,6 +92,12 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 	}
 	if spec.InitTimeout <= 0 {
 		spec.InitTimeout = max(time.Second, 10*spec.Timeout)
+	}
+	if spec.OutputBurst <= 0 {
+		spec.OutputBurst = DefaultOutputBurst
+	}
+	if spec.OutputRate <= 0 {
+		spec.OutputRate = DefaultOutputRate
 	}
 	if spec.RetiredGrace <= 0 {
 		spec.RetiredGrace = DefaultRetiredGrace
@@ -120,6 +133,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		timeout:      spec.Timeout,
 		initTimeout:  spec.InitTimeout,
 		retiredGrace: spec.RetiredGrace,
+		output:       newOutputLimiter(spec.OutputBurst, spec.OutputRate),
 		maxInstances: spec.MaxInstances,
 		recycleBytes: uint32(min(spec.RecycleMemoryBytes, 1<<32-1)),
 		rt:           rt,

@@ -1,0 +1,99 @@
+package host
+
+import (
+	"bytes"
+	"flag"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/internal/testguests"
+)
+
+// syncBuffer collects klog output; klog writes from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// captureKlog sends klog's output to a buffer for the rest of the test.
+func captureKlog(t *testing.T) *syncBuffer {
+	t.Helper()
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	buf := &syncBuffer{}
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	klog.SetOutput(buf)
+	t.Cleanup(func() {
+		klog.Flush()
+		_ = fs.Set("logtostderr", "true")
+		klog.SetOutput(nil)
+	})
+	return buf
+}
+
+// A module that writes 64 Ki lines per call gets at most its burst, then
+// its rate, into the log, and one line says how many were dropped.
+func TestOutputIsRateLimited(t *testing.T) {
+	logs := captureKlog(t)
+	p := newPolicy(t, newEngine(t), PolicySpec{OutputBurst: 20, OutputRate: 10})
+	v := load(t, p, testguests.Fixture(t, "logflood"))
+	start := time.Now()
+	const calls = 50
+	for i := 0; i < calls; i++ {
+		if r, err := filter(v, nodeInfo("n", nil, false)); err != nil || r.Code != 0 {
+			t.Fatalf("call %d: %+v, %v", i, r, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // two tokens come back
+	if _, err := filter(v, nodeInfo("n", nil, false)); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	klog.Flush()
+	out := logs.String()
+	lines := strings.Count(out, `"Policy output"`)
+	if max := 20 + int(elapsed.Seconds()*10) + 1; lines > max || lines < 20 {
+		t.Fatalf("%d output lines in %s, want between the burst (20) and %d", lines, elapsed, max)
+	}
+	if !strings.Contains(out, `"Policy output suppressed"`) {
+		t.Fatalf("no line reports the suppressed output:\n%s", out[:min(len(out), 2000)])
+	}
+	written := int64(calls+1) * 65536
+	if got := p.SuppressedLines(); got != written-int64(lines) {
+		t.Fatalf("SuppressedLines = %d, want %d written - %d logged", got, written, lines)
+	}
+}
+
+func TestOutputLimiter(t *testing.T) {
+	l := newOutputLimiter(3, 2)
+	now := time.Unix(0, 0)
+	if g, s := l.allow(now, 5); g != 3 || s != 0 {
+		t.Fatalf("burst: granted %d, suppressed %d", g, s)
+	}
+	if g, _ := l.allow(now.Add(100*time.Millisecond), 1); g != 0 {
+		t.Fatalf("0.2 tokens granted a line")
+	}
+	if g, s := l.allow(now.Add(time.Second), 4); g != 2 || s != 3 {
+		t.Fatalf("after 1s at 2/s: granted %d, suppressed before %d; want 2 and 3", g, s)
+	}
+	if l.suppressedTotal() != 5 {
+		t.Fatalf("total suppressed %d, want 5", l.suppressedTotal())
+	}
+}
