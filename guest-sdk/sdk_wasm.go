@@ -233,7 +233,6 @@ const (
 	opPodAnnotation
 	opNodeLabel
 	opNodeAnnotation
-	opNodeTaint
 )
 
 // hostRead calls one host read function. TinyGo cannot take an imported
@@ -260,8 +259,6 @@ func hostRead(op int, arg int32, kp, kl, buf, capacity uint32) int32 {
 		return hostNodeLabel(kp, kl, buf, capacity)
 	case opNodeAnnotation:
 		return hostNodeAnnotation(kp, kl, buf, capacity)
-	case opNodeTaint:
-		return hostNodeTaint(kp, kl, buf, capacity)
 	}
 	return abi.BadArgs
 }
@@ -381,9 +378,24 @@ func nodeList(kind int32) []byte {
 	return b
 }
 
+// nodeTaint calls node_taint directly, not through hostRead: a function
+// the switch there names is imported by every Go-built guest, and a guest
+// that never reads a taint by key must still load on a host without
+// node_taint (docs/abi.md §7). The linker keeps this import only in guests
+// that call Node.Taint.
 func nodeTaint(key string) []byte {
-	b, _ := read(opNodeTaint, 0, key)
-	return b
+	kp, kl := strPtr(key), uint32(len(key))
+	n := hostNodeTaint(kp, kl, ptrOf(scratch), uint32(len(scratch)))
+	if n < 0 {
+		return nil
+	}
+	if int(n) > len(scratch) {
+		scratch = make([]byte, int(n)+256)
+		if n = hostNodeTaint(kp, kl, ptrOf(scratch), uint32(len(scratch))); n < 0 || int(n) > len(scratch) {
+			return nil
+		}
+	}
+	return scratch[:n]
 }
 
 func nodeResource(kind int32, name string) int64 {

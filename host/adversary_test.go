@@ -57,35 +57,47 @@ func TestAdversaryGuest(t *testing.T) {
 		for attack, w := range cases[tc] {
 			for _, kind := range []CallKind{CallFilter, CallScore} {
 				t.Run(string(tc)+"/"+attack+"/"+kind.String(), func(t *testing.T) {
-					p := newPolicy(t, e, PolicySpec{Name: "adversary", Timeout: adversaryTimeout, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+					p := newPolicy(t, e, PolicySpec{Name: "adversary", Timeout: adversaryTimeout, MaxInstances: 1})
 					v := load(t, p, mod)
 					pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"attack": attack}}})
-					start := time.Now()
-					_, r, err := v.Call(context.Background(), kind, pod, nodeInfo("n", nil, false), new([]byte), nil)
-					elapsed := time.Since(start)
-					if elapsed > adversaryTimeout+10*time.Millisecond {
-						t.Errorf("call ended after %s, want at most timeout + 10ms", elapsed)
+					// Every run must end the expected way; the timing claim is
+					// checked on all runs together (deadline_test.go). Calls
+					// that end well before the deadline need one run.
+					runs := 1
+					if w.outcome == OutcomeTimeout || w.or == OutcomeTimeout {
+						runs = 3
 					}
-					if w.outcome != OutcomeOK {
-						if err == nil || (err.Outcome != w.outcome && (w.or == OutcomeOK || err.Outcome != w.or)) || !strings.Contains(err.Error(), w.detail) {
-							t.Fatalf("got %+v, %v; want outcome %s with %q", r, err, w.outcome, w.detail)
-						}
-						t.Logf("%s after %s: %v", err.Outcome, elapsed.Round(time.Microsecond), strings.SplitN(err.Error(), "\n", 2)[0])
-						if live, inUse := v.PoolStats(); live != 0 || inUse != 0 {
-							t.Fatalf("after the failed call: live=%d inUse=%d, want the instance discarded", live, inUse)
-						}
-					} else {
-						if err != nil || r.Code != w.code || !strings.Contains(r.Reason, w.detail) {
-							t.Fatalf("got %+v, %v; want code %d with %q", r, err, w.code, w.detail)
-						}
-						if len(r.Reason) > MaxReasonLength+200 {
-							t.Fatalf("reason of %d bytes reached the host", len(r.Reason))
-						}
-					}
+					var o overruns
 					calm := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}})
-					if _, r, err := v.Call(context.Background(), kind, calm, nodeInfo("n", nil, false), new([]byte), nil); err != nil || r.Code != abi.CodeSuccess {
-						t.Fatalf("next call = %+v, %v; want success", r, err)
+					for run := 0; run < runs; run++ {
+						start := time.Now()
+						_, r, err := v.Call(context.Background(), kind, pod, nodeInfo("n", nil, false), new([]byte), nil)
+						elapsed := time.Since(start)
+						o.add(max(elapsed, adversaryTimeout), adversaryTimeout)
+						if w.outcome != OutcomeOK {
+							if err == nil || (err.Outcome != w.outcome && (w.or == OutcomeOK || err.Outcome != w.or)) || !strings.Contains(err.Error(), w.detail) {
+								t.Fatalf("got %+v, %v; want outcome %s with %q", r, err, w.outcome, w.detail)
+							}
+							t.Logf("%s after %s: %v", err.Outcome, elapsed.Round(time.Microsecond), strings.SplitN(err.Error(), "\n", 2)[0])
+							if live, inUse := v.PoolStats(); live != 0 || inUse != 0 {
+								t.Fatalf("after the failed call: live=%d inUse=%d, want the instance discarded", live, inUse)
+							}
+						} else {
+							if err != nil || r.Code != w.code || !strings.Contains(r.Reason, w.detail) {
+								t.Fatalf("got %+v, %v; want code %d with %q", r, err, w.code, w.detail)
+							}
+							if len(r.Reason) > MaxReasonLength+200 {
+								t.Fatalf("reason of %d bytes reached the host", len(r.Reason))
+							}
+						}
+						// The next call succeeds on a fresh instance, which
+						// also stays warm for the next run: a run measures the
+						// call, not the instance's creation.
+						if _, r, err := v.Call(context.Background(), kind, calm, nodeInfo("n", nil, false), new([]byte), nil); err != nil || r.Code != abi.CodeSuccess {
+							t.Fatalf("next call = %+v, %v; want success", r, err)
+						}
 					}
+					o.check(t, "call ended")
 				})
 			}
 		}

@@ -80,7 +80,7 @@ func TestCheckBoundsRefusesHugeCounts(t *testing.T) {
 		if err := checkBounds([]byte(m)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-		p := newPolicy(t, e, PolicySpec{Name: "bounds", Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+		p := newPolicy(t, e, PolicySpec{Name: "bounds", Timeout: time.Second, MaxInstances: 1})
 		_, err := p.Load(context.Background(), []byte(m), "")
 		var le *LoadError
 		if !errors.As(err, &le) || le.Reason != "Compile" || !strings.Contains(err.Error(), "malformed module") {

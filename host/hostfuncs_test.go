@@ -75,3 +75,24 @@ func TestNodeTaint(t *testing.T) {
 		t.Errorf("key outside memory: %+v, %v; want BadArgs (-2)", r, err)
 	}
 }
+
+// A guest imports node_taint only when it reads a taint by key, with either
+// toolchain: guests built with this SDK that do not use it still load on a
+// host from before node_taint (docs/abi.md §7).
+func TestNodeTaintImportedOnlyWhenUsed(t *testing.T) {
+	for _, tc := range testguests.Toolchains {
+		for policy, want := range map[string]bool{"team-isolation": false, "maintenance-avoidance": true} {
+			info, err := Inspect(context.Background(), testguests.PolicyBytes(t, tc, policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := false
+			for _, im := range info.Imports {
+				got = got || (im.Module == abi.HostModule && im.Name == abi.FnNodeTaint)
+			}
+			if got != want {
+				t.Errorf("%s/%s imports node_taint: %v, want %v", tc, policy, got, want)
+			}
+		}
+	}
+}

@@ -29,7 +29,8 @@ type PolicySpec struct {
 	Timeout time.Duration
 	// InitTimeout bounds instantiation and _initialize; 0 means max(1s, 10×Timeout).
 	InitTimeout time.Duration
-	// MemoryLimitBytes caps each instance's linear memory (rounded down to 64 KiB pages).
+	// MemoryLimitBytes caps each instance's linear memory (rounded down to
+	// 64 KiB pages); 0 means DefaultMemoryLimitBytes.
 	MemoryLimitBytes int64
 	// MaxInstances bounds the pool: at most this many calls run at once.
 	// Set it to the scheduler's parallelism.
@@ -82,6 +83,9 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 	}
 	if spec.Timeout <= 0 {
 		return nil, fmt.Errorf("policy %q: timeout must be positive", spec.Name)
+	}
+	if spec.MemoryLimitBytes == 0 {
+		spec.MemoryLimitBytes = DefaultMemoryLimitBytes
 	}
 	pages := spec.MemoryLimitBytes / 65536
 	if pages < 1 || pages > 65536 {
@@ -368,6 +372,10 @@ func (v *Version) release(in *instance, healthy bool) {
 	v.live.Add(-1)
 	v.slots <- nil
 }
+
+// DefaultMemoryLimitBytes is the memory limit of a policy that does not set
+// one: the default of the policy args' memoryLimit (64Mi).
+const DefaultMemoryLimitBytes = 64 << 20
 
 // DefaultRetiredGrace is the RetiredGrace of a policy that does not set one.
 const DefaultRetiredGrace = 30 * time.Second

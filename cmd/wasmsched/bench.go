@@ -156,7 +156,7 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 		return err
 	}
 	defer engine.Close()
-	hp, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: o.config, Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+	hp, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: o.config, Timeout: time.Second, MaxInstances: 1})
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"strings"
 	"text/tabwriter"
 
@@ -13,6 +12,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	_ "github.com/wasmsched/wasmsched/pkg/apis/config/scheme" // typed WasmPolicyArgs in the scheduler config
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"

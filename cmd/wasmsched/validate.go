@@ -129,7 +129,7 @@ func validateFile(ctx context.Context, path string) (*ValidateReport, error) {
 		return nil, err
 	}
 	defer engine.Close()
-	p, err := engine.NewPolicy(ctx, host.PolicySpec{Name: "validate", Timeout: 100 * time.Millisecond, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+	p, err := engine.NewPolicy(ctx, host.PolicySpec{Name: "validate", Timeout: 100 * time.Millisecond, MaxInstances: 1})
 	if err != nil {
 		return nil, err
 	}

@@ -28,14 +28,16 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// RequestOptions are the options kube-scheduler v1.37 computes pod requests
+// requestOptions are the options kube-scheduler v1.37 computes pod requests
 // with under its default feature gates (InPlacePodVerticalScaling and
 // InPlacePodLevelResourcesVerticalScaling on, PodLevelResources on,
-// DRANodeAllocatableResources off).
-var RequestOptions = resourcehelper.PodResourcesOptions{
-	UseStatusResources: true,
-	InPlacePodLevelResourcesVerticalScalingEnabled: true,
-	SkipPodLevelResources:                          false,
+// DRANodeAllocatableResources off). A function, so nothing can change them.
+func requestOptions() resourcehelper.PodResourcesOptions {
+	return resourcehelper.PodResourcesOptions{
+		UseStatusResources: true,
+		InPlacePodLevelResourcesVerticalScalingEnabled: true,
+		SkipPodLevelResources:                          false,
+	}
 }
 
 var generation atomic.Int64
@@ -129,7 +131,7 @@ func (n *NodeInfo) String() string {
 // AddPodInfo adds a pod and its requests.
 func (n *NodeInfo) AddPodInfo(pi fwk.PodInfo) {
 	n.pods = append(n.pods, pi)
-	n.requested.add(resourcehelper.PodRequests(pi.GetPod(), RequestOptions), 1)
+	n.requested.add(resourcehelper.PodRequests(pi.GetPod(), requestOptions()), 1)
 	n.gen = generation.Add(1)
 }
 
@@ -137,7 +139,7 @@ func (n *NodeInfo) AddPodInfo(pi fwk.PodInfo) {
 func (n *NodeInfo) RemovePod(_ klog.Logger, pod *v1.Pod) error {
 	for i, pi := range n.pods {
 		if pi.GetPod().UID == pod.UID {
-			n.requested.add(resourcehelper.PodRequests(pi.GetPod(), RequestOptions), -1)
+			n.requested.add(resourcehelper.PodRequests(pi.GetPod(), requestOptions()), -1)
 			n.pods = append(n.pods[:i], n.pods[i+1:]...)
 			n.gen = generation.Add(1)
 			return nil
@@ -168,7 +170,7 @@ func (p *podInfo) GetPreferredAntiAffinityTerms() []fwk.WeightedAffinityTerm {
 }
 func (p *podInfo) CalculateResource() fwk.PodResource {
 	r := &Resource{}
-	r.add(resourcehelper.PodRequests(p.pod, RequestOptions), 1)
+	r.add(resourcehelper.PodRequests(p.pod, requestOptions()), 1)
 	return fwk.PodResource{Resource: r, Non0CPU: r.milliCPU, Non0Mem: r.memory}
 }
 

@@ -96,9 +96,13 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 				pv.Verdict = "Pass"
 				continue
 			}
+			msg := p.status(point, v).Message()
 			pv.Verdict, pv.Reason = v.code.String(), v.reason
+			if pv.Reason == "" {
+				pv.Reason = msg // the policy gave no reason: say who rejected
+			}
 			if !p.audit() && ex.Nodes[j].Feasible {
-				ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, p.status(point, v).Message()
+				ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, msg
 			}
 		}
 	}
@@ -121,8 +125,8 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 	}
 	sum := newScoreSum(len(feasible))
 	for i, p := range w.policies {
-		if v := w.preScorePolicy(ctx, c, i, true); !v.ok() {
-			continue
+		if v := w.preScorePolicy(ctx, c, i, true); !v.ok() || c.scoreSkipped[i] {
+			continue // skipped, or failed (an ignored failure skips the policy too)
 		}
 		ok := true
 		for k, ni := range feasible {

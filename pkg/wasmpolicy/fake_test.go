@@ -24,7 +24,7 @@ import (
 // The tests in this file drive the plugin's own logic (failurePolicy,
 // Audit, batching, score combination) through the module seam with fake
 // guests: each extension point of a fake is a Go function of the node's
-// name. The real-guest tests (wasmpolicy_test.go, audit_test.go,
+// name. The real-guest tests (plugin_test.go, audit_test.go,
 // adversarial_test.go) cover the same paths with compiled modules.
 
 // guestFunc answers one call of a fake guest about one node ("" when the
@@ -385,5 +385,24 @@ func TestExplainVerdicts(t *testing.T) {
 	}
 	if !ex.Nodes[0].Feasible || ex.Nodes[0].Policies[1].Verdict != "Pass" {
 		t.Errorf("n0: %+v", ex.Nodes[0])
+	}
+}
+
+// Explain skips a policy whose prescore fails under Ignore, as PreScore does.
+func TestExplainIgnoredPreScoreFailure(t *testing.T) {
+	m := &fakeModule{}
+	m.fns[host.CallFilter], m.fns[host.CallPreScore], m.fns[host.CallScore] = succeed, errorOut, scoreOf(50)
+	ok := &fakeModule{}
+	ok.fns[host.CallScore] = scoreOf(80)
+	w := fakePlugin(fakePolicy("broken", m, func(c *config.Policy) { c.FailurePolicy = config.FailurePolicyIgnore }), fakePolicy("fine", ok, nil))
+	ex := w.Explain(context.Background(), fakePod(), fakeNodes(2))
+	for _, n := range ex.Nodes {
+		if n.Score == nil || *n.Score != 80 || n.Policies[0].Score != nil {
+			t.Fatalf("%s: combined %v, broken policy's score %v; want 80 from the other policy alone", n.Node, n.Score, n.Policies[0].Score)
+		}
+	}
+	r := runCycle(w, fakeNodes(2))
+	if r.status != nil || r.scores["n0"] != 80 {
+		t.Fatalf("scheduling: %v %v", r.status, r.scores)
 	}
 }

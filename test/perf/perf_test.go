@@ -129,7 +129,7 @@ func sharedEngine(b *testing.B) *host.Engine {
 
 func loadVersion(b *testing.B, tc testguests.Toolchain, policy, cfg string, instances int) (*host.Policy, *host.Version) {
 	b.Helper()
-	p, err := sharedEngine(b).NewPolicy(context.Background(), host.PolicySpec{Name: policy, Config: cfg, Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: instances})
+	p, err := sharedEngine(b).NewPolicy(context.Background(), host.PolicySpec{Name: policy, Config: cfg, Timeout: time.Second, MaxInstances: instances})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func BenchmarkLoad(b *testing.B) {
 				dir := b.TempDir()
 				if warm {
 					e, _ := host.NewEngine(host.EngineOptions{CacheDir: dir})
-					p, _ := e.NewPolicy(context.Background(), host.PolicySpec{Name: "l", Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+					p, _ := e.NewPolicy(context.Background(), host.PolicySpec{Name: "l", Timeout: time.Second, MaxInstances: 1})
 					if _, err := p.Load(context.Background(), mod, ""); err != nil {
 						b.Fatal(err)
 					}
@@ -422,7 +422,7 @@ func BenchmarkLoad(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					p, _ := e.NewPolicy(context.Background(), host.PolicySpec{Name: "l", Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: 1})
+					p, _ := e.NewPolicy(context.Background(), host.PolicySpec{Name: "l", Timeout: time.Second, MaxInstances: 1})
 					start := time.Now()
 					if _, err := p.Load(context.Background(), mod, ""); err != nil {
 						b.Fatal(err)

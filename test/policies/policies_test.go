@@ -42,7 +42,7 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 				}
 				wasm := testguests.PolicyBytes(t, tc, name)
 				p, err := engine.NewPolicy(context.Background(), host.PolicySpec{
-					Name: name, Config: file.Config, Timeout: time.Second, MemoryLimitBytes: 64 << 20, MaxInstances: 4,
+					Name: name, Config: file.Config, Timeout: time.Second, MaxInstances: 4,
 				})
 				if err != nil {
 					t.Fatal(err)

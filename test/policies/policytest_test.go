@@ -1,3 +1,8 @@
+// policytest is main-line only (pkg/nodeinfo follows the main line's
+// kube-scheduler).
+
+//go:build !k8s_1_34
+
 package policies
 
 import (
