@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 
+	fwk "k8s.io/kube-scheduler/framework"
+
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
@@ -66,5 +68,45 @@ func TestExportsNarrow(t *testing.T) {
 	}
 	if s := fmt.Sprint(Exports{Points: 1<<abi.NumPoints - 1}); s != "prefilter,filter,prescore,score,normalize_score,filter_nodes,score_nodes" {
 		t.Errorf("String = %q", s)
+	}
+}
+
+// TestNodeDataMatchesPoints checks the NodeData column of abi.Points against
+// the host: node functions answer at exactly the points the table says,
+// and NotAvailable elsewhere.
+func TestNodeDataMatchesPoints(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{})
+	v := load(t, p, testguests.Fixture(t, "nodedata"))
+	ni := nodeInfo("n", nil, false)
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		var code int32
+		if of := abi.Points[k].BatchOf; of != abi.BatchNone {
+			results := make([]Result, 1)
+			var scores []int64
+			if of == CallScore {
+				scores = make([]int64, 1)
+			}
+			if _, err := v.CallNodes(t.Context(), of, testPod(), []fwk.NodeInfo{ni}, new([]byte), results, scores); err != nil {
+				t.Fatalf("%s: %v", abi.Points[k].Export, err)
+			}
+			code = results[0].Code
+		} else {
+			var node fwk.NodeInfo
+			var scores []int64
+			if abi.Points[k].NodeData {
+				node = ni
+			}
+			if k == CallNormalizeScore {
+				scores = []int64{1}
+			}
+			_, r, err := v.Call(t.Context(), k, testPod(), node, new([]byte), scores)
+			if err != nil {
+				t.Fatalf("%s: %v", abi.Points[k].Export, err)
+			}
+			code = r.Code
+		}
+		if available := code != abi.CodeUnschedulable; available != abi.Points[k].NodeData {
+			t.Errorf("%s: node data available = %v, abi.Points says %v", abi.Points[k].Export, available, abi.Points[k].NodeData)
+		}
 	}
 }

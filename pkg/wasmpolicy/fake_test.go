@@ -37,6 +37,9 @@ type fakeModule struct {
 	batch                   bool // implements filter_nodes and score_nodes
 	singleCalls, batchCalls atomic.Int64
 	normalize               func(scores []int64) host.Result
+	// withNode and withoutNode record which kinds were called with and
+	// without a node (one bit per kind).
+	withNode, withoutNode atomic.Int32
 }
 
 func (f *fakeModule) Exports() host.Exports {
@@ -61,6 +64,11 @@ func (f *fakeModule) MemoryBytes() int64             { return 0 }
 
 func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodState, node fwk.NodeInfo, _ *[]byte, scores []int64) (int64, host.Result, *host.CallError) {
 	f.singleCalls.Add(1)
+	if node != nil {
+		f.withNode.Or(kind.Cap())
+	} else {
+		f.withoutNode.Or(kind.Cap())
+	}
 	if kind == host.CallNormalizeScore {
 		return 0, f.normalize(scores), nil
 	}
@@ -73,6 +81,7 @@ func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodStat
 
 func (f *fakeModule) CallNodes(_ context.Context, kind host.CallKind, _ *host.PodState, nodes []fwk.NodeInfo, _ *[]byte, results []host.Result, scores []int64) (int, *host.CallError) {
 	f.batchCalls.Add(1)
+	f.withNode.Or(abi.Points[kind].Batch.Cap())
 	for i, ni := range nodes {
 		s, r, err := f.fns[kind](ni.Node().Name)
 		if err != nil {
@@ -404,5 +413,31 @@ func TestExplainIgnoredPreScoreFailure(t *testing.T) {
 	r := runCycle(w, fakeNodes(2))
 	if r.status != nil || r.scores["n0"] != 80 {
 		t.Fatalf("scheduling: %v %v", r.status, r.scores)
+	}
+}
+
+// The plugin hands the guest a node at exactly the extension points where
+// abi.Points says node data is available.
+func TestNodeDataMatchesPoints(t *testing.T) {
+	m := &fakeModule{batch: true, normalize: func([]int64) host.Result { return host.Result{} }}
+	for _, k := range []host.CallKind{host.CallPreFilter, host.CallFilter, host.CallPreScore, host.CallScore} {
+		m.fns[k] = succeed
+	}
+	w := fakePlugin(fakePolicy("p", m, nil))
+	// 40 nodes: one full batch; the other 8 in the PreFilter list are batched
+	// too, so a node outside it (Explain's single calls) covers the single forms.
+	if r := runCycle(w, fakeNodes(BatchSize+8)); r.status != nil {
+		t.Fatal(r.status)
+	}
+	w.Explain(context.Background(), fakePod(), fakeNodes(2))
+	for k := host.CallKind(0); k < host.NumCallKinds; k++ {
+		with, without := m.withNode.Load()&k.Cap() != 0, m.withoutNode.Load()&k.Cap() != 0
+		if !with && !without {
+			t.Errorf("%s was never called", abi.Points[k].Export)
+			continue
+		}
+		if with != abi.Points[k].NodeData || without == abi.Points[k].NodeData {
+			t.Errorf("%s: called with a node %v, without %v; abi.Points says node data %v", abi.Points[k].Export, with, without, abi.Points[k].NodeData)
+		}
 	}
 }
