@@ -1,10 +1,8 @@
 package host
 
 import (
-	"bytes"
 	"flag"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,30 +11,12 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
-// syncBuffer collects klog output; klog writes from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // captureKlog sends klog's output to a buffer for the rest of the test.
-func captureKlog(t *testing.T) *syncBuffer {
+func captureKlog(t *testing.T) *testguests.LogBuffer {
 	t.Helper()
 	var fs flag.FlagSet
 	klog.InitFlags(&fs)
-	buf := &syncBuffer{}
+	buf := &testguests.LogBuffer{}
 	_ = fs.Set("logtostderr", "false")
 	_ = fs.Set("alsologtostderr", "false")
 	klog.SetOutput(buf)

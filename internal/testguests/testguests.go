@@ -4,6 +4,7 @@
 package testguests
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -169,4 +170,25 @@ func Fixture(t testing.TB, name string) []byte {
 		t.Fatalf("fixture %s: %v (run `make fixtures` after editing a .wat file)", name, err)
 	}
 	return b
+}
+
+// LogBuffer collects log output that several goroutines write (klog, a
+// textlogger) for a test to read.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns everything written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

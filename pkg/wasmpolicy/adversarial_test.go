@@ -1,10 +1,8 @@
 package wasmpolicy
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,23 +17,6 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestAdversarialPolicyIsolation runs each attack of the adversary policy
 // (both toolchains, failurePolicy Fail and Ignore) next to a well-behaved
@@ -87,7 +68,7 @@ func TestAdversarialPolicyIsolation(t *testing.T) {
 			}}, nodes)
 			for attack, w := range attacks {
 				t.Run(string(tc)+"/"+string(fp)+"/"+attack, func(t *testing.T) {
-					logs := &syncBuffer{}
+					logs := &testguests.LogBuffer{}
 					ctx := klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(logs))))
 					before := evalCount(t, name, w.result)
 					attackPod := pod("p-"+attack, map[string]string{"team": "a", "attack": attack}, 100)
