@@ -17,17 +17,73 @@ const maxLocalsPerFunction = 1 << 20
 // sound bound that never rejects a well-formed module. Malformed structure
 // that wazero would reject anyway is reported here with its offset.
 func checkBounds(wasm []byte) error {
-	r := &reader{b: wasm, end: len(wasm), pos: 8}
+	_, err := measure(wasm)
+	return err
+}
+
+// Compile limits: what one module may ask the compiler to do, checked
+// before compiling. wazero's compiler runs inside the scheduler, and an
+// untrusted module's shape decides its memory: measured with
+// hack/compilecost (docs/security.md), the worst shape (one huge function)
+// takes about 60 bytes of memory per byte of function body, and each
+// declared local about 2.4 bytes; 1.5 million tiny functions (6 MB, 64 KB
+// gzipped) took 5 s and 434 MiB. The example policies have at most 1,666
+// functions, 1.4 MB of function bodies and 6,261 locals (Go; TinyGo under
+// 100 functions and 65 KB), so the limits leave a Go policy many times its
+// size while keeping a compile under about 300 MiB.
+const (
+	// MaxFunctions bounds the functions a module defines.
+	MaxFunctions = 50_000
+	// MaxCodeBytes bounds the total size of a module's function bodies.
+	MaxCodeBytes = 4 << 20
+	// MaxLocals bounds the locals all of a module's functions declare together.
+	MaxLocals = 1_000_000
+)
+
+// TooLargeError refuses a module that would cost more to compile than the
+// compile limits allow.
+type TooLargeError struct {
+	What        string
+	Size, Limit uint64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("module has %d %s, more than the %d a policy may have: compiling it could take the scheduler's memory (docs/security.md, compile limits); split the policy or drop unused code", e.Size, e.What, e.Limit)
+}
+
+// check compares a module's code with the compile limits.
+func (c codeSize) check() error {
+	switch {
+	case c.functions > MaxFunctions:
+		return &TooLargeError{"functions", c.functions, MaxFunctions}
+	case c.bodyBytes > MaxCodeBytes:
+		return &TooLargeError{"bytes of function bodies", c.bodyBytes, MaxCodeBytes}
+	case c.locals > MaxLocals:
+		return &TooLargeError{"locals", c.locals, MaxLocals}
+	}
+	return nil
+}
+
+// codeSize is what a module asks the compiler to compile.
+type codeSize struct {
+	functions, bodyBytes, locals uint64
+}
+
+// measure is checkBounds that also adds up the module's code.
+func measure(wasm []byte) (codeSize, error) {
+	var size codeSize
+	r := &reader{b: wasm, end: len(wasm), pos: 8, size: &size}
 	for r.pos < r.end {
 		id, s, err := r.sized("section")
 		if err != nil {
-			return err
+			return size, err
 		}
+		s.size = &size
 		if err := s.section(id); err != nil {
-			return fmt.Errorf("section %d: %w", id, err)
+			return size, fmt.Errorf("section %d: %w", id, err)
 		}
 	}
-	return nil
+	return size, nil
 }
 
 // sized reads an id byte and a byte size, checks that the size fits, and
@@ -49,10 +105,11 @@ func (r *reader) sized(what string) (byte, *reader, error) {
 	return id, s, nil
 }
 
-// reader reads b[pos:end].
+// reader reads b[pos:end]; size, when set, accumulates the code it reads.
 type reader struct {
 	b        []byte
 	pos, end int
+	size     *codeSize
 }
 
 func (r *reader) errorf(format string, args ...any) error {
@@ -283,11 +340,15 @@ func (r *reader) section(id byte) error {
 			if int(size) > r.end-r.pos {
 				return r.errorf("function body %d declares %d bytes, %d are left", i, size, r.end-r.pos)
 			}
-			body := &reader{b: r.b, pos: r.pos, end: r.pos + int(size)}
+			body := &reader{b: r.b, pos: r.pos, end: r.pos + int(size), size: r.size}
 			if err = body.locals(i); err != nil {
 				break
 			}
 			r.pos = body.end
+			if r.size != nil {
+				r.size.functions++
+				r.size.bodyBytes += uint64(size)
+			}
 		}
 		return err
 	case 11: // data
@@ -322,6 +383,9 @@ func (r *reader) locals(fn uint32) error {
 		}
 		if total += uint64(n); total > maxLocalsPerFunction {
 			return r.errorf("function %d declares more than %d locals", fn, maxLocalsPerFunction)
+		}
+		if r.size != nil {
+			r.size.locals += uint64(n)
 		}
 		var t byte
 		if t, err = r.byte(); err == nil && (t == 0x63 || t == 0x64) {

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/internal/wasmgen"
 )
 
 // checkBounds never refuses a module the scheduler's runtime accepts (wazero
@@ -86,5 +89,45 @@ func TestCheckBoundsRefusesHugeCounts(t *testing.T) {
 		if !errors.As(err, &le) || le.Reason != "Compile" || !strings.Contains(err.Error(), "malformed module") {
 			t.Errorf("%s: Load error = %v, want a Compile error saying malformed module", name, err)
 		}
+	}
+}
+
+// Modules that would cost the compiler hundreds of MiB (hack/compilecost)
+// are refused before compiling, with the limit named, and the version that
+// was serving keeps serving.
+func TestCompileLimits(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		shape wasmgen.Shape
+		what  string
+	}{
+		{"1.5M tiny functions", wasmgen.Shape{Functions: 1_500_000}, "functions"},
+		{"one 15 MB function", wasmgen.Shape{Functions: 1, BodyOps: 5_000_000}, "bytes of function bodies"},
+		{"10M locals", wasmgen.Shape{Functions: 1000, Locals: 10_000}, "locals"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wasm := wasmgen.Module(c.shape)
+			var gz bytes.Buffer
+			zw := gzip.NewWriter(&gz)
+			_, _ = zw.Write(wasm)
+			_ = zw.Close()
+			p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1})
+			v := load(t, p, testguests.Fixture(t, "ok"))
+			_, err := p.Load(context.Background(), gz.Bytes(), "")
+			var le *LoadError
+			if !errors.As(err, &le) || le.Reason != "TooLarge" || !strings.Contains(err.Error(), c.what) {
+				t.Fatalf("load of %d bytes (%d gzipped): %v; want a TooLarge error about %s", len(wasm), gz.Len(), err, c.what)
+			}
+			if p.Current() != v {
+				t.Fatal("the serving version was replaced")
+			}
+			if _, err := Inspect(context.Background(), wasm); err == nil || !strings.Contains(err.Error(), c.what) {
+				t.Fatalf("Inspect (wasmsched validate): %v", err)
+			}
+		})
+	}
+	// Just inside the limits, a module still loads.
+	if _, err := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1}).Load(context.Background(), wasmgen.Module(wasmgen.Shape{Functions: MaxFunctions - 2}), ""); err != nil {
+		t.Fatalf("a module with %d functions: %v", MaxFunctions, err)
 	}
 }

@@ -156,7 +156,7 @@ func (p *Policy) Current() *Version { return p.cur.Load() }
 type LoadError struct {
 	Policy string
 	// Reason is a short machine-friendly cause: Decode, SHA256Mismatch,
-	// Compile, Validate, Instantiate, ABIVersion.
+	// TooLarge, Compile, Validate, Instantiate, ABIVersion.
 	Reason string
 	Err    error
 }
@@ -187,6 +187,10 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	}
 	start := time.Now()
 	cm, err := compile(ctx, p.rt, wasm)
+	var tooLarge *TooLargeError
+	if errors.As(err, &tooLarge) {
+		return nil, &LoadError{p.name, "TooLarge", err}
+	}
 	if err != nil {
 		return nil, &LoadError{p.name, "Compile", fmt.Errorf("%w (upload the complete .wasm built for wasip1; if the error is about memory, raise the policy's memoryLimit)", err)}
 	}

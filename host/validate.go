@@ -177,10 +177,15 @@ func DecodeModule(src []byte) (wasm []byte, digest string, err error) {
 }
 
 // compile compiles a module after checkBounds has made sure wazero's decoder
-// will not size a slice from a length the module cannot hold.
+// will not size a slice from a length the module cannot hold, and the
+// module is within the compile limits (a *TooLargeError otherwise).
 func compile(ctx context.Context, rt wazero.Runtime, wasm []byte) (wazero.CompiledModule, error) {
-	if err := checkBounds(wasm); err != nil {
+	size, err := measure(wasm)
+	if err != nil {
 		return nil, fmt.Errorf("malformed module: %w", err)
+	}
+	if err := size.check(); err != nil {
+		return nil, err
 	}
 	return rt.CompileModule(ctx, wasm)
 }

@@ -1,0 +1,102 @@
+// Package wasmgen writes synthetic wasm modules for tests and measurements
+// of what compiling an untrusted module costs: many tiny functions, one
+// huge function, deep nesting, many locals. The modules are valid and
+// export what the ABI requires (memory, abi_version, filter), so they reach
+// the compiler through the same path as a policy.
+package wasmgen
+
+import "encoding/binary"
+
+// Shape describes a synthetic module.
+type Shape struct {
+	// Functions is the number of extra functions besides abi_version and filter.
+	Functions int
+	// BodyOps is the number of (i32.const 0; drop) pairs in each extra function.
+	BodyOps int
+	// Nesting wraps each extra function's body in that many blocks.
+	Nesting int
+	// Locals declares that many i64 locals in each extra function.
+	Locals int
+}
+
+// Module returns the wasm bytes of a module of shape s.
+func Module(s Shape) []byte {
+	var out []byte
+	out = append(out, 0, 'a', 's', 'm', 1, 0, 0, 0)
+	// Types: 0 () -> i32, 1 (i64) -> (), 2 () -> ().
+	out = section(out, 1, vec(3, func(b []byte) []byte {
+		b = append(b, 0x60, 0, 1, 0x7f)
+		b = append(b, 0x60, 1, 0x7e, 0)
+		return append(b, 0x60, 0, 0)
+	}))
+	// Functions: abi_version, filter, then the extra ones.
+	out = section(out, 3, vec(2+s.Functions, func(b []byte) []byte {
+		b = append(b, 0, 1)
+		for i := 0; i < s.Functions; i++ {
+			b = append(b, 2)
+		}
+		return b
+	}))
+	out = section(out, 5, []byte{1, 0, 1}) // one memory, min 1 page
+	out = section(out, 7, vec(3, func(b []byte) []byte {
+		b = name(b, "memory")
+		b = append(b, 2, 0)
+		b = name(b, "abi_version")
+		b = append(b, 0, 0)
+		b = name(b, "filter")
+		return append(b, 0, 1)
+	}))
+	body := extraBody(s)
+	out = section(out, 10, vec(2+s.Functions, func(b []byte) []byte {
+		b = fn(b, []byte{0, 0x41, 1, 0x0b}) // abi_version: i32.const 1
+		b = fn(b, []byte{0, 0x0b})          // filter: nothing
+		for i := 0; i < s.Functions; i++ {
+			b = append(b, body...)
+		}
+		return b
+	}))
+	return out
+}
+
+// extraBody is one extra function's size-prefixed body.
+func extraBody(s Shape) []byte {
+	var code []byte
+	if s.Locals > 0 {
+		code = append(code, 1)
+		code = binary.AppendUvarint(code, uint64(s.Locals))
+		code = append(code, 0x7e)
+	} else {
+		code = append(code, 0)
+	}
+	for i := 0; i < s.Nesting; i++ {
+		code = append(code, 0x02, 0x40) // block (empty type)
+	}
+	for i := 0; i < s.BodyOps; i++ {
+		code = append(code, 0x41, 0, 0x1a) // i32.const 0; drop
+	}
+	for i := 0; i < s.Nesting; i++ {
+		code = append(code, 0x0b)
+	}
+	code = append(code, 0x0b)
+	return fn(nil, code)
+}
+
+func fn(b, code []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(code)))
+	return append(b, code...)
+}
+
+func name(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func vec(n int, items func([]byte) []byte) []byte {
+	return items(binary.AppendUvarint(nil, uint64(n)))
+}
+
+func section(out []byte, id byte, content []byte) []byte {
+	out = append(out, id)
+	out = binary.AppendUvarint(out, uint64(len(content)))
+	return append(out, content...)
+}
