@@ -107,6 +107,7 @@ func (r fakeRuntime) Current() module {
 func (r fakeRuntime) Load(context.Context, []byte, string) (module, error) {
 	return nil, errors.New("fake modules are not loaded")
 }
+func (r fakeRuntime) SuppressedLines() int64      { return 0 }
 func (r fakeRuntime) Close(context.Context) error { return nil }
 
 // fakePolicy is a policy with defaulted args, changed by edit, serving m.

@@ -125,6 +125,9 @@ var (
 	poolSizeDesc = metrics.NewDesc("wasmsched_policy_pool_size",
 		"The most instances a policy may have (maxInstancesPerPolicy).",
 		[]string{"policy"}, nil, metrics.ALPHA, "")
+	suppressedDesc = metrics.NewDesc("wasmsched_policy_output_lines_suppressed_total",
+		"Lines of a policy's output (stdout, stderr and log calls) dropped by its output rate limit.",
+		[]string{"policy"}, nil, metrics.ALPHA, "")
 	memoryPagesDesc = metrics.NewDesc("wasmsched_policy_memory_pages",
 		"Wasm linear memory (64 KiB pages) held by a policy's live instances.",
 		[]string{"policy"}, nil, metrics.ALPHA, "")
@@ -153,10 +156,11 @@ func (c *poolCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- instancesDesc
 	ch <- poolSizeDesc
 	ch <- memoryPagesDesc
+	ch <- suppressedDesc
 }
 
 func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	type stats struct{ idle, inUse, size, pages int64 }
+	type stats struct{ idle, inUse, size, pages, suppressed int64 }
 	by := map[string]*stats{}
 	liveMu.Lock()
 	for w := range live {
@@ -167,6 +171,7 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 				by[p.cfg.Name] = s
 			}
 			s.size += int64(w.maxInstances)
+			s.suppressed += p.runtime.SuppressedLines()
 			if v := p.runtime.Current(); v != nil {
 				n, inUse := v.PoolStats()
 				s.idle += n - inUse
@@ -181,6 +186,7 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		ch <- metrics.NewLazyConstMetric(instancesDesc, metrics.GaugeValue, float64(s.inUse), name, "in_use")
 		ch <- metrics.NewLazyConstMetric(poolSizeDesc, metrics.GaugeValue, float64(s.size), name)
 		ch <- metrics.NewLazyConstMetric(memoryPagesDesc, metrics.GaugeValue, float64(s.pages), name)
+		ch <- metrics.NewLazyConstMetric(suppressedDesc, metrics.CounterValue, float64(s.suppressed), name)
 	}
 }
 

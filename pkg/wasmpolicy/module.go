@@ -34,6 +34,8 @@ type policyRuntime interface {
 	// Load makes src the serving module, or keeps the current one and
 	// returns a *host.LoadError.
 	Load(ctx context.Context, src []byte, wantSHA256 string) (module, error)
+	// SuppressedLines counts the policy's output lines its rate limit dropped.
+	SuppressedLines() int64
 	Close(ctx context.Context) error
 }
 
@@ -54,5 +56,7 @@ func (r hostRuntime) Load(ctx context.Context, src []byte, wantSHA256 string) (m
 	}
 	return v, nil
 }
+
+func (r hostRuntime) SuppressedLines() int64 { return r.p.SuppressedLines() }
 
 func (r hostRuntime) Close(ctx context.Context) error { return r.p.Close(ctx) }
