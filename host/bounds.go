@@ -31,35 +31,57 @@ func checkBounds(wasm []byte) error {
 // functions, 1.4 MB of function bodies and 6,261 locals (Go; TinyGo under
 // 100 functions and 65 KB), so the limits leave a Go policy many times its
 // size while keeping a compile under about 300 MiB.
+// They are the defaults of PolicySpec.Limits (and of the args'
+// compileLimits).
 const (
-	// MaxFunctions bounds the functions a module defines.
-	MaxFunctions = 50_000
-	// MaxCodeBytes bounds the total size of a module's function bodies.
-	MaxCodeBytes = 4 << 20
-	// MaxLocals bounds the locals all of a module's functions declare together.
-	MaxLocals = 1_000_000
+	// DefaultMaxFunctions bounds the functions a module defines.
+	DefaultMaxFunctions = 50_000
+	// DefaultMaxCodeBytes bounds the total size of a module's function bodies.
+	DefaultMaxCodeBytes = 4 << 20
+	// DefaultMaxLocals bounds the locals all of a module's functions declare together.
+	DefaultMaxLocals = 1_000_000
 )
+
+// CompileLimits bound a module's code; zero fields take the defaults.
+type CompileLimits struct {
+	MaxFunctions, MaxCodeBytes, MaxLocals int64
+}
+
+func (l CompileLimits) withDefaults() CompileLimits {
+	if l.MaxFunctions <= 0 {
+		l.MaxFunctions = DefaultMaxFunctions
+	}
+	if l.MaxCodeBytes <= 0 {
+		l.MaxCodeBytes = DefaultMaxCodeBytes
+	}
+	if l.MaxLocals <= 0 {
+		l.MaxLocals = DefaultMaxLocals
+	}
+	return l
+}
 
 // TooLargeError refuses a module that would cost more to compile than the
 // compile limits allow.
 type TooLargeError struct {
 	What        string
 	Size, Limit uint64
+	// Arg is the WasmPolicy args field that raises the limit.
+	Arg string
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("module has %d %s, more than the %d a policy may have: compiling it could take the scheduler's memory (docs/security.md, compile limits); split the policy or drop unused code", e.Size, e.What, e.Limit)
+	return fmt.Sprintf("module has %d %s, more than the limit of %d: compiling it could take the scheduler's memory (docs/security.md, compile limits); drop unused code, or raise %s in the WasmPolicy args", e.Size, e.What, e.Limit, e.Arg)
 }
 
 // check compares a module's code with the compile limits.
-func (c codeSize) check() error {
+func (c codeSize) check(l CompileLimits) error {
 	switch {
-	case c.functions > MaxFunctions:
-		return &TooLargeError{"functions", c.functions, MaxFunctions}
-	case c.bodyBytes > MaxCodeBytes:
-		return &TooLargeError{"bytes of function bodies", c.bodyBytes, MaxCodeBytes}
-	case c.locals > MaxLocals:
-		return &TooLargeError{"locals", c.locals, MaxLocals}
+	case c.functions > uint64(l.MaxFunctions):
+		return &TooLargeError{"functions", c.functions, uint64(l.MaxFunctions), "compileLimits.maxFunctions"}
+	case c.bodyBytes > uint64(l.MaxCodeBytes):
+		return &TooLargeError{"bytes of function bodies", c.bodyBytes, uint64(l.MaxCodeBytes), "compileLimits.maxCodeBytes"}
+	case c.locals > uint64(l.MaxLocals):
+		return &TooLargeError{"locals", c.locals, uint64(l.MaxLocals), "compileLimits.maxLocals"}
 	}
 	return nil
 }

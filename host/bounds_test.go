@@ -115,7 +115,7 @@ func TestCompileLimits(t *testing.T) {
 			v := load(t, p, testguests.Fixture(t, "ok"))
 			_, err := p.Load(context.Background(), gz.Bytes(), "")
 			var le *LoadError
-			if !errors.As(err, &le) || le.Reason != "TooLarge" || !strings.Contains(err.Error(), c.what) {
+			if !errors.As(err, &le) || le.Reason != "TooLarge" || !strings.Contains(err.Error(), c.what) || !strings.Contains(err.Error(), "raise compileLimits.") {
 				t.Fatalf("load of %d bytes (%d gzipped): %v; want a TooLarge error about %s", len(wasm), gz.Len(), err, c.what)
 			}
 			if p.Current() != v {
@@ -126,8 +126,16 @@ func TestCompileLimits(t *testing.T) {
 			}
 		})
 	}
+	// A policy whose limits were raised loads what the defaults refuse.
+	over := wasmgen.Module(wasmgen.Shape{Functions: DefaultMaxFunctions + 10_000})
+	if _, err := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1}).Load(context.Background(), over, ""); err == nil {
+		t.Fatal("the default function limit did not refuse the module")
+	}
+	if _, err := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1, Limits: CompileLimits{MaxFunctions: 2 * DefaultMaxFunctions}}).Load(context.Background(), over, ""); err != nil {
+		t.Fatalf("with maxFunctions raised: %v", err)
+	}
 	// Just inside the limits, a module still loads.
-	if _, err := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1}).Load(context.Background(), wasmgen.Module(wasmgen.Shape{Functions: MaxFunctions - 2}), ""); err != nil {
-		t.Fatalf("a module with %d functions: %v", MaxFunctions, err)
+	if _, err := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1}).Load(context.Background(), wasmgen.Module(wasmgen.Shape{Functions: DefaultMaxFunctions - 2}), ""); err != nil {
+		t.Fatalf("a module with %d functions: %v", DefaultMaxFunctions, err)
 	}
 }

@@ -48,6 +48,9 @@ type PolicySpec struct {
 	// in lines per second. 0 means DefaultOutputBurst, DefaultOutputRate.
 	OutputBurst int
 	OutputRate  float64
+	// Limits bound the code of a module the policy loads; zero fields
+	// take the defaults (DefaultMaxFunctions...).
+	Limits CompileLimits
 	// RetiredGrace is how long a replaced version stays callable for
 	// scheduling cycles that pinned it before the swap; then its compiled
 	// code is freed. 0 means DefaultRetiredGrace.
@@ -68,6 +71,7 @@ type Policy struct {
 	recycleBytes uint32
 
 	output *outputLimiter
+	limits CompileLimits
 
 	rt           wazero.Runtime
 	moduleConfig wazero.ModuleConfig
@@ -138,6 +142,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		initTimeout:  spec.InitTimeout,
 		retiredGrace: spec.RetiredGrace,
 		output:       newOutputLimiter(spec.OutputBurst, spec.OutputRate),
+		limits:       spec.Limits,
 		maxInstances: spec.MaxInstances,
 		recycleBytes: uint32(min(spec.RecycleMemoryBytes, 1<<32-1)),
 		rt:           rt,
@@ -186,7 +191,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return cur, nil
 	}
 	start := time.Now()
-	cm, err := compile(ctx, p.rt, wasm)
+	cm, err := compile(ctx, p.rt, wasm, p.limits)
 	var tooLarge *TooLargeError
 	if errors.As(err, &tooLarge) {
 		return nil, &LoadError{p.name, "TooLarge", err}

@@ -207,6 +207,11 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			RealClock:        pc.RealClock,
 			RealRandom:       pc.RealRandom,
 			RetiredGrace:     o.retiredGrace,
+			Limits: host.CompileLimits{
+				MaxFunctions: args.CompileLimits.MaxFunctions,
+				MaxCodeBytes: args.CompileLimits.MaxCodeBytes,
+				MaxLocals:    args.CompileLimits.MaxLocals,
+			},
 		})
 		if err != nil {
 			_ = w.Close()

@@ -22,6 +22,8 @@ type WasmPolicyArgs struct {
 	MaxInstancesPerPolicy int32
 	// FilePollInterval is how often file sources are checked for changes.
 	FilePollInterval time.Duration
+	// CompileLimits bound what one module may ask the compiler to do.
+	CompileLimits CompileLimits
 }
 
 // Policy is one wasm policy.
@@ -74,3 +76,15 @@ const (
 	// FailurePolicyIgnore skips the call: the node passes (Filter) or gets 0 from this policy (Score).
 	FailurePolicyIgnore FailurePolicy = "Ignore"
 )
+
+// CompileLimits bound a module's code, checked before compiling: wazero's
+// compiler runs in the scheduler, and its memory grows with these
+// (docs/security.md, compile limits).
+type CompileLimits struct {
+	// MaxFunctions bounds the functions a module defines.
+	MaxFunctions int64
+	// MaxCodeBytes bounds the total size of its function bodies.
+	MaxCodeBytes int64
+	// MaxLocals bounds the locals all its functions declare together.
+	MaxLocals int64
+}

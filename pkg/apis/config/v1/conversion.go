@@ -61,6 +61,27 @@ func Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolicyArg
 	return nil
 }
 
+// Convert_v1_CompileLimits_To_config_CompileLimits converts the compile limits.
+func Convert_v1_CompileLimits_To_config_CompileLimits(in *CompileLimits, out *config.CompileLimits, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_v1_CompileLimits_To_config_CompileLimits(in, out, s); err != nil {
+		return err
+	}
+	out.MaxCodeBytes = 0
+	if in.MaxCodeBytes != nil {
+		out.MaxCodeBytes = in.MaxCodeBytes.Value()
+	}
+	return nil
+}
+
+// Convert_config_CompileLimits_To_v1_CompileLimits converts them back.
+func Convert_config_CompileLimits_To_v1_CompileLimits(in *config.CompileLimits, out *CompileLimits, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_config_CompileLimits_To_v1_CompileLimits(in, out, s); err != nil {
+		return err
+	}
+	out.MaxCodeBytes = resource.NewQuantity(in.MaxCodeBytes, resource.BinarySI)
+	return nil
+}
+
 func durationValue(d *metav1.Duration) time.Duration {
 	if d == nil {
 		return 0

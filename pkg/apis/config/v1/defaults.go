@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
@@ -33,6 +34,18 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 	}
 	if obj.FilePollInterval == nil {
 		obj.FilePollInterval = &metav1.Duration{Duration: DefaultFilePollInterval}
+	}
+	l := &obj.CompileLimits
+	if l.MaxFunctions == nil {
+		v := int64(host.DefaultMaxFunctions)
+		l.MaxFunctions = &v
+	}
+	if l.MaxCodeBytes == nil {
+		l.MaxCodeBytes = resource.NewQuantity(host.DefaultMaxCodeBytes, resource.BinarySI)
+	}
+	if l.MaxLocals == nil {
+		v := int64(host.DefaultMaxLocals)
+		l.MaxLocals = &v
 	}
 }
 

@@ -25,6 +25,9 @@ type WasmPolicyArgs struct {
 	// FilePollInterval is how often file sources are checked for a new
 	// module. Default 1s.
 	FilePollInterval *metav1.Duration `json:"filePollInterval,omitempty"`
+	// CompileLimits bound what one module may ask the compiler to do; a
+	// module over a limit is refused before compiling (load reason TooLarge).
+	CompileLimits CompileLimits `json:"compileLimits,omitempty"`
 }
 
 // Policy is one wasm policy.
@@ -74,4 +77,15 @@ type ConfigMapSource struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Key       string `json:"key"`
+}
+
+// CompileLimits bound a module's code, checked before compiling.
+type CompileLimits struct {
+	// MaxFunctions bounds the functions a module defines (default 50000).
+	MaxFunctions *int64 `json:"maxFunctions,omitempty"`
+	// MaxCodeBytes bounds the total size of its function bodies (default 4Mi).
+	MaxCodeBytes *resource.Quantity `json:"maxCodeBytes,omitempty"`
+	// MaxLocals bounds the locals all its functions declare together
+	// (default 1000000).
+	MaxLocals *int64 `json:"maxLocals,omitempty"`
 }

@@ -45,6 +45,11 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddConversionFunc((*config.CompileLimits)(nil), (*CompileLimits)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_config_CompileLimits_To_v1_CompileLimits(a.(*config.CompileLimits), b.(*CompileLimits), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddConversionFunc((*config.Policy)(nil), (*Policy)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_config_Policy_To_v1_Policy(a.(*config.Policy), b.(*Policy), scope)
 	}); err != nil {
@@ -52,6 +57,11 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddConversionFunc((*config.WasmPolicyArgs)(nil), (*WasmPolicyArgs)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(a.(*config.WasmPolicyArgs), b.(*WasmPolicyArgs), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddConversionFunc((*CompileLimits)(nil), (*config.CompileLimits)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_CompileLimits_To_config_CompileLimits(a.(*CompileLimits), b.(*config.CompileLimits), scope)
 	}); err != nil {
 		return err
 	}
@@ -63,6 +73,28 @@ func RegisterConversions(s *runtime.Scheme) error {
 	if err := s.AddConversionFunc((*WasmPolicyArgs)(nil), (*config.WasmPolicyArgs)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(a.(*WasmPolicyArgs), b.(*config.WasmPolicyArgs), scope)
 	}); err != nil {
+		return err
+	}
+	return nil
+}
+
+func autoConvert_v1_CompileLimits_To_config_CompileLimits(in *CompileLimits, out *config.CompileLimits, s conversion.Scope) error {
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.MaxFunctions, &out.MaxFunctions, s); err != nil {
+		return err
+	}
+	// WARNING: in.MaxCodeBytes requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.MaxLocals, &out.MaxLocals, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+func autoConvert_config_CompileLimits_To_v1_CompileLimits(in *config.CompileLimits, out *CompileLimits, s conversion.Scope) error {
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.MaxFunctions, &out.MaxFunctions, s); err != nil {
+		return err
+	}
+	// WARNING: in.MaxCodeBytes requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.MaxLocals, &out.MaxLocals, s); err != nil {
 		return err
 	}
 	return nil
@@ -165,6 +197,9 @@ func autoConvert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, 
 		return err
 	}
 	// WARNING: in.FilePollInterval requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	if err := Convert_v1_CompileLimits_To_config_CompileLimits(&in.CompileLimits, &out.CompileLimits, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -187,5 +222,8 @@ func autoConvert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolic
 		return err
 	}
 	// WARNING: in.FilePollInterval requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
+	if err := Convert_config_CompileLimits_To_v1_CompileLimits(&in.CompileLimits, &out.CompileLimits, s); err != nil {
+		return err
+	}
 	return nil
 }

@@ -56,6 +56,20 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 	if args.FilePollInterval < 100*time.Millisecond || args.FilePollInterval > time.Hour {
 		errs = append(errs, field.Invalid(path.Child("filePollInterval"), args.FilePollInterval.String(), "must be between 100ms and 1h, for example 1s"))
 	}
+	lp := path.Child("compileLimits")
+	for _, l := range []struct {
+		name     string
+		v, limit int64
+		example  string
+	}{
+		{"maxFunctions", args.CompileLimits.MaxFunctions, 1_000_000, "50000"},
+		{"maxCodeBytes", args.CompileLimits.MaxCodeBytes, 32 << 20, "4Mi"},
+		{"maxLocals", args.CompileLimits.MaxLocals, 10_000_000, "1000000"},
+	} {
+		if l.v < 1 || l.v > l.limit {
+			errs = append(errs, field.Invalid(lp.Child(l.name), l.v, fmt.Sprintf("must be between 1 and %d, for example %s; a larger limit lets one module take more of the scheduler's memory while it compiles", l.limit, l.example)))
+		}
+	}
 	if d := args.CompilationCacheDir; d != "" && !filepath.IsAbs(d) {
 		errs = append(errs, field.Invalid(path.Child("compilationCacheDir"), d, "must be an absolute path, for example /var/cache/wasmsched"))
 	}
