@@ -79,7 +79,7 @@ const (
 
 // CompileLimits bound a module's code, checked before compiling: wazero's
 // compiler runs in the scheduler, and its memory grows with these
-// (docs/security.md, compile limits).
+// (docs/security.md, compile limits). A zero field means the host's default.
 type CompileLimits struct {
 	// MaxFunctions bounds the functions a module defines.
 	MaxFunctions int64

@@ -66,8 +66,9 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 		{"maxCodeBytes", args.CompileLimits.MaxCodeBytes, 32 << 20, "4Mi"},
 		{"maxLocals", args.CompileLimits.MaxLocals, 10_000_000, "1000000"},
 	} {
-		if l.v < 1 || l.v > l.limit {
-			errs = append(errs, field.Invalid(lp.Child(l.name), l.v, fmt.Sprintf("must be between 1 and %d, for example %s; a larger limit lets one module take more of the scheduler's memory while it compiles", l.limit, l.example)))
+		// 0 (args built in Go without defaulting) means the host's default.
+		if l.v < 0 || l.v > l.limit {
+			errs = append(errs, field.Invalid(lp.Child(l.name), l.v, fmt.Sprintf("must be between 1 and %d, for example %s (unset: the default); a larger limit lets one module take more of the scheduler's memory while it compiles", l.limit, l.example)))
 		}
 	}
 	if d := args.CompilationCacheDir; d != "" && !filepath.IsAbs(d) {

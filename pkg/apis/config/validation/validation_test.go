@@ -50,7 +50,8 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"maxInstances 0", func(a *config.WasmPolicyArgs) { a.MaxInstancesPerPolicy = 0 }, "maxInstancesPerPolicy", "parallelism"},
 		{"poll interval too short", func(a *config.WasmPolicyArgs) { a.FilePollInterval = time.Millisecond }, "filePollInterval", "between 100ms and 1h"},
 		{"relative cache dir", func(a *config.WasmPolicyArgs) { a.CompilationCacheDir = "cache" }, "compilationCacheDir", "absolute path"},
-		{"no function limit", func(a *config.WasmPolicyArgs) { a.CompileLimits.MaxFunctions = 0 }, "compileLimits.maxFunctions", "between 1 and"},
+		{"negative function limit", func(a *config.WasmPolicyArgs) { a.CompileLimits.MaxFunctions = -1 }, "compileLimits.maxFunctions", "between 1 and"},
+		{"unset limits take the defaults", func(a *config.WasmPolicyArgs) { a.CompileLimits = config.CompileLimits{} }, "", ""},
 		{"code limit over the module size", func(a *config.WasmPolicyArgs) { a.CompileLimits.MaxCodeBytes = 64 << 20 }, "compileLimits.maxCodeBytes", "4Mi"},
 		{"locals limit too high", func(a *config.WasmPolicyArgs) { a.CompileLimits.MaxLocals = 1 << 40 }, "compileLimits.maxLocals", "scheduler's memory"},
 	} {
