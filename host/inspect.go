@@ -30,7 +30,7 @@ type ModuleInfo struct {
 func Inspect(ctx context.Context, wasm []byte) (*ModuleInfo, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)
-	cm, err := compile(ctx, rt, wasm, CompileLimits{})
+	cm, err := compile(ctx, rt, wasm, CompileLimits{}.withDefaults())
 	if err != nil {
 		return nil, err
 	}

@@ -142,7 +142,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		initTimeout:  spec.InitTimeout,
 		retiredGrace: spec.RetiredGrace,
 		output:       newOutputLimiter(spec.OutputBurst, spec.OutputRate),
-		limits:       spec.Limits,
+		limits:       spec.Limits.withDefaults(),
 		maxInstances: spec.MaxInstances,
 		recycleBytes: uint32(min(spec.RecycleMemoryBytes, 1<<32-1)),
 		rt:           rt,

@@ -178,13 +178,14 @@ func DecodeModule(src []byte) (wasm []byte, digest string, err error) {
 
 // compile compiles a module after checkBounds has made sure wazero's decoder
 // will not size a slice from a length the module cannot hold, and the
-// module is within the compile limits (a *TooLargeError otherwise).
+// module is within the compile limits, already defaulted (a *TooLargeError
+// otherwise).
 func compile(ctx context.Context, rt wazero.Runtime, wasm []byte, limits CompileLimits) (wazero.CompiledModule, error) {
 	size, err := measure(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("malformed module: %w", err)
 	}
-	if err := size.check(limits.withDefaults()); err != nil {
+	if err := size.check(limits); err != nil {
 		return nil, err
 	}
 	return rt.CompileModule(ctx, wasm)
