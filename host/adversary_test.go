@@ -71,7 +71,7 @@ func TestAdversaryGuest(t *testing.T) {
 					calm := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}})
 					for run := 0; run < runs; run++ {
 						start := time.Now()
-						_, r, err := v.Call(context.Background(), kind, pod, nodeInfo("n", nil, false), new([]byte), nil)
+						_, r, err := v.Call(context.Background(), kind, pod, nodeInfo("n", nil, false), new(PolicyCycle), nil)
 						elapsed := time.Since(start)
 						o.add(max(elapsed, adversaryTimeout), adversaryTimeout)
 						if w.outcome != OutcomeOK {
@@ -93,7 +93,7 @@ func TestAdversaryGuest(t *testing.T) {
 						// The next call succeeds on a fresh instance, which
 						// also stays warm for the next run: a run measures the
 						// call, not the instance's creation.
-						if _, r, err := v.Call(context.Background(), kind, calm, nodeInfo("n", nil, false), new([]byte), nil); err != nil || r.Code != abi.CodeSuccess {
+						if _, r, err := v.Call(context.Background(), kind, calm, nodeInfo("n", nil, false), new(PolicyCycle), nil); err != nil || r.Code != abi.CodeSuccess {
 							t.Fatalf("next call = %+v, %v; want success", r, err)
 						}
 					}

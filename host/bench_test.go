@@ -18,7 +18,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 	v := load(b, p, testguests.Fixture(b, "ok"))
 	ni := nodeInfo("n", map[string]string{"verdict": "accept"}, false)
 	pod := testPod()
-	blob := new([]byte)
+	blob := new(PolicyCycle)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -50,7 +50,7 @@ func benchBatch(b *testing.B, fixture string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 32 {
-		if _, err := v.CallNodes(context.Background(), CallFilter, pod, nodes, new([]byte), results, nil); err != nil {
+		if _, err := v.CallNodes(context.Background(), CallFilter, pod, nodes, new(PolicyCycle), results, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -71,12 +71,12 @@ func BenchmarkDeadlineOverrun(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		if _, _, err := v.Call(ctx, CallFilter, pod, looping, new([]byte), nil); err == nil || err.Outcome != OutcomeTimeout {
+		if _, _, err := v.Call(ctx, CallFilter, pod, looping, new(PolicyCycle), nil); err == nil || err.Outcome != OutcomeTimeout {
 			b.Fatalf("want a timeout, got %v", err)
 		}
 		o.add(time.Since(start), timeout)
 		b.StopTimer()
-		if _, _, err := v.Call(ctx, CallFilter, pod, ok, new([]byte), nil); err != nil {
+		if _, _, err := v.Call(ctx, CallFilter, pod, ok, new(PolicyCycle), nil); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

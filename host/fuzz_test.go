@@ -102,14 +102,14 @@ func FuzzHostFunctions(f *testing.F) {
 		Spec:   v1.NodeSpec{Taints: []v1.Taint{{Key: "t", Effect: v1.TaintEffectNoSchedule}}},
 		Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}, Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}}})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		blob := append([]byte(nil), data...)
-		if _, _, err := v.Call(context.Background(), CallFilter, pod, ni, &blob, nil); err != nil {
+		blob := &PolicyCycle{State: append([]byte(nil), data...)}
+		if _, _, err := v.Call(context.Background(), CallFilter, pod, ni, blob, nil); err != nil {
 			t.Fatalf("host call trapped or failed: %v", err)
 		}
 		// The fixture has no filter_nodes: the batch form must be refused
 		// cleanly (this once dereferenced a missing export).
 		results := make([]Result, 2)
-		if _, err := v.CallNodes(context.Background(), CallFilter, pod, []fwk.NodeInfo{ni, ni}, &blob, results, nil); err == nil || err.Outcome != OutcomeUnavailable {
+		if _, err := v.CallNodes(context.Background(), CallFilter, pod, []fwk.NodeInfo{ni, ni}, blob, results, nil); err == nil || err.Outcome != OutcomeUnavailable {
 			t.Fatalf("batch on a module without filter_nodes: %v", err)
 		}
 	})

@@ -77,7 +77,7 @@ func testPod() *PodState {
 }
 
 func filter(v *Version, ni fwk.NodeInfo) (Result, *CallError) {
-	_, r, err := v.Call(context.Background(), CallFilter, testPod(), ni, new([]byte), nil)
+	_, r, err := v.Call(context.Background(), CallFilter, testPod(), ni, new(PolicyCycle), nil)
 	return r, err
 }
 
@@ -91,7 +91,7 @@ func TestFilterThroughHostFunctions(t *testing.T) {
 	if err != nil || r.Code != abi.CodeUnschedulable || r.Reason != "rejected by fixture" {
 		t.Fatalf("filter = %+v, %v; want Unschedulable with the guest's reason", r, err)
 	}
-	s, _, err := v.Call(context.Background(), CallScore, testPod(), nodeInfo("n1", nil, false), new([]byte), nil)
+	s, _, err := v.Call(context.Background(), CallScore, testPod(), nodeInfo("n1", nil, false), new(PolicyCycle), nil)
 	if err != nil || s != 50 {
 		t.Fatalf("score = %d, %v; want 50", s, err)
 	}
@@ -108,7 +108,7 @@ func TestInfiniteLoopEndsWithinTimeout(t *testing.T) {
 		var o overruns
 		for run := 0; run < deadlineRuns; run++ {
 			start := time.Now()
-			_, _, err := v.Call(context.Background(), kind, testPod(), nodeInfo("cordoned", nil, true), new([]byte), nil)
+			_, _, err := v.Call(context.Background(), kind, testPod(), nodeInfo("cordoned", nil, true), new(PolicyCycle), nil)
 			o.add(time.Since(start), timeout)
 			if err == nil || err.Outcome != OutcomeTimeout {
 				t.Fatalf("%s: err = %v, want a timeout", kind, err)
@@ -169,7 +169,7 @@ func TestMemoryLimitAndRecycling(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.pod, in.node = testPod(), nodeInfo("n", nil, false)
-	_, cerr := in.call(CallScore, 1, 0)
+	_, cerr := in.call(CallScore, 1, 0, 0)
 	if cerr == nil || cerr.Outcome != OutcomeTrap {
 		t.Fatalf("score: %v, want trap", cerr)
 	}
@@ -351,7 +351,7 @@ func runConcurrentFilters(t *testing.T, v *Version, n int32, wait time.Duration)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, _, err := v.Call(context.Background(), CallFilter, pod, node, new([]byte), nil); err != nil {
+			if _, _, err := v.Call(context.Background(), CallFilter, pod, node, new(PolicyCycle), nil); err != nil {
 				errs <- err
 			}
 		}()
@@ -403,7 +403,7 @@ func TestBatchDeadlinePerNode(t *testing.T) {
 	var o overruns
 	for run := 0; run < deadlineRuns; run++ {
 		start := time.Now()
-		done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes, new([]byte), results, nil)
+		done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes, new(PolicyCycle), results, nil)
 		o.add(time.Since(start), timeout)
 		if err == nil || err.Outcome != OutcomeTimeout || done != 2 {
 			t.Fatalf("done=%d err=%v; want a timeout at node 2", done, err)
@@ -412,7 +412,7 @@ func TestBatchDeadlinePerNode(t *testing.T) {
 			t.Fatalf("results before the failing node = %+v", results[:2])
 		}
 		// The instance was replaced; a batch without the looping node succeeds.
-		if done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes[:2], new([]byte), results[:2], nil); err != nil || done != 2 {
+		if done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes[:2], new(PolicyCycle), results[:2], nil); err != nil || done != 2 {
 			t.Fatalf("next batch: done=%d err=%v", done, err)
 		}
 	}
@@ -441,11 +441,11 @@ func TestBatchMatchesSingleCalls(t *testing.T) {
 				nodes = append(nodes, nodeInfo(fmt.Sprintf("n%d", i), labels, false))
 			}
 			results := make([]Result, len(nodes))
-			if done, err := v.CallNodes(context.Background(), CallFilter, pod, nodes, new([]byte), results, nil); err != nil || done != len(nodes) {
+			if done, err := v.CallNodes(context.Background(), CallFilter, pod, nodes, new(PolicyCycle), results, nil); err != nil || done != len(nodes) {
 				t.Fatalf("done=%d err=%v", done, err)
 			}
 			for i, ni := range nodes {
-				_, single, err := v.Call(context.Background(), CallFilter, pod, ni, new([]byte), nil)
+				_, single, err := v.Call(context.Background(), CallFilter, pod, ni, new(PolicyCycle), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -487,15 +487,15 @@ func TestDeterministicClockAndRandom(t *testing.T) {
 		t.Helper()
 		p := newPolicy(t, newEngine(t), spec)
 		v := load(t, p, testguests.Fixture(t, "clock"))
-		blob := new([]byte)
+		blob := new(PolicyCycle)
 		if _, _, err := v.Call(context.Background(), CallFilter, testPod(), nodeInfo("n", nil, false), blob, nil); err != nil {
 			t.Fatal(err)
 		}
-		if len(*blob) != 16 {
-			t.Fatalf("cycle state = %d bytes", len(*blob))
+		if len(blob.State) != 16 {
+			t.Fatalf("cycle state = %d bytes", len(blob.State))
 		}
-		ns := int64(binary.LittleEndian.Uint64((*blob)[:8]))
-		return time.Unix(0, ns), (*blob)[8:]
+		ns := int64(binary.LittleEndian.Uint64(blob.State[:8]))
+		return time.Unix(0, ns), blob.State[8:]
 	}
 	t1, r1 := sample(PolicySpec{})
 	t2, r2 := sample(PolicySpec{})

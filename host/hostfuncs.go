@@ -233,22 +233,22 @@ var hostFuncs = map[string]api.GoModuleFunc{
 	},
 	abi.FnCycleStateSet: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
-		if in.guestState == nil || uint32(s[1]) > MaxCycleStateSize {
+		if in.pc == nil || uint32(s[1]) > MaxCycleStateSize {
 			return
 		}
 		b, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
 		if !ok {
 			return
 		}
-		*in.guestState = append([]byte(nil), b...)
+		in.pc.State = append([]byte(nil), b...)
 	},
 	abi.FnCycleStateGet: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
-		if in.guestState == nil || *in.guestState == nil {
+		if in.pc == nil || in.pc.State == nil {
 			s[0] = retNotFound
 			return
 		}
-		s[0] = writeOut(m, s[0], s[1], *in.guestState)
+		s[0] = writeOut(m, s[0], s[1], in.pc.State)
 	},
 	abi.FnSelectNode: func(ctx context.Context, m api.Module, s []uint64) {
 		if current(ctx).selectNode(int32(s[0])) {

@@ -68,10 +68,10 @@ func TestNodeTaint(t *testing.T) {
 	if r, err := filter(v, nodeInfo("untainted", nil, false)); err != nil || r.Reason != "notfound" {
 		t.Errorf("node without the taint: %+v, %v; want NotFound (-1)", r, err)
 	}
-	if _, r, err := v.Call(context.Background(), CallPreFilter, testPod(), nil, new([]byte), nil); err != nil || r.Reason != "notavail" {
+	if _, r, err := v.Call(context.Background(), CallPreFilter, testPod(), nil, new(PolicyCycle), nil); err != nil || r.Reason != "notavail" {
 		t.Errorf("in prefilter: %+v, %v; want NotAvailable (-3)", r, err)
 	}
-	if _, r, err := v.Call(context.Background(), CallScore, testPod(), ni, new([]byte), nil); err != nil || r.Reason != "badargs " {
+	if _, r, err := v.Call(context.Background(), CallScore, testPod(), ni, new(PolicyCycle), nil); err != nil || r.Reason != "badargs " {
 		t.Errorf("key outside memory: %+v, %v; want BadArgs (-2)", r, err)
 	}
 }

@@ -74,14 +74,25 @@ type instance struct {
 	lastReason string
 	armed      atomic.Uint64
 	seq        uint64
+	// deadline is the budget's end of the current call on the monotonic
+	// clock (0: none); expiredBy says what ended a call that did not finish
+	// in time. Both under mu.
+	deadline  int64
+	expiredBy expiry
+	// stopReq is set when the call's budget stopped: a call in flight is
+	// interrupted, and one not yet armed does not start.
+	stopReq atomic.Bool
+	// budget is the budget of the call in flight (nil: none); set before
+	// arm and cleared after disarm, read by expire under mu.
+	budget *Budget
 
 	// Per-call state read by host functions.
-	pod        *PodState
-	node       fwk.NodeInfo
-	guestState *[]byte
-	scores     []int64
-	code       int32
-	reason     string
+	pod    *PodState
+	node   fwk.NodeInfo
+	pc     *PolicyCycle
+	scores []int64
+	code   int32
+	reason string
 
 	// Batch calls (filter_nodes, score_nodes): the nodes, their results, and
 	// the index select_node made current (-1 before the first).
@@ -125,7 +136,7 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 		WithStdout(&lineLogger{p: p, stream: "stdout"}).
 		WithStderr(&lineLogger{p: p, stream: "stderr"})
 	// Instantiation runs the start section, which may loop forever: bound it.
-	in.arm(p.initTimeout)
+	in.arm(p.initTimeout, 0)
 	in.cctx.parent = instantiateCtx
 	mod, err := p.rt.InstantiateModule(&in.cctx, v.compiled, cfg)
 	in.cctx.parent = nil
@@ -140,7 +151,7 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	}
 	in.mod = mod
 	if init := v.exports.Initializer; init != "" {
-		in.arm(p.initTimeout)
+		in.arm(p.initTimeout, 0)
 		_, err := mod.ExportedFunction(init).Call(&in.cctx)
 		ok := in.disarm()
 		if err != nil || !ok || mod.IsClosed() {
@@ -168,15 +179,36 @@ func isExit(err error, code uint32) bool {
 	return errors.As(err, &ee) && ee.ExitCode() == code
 }
 
-// arm starts the deadline for the next guest call.
-func (in *instance) arm(d time.Duration) {
+// expiry says what ended a call that did not finish in time.
+type expiry uint8
+
+const (
+	expiredByTimeout expiry = iota // the call's (or batch node's) timeout
+	expiredByBudget                // the cycle budget's deadline
+	expiredByStop                  // the budget stopped (another call failed)
+)
+
+// arm starts the deadline for the next guest call: d from now, or the
+// budget's deadline (monotonic, 0 for none) when that comes first. It
+// returns false, without arming, when the call's budget has already stopped.
+func (in *instance) arm(d time.Duration, deadline int64) bool {
 	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.stopReq.Load() {
+		return false
+	}
 	in.seq++
 	in.limit = d
-	in.started.Store(monotonic())
+	in.deadline = deadline
+	in.expiredBy = expiredByTimeout
+	now := monotonic()
+	in.started.Store(now)
 	in.armed.Store(in.seq)
+	if deadline != 0 && time.Duration(deadline-now) < d {
+		d = time.Duration(deadline - now)
+	}
 	in.timer.Reset(d)
-	in.mu.Unlock()
+	return true
 }
 
 // disarm stops the deadline and reports whether the call finished in time.
@@ -191,22 +223,55 @@ func (in *instance) disarm() bool {
 
 // expire runs on the timer goroutine when the deadline timer fires. The
 // deadline counts from the last arm or select_node (each node of a batch
-// gets the full limit): select_node only records its start, and a timer
-// that fires early for a later node is re-armed for what is left. That
-// keeps the per-node cost of a batch to one clock read instead of a timer
-// reset. A fire left over from a previous call re-arms for the current one.
+// gets the full limit), capped by the budget's deadline: select_node only
+// records its start, and a timer that fires early for a later node is
+// re-armed for what is left. That keeps the per-node cost of a batch to one
+// clock read instead of a timer reset. A fire left over from a previous
+// call re-arms for the current one.
 func (in *instance) expire() {
 	in.mu.Lock()
-	defer in.mu.Unlock()
 	seq := in.armed.Load()
 	if seq == 0 {
+		in.mu.Unlock()
 		return
 	}
-	if left := in.limit - time.Duration(monotonic()-in.started.Load()); left > 0 {
+	now := monotonic()
+	left, by := in.limit-time.Duration(now-in.started.Load()), expiredByTimeout
+	if in.deadline != 0 && time.Duration(in.deadline-now) < left {
+		left, by = time.Duration(in.deadline-now), expiredByBudget
+	}
+	if left > 0 {
 		in.timer.Reset(left)
+		in.mu.Unlock()
 		return
 	}
-	if in.armed.CompareAndSwap(seq, 0) {
+	fired := in.armed.CompareAndSwap(seq, 0)
+	if fired {
+		in.expiredBy = by
+		close(in.cctx.done)
+	}
+	b := in.budget
+	in.mu.Unlock()
+	if fired && b != nil {
+		// Stop the cycle's other calls now, from the timer, rather than
+		// when this call's goroutine gets to run again: on a busy machine
+		// that can be long after the deadline.
+		cause := &CallError{Outcome: OutcomeTimeout, Err: context.DeadlineExceeded}
+		if by == expiredByBudget {
+			cause = b.spentError()
+		}
+		b.Stop(cause)
+	}
+}
+
+// interrupt stops the instance's call because its budget stopped. Called
+// with the budget's lock held, only for a call the budget has in flight.
+func (in *instance) interrupt() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.stopReq.Store(true)
+	if seq := in.armed.Load(); seq != 0 && in.armed.CompareAndSwap(seq, 0) {
+		in.expiredBy = expiredByStop
 		close(in.cctx.done)
 	}
 }
@@ -271,11 +336,16 @@ const (
 	OutcomeTrap
 	OutcomeExit
 	OutcomeUnavailable
+	// OutcomeBudget: the call ran until its cycle budget was spent.
+	OutcomeBudget
+	// OutcomeStopped: the call was interrupted, or not started, because an
+	// earlier call of the same cycle failed; Err is that call's *CallError.
+	OutcomeStopped
 )
 
 // String returns the outcome as used in metric labels.
 func (o Outcome) String() string {
-	return [...]string{"ok", "timeout", "trap", "exit", "unavailable"}[o]
+	return [...]string{"ok", "timeout", "trap", "exit", "unavailable", "budget", "stopped"}[o]
 }
 
 // CallError describes a failed guest call.
@@ -288,6 +358,13 @@ func (e *CallError) Error() string {
 	switch e.Outcome {
 	case OutcomeTimeout:
 		return "policy call exceeded its timeout"
+	case OutcomeBudget:
+		return "policy " + e.Err.Error()
+	case OutcomeStopped:
+		if e.Err == nil {
+			return "policy not called: an earlier call of this cycle failed"
+		}
+		return "policy not called: " + e.Err.Error()
 	case OutcomeExit:
 		return "policy exited: " + e.Err.Error()
 	case OutcomeUnavailable:
@@ -304,26 +381,50 @@ func (e *CallError) Unwrap() error { return e.Err }
 
 // call runs one export with the instance's stack. arg is the cycle id; n is
 // the second argument of normalize_score. It returns the first result.
-func (in *instance) call(kind CallKind, arg uint64, n uint32) (uint64, *CallError) {
+func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (uint64, *CallError) {
 	in.code, in.reason = abi.CodeSuccess, ""
 	in.stack[0], in.stack[1] = arg, uint64(n)
-	in.arm(in.v.p.timeout)
+	if !in.arm(in.v.p.timeout, deadline) {
+		return 0, &CallError{Outcome: OutcomeStopped}
+	}
 	err := in.fn[kind].CallWithStack(&in.cctx, in.stack[:])
 	inTime := in.disarm()
 	if !inTime {
-		return 0, &CallError{Outcome: OutcomeTimeout, Err: context.DeadlineExceeded}
+		return 0, in.expired(context.DeadlineExceeded)
 	}
 	if err != nil {
 		var ee *sys.ExitError
 		if errors.As(err, &ee) {
 			if ee.ExitCode() == sys.ExitCodeDeadlineExceeded {
-				return 0, &CallError{Outcome: OutcomeTimeout, Err: err}
+				return 0, in.expired(err)
 			}
 			return 0, &CallError{Outcome: OutcomeExit, Err: err}
 		}
 		return 0, &CallError{Outcome: OutcomeTrap, Err: err}
 	}
 	return in.stack[0], nil
+}
+
+// interrupted reports whether the instance's call context was ended (by a
+// deadline or an interrupt): wazero closed the module, so it cannot run again.
+func (in *instance) interrupted() bool {
+	select {
+	case <-in.cctx.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// expired classifies a call its deadline ended (after disarm).
+func (in *instance) expired(err error) *CallError {
+	switch in.expiredBy {
+	case expiredByBudget:
+		return &CallError{Outcome: OutcomeBudget, Err: err}
+	case expiredByStop:
+		return &CallError{Outcome: OutcomeStopped}
+	}
+	return &CallError{Outcome: OutcomeTimeout, Err: err}
 }
 
 func (in *instance) close() {

@@ -236,7 +236,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 
 func checkABIVersion(in *instance) error {
 	fn := in.mod.ExportedFunction(abi.ExportAbiVersion)
-	in.arm(in.v.p.initTimeout)
+	in.arm(in.v.p.initTimeout, 0)
 	res, err := fn.Call(&in.cctx)
 	if !in.disarm() {
 		return fmt.Errorf("%s did not return within %s", abi.ExportAbiVersion, in.v.p.initTimeout)
@@ -258,7 +258,7 @@ func applyCapabilities(in *instance, ex *Exports) error {
 	if fn == nil {
 		return nil
 	}
-	in.arm(in.v.p.initTimeout)
+	in.arm(in.v.p.initTimeout, 0)
 	res, err := fn.Call(&in.cctx)
 	if !in.disarm() || err != nil {
 		return fmt.Errorf("%s failed: %v", abi.ExportCapabilities, err)
@@ -369,7 +369,7 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 // failed call, when the version was replaced, or when its memory grew past
 // the recycle mark (wasm memory never shrinks).
 func (v *Version) release(in *instance, healthy bool) {
-	in.pod, in.node, in.guestState, in.scores = nil, nil, nil, nil
+	in.pod, in.node, in.pc, in.scores = nil, nil, nil, nil
 	v.inUse.Add(-1)
 	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
 		v.trackMemory(in, false)
@@ -429,9 +429,10 @@ func (v *Version) closeIdle() {
 // CallNodes runs the batch form of Filter or Score (kind CallFilter or
 // CallScore) over nodes on one instance, in one guest call. results[i] (and,
 // for Score, scores[i]) receive node i's verdict. Each node gets the full
-// policy timeout. On a failed call, done is the index of the node being
-// evaluated when it failed; results after it are not set.
-func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, guestState *[]byte, results []Result, scores []int64) (done int, cerr *CallError) {
+// policy timeout, within what pc's budget has left. On a failed call, done
+// is the index of the node being evaluated when it failed; results after it
+// are not set.
+func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64) (done int, cerr *CallError) {
 	batchKind := abi.BatchNone
 	if kind >= 0 && kind < NumCallKinds {
 		batchKind = abi.Points[kind].Batch
@@ -443,26 +444,61 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		}
 		return 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", name, len(nodes), len(results), len(scores))}
 	}
-	in, err := v.acquire(ctx)
-	if err != nil {
-		return 0, &CallError{Outcome: OutcomeUnavailable, Err: err}
+	in, deadline, cerr := v.begin(ctx, pc)
+	if cerr != nil {
+		return 0, cerr
 	}
 	for i := range results {
 		results[i] = Result{}
 	}
-	in.pod, in.guestState, in.batch, in.results, in.cur = pod, guestState, nodes, results, -1
+	in.pod, in.pc, in.batch, in.results, in.cur = pod, pc, nodes, results, -1
 	if kind == CallScore {
 		in.scores = scores
 	}
-	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)))
+	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)), deadline)
 	done = in.cur
 	in.batch, in.results, in.cur = nil, nil, -1
+	cerr = v.end(in, pc, cerr)
 	if cerr != nil {
-		v.release(in, false)
 		return max(done, 0), cerr
 	}
-	v.release(in, true)
 	return len(nodes), nil
+}
+
+// begin takes an instance for a call of pc's cycle, and the budget's
+// deadline for it.
+func (v *Version) begin(ctx context.Context, pc *PolicyCycle) (*instance, int64, *CallError) {
+	var b *Budget
+	if pc != nil {
+		b = pc.Budget
+	}
+	if cerr := b.stoppedCall(); cerr != nil {
+		return nil, 0, cerr
+	}
+	in, err := v.acquire(ctx)
+	if err != nil {
+		return nil, 0, &CallError{Outcome: OutcomeUnavailable, Err: err}
+	}
+	if b == nil {
+		return in, 0, nil
+	}
+	deadline, cerr := b.begin(in)
+	if cerr != nil {
+		v.release(in, true)
+		return nil, 0, cerr
+	}
+	return in, deadline, nil
+}
+
+// end charges the call to pc's budget (a failure stops the budget) and
+// returns the instance to the pool, or discards it after a failed call.
+func (v *Version) end(in *instance, pc *PolicyCycle, cerr *CallError) *CallError {
+	if pc != nil && pc.Budget != nil {
+		cerr = pc.Budget.end(in, cerr)
+	}
+	// A call stopped before it was armed left the instance untouched.
+	v.release(in, cerr == nil || cerr.Outcome == OutcomeStopped && !in.interrupted())
+	return cerr
 }
 
 // implements reports whether the module exports the entry point of kind.
@@ -475,25 +511,25 @@ type Result struct {
 }
 
 // Call runs one extension point on a pooled instance. node is nil for
-// PreFilter, PreScore and NormalizeScore; guestState is the policy's blob
-// for this cycle (written by prefilter/prescore, read later); scores is the
-// in/out slice for NormalizeScore. A CallError means the call failed
-// (timeout, trap, exit, or no instance) and the instance was discarded.
-func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node fwk.NodeInfo, guestState *[]byte, scores []int64) (int64, Result, *CallError) {
+// PreFilter, PreScore and NormalizeScore; pc is the policy's state for this
+// cycle (the guest's cycle state, written by prefilter/prescore and read
+// later, and the cycle budget); scores is the in/out slice for
+// NormalizeScore. A CallError means the call failed (timeout, trap, exit,
+// budget, or no instance) and the instance was discarded, or that the
+// cycle's budget had stopped and the guest was not called.
+func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node fwk.NodeInfo, pc *PolicyCycle, scores []int64) (int64, Result, *CallError) {
 	if kind < 0 || kind >= NumCallKinds || abi.Points[kind].BatchOf != abi.BatchNone || !v.implements(kind) {
 		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement extension point %d", kind)}
 	}
-	in, err := v.acquire(ctx)
-	if err != nil {
-		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: err}
-	}
-	in.pod, in.node, in.guestState, in.scores = pod, node, guestState, scores
-	ret, cerr := in.call(kind, pod.Cycle, uint32(len(scores)))
+	in, deadline, cerr := v.begin(ctx, pc)
 	if cerr != nil {
-		v.release(in, false)
 		return 0, Result{}, cerr
 	}
+	in.pod, in.node, in.pc, in.scores = pod, node, pc, scores
+	ret, cerr := in.call(kind, pod.Cycle, uint32(len(scores)), deadline)
 	res := Result{Code: in.code, Reason: in.reason}
-	v.release(in, true)
+	if cerr = v.end(in, pc, cerr); cerr != nil {
+		return 0, Result{}, cerr
+	}
 	return int64(ret), res, nil
 }

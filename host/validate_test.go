@@ -86,7 +86,7 @@ func TestNodeDataMatchesPoints(t *testing.T) {
 			if of == CallScore {
 				scores = make([]int64, 1)
 			}
-			if _, err := v.CallNodes(t.Context(), of, testPod(), []fwk.NodeInfo{ni}, new([]byte), results, scores); err != nil {
+			if _, err := v.CallNodes(t.Context(), of, testPod(), []fwk.NodeInfo{ni}, new(PolicyCycle), results, scores); err != nil {
 				t.Fatalf("%s: %v", abi.Points[k].Export, err)
 			}
 			code = results[0].Code
@@ -99,7 +99,7 @@ func TestNodeDataMatchesPoints(t *testing.T) {
 			if k == CallNormalizeScore {
 				scores = []int64{1}
 			}
-			_, r, err := v.Call(t.Context(), k, testPod(), node, new([]byte), scores)
+			_, r, err := v.Call(t.Context(), k, testPod(), node, new(PolicyCycle), scores)
 			if err != nil {
 				t.Fatalf("%s: %v", abi.Points[k].Export, err)
 			}

@@ -177,10 +177,10 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 		var lat []time.Duration
 		for it := 0; it < o.iterations; it++ {
 			ps := host.NewPodState(pod)
-			var blob []byte
+			var pc host.PolicyCycle
 			for _, ni := range infos {
 				t := time.Now()
-				if _, _, cerr := v.Call(ctx, kind, ps, ni, &blob, nil); cerr != nil {
+				if _, _, cerr := v.Call(ctx, kind, ps, ni, &pc, nil); cerr != nil {
 					prog.done()
 					return fmt.Errorf("%s on %s: %v", kind, ni.Node().Name, cerr)
 				}

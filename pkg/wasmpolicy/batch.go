@@ -32,7 +32,7 @@ func newBatches(n int) []batch { return make([]batch, (n+BatchSize-1)/BatchSize)
 // batchResult returns policy i's batched verdict for the node at pos of list,
 // evaluating its batch on first use. ok is false when the node must be
 // evaluated with a single call instead.
-func batchResult(ctx context.Context, p *policy, m module, c *cycleData, kind host.CallKind, batches []batch, list []fwk.NodeInfo, guestState *[]byte, pos int) (res host.Result, score int64, cerr *host.CallError, ok bool) {
+func batchResult(ctx context.Context, p *policy, m module, c *cycleData, i int, kind host.CallKind, batches []batch, list []fwk.NodeInfo, pos int) (res host.Result, score int64, cerr *host.CallError, ok bool) {
 	bi := pos / BatchSize
 	b := &batches[bi]
 	start := bi * BatchSize
@@ -43,8 +43,8 @@ func batchResult(ctx context.Context, p *policy, m module, c *cycleData, kind ho
 			b.scores = make([]int64, end-start)
 		}
 		t := time.Now()
-		b.done, b.err = m.CallNodes(ctx, kind, c.pod, list[start:end], guestState, b.results, b.scores)
-		p.m.observe(kind, t)
+		b.done, b.err = m.CallNodes(ctx, kind, c.pod, list[start:end], &c.pcs[i], b.results, b.scores)
+		p.observe(c, kind, t, b.err)
 	})
 	k := pos - start
 	switch {
@@ -62,7 +62,20 @@ func batchResult(ctx context.Context, p *policy, m module, c *cycleData, kind ho
 // call runs one single guest call and records its duration.
 func (p *policy) call(ctx context.Context, m module, kind host.CallKind, c *cycleData, i int, node fwk.NodeInfo, scores []int64) (int64, host.Result, *host.CallError) {
 	start := time.Now()
-	s, res, cerr := m.Call(ctx, kind, c.pod, node, &c.guestState[i], scores)
-	p.m.observe(kind, start)
+	s, res, cerr := m.Call(ctx, kind, c.pod, node, &c.pcs[i], scores)
+	p.observe(c, kind, start, cerr)
 	return s, res, cerr
+}
+
+// observe records a guest call's duration and, when it completed, tells the
+// breaker. Stopped calls (not made, or interrupted because another call of
+// the cycle failed) are not timed: the failed call is.
+func (p *policy) observe(c *cycleData, kind host.CallKind, start time.Time, cerr *host.CallError) {
+	if cerr != nil && cerr.Outcome == host.OutcomeStopped {
+		return
+	}
+	p.m.observe(kind, start)
+	if cerr == nil {
+		p.breaker.succeeded(c.pod.Pod)
+	}
 }

@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -17,8 +18,14 @@ type cycleData struct {
 	pod *host.PodState
 	// modules are the module versions the policies run for this whole cycle.
 	modules []module
-	// guestState is what each policy stored with cycle_state_set.
-	guestState [][]byte
+	// pcs are each policy's state for the cycle: what its guest stored with
+	// cycle_state_set, and its cycle budget.
+	pcs []host.PolicyCycle
+	// stopped is why each policy is not called again in this cycle ("" while
+	// it may be called): its open circuit breaker, or the first failed call
+	// of the cycle. Under mu; one reason per policy and cycle, so that the
+	// nodes left get one status the scheduler can aggregate.
+	stopped []string
 	// filterSkipped and scoreSkipped mark the policies that do not filter
 	// (or score) this pod: no module, no such export, Skip, or an ignored failure.
 	filterSkipped []bool
@@ -57,7 +64,8 @@ func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
 	c := &cycleData{
 		pod:           host.NewPodState(pod),
 		modules:       make([]module, n),
-		guestState:    make([][]byte, n),
+		pcs:           make([]host.PolicyCycle, n),
+		stopped:       make([]string, n),
 		filterSkipped: make([]bool, n),
 		scoreSkipped:  make([]bool, n),
 		rejectedBy:    make([]atomic.Bool, n),
@@ -65,8 +73,21 @@ func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
 	}
 	for i, p := range w.policies {
 		c.modules[i] = p.runtime.Current()
+		c.pcs[i].Budget = host.NewBudget(p.budget)
+		if why := p.breaker.admit(pod); why != "" && c.modules[i] != nil {
+			c.pcs[i].Budget.Stop(&host.CallError{Outcome: host.OutcomeStopped, Err: errors.New(why)})
+			c.stopped[i] = why + "; fix the policy and push a new module (a new version closes the breaker)"
+			p.m.stoppedCycle(reasonBreakerOpen)
+		}
 	}
 	return c
+}
+
+// stopReason returns why policy i is not called again in this cycle, or "".
+func (c *cycleData) stopReason(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped[i]
 }
 
 // cycleFor returns the pod's cycle from CycleState, starting one when there

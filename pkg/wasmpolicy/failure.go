@@ -2,7 +2,9 @@ package wasmpolicy
 
 import (
 	"context"
+	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -79,11 +81,53 @@ func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdic
 	return verdict{code: fwk.Error, reason: why, failure: true}
 }
 
-// callFailed counts, logs and applies the failurePolicy to a failed call.
-func (p *policy) callFailed(ctx context.Context, point host.CallKind, err *host.CallError, enforce bool) verdict {
-	p.m.evaluated(point, resultOfOutcome(err.Outcome))
-	klog.FromContext(ctx).Error(err.Err, "Policy call failed", "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", err.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce))
-	return p.onFailure(point, err.Error(), enforce)
+// callFailed counts, logs and applies the failurePolicy to a failed call of
+// policy p (index i) in cycle c. The first failure of the cycle (a timeout,
+// trap, exit or spent budget) stops the policy for the rest of it: it is
+// logged once, counted once by the breaker, and its reason, with the
+// breaker's state and the fix, becomes the one every node left gets.
+func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host.CallKind, err *host.CallError, enforce bool) verdict {
+	if err.Outcome == host.OutcomeUnavailable {
+		// No instance or no such export: not the guest's doing, not counted.
+		p.m.evaluated(point, resultOfOutcome(err.Outcome))
+		klog.FromContext(ctx).Error(err.Err, "Policy call failed", "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", err.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce))
+		return p.onFailure(point, err.Error(), enforce)
+	}
+	cause := err
+	if err.Outcome == host.OutcomeStopped {
+		p.m.evaluated(point, rNotCalled)
+		if first, ok := err.Err.(*host.CallError); ok {
+			cause = first
+		}
+	} else {
+		p.m.evaluated(point, resultOfOutcome(err.Outcome))
+	}
+	c.mu.Lock()
+	why := c.stopped[i]
+	first := why == ""
+	if first {
+		why = p.stopReason(cause, c.pod.Pod)
+		c.stopped[i] = why
+	}
+	c.mu.Unlock()
+	if first {
+		p.m.stoppedCycle(resultNames[resultOfOutcome(cause.Outcome)])
+		klog.FromContext(ctx).Error(cause.Err, "Policy call failed; not calling the policy again in this scheduling cycle", "pod", klog.KObj(c.pod.Pod), "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", cause.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce), "reason", why)
+	}
+	return p.onFailure(point, why, enforce)
+}
+
+// stopReason phrases the failure that stopped the policy in a cycle, records
+// it with the breaker, and says how to fix it.
+func (p *policy) stopReason(cause *host.CallError, pod *v1.Pod) string {
+	what, fix := cause.Error(), "fix the policy"
+	switch cause.Outcome {
+	case host.OutcomeTimeout:
+		what, fix = fmt.Sprintf("policy call exceeded its timeout of %s", p.cfg.Timeout), "fix the policy or raise its timeout"
+	case host.OutcomeBudget:
+		fix = "fix the policy or raise its cycleBudget"
+	}
+	return what + "; " + p.breaker.failed(what, pod) + "; " + fix
 }
 
 // policyError handles a guest that returned the Error status (or an invalid

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -37,6 +37,7 @@ type fakeModule struct {
 	batch                   bool // implements filter_nodes and score_nodes
 	singleCalls, batchCalls atomic.Int64
 	normalize               func(scores []int64) host.Result
+	sha                     string // "fake" when empty
 	// withNode and withoutNode record which kinds were called with and
 	// without a node (one bit per kind).
 	withNode, withoutNode atomic.Int32
@@ -58,11 +59,38 @@ func (f *fakeModule) Exports() host.Exports {
 	return e
 }
 
-func (f *fakeModule) SHA256() string                 { return "fake" }
+func (f *fakeModule) SHA256() string {
+	if f.sha == "" {
+		return "fake"
+	}
+	return f.sha
+}
 func (f *fakeModule) PoolStats() (live, inUse int64) { return 0, 0 }
 func (f *fakeModule) MemoryBytes() int64             { return 0 }
 
-func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodState, node fwk.NodeInfo, _ *[]byte, scores []int64) (int64, host.Result, *host.CallError) {
+// stopped applies the host's budget rule to a fake call: no call once the
+// cycle's budget stopped, and a failed call stops it.
+func stopped(pc *host.PolicyCycle) *host.CallError {
+	if pc == nil || pc.Budget == nil {
+		return nil
+	}
+	if cause := pc.Budget.Stopped(); cause != nil {
+		return &host.CallError{Outcome: host.OutcomeStopped, Err: cause}
+	}
+	return nil
+}
+
+func fail(pc *host.PolicyCycle, err *host.CallError) *host.CallError {
+	if err != nil && pc != nil && pc.Budget != nil && err.Outcome != host.OutcomeUnavailable {
+		pc.Budget.Stop(err)
+	}
+	return err
+}
+
+func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodState, node fwk.NodeInfo, pc *host.PolicyCycle, scores []int64) (int64, host.Result, *host.CallError) {
+	if err := stopped(pc); err != nil {
+		return 0, host.Result{}, err
+	}
 	f.singleCalls.Add(1)
 	if node != nil {
 		f.withNode.Or(kind.Cap())
@@ -76,16 +104,20 @@ func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodStat
 	if node != nil {
 		name = node.Node().Name
 	}
-	return f.fns[kind](name)
+	s, r, err := f.fns[kind](name)
+	return s, r, fail(pc, err)
 }
 
-func (f *fakeModule) CallNodes(_ context.Context, kind host.CallKind, _ *host.PodState, nodes []fwk.NodeInfo, _ *[]byte, results []host.Result, scores []int64) (int, *host.CallError) {
+func (f *fakeModule) CallNodes(_ context.Context, kind host.CallKind, _ *host.PodState, nodes []fwk.NodeInfo, pc *host.PolicyCycle, results []host.Result, scores []int64) (int, *host.CallError) {
+	if err := stopped(pc); err != nil {
+		return 0, err
+	}
 	f.batchCalls.Add(1)
 	f.withNode.Or(abi.Points[kind].Batch.Cap())
 	for i, ni := range nodes {
 		s, r, err := f.fns[kind](ni.Node().Name)
 		if err != nil {
-			return i, err
+			return i, fail(pc, err)
 		}
 		results[i] = r
 		if scores != nil {
@@ -95,20 +127,32 @@ func (f *fakeModule) CallNodes(_ context.Context, kind host.CallKind, _ *host.Po
 	return len(nodes), nil
 }
 
-// fakeRuntime serves one fake module (nil: no module loaded).
-type fakeRuntime struct{ m *fakeModule }
+// fakeRuntime serves one fake module (nil: no module loaded). Loading src
+// serves a copy of its module's guest functions with sha256 src.
+type fakeRuntime struct {
+	mu sync.Mutex
+	m  *fakeModule
+}
 
-func (r fakeRuntime) Current() module {
+func (r *fakeRuntime) Current() module {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.m == nil {
 		return nil
 	}
 	return r.m
 }
-func (r fakeRuntime) Load(context.Context, []byte, string) (module, error) {
-	return nil, errors.New("fake modules are not loaded")
+func (r *fakeRuntime) Load(_ context.Context, src []byte, _ string) (module, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		return nil, errors.New("no fake module to load")
+	}
+	r.m = &fakeModule{fns: r.m.fns, batch: r.m.batch, normalize: r.m.normalize, sha: string(src)}
+	return r.m, nil
 }
-func (r fakeRuntime) SuppressedLines() int64      { return 0 }
-func (r fakeRuntime) Close(context.Context) error { return nil }
+func (r *fakeRuntime) SuppressedLines() int64      { return 0 }
+func (r *fakeRuntime) Close(context.Context) error { return nil }
 
 // fakePolicy is a policy with defaulted args, changed by edit, serving m.
 func fakePolicy(name string, m *fakeModule, edit func(*config.Policy)) *policy {
@@ -116,7 +160,9 @@ func fakePolicy(name string, m *fakeModule, edit func(*config.Policy)) *policy {
 	if edit != nil {
 		edit(&cfg)
 	}
-	return &policy{cfg: cfg, runtime: fakeRuntime{m}, source: &source.File{Path: cfg.Source.File}, m: newPolicyMetrics(name)}
+	p := (&WasmPolicy{}).newPolicy(cfg, &fakeRuntime{m: m}, breakerConfigOf(config.CircuitBreaker{}))
+	p.source = &source.File{Path: cfg.Source.File}
+	return p
 }
 
 func fakePlugin(policies ...*policy) *WasmPolicy {
@@ -226,9 +272,9 @@ func TestFailurePolicyTable(t *testing.T) {
 			m.fns[host.CallPreFilter], m.fns[host.CallFilter] = timeout, succeed
 			return m
 		},
-			want{"PreFilter", fwk.UnschedulableAndUnresolvable, "rejected by WasmPolicy/p: policy call exceeded its timeout"}},
+			want{"PreFilter", fwk.UnschedulableAndUnresolvable, "rejected by WasmPolicy/p: policy call exceeded its timeout of 100ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its timeout"}},
 		{"filter timeout", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallFilter] = timeout; return m },
-			want{"Filter", fwk.UnschedulableAndUnresolvable, "node(s) rejected by WasmPolicy/p: policy call exceeded its timeout"}},
+			want{"Filter", fwk.UnschedulableAndUnresolvable, "node(s) rejected by WasmPolicy/p: policy call exceeded its timeout of 100ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its timeout"}},
 		{"filter error status", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallFilter] = errorOut; return m },
 			want{"Filter", fwk.UnschedulableAndUnresolvable, "node(s) rejected by WasmPolicy/p: policy error: no data"}},
 		{"prescore error status", func() *fakeModule {
@@ -237,7 +283,7 @@ func TestFailurePolicyTable(t *testing.T) {
 			return m
 		}, want{"PreScore", fwk.Error, "WasmPolicy/p: policy error: no data"}},
 		{"score timeout", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallScore] = timeout; return m },
-			want{"Score", fwk.Error, "WasmPolicy/p: policy call exceeded its timeout"}},
+			want{"Score", fwk.Error, "WasmPolicy/p: policy call exceeded its timeout of 100ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its timeout"}},
 		{"score out of range", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallScore] = scoreOf(1000); return m },
 			want{"NormalizeScore", fwk.Error, "WasmPolicy/p: score out of range 0..100 (register a NormalizeScore function to rescale raw scores)"}},
 		{"normalize error", func() *fakeModule {
@@ -283,39 +329,55 @@ func TestFailurePolicyTable(t *testing.T) {
 }
 
 // A batch that fails on one node: the nodes before it keep their batched
-// verdicts, the failing node gets the failure, and the nodes after it in
-// the same batch are evaluated with single calls.
-func TestBatchFailureMidway(t *testing.T) {
-	m := &fakeModule{batch: true}
-	m.fns[host.CallFilter] = func(node string) (int64, host.Result, *host.CallError) {
-		switch node {
-		case "n5":
-			return 0, host.Result{}, &host.CallError{Outcome: host.OutcomeTrap, Err: errors.New("unreachable")}
-		case "n7", "n40":
-			return 0, host.Result{Code: abi.CodeUnschedulable, Reason: "busy"}, nil
-		}
-		return succeed("")
-	}
-	r := runCycle(fakePlugin(fakePolicy("p", m, nil)), fakeNodes(BatchSize+10))
-	for n, st := range r.filters {
-		switch n {
-		case "n5":
-			if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "policy trapped: unreachable") {
-				t.Errorf("n5: %v, want the trap under Fail", st)
+// verdicts, the failing node gets the failure, and the policy is not called
+// again in the cycle: every node left gets the same reason (one line of the
+// FailedScheduling event) under Fail, and passes under Ignore.
+func TestFailureStopsTheCycle(t *testing.T) {
+	for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
+		t.Run(string(fp), func(t *testing.T) {
+			m := &fakeModule{batch: true}
+			m.fns[host.CallFilter] = func(node string) (int64, host.Result, *host.CallError) {
+				switch node {
+				case "n5":
+					return 0, host.Result{}, &host.CallError{Outcome: host.OutcomeTrap, Err: errors.New("unreachable")}
+				case "n3", "n7", "n40":
+					return 0, host.Result{Code: abi.CodeUnschedulable, Reason: "busy"}, nil
+				}
+				return succeed("")
 			}
-		case "n7", "n40":
-			if st.Code() != fwk.Unschedulable || st.Message() != "node(s) rejected by WasmPolicy/p: busy" {
-				t.Errorf("%s: %v, want the guest's rejection", n, st)
+			m.fns[host.CallScore] = scoreOf(10)
+			p := fakePolicy("p", m, func(c *config.Policy) { c.FailurePolicy = fp })
+			r := runCycle(fakePlugin(p), fakeNodes(BatchSize+10))
+			const stop = "policy trapped: unreachable; circuit breaker closed, 1 of 3 consecutive failures; fix the policy"
+			for n, st := range r.filters {
+				switch {
+				case n == "n3":
+					if st.Code() != fwk.Unschedulable || st.Message() != "node(s) rejected by WasmPolicy/p: busy" {
+						t.Errorf("%s: %v, want the guest's rejection", n, st)
+					}
+				case n < "n5" && len(n) == 2:
+					if !st.IsSuccess() {
+						t.Errorf("%s: %v, want its batched verdict", n, st)
+					}
+				case fp == config.FailurePolicyIgnore:
+					if !st.IsSuccess() {
+						t.Errorf("%s: %v, want the failure ignored", n, st)
+					}
+				default:
+					if st.Code() != fwk.UnschedulableAndUnresolvable || st.Message() != "node(s) rejected by WasmPolicy/p: "+stop {
+						t.Errorf("%s: %v, want %q", n, st, stop)
+					}
+				}
 			}
-		default:
-			if !st.IsSuccess() {
-				t.Errorf("%s: %v", n, st)
+			// One batch call (nodes 0-31, failing at 5); nothing after it,
+			// neither the second batch, nor single calls, nor Score.
+			if b, s := m.batchCalls.Load(), m.singleCalls.Load(); b != 1 || s != 0 {
+				t.Fatalf("%d batch calls and %d single calls, want 1 and 0", b, s)
 			}
-		}
-	}
-	// Two batches (nodes 0-31 and 32-41); nodes 6-31 of the first are retried singly.
-	if b, s := m.batchCalls.Load(), m.singleCalls.Load(); b != 2 || s != BatchSize-6 {
-		t.Fatalf("%d batch calls and %d single calls, want 2 and %d", b, s, BatchSize-6)
+			if fp == config.FailurePolicyIgnore && (r.status != nil || len(r.scores) != 0) {
+				t.Fatalf("Ignore: status %v, scores %v; want the pod scheduled and Score skipped", r.status, r.scores)
+			}
+		})
 	}
 }
 

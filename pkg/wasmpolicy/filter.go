@@ -20,9 +20,7 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 			continue
 		}
 		if v := w.filterPolicy(ctx, c, i, nodeInfo, &pos, !p.audit()); v.rejects() {
-			if !v.failure {
-				c.rejectedBy[i].Store(true)
-			}
+			c.rejectedBy[i].Store(true)
 			return p.status(host.CallFilter, v)
 		}
 	}
@@ -45,14 +43,14 @@ func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, node
 			*pos = c.position(nodeInfo)
 		}
 		if *pos >= 0 {
-			res, _, cerr, batched = batchResult(ctx, p, m, c, host.CallFilter, c.filterBatches[i], c.nodes, &c.guestState[i], *pos)
+			res, _, cerr, batched = batchResult(ctx, p, m, c, i, host.CallFilter, c.filterBatches[i], c.nodes, *pos)
 		}
 	}
 	if !batched {
 		_, res, cerr = p.call(ctx, m, host.CallFilter, c, i, nodeInfo, nil)
 	}
 	if cerr != nil {
-		return p.callFailed(ctx, host.CallFilter, cerr, enforce)
+		return p.callFailed(ctx, c, i, host.CallFilter, cerr, enforce)
 	}
 	p.m.evaluated(host.CallFilter, resultOf(res.Code))
 	switch res.Code {

@@ -26,9 +26,22 @@ const (
 	ResultTrap                         = "Trap"
 	ResultExit                         = "Exit"
 	ResultUnavailable                  = "Unavailable"
+	// ResultBudgetExceeded: the call ran until the policy's cycle budget was spent.
+	ResultBudgetExceeded = "BudgetExceeded"
+	// ResultNotCalled: the policy was not called (or its call was
+	// interrupted) because the cycle had stopped it: an earlier failed call
+	// or its open circuit breaker.
+	ResultNotCalled = "NotCalled"
 )
 
-var results = []string{ResultSuccess, ResultUnschedulable, ResultUnschedulableAndUnresolvable, ResultSkip, ResultError, ResultTimeout, ResultTrap, ResultExit, ResultUnavailable}
+// The reasons of wasmsched_policy_stopped_cycles_total besides the call
+// results: a cycle that never called the policy.
+const reasonBreakerOpen = "BreakerOpen"
+
+var results = []string{ResultSuccess, ResultUnschedulable, ResultUnschedulableAndUnresolvable, ResultSkip, ResultError, ResultTimeout, ResultTrap, ResultExit, ResultUnavailable, ResultBudgetExceeded, ResultNotCalled}
+
+// resultNames is results by index.
+var resultNames = results
 
 const (
 	rSuccess = iota
@@ -40,6 +53,8 @@ const (
 	rTrap
 	rExit
 	rUnavailable
+	rBudgetExceeded
+	rNotCalled
 	numResults
 )
 
@@ -68,6 +83,10 @@ func resultOfOutcome(o host.Outcome) int {
 		return rTrap
 	case host.OutcomeExit:
 		return rExit
+	case host.OutcomeBudget:
+		return rBudgetExceeded
+	case host.OutcomeStopped:
+		return rNotCalled
 	}
 	return rUnavailable
 }
@@ -77,7 +96,7 @@ var (
 	evaluations = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_evaluations_total",
-		Help:           "Policy evaluations (one per node for Filter and Score, one per cycle otherwise) by extension point and result: the guest's status, or Timeout, Trap, Exit, Unavailable for failed calls.",
+		Help:           "Policy evaluations (one per node for Filter and Score, one per cycle otherwise) by extension point and result: the guest's status, or Timeout, Trap, Exit, BudgetExceeded, Unavailable for failed calls, NotCalled when the cycle had stopped the policy.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "extension_point", "result"})
 	callDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
@@ -112,6 +131,18 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 15),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "result"})
+	stoppedCycles = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_stopped_cycles_total",
+		Help:           "Scheduling cycles in which a policy was stopped, by reason: the first failed call (Timeout, Trap, Exit, BudgetExceeded), or BreakerOpen when its circuit breaker kept it from being called. Each such cycle costs the scheduler up to the policy's cycleBudget (nothing when BreakerOpen).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "reason"})
+	breakerStates = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_circuit_breaker_state",
+		Help:           "1 for the state (closed, open, half-open) each policy's circuit breaker is in, 0 for the others.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "state"})
 	moduleInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_module_info",
@@ -141,7 +172,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo)
+		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, stoppedCycles, breakerStates)
 		legacyregistry.CustomMustRegister(&poolCollector{})
 	})
 }
@@ -230,6 +261,21 @@ func (m *policyMetrics) load(result string, d time.Duration) {
 	loads.WithLabelValues(m.name, result).Inc()
 	if d > 0 {
 		loadDuration.WithLabelValues(m.name, result).Observe(d.Seconds())
+	}
+}
+
+func (m *policyMetrics) stoppedCycle(reason string) {
+	stoppedCycles.WithLabelValues(m.name, reason).Inc()
+}
+
+// setBreaker sets the breaker gauge: 1 for state, 0 for the others.
+func (m *policyMetrics) setBreaker(state breakerState) {
+	for s := breakerClosed; s <= breakerHalfOpen; s++ {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		breakerStates.WithLabelValues(m.name, s.String()).Set(v)
 	}
 }
 

@@ -18,9 +18,9 @@ type module interface {
 	// SHA256 identifies the module version in logs, events and metrics.
 	SHA256() string
 	// Call runs one extension point (see host.Version.Call).
-	Call(ctx context.Context, kind host.CallKind, pod *host.PodState, node fwk.NodeInfo, guestState *[]byte, scores []int64) (int64, host.Result, *host.CallError)
+	Call(ctx context.Context, kind host.CallKind, pod *host.PodState, node fwk.NodeInfo, pc *host.PolicyCycle, scores []int64) (int64, host.Result, *host.CallError)
 	// CallNodes runs the batch form of Filter or Score (see host.Version.CallNodes).
-	CallNodes(ctx context.Context, kind host.CallKind, pod *host.PodState, nodes []fwk.NodeInfo, guestState *[]byte, results []host.Result, scores []int64) (int, *host.CallError)
+	CallNodes(ctx context.Context, kind host.CallKind, pod *host.PodState, nodes []fwk.NodeInfo, pc *host.PolicyCycle, results []host.Result, scores []int64) (int, *host.CallError)
 	// PoolStats and MemoryBytes feed the pool gauges.
 	PoolStats() (live, inUse int64)
 	MemoryBytes() int64

@@ -49,6 +49,10 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 // rejects, in which case the verdict says so).
 func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, scores framework.NodeScoreList, enforce bool) ([]int64, verdict) {
 	p, m := w.policies[i], c.modules[i]
+	if why := c.stopReason(i); why != "" {
+		// Stopped while scoring: the scores it gave some nodes do not count.
+		return nil, p.onFailure(host.CallNormalizeScore, why, enforce)
+	}
 	vals := make([]int64, len(scores))
 	for j := range scores {
 		vals[j] = c.rawScore(i, j, scores[j].Name)
@@ -56,7 +60,7 @@ func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, s
 	if m.Exports().Has(host.CallNormalizeScore) {
 		_, res, cerr := p.call(ctx, m, host.CallNormalizeScore, c, i, nil, vals)
 		if cerr != nil {
-			return nil, p.callFailed(ctx, host.CallNormalizeScore, cerr, enforce)
+			return nil, p.callFailed(ctx, c, i, host.CallNormalizeScore, cerr, enforce)
 		}
 		if p.m.evaluated(host.CallNormalizeScore, resultOf(res.Code)); res.Code != abi.CodeSuccess {
 			return nil, p.policyError(ctx, host.CallNormalizeScore, res.Reason, enforce)

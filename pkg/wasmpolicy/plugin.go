@@ -102,6 +102,40 @@ type policy struct {
 	// of leaving them until the unschedulable-pod timeout (5 min).
 	mu       sync.Mutex
 	rejected map[types.UID]*v1.Pod
+	// sourceObject is the object the module was last read from (the
+	// ConfigMap; nil for files): breaker Events are recorded on it. Under mu.
+	sourceObject runtime.Object
+
+	// budget is each cycle's budget (cycleBudget, defaulted).
+	budget time.Duration
+	// breaker stops calling the policy while it keeps failing.
+	breaker *breaker
+}
+
+// newPolicy builds a configured policy around its module runtime.
+func (w *WasmPolicy) newPolicy(cfg config.Policy, rt policyRuntime, bc breakerConfig) *policy {
+	p := &policy{cfg: cfg, runtime: rt, m: newPolicyMetrics(cfg.Name), budget: cfg.CycleBudget}
+	if p.budget == 0 {
+		p.budget = configv1.DefaultCycleBudgetFactor * cfg.Timeout
+	}
+	p.breaker = newBreaker(bc, func(from, to breakerState, why string, pod *v1.Pod) { w.breakerChanged(p, from, to, why, pod) })
+	p.m.setBreaker(breakerClosed)
+	return p
+}
+
+// breakerConfigOf applies the defaults to unset (zero) breaker args.
+func breakerConfigOf(cb config.CircuitBreaker) breakerConfig {
+	bc := breakerConfig{threshold: int(cb.FailureThreshold), backoff: cb.Backoff, maxBackoff: cb.MaxBackoff}
+	if bc.threshold == 0 {
+		bc.threshold = int(configv1.DefaultFailureThreshold)
+	}
+	if bc.backoff == 0 {
+		bc.backoff = configv1.DefaultBreakerBackoff
+	}
+	if bc.maxBackoff == 0 {
+		bc.maxBackoff = max(configv1.DefaultBreakerMaxBackoff, bc.backoff)
+	}
+	return bc
 }
 
 func (p *policy) audit() bool { return p.cfg.Mode == config.ModeAudit }
@@ -217,7 +251,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			_ = w.Close()
 			return nil, err
 		}
-		p := &policy{cfg: pc, runtime: hostRuntime{hp}, m: newPolicyMetrics(pc.Name)}
+		p := w.newPolicy(pc, hostRuntime{hp}, breakerConfigOf(args.CircuitBreaker))
 		switch {
 		case pc.Source.File != "":
 			p.source = &source.File{Path: pc.Source.File, Interval: args.FilePollInterval}

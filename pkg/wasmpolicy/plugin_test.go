@@ -208,30 +208,38 @@ func TestExtensionPointsBothToolchains(t *testing.T) {
 	}
 }
 
+// A policy that loops on one node: under Fail that node is rejected with
+// the reason, and since the policy is not called again in the cycle, its
+// Score cannot run and the attempt fails too (the pod is retried); under
+// Ignore the node passes and the pod is scheduled without its score.
 func TestFailurePolicy(t *testing.T) {
 	dir := t.TempDir()
 	loop := writeModule(t, dir, "loop.wasm", fixture(t, "loop"))
 	nodes := []*v1.Node{node("ok", nil, 1000), node("cordoned", nil, 1000)}
 	nodes[1].Spec.Unschedulable = true
+	const stop = "policy call exceeded its timeout of 20ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its timeout"
 	for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
 		t.Run(string(fp), func(t *testing.T) {
 			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
 				{Name: "slow", Source: config.Source{File: loop}, Timeout: 20 * time.Millisecond, FailurePolicy: fp},
 			}}, nodes)
 			filters, _, st := c.schedule(t, pod("p", nil, 100))
-			if st != nil {
-				t.Fatal(st)
-			}
 			if !filters["ok"].IsSuccess() {
 				t.Fatalf("healthy node rejected: %v", filters["ok"])
 			}
 			got := filters["cordoned"]
 			switch fp {
 			case config.FailurePolicyFail:
-				if got.Code() != fwk.UnschedulableAndUnresolvable || got.Message() != "node(s) rejected by WasmPolicy/slow: policy call exceeded its timeout" {
+				if got.Code() != fwk.UnschedulableAndUnresolvable || got.Message() != "node(s) rejected by WasmPolicy/slow: "+stop {
 					t.Fatalf("Fail: %v %q", got.Code(), got.Message())
 				}
+				if st == nil || !strings.Contains(st.Message(), "WasmPolicy/slow: "+stop) {
+					t.Fatalf("Fail: attempt %v, want it failed at PreScore with %q", st, stop)
+				}
 			case config.FailurePolicyIgnore:
+				if st != nil {
+					t.Fatal(st)
+				}
 				if !got.IsSuccess() {
 					t.Fatalf("Ignore: node rejected: %v", got)
 				}

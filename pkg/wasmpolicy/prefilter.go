@@ -20,9 +20,9 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	anyFilter := false
 	for i, p := range w.policies {
 		if v := w.preFilterPolicy(ctx, c, i, !p.audit()); v.rejects() {
-			if !v.failure {
-				p.remember(pod)
-			}
+			// Remembered also when a failure rejected it: a new module, or
+			// the breaker letting a probe through, retries the pod at once.
+			p.remember(pod)
 			return nil, p.status(host.CallPreFilter, v)
 		}
 		if !c.filterSkipped[i] {
@@ -47,6 +47,11 @@ func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, e
 		c.filterSkipped[i] = true
 		return p.onFailure(host.CallPreFilter, notLoaded(p), enforce)
 	}
+	if why := c.stopReason(i); why != "" { // its circuit breaker is open
+		c.filterSkipped[i] = true
+		p.m.evaluated(host.CallPreFilter, rNotCalled)
+		return p.onFailure(host.CallPreFilter, why, enforce)
+	}
 	ex := m.Exports()
 	if !ex.Has(host.CallFilter) {
 		c.filterSkipped[i] = true
@@ -57,7 +62,7 @@ func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, e
 	_, res, cerr := p.call(ctx, m, host.CallPreFilter, c, i, nil, nil)
 	if cerr != nil {
 		c.filterSkipped[i] = true
-		return p.callFailed(ctx, host.CallPreFilter, cerr, enforce)
+		return p.callFailed(ctx, c, i, host.CallPreFilter, cerr, enforce)
 	}
 	p.m.evaluated(host.CallPreFilter, resultOf(res.Code))
 	switch res.Code {

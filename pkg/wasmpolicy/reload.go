@@ -29,6 +29,11 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 		w.event(u.Object, v1.EventTypeWarning, "PolicySourceUnavailable", fmt.Sprintf("WasmPolicy/%s: %v; keeping module %s", p.cfg.Name, u.Err, short(serving)))
 		return
 	}
+	if u.Object != nil {
+		p.mu.Lock()
+		p.sourceObject = u.Object
+		p.mu.Unlock()
+	}
 	start := time.Now()
 	v, err := p.runtime.Load(ctx, u.Data, p.cfg.SHA256)
 	if err != nil {
@@ -47,6 +52,7 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 	}
 	p.m.load("Success", time.Since(start))
 	p.m.setActive(v.SHA256(), serving)
+	p.breaker.reset("module " + short(v.SHA256()) + " loaded")
 	w.requeueRejected(logger, p)
 	logger.Info("Policy module active", "policy", p.cfg.Name, "source", p.source.String(), "sha256", v.SHA256(), "previous", serving, "exports", v.Exports().String())
 	w.event(u.Object, v1.EventTypeNormal, "PolicyLoaded", fmt.Sprintf("WasmPolicy/%s: module %s active (exports %s)", p.cfg.Name, short(v.SHA256()), v.Exports().String()))
@@ -119,6 +125,39 @@ func short(sha string) string {
 		return sha[:12]
 	}
 	return sha
+}
+
+// breakerChanged reports a transition of p's circuit breaker where operators
+// look: a log line, the state gauge, and an Event on the policy's ConfigMap
+// (or, for a file source, on the pod whose cycle changed it). When a probe
+// is due, the pods the open breaker rejected are woken so one of them
+// probes; when it closes, they are retried.
+func (w *WasmPolicy) breakerChanged(p *policy, from, to breakerState, why string, pod *v1.Pod) {
+	logger := klog.Background()
+	p.m.setBreaker(to)
+	typ, reason := v1.EventTypeNormal, "PolicyCircuitBreakerClosed"
+	switch to {
+	case breakerOpen:
+		typ, reason = v1.EventTypeWarning, "PolicyCircuitBreakerOpen"
+		logger.Error(nil, "Policy circuit breaker open: the policy is not called and its failurePolicy applies", "policy", p.cfg.Name, "from", from.String(), "failurePolicy", p.cfg.FailurePolicy, "reason", why)
+	case breakerHalfOpen:
+		reason = "PolicyCircuitBreakerHalfOpen"
+		logger.Info("Policy circuit breaker half-open: the next call probes the policy", "policy", p.cfg.Name, "reason", why)
+	default:
+		logger.Info("Policy circuit breaker closed", "policy", p.cfg.Name, "from", from.String(), "reason", why)
+	}
+	p.mu.Lock()
+	obj := p.sourceObject
+	p.mu.Unlock()
+	if obj == nil && pod != nil {
+		obj = pod
+	}
+	if obj != nil && w.handle != nil && w.handle.EventRecorder() != nil {
+		w.handle.EventRecorder().Eventf(obj, nil, typ, reason, "CallPolicy", "WasmPolicy/%s: circuit breaker %s: %s", p.cfg.Name, to, why)
+	}
+	if to != breakerOpen {
+		w.requeueRejected(logger, p)
+	}
 }
 
 func (w *WasmPolicy) event(obj runtime.Object, typ, reason, note string) {

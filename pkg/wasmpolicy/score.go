@@ -49,11 +49,16 @@ func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, en
 		c.scoreSkipped[i] = true
 		return skip
 	}
+	if why := c.stopReason(i); why != "" { // stopped during Filter, or its breaker is open
+		c.scoreSkipped[i] = true
+		p.m.evaluated(host.CallPreScore, rNotCalled)
+		return p.onFailure(host.CallPreScore, why, enforce)
+	}
 	if m.Exports().Has(host.CallPreScore) {
 		_, res, cerr := p.call(ctx, m, host.CallPreScore, c, i, nil, nil)
 		if cerr != nil {
 			c.scoreSkipped[i] = true
-			return p.callFailed(ctx, host.CallPreScore, cerr, enforce)
+			return p.callFailed(ctx, c, i, host.CallPreScore, cerr, enforce)
 		}
 		p.m.evaluated(host.CallPreScore, resultOf(res.Code))
 		switch res.Code {
@@ -103,14 +108,14 @@ func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeI
 	var cerr *host.CallError
 	batched := false
 	if indexed && c.scoreBatches[i] != nil {
-		res, s, cerr, batched = batchResult(ctx, p, m, c, host.CallScore, c.scoreBatches[i], c.scoreNodes, &c.guestState[i], pos)
+		res, s, cerr, batched = batchResult(ctx, p, m, c, i, host.CallScore, c.scoreBatches[i], c.scoreNodes, pos)
 	}
 	if !batched {
 		s, res, cerr = p.call(ctx, m, host.CallScore, c, i, nodeInfo, nil)
 	}
 	v := pass
 	if cerr != nil {
-		v, s = p.callFailed(ctx, host.CallScore, cerr, enforce), 0
+		v, s = p.callFailed(ctx, c, i, host.CallScore, cerr, enforce), 0
 	} else if p.m.evaluated(host.CallScore, resultOf(res.Code)); res.Code != abi.CodeSuccess {
 		v, s = p.policyError(ctx, host.CallScore, res.Reason, enforce), 0
 	}

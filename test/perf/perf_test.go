@@ -183,7 +183,7 @@ func BenchmarkScore(b *testing.B) {
 
 func benchGuest(b *testing.B, name string, v *host.Version, kind host.CallKind, pod *v1.Pod, ni fwk.NodeInfo) {
 	ps := host.NewPodState(pod)
-	blob := new([]byte)
+	blob := new(host.PolicyCycle)
 	ctx := context.Background()
 	b.Run(name+"/single", func(b *testing.B) {
 		b.ReportAllocs()
@@ -363,7 +363,7 @@ func BenchmarkInstanceMemory(b *testing.B) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						_, _, _ = v.Call(context.Background(), host.CallFilter, host.NewPodState(benchPod("m")), node, new([]byte), nil)
+						_, _, _ = v.Call(context.Background(), host.CallFilter, host.NewPodState(benchPod("m")), node, new(host.PolicyCycle), nil)
 					}()
 				}
 				for inside.Load() < n {

@@ -57,7 +57,7 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 					pod := host.NewPodState(toPod(c.Pod))
 					ni := toNodeInfo(c.Node)
 					if c.Filter != nil {
-						_, res, cerr := v.Call(context.Background(), host.CallFilter, pod, ni, new([]byte), nil)
+						_, res, cerr := v.Call(context.Background(), host.CallFilter, pod, ni, new(host.PolicyCycle), nil)
 						if cerr != nil {
 							t.Fatalf("%s: filter: %v", c.Name, cerr)
 						}
@@ -66,7 +66,7 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 						}
 					}
 					if c.Score != nil {
-						s, res, cerr := v.Call(context.Background(), host.CallScore, pod, ni, new([]byte), nil)
+						s, res, cerr := v.Call(context.Background(), host.CallScore, pod, ni, new(host.PolicyCycle), nil)
 						if cerr != nil || res.Code != 0 {
 							t.Fatalf("%s: score: %v %+v", c.Name, cerr, res)
 						}

@@ -24,6 +24,18 @@ type WasmPolicyArgs struct {
 	FilePollInterval time.Duration
 	// CompileLimits bound what one module may ask the compiler to do.
 	CompileLimits CompileLimits
+	// CircuitBreaker shapes every policy's circuit breaker.
+	CircuitBreaker CircuitBreaker
+}
+
+// CircuitBreaker shapes each policy's circuit breaker. A zero field means
+// the default.
+type CircuitBreaker struct {
+	// FailureThreshold is how many consecutive failed calls open it.
+	FailureThreshold int32
+	// Backoff is the first open period; MaxBackoff caps its doubling.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
 }
 
 // Policy is one wasm policy.
@@ -34,6 +46,7 @@ type Policy struct {
 	Config        string
 	Weight        int32
 	Timeout       time.Duration
+	CycleBudget   time.Duration
 	MemoryLimit   int64
 	FailurePolicy FailurePolicy
 	Mode          Mode

@@ -22,6 +22,7 @@ func Convert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s conver
 		return err
 	}
 	out.Timeout = durationValue(in.Timeout)
+	out.CycleBudget = durationValue(in.CycleBudget)
 	out.MemoryLimit = 0
 	if in.MemoryLimit != nil {
 		out.MemoryLimit = in.MemoryLimit.Value()
@@ -38,6 +39,7 @@ func Convert_config_Policy_To_v1_Policy(in *config.Policy, out *Policy, s conver
 	}
 	fp, mode := string(in.FailurePolicy), string(in.Mode)
 	out.Timeout = &metav1.Duration{Duration: in.Timeout}
+	out.CycleBudget = &metav1.Duration{Duration: in.CycleBudget}
 	out.MemoryLimit = resource.NewQuantity(in.MemoryLimit, resource.BinarySI)
 	out.FailurePolicy, out.Mode = &fp, &mode
 	return nil
@@ -79,6 +81,26 @@ func Convert_config_CompileLimits_To_v1_CompileLimits(in *config.CompileLimits, 
 		return err
 	}
 	out.MaxCodeBytes = resource.NewQuantity(in.MaxCodeBytes, resource.BinarySI)
+	return nil
+}
+
+// Convert_v1_CircuitBreaker_To_config_CircuitBreaker converts the breaker settings.
+func Convert_v1_CircuitBreaker_To_config_CircuitBreaker(in *CircuitBreaker, out *config.CircuitBreaker, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_v1_CircuitBreaker_To_config_CircuitBreaker(in, out, s); err != nil {
+		return err
+	}
+	out.Backoff = durationValue(in.Backoff)
+	out.MaxBackoff = durationValue(in.MaxBackoff)
+	return nil
+}
+
+// Convert_config_CircuitBreaker_To_v1_CircuitBreaker converts them back.
+func Convert_config_CircuitBreaker_To_v1_CircuitBreaker(in *config.CircuitBreaker, out *CircuitBreaker, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_config_CircuitBreaker_To_v1_CircuitBreaker(in, out, s); err != nil {
+		return err
+	}
+	out.Backoff = &metav1.Duration{Duration: in.Backoff}
+	out.MaxBackoff = &metav1.Duration{Duration: in.MaxBackoff}
 	return nil
 }
 

@@ -20,6 +20,11 @@ const (
 	DefaultMemoryLimit                 = "64Mi"
 	DefaultFailurePolicy               = "Fail"
 	DefaultMode                        = "Enforce"
+	// DefaultCycleBudgetFactor times the timeout is a policy's default cycle budget.
+	DefaultCycleBudgetFactor       = 2
+	DefaultFailureThreshold  int32 = 3
+	DefaultBreakerBackoff          = time.Second
+	DefaultBreakerMaxBackoff       = 5 * time.Minute
 )
 
 // SetDefaults_WasmPolicyArgs fills unset fields with their defaults.
@@ -47,6 +52,17 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 		v := int64(host.DefaultMaxLocals)
 		l.MaxLocals = &v
 	}
+	cb := &obj.CircuitBreaker
+	if cb.FailureThreshold == nil {
+		v := DefaultFailureThreshold
+		cb.FailureThreshold = &v
+	}
+	if cb.Backoff == nil {
+		cb.Backoff = &metav1.Duration{Duration: DefaultBreakerBackoff}
+	}
+	if cb.MaxBackoff == nil {
+		cb.MaxBackoff = &metav1.Duration{Duration: DefaultBreakerMaxBackoff}
+	}
 }
 
 // SetDefaults_Policy fills a policy's unset fields; the generated
@@ -58,6 +74,9 @@ func SetDefaults_Policy(p *Policy) { //nolint:revive // k8s naming convention fo
 	}
 	if p.Timeout == nil {
 		p.Timeout = &metav1.Duration{Duration: DefaultTimeout}
+	}
+	if p.CycleBudget == nil {
+		p.CycleBudget = &metav1.Duration{Duration: DefaultCycleBudgetFactor * p.Timeout.Duration}
 	}
 	if p.MemoryLimit == nil {
 		q := resource.MustParse(DefaultMemoryLimit)

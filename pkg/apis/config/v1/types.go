@@ -28,6 +28,22 @@ type WasmPolicyArgs struct {
 	// CompileLimits bound what one module may ask the compiler to do; a
 	// module over a limit is refused before compiling (load reason TooLarge).
 	CompileLimits CompileLimits `json:"compileLimits,omitempty"`
+	// CircuitBreaker stops calling a policy that keeps failing, for every
+	// policy: its failurePolicy applies at once until a backoff ends.
+	CircuitBreaker CircuitBreaker `json:"circuitBreaker,omitempty"`
+}
+
+// CircuitBreaker shapes each policy's circuit breaker (docs/security.md).
+type CircuitBreaker struct {
+	// FailureThreshold is how many consecutive failed calls (timeout, trap,
+	// exit, spent cycle budget) open the breaker. Calls that a failure
+	// stopped in the same scheduling cycle are not counted. Default 3.
+	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
+	// Backoff is how long the breaker stays open the first time; each failed
+	// probe doubles it. Default 1s.
+	Backoff *metav1.Duration `json:"backoff,omitempty"`
+	// MaxBackoff caps the open period. Default 5m.
+	MaxBackoff *metav1.Duration `json:"maxBackoff,omitempty"`
 }
 
 // Policy is one wasm policy.
@@ -46,6 +62,13 @@ type Policy struct {
 	Weight *int32 `json:"weight,omitempty"`
 	// Timeout bounds each call into the policy. Default 100ms.
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// CycleBudget bounds the time the policy's calls may take in one pod's
+	// scheduling cycle, from PreFilter to NormalizeScore; calls running in
+	// parallel are charged once for the time they overlap. When a call
+	// fails or the budget is spent, the policy is not called again in that
+	// cycle and its failurePolicy applies to the nodes left. At least the
+	// timeout. Default twice the timeout.
+	CycleBudget *metav1.Duration `json:"cycleBudget,omitempty"`
 	// MemoryLimit caps each instance's linear memory. Default 64Mi.
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 	// FailurePolicy is Fail (default: the node is rejected with the reason,

@@ -45,6 +45,11 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddConversionFunc((*config.CircuitBreaker)(nil), (*CircuitBreaker)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_config_CircuitBreaker_To_v1_CircuitBreaker(a.(*config.CircuitBreaker), b.(*CircuitBreaker), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddConversionFunc((*config.CompileLimits)(nil), (*CompileLimits)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_config_CompileLimits_To_v1_CompileLimits(a.(*config.CompileLimits), b.(*CompileLimits), scope)
 	}); err != nil {
@@ -57,6 +62,11 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddConversionFunc((*config.WasmPolicyArgs)(nil), (*WasmPolicyArgs)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(a.(*config.WasmPolicyArgs), b.(*WasmPolicyArgs), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddConversionFunc((*CircuitBreaker)(nil), (*config.CircuitBreaker)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_CircuitBreaker_To_config_CircuitBreaker(a.(*CircuitBreaker), b.(*config.CircuitBreaker), scope)
 	}); err != nil {
 		return err
 	}
@@ -75,6 +85,24 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	return nil
+}
+
+func autoConvert_v1_CircuitBreaker_To_config_CircuitBreaker(in *CircuitBreaker, out *config.CircuitBreaker, s conversion.Scope) error {
+	if err := metav1.Convert_Pointer_int32_To_int32(&in.FailureThreshold, &out.FailureThreshold, s); err != nil {
+		return err
+	}
+	// WARNING: in.Backoff requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	// WARNING: in.MaxBackoff requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	return nil
+}
+
+func autoConvert_config_CircuitBreaker_To_v1_CircuitBreaker(in *config.CircuitBreaker, out *CircuitBreaker, s conversion.Scope) error {
+	if err := metav1.Convert_int32_To_Pointer_int32(&in.FailureThreshold, &out.FailureThreshold, s); err != nil {
+		return err
+	}
+	// WARNING: in.Backoff requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
+	// WARNING: in.MaxBackoff requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	return nil
 }
 
@@ -131,6 +159,7 @@ func autoConvert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s co
 		return err
 	}
 	// WARNING: in.Timeout requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	// WARNING: in.CycleBudget requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	// WARNING: in.MemoryLimit requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
 	// WARNING: in.FailurePolicy requires manual conversion: inconvertible types (*string vs github.com/wasmsched/wasmsched/pkg/apis/config.FailurePolicy)
 	// WARNING: in.Mode requires manual conversion: inconvertible types (*string vs github.com/wasmsched/wasmsched/pkg/apis/config.Mode)
@@ -150,6 +179,7 @@ func autoConvert_config_Policy_To_v1_Policy(in *config.Policy, out *Policy, s co
 		return err
 	}
 	// WARNING: in.Timeout requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
+	// WARNING: in.CycleBudget requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.MemoryLimit requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
 	// WARNING: in.FailurePolicy requires manual conversion: inconvertible types (github.com/wasmsched/wasmsched/pkg/apis/config.FailurePolicy vs *string)
 	// WARNING: in.Mode requires manual conversion: inconvertible types (github.com/wasmsched/wasmsched/pkg/apis/config.Mode vs *string)
@@ -200,6 +230,9 @@ func autoConvert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, 
 	if err := Convert_v1_CompileLimits_To_config_CompileLimits(&in.CompileLimits, &out.CompileLimits, s); err != nil {
 		return err
 	}
+	if err := Convert_v1_CircuitBreaker_To_config_CircuitBreaker(&in.CircuitBreaker, &out.CircuitBreaker, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -223,6 +256,9 @@ func autoConvert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolic
 	}
 	// WARNING: in.FilePollInterval requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	if err := Convert_config_CompileLimits_To_v1_CompileLimits(&in.CompileLimits, &out.CompileLimits, s); err != nil {
+		return err
+	}
+	if err := Convert_config_CircuitBreaker_To_v1_CircuitBreaker(&in.CircuitBreaker, &out.CircuitBreaker, s); err != nil {
 		return err
 	}
 	return nil

@@ -25,6 +25,9 @@ const (
 	MaxWeight             = 100
 	MaxInstancesPerPolicy = 1024
 	MaxConfigLength       = 256 << 10
+	MaxCycleBudget        = time.Minute
+	MaxFailureThreshold   = 1000
+	MaxBreakerBackoff     = 24 * time.Hour
 )
 
 var sha256Re = regexp.MustCompile(`^(sha256:)?[0-9a-fA-F]{64}$`)
@@ -70,6 +73,17 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 		if l.v < 0 || l.v > l.limit {
 			errs = append(errs, field.Invalid(lp.Child(l.name), l.v, fmt.Sprintf("must be between 1 and %d, for example %s (unset: the default); a larger limit lets one module take more of the scheduler's memory while it compiles", l.limit, l.example)))
 		}
+	}
+	bp, cb := path.Child("circuitBreaker"), args.CircuitBreaker
+	// Zero fields (args built in Go without defaulting) mean the defaults.
+	if cb.FailureThreshold < 0 || cb.FailureThreshold > MaxFailureThreshold {
+		errs = append(errs, field.Invalid(bp.Child("failureThreshold"), cb.FailureThreshold, fmt.Sprintf("must be between 1 and %d, for example 3 (unset: 3)", MaxFailureThreshold)))
+	}
+	if cb.Backoff != 0 && (cb.Backoff < 100*time.Millisecond || cb.Backoff > time.Hour) {
+		errs = append(errs, field.Invalid(bp.Child("backoff"), cb.Backoff.String(), "must be between 100ms and 1h, for example 1s (unset: 1s)"))
+	}
+	if cb.MaxBackoff != 0 && (cb.MaxBackoff < cb.Backoff || cb.MaxBackoff > MaxBreakerBackoff) {
+		errs = append(errs, field.Invalid(bp.Child("maxBackoff"), cb.MaxBackoff.String(), fmt.Sprintf("must be at least backoff (%s) and at most %s, for example 5m (unset: 5m)", cb.Backoff, MaxBreakerBackoff)))
 	}
 	if d := args.CompilationCacheDir; d != "" && !filepath.IsAbs(d) {
 		errs = append(errs, field.Invalid(path.Child("compilationCacheDir"), d, "must be an absolute path, for example /var/cache/wasmsched"))
@@ -122,6 +136,10 @@ func validatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	}
 	if p.Timeout <= 0 || p.Timeout > MaxTimeout {
 		errs = append(errs, field.Invalid(path.Child("timeout"), p.Timeout.String(), fmt.Sprintf("must be greater than 0 and at most %s, for example 100ms", MaxTimeout)))
+	}
+	// 0 (args built in Go without defaulting) means twice the timeout.
+	if b := p.CycleBudget; b != 0 && (b < p.Timeout || b > MaxCycleBudget) {
+		errs = append(errs, field.Invalid(path.Child("cycleBudget"), b.String(), fmt.Sprintf("must be at least the timeout (%s) and at most %s, for example %s (unset: twice the timeout)", p.Timeout, MaxCycleBudget, 2*p.Timeout)))
 	}
 	if p.MemoryLimit < MinMemoryLimit || p.MemoryLimit > MaxMemoryLimit {
 		errs = append(errs, field.Invalid(path.Child("memoryLimit"), p.MemoryLimit, "must be between 64Ki and 4Gi, for example 64Mi (Go guests need at least 4Mi)"))

@@ -54,6 +54,13 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"unset limits take the defaults", func(a *config.WasmPolicyArgs) { a.CompileLimits = config.CompileLimits{} }, "", ""},
 		{"code limit over the module size", func(a *config.WasmPolicyArgs) { a.CompileLimits.MaxCodeBytes = 64 << 20 }, "compileLimits.maxCodeBytes", "4Mi"},
 		{"locals limit too high", func(a *config.WasmPolicyArgs) { a.CompileLimits.MaxLocals = 1 << 40 }, "compileLimits.maxLocals", "scheduler's memory"},
+		{"cycle budget under the timeout", func(a *config.WasmPolicyArgs) { a.Policies[0].CycleBudget = a.Policies[0].Timeout / 2 }, "policies[0].cycleBudget", "at least the timeout"},
+		{"cycle budget too long", func(a *config.WasmPolicyArgs) { a.Policies[0].CycleBudget = time.Hour }, "policies[0].cycleBudget", "at most 1m0s"},
+		{"negative breaker threshold", func(a *config.WasmPolicyArgs) { a.CircuitBreaker.FailureThreshold = -1 }, "circuitBreaker.failureThreshold", "between 1 and"},
+		{"breaker backoff too short", func(a *config.WasmPolicyArgs) { a.CircuitBreaker.Backoff = time.Millisecond }, "circuitBreaker.backoff", "between 100ms and 1h"},
+		{"breaker cap under its backoff", func(a *config.WasmPolicyArgs) {
+			a.CircuitBreaker.Backoff, a.CircuitBreaker.MaxBackoff = time.Minute, time.Second
+		}, "circuitBreaker.maxBackoff", "at least backoff"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := validArgs()
