@@ -70,6 +70,7 @@ func TestAdversaryGuest(t *testing.T) {
 					var o overruns
 					calm := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}})
 					for run := 0; run < runs; run++ {
+						discarded := v.discarded.Load()
 						start := time.Now()
 						_, r, err := v.Call(context.Background(), kind, pod, nodeInfo("n", nil, false), new(PolicyCycle), nil)
 						elapsed := time.Since(start)
@@ -79,8 +80,8 @@ func TestAdversaryGuest(t *testing.T) {
 								t.Fatalf("got %+v, %v; want outcome %s with %q", r, err, w.outcome, w.detail)
 							}
 							t.Logf("%s after %s: %v", err.Outcome, elapsed.Round(time.Microsecond), strings.SplitN(err.Error(), "\n", 2)[0])
-							if live, inUse := v.PoolStats(); live != 0 || inUse != 0 {
-								t.Fatalf("after the failed call: live=%d inUse=%d, want the instance discarded", live, inUse)
+							if _, inUse := v.PoolStats(); v.discarded.Load() != discarded+1 || inUse != 0 {
+								t.Fatalf("after the failed call: %d discarded, inUse=%d; want the instance discarded", v.discarded.Load()-discarded, inUse)
 							}
 						} else {
 							if err != nil || r.Code != w.code || !strings.Contains(r.Reason, w.detail) {

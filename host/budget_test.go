@@ -161,3 +161,33 @@ func TestBudgetChargesOverlapOnce(t *testing.T) {
 		t.Fatalf("calls in flight together have deadlines %d and %d, want one", d1, d2)
 	}
 }
+
+// A discarded instance is replaced in the background: after a failed call
+// the pool refills without a call asking, and the next call runs on that
+// instance instead of instantiating one inline.
+func TestFailedInstanceIsReplacedInBackground(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: 20 * time.Millisecond, MaxInstances: 1})
+	v := load(t, p, testguests.Fixture(t, "loop"))
+	if _, err := filter(v, nodeInfo("ok", nil, false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := filter(v, nodeInfo("cordoned", nil, true)); err == nil || err.Outcome != OutcomeTimeout {
+		t.Fatalf("%v, want a timeout", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if live, inUse := v.PoolStats(); live == 1 && inUse == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			live, inUse := v.PoolStats()
+			t.Fatalf("pool not refilled: live=%d inUse=%d", live, inUse)
+		}
+	}
+	created := v.created.Load()
+	if r, err := filter(v, nodeInfo("ok", nil, false)); err != nil || r.Code != 0 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if c := v.created.Load(); c != created || c != 2 {
+		t.Fatalf("%d instances created, want 2 (the first and its replacement), none inline", c)
+	}
+}

@@ -107,14 +107,15 @@ func TestInfiniteLoopEndsWithinTimeout(t *testing.T) {
 	for _, kind := range []CallKind{CallFilter, CallScore} {
 		var o overruns
 		for run := 0; run < deadlineRuns; run++ {
+			discarded := v.discarded.Load()
 			start := time.Now()
 			_, _, err := v.Call(context.Background(), kind, testPod(), nodeInfo("cordoned", nil, true), new(PolicyCycle), nil)
 			o.add(time.Since(start), timeout)
 			if err == nil || err.Outcome != OutcomeTimeout {
 				t.Fatalf("%s: err = %v, want a timeout", kind, err)
 			}
-			if live, inUse := v.PoolStats(); live != 0 || inUse != 0 {
-				t.Fatalf("after timeout: live=%d inUse=%d, want the instance discarded", live, inUse)
+			if _, inUse := v.PoolStats(); v.discarded.Load() != discarded+1 || inUse != 0 {
+				t.Fatalf("after timeout: discarded %d instances, inUse=%d; want the instance discarded", v.discarded.Load()-discarded, inUse)
 			}
 			if r, err := filter(v, nodeInfo("ok", nil, false)); err != nil || r.Code != abi.CodeSuccess {
 				t.Fatalf("next call = %+v, %v; want success on a fresh instance", r, err)
@@ -142,8 +143,8 @@ func TestTrapsDiscardInstance(t *testing.T) {
 		if !strings.Contains(err.Error(), "policy trapped") {
 			t.Errorf("%s: error %q does not say the policy trapped", name, err)
 		}
-		if live, _ := v.PoolStats(); live != 0 {
-			t.Fatalf("%s: trapped instance kept (live=%d)", name, live)
+		if v.discarded.Load() == 0 {
+			t.Fatalf("%s: trapped instance kept", name)
 		}
 		if r, err := filter(v, nodeInfo("ok", nil, false)); err != nil || r.Code != abi.CodeSuccess {
 			t.Fatalf("%s: next call = %+v, %v; want success", name, r, err)
@@ -160,8 +161,8 @@ func TestMemoryLimitAndRecycling(t *testing.T) {
 		t.Fatalf("filter: %v", err)
 	}
 	// The instance ended above the recycle mark (half the limit): discarded.
-	if live, _ := v.PoolStats(); live != 0 {
-		t.Fatalf("bloated instance kept: live=%d", live)
+	if d := v.discarded.Load(); d != 1 {
+		t.Fatalf("bloated instance kept: %d discarded", d)
 	}
 	// Score traps after growth fails; the limit still held.
 	in, err := v.acquire(context.Background())
@@ -543,7 +544,7 @@ func TestAdversarialModules(t *testing.T) {
 		if err == nil || err.Outcome != OutcomeTrap || !strings.Contains(err.Error(), "stack overflow") {
 			t.Fatalf("err = %v, want a stack-overflow trap", err)
 		}
-		if live, _ := v.PoolStats(); live != 0 {
+		if v.discarded.Load() != 1 {
 			t.Fatalf("instance kept after a stack overflow")
 		}
 	})
@@ -552,7 +553,7 @@ func TestAdversarialModules(t *testing.T) {
 		if err == nil || err.Outcome != OutcomeExit || !strings.Contains(err.Error(), "exit_code(3)") {
 			t.Fatalf("err = %v, want exit with code 3", err)
 		}
-		if live, _ := v.PoolStats(); live != 0 {
+		if v.discarded.Load() != 1 {
 			t.Fatalf("instance kept after proc_exit")
 		}
 	})

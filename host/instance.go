@@ -127,6 +127,7 @@ var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newM
 // under the policy's init timeout.
 func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{v: v}
+	v.created.Add(1)
 	in.cctx = callCtx{in: in, done: make(chan struct{})}
 	in.timer = time.AfterFunc(time.Hour, in.expire)
 	in.timer.Stop()
