@@ -294,14 +294,14 @@ type Version struct {
 	// discarded). Acquiring is one receive, releasing one send; no lock is
 	// ever held across a guest call, and a discarded instance gives its slot
 	// back so waiters never starve.
-	slots    chan *instance
-	live     atomic.Int64
+	slots chan *instance
+	live  atomic.Int64
 	// created and discarded count instances over the version's life.
 	created, discarded atomic.Int64
-	inUse    atomic.Int64
-	memBytes atomic.Int64
-	retired  atomic.Bool
-	closed   atomic.Bool
+	inUse              atomic.Int64
+	memBytes           atomic.Int64
+	retired            atomic.Bool
+	closed             atomic.Bool
 }
 
 // Exports reports which extension points the module implements.
