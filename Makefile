@@ -21,7 +21,7 @@ POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit spread
 LDFLAGS       := $(shell $(K8SLIB); version_ldflags $(K8S_VERSION))
 GO_GUESTS     := $(foreach p,$(POLICIES),$(OUT)/guests/go/$(p).wasm)
 TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
-TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation
+TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
 .PHONY: build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean

@@ -32,6 +32,7 @@ func TestAdversaryGuest(t *testing.T) {
 	cases := map[Toolchain]map[string]want{}
 	cases[testguests.TinyGo] = map[string]want{
 		"loop":    {outcome: OutcomeTimeout},
+		"slow":    {code: abi.CodeSuccess},
 		"recurse": {outcome: OutcomeTrap},
 		"panic":   {outcome: OutcomeTrap},
 		"nil":     {outcome: OutcomeTrap},

@@ -366,9 +366,12 @@ func runConcurrentFilters(t *testing.T, v *Version, n int32, wait time.Duration)
 }
 
 // 16 goroutines (the scheduler's default parallelism) call Filter on one
-// policy at once; the test fails if the calls are serialized.
+// policy at once; the test fails if the pool serializes them. (With as many
+// running tokens as callers: by default at most one guest call per P runs,
+// TestGuestCallsRunOnePerP.)
 func TestParallelFilterCallsDoNotSerialize(t *testing.T) {
 	const n = 16
+	withRunningTokens(t, n)
 	p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: n, Timeout: 30 * time.Second})
 	v := load(t, p, testguests.Fixture(t, "ok"))
 	if !runConcurrentFilters(t, v, n, 10*time.Second) {
@@ -379,9 +382,32 @@ func TestParallelFilterCallsDoNotSerialize(t *testing.T) {
 	}
 }
 
+// withRunningTokens lets n guest calls run at once for the test.
+func withRunningTokens(t *testing.T, n int) {
+	prev := cap(*running.Load())
+	setRunningTokens(n)
+	t.Cleanup(func() { setRunningTokens(prev) })
+}
+
+// By default no more guest calls run at once than the process has Ps: 16
+// callers hold 16 instances, but only that many are inside guest code.
+func TestGuestCallsRunOnePerP(t *testing.T) {
+	const n, ps = 16, 2
+	withRunningTokens(t, ps)
+	p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: n, Timeout: 30 * time.Second})
+	v := load(t, p, testguests.Fixture(t, "ok"))
+	if runConcurrentFilters(t, v, ps+1, 2*time.Second) {
+		t.Fatalf("%d calls were inside guest code at once with %d running tokens", ps+1, ps)
+	}
+	if !runConcurrentFilters(t, v, ps, 10*time.Second) {
+		t.Fatalf("%d calls could not run at once with %d running tokens", ps, ps)
+	}
+}
+
 // The negative control: with a pool of one instance calls are serialized,
 // and the barrier must notice it. This proves the test above can fail.
 func TestParallelismCheckDetectsSerialization(t *testing.T) {
+	withRunningTokens(t, 4)
 	p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1, Timeout: 30 * time.Second})
 	v := load(t, p, testguests.Fixture(t, "ok"))
 	if runConcurrentFilters(t, v, 4, 200*time.Millisecond) {

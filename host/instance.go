@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,24 @@ const (
 	// NumCallKinds sizes arrays indexed by CallKind.
 	NumCallKinds = abi.NumPoints
 )
+
+// running holds a token for each guest call executing, at most one per P
+// (GOMAXPROCS when the process started). The scheduler calls a policy from
+// up to 16 goroutines at once; on 2 cores, 16 spinning guests time-share
+// the Ps in 10 ms slices, so a guest whose deadline passed waited its turn
+// to notice, and calls ended 17-65 ms late (docs/security.md). With no
+// more guests running than Ps, it notices at once. Waiting for a token is
+// not charged to the call: its deadline starts when it runs.
+var running atomic.Pointer[chan struct{}]
+
+func init() { setRunningTokens(max(1, runtime.GOMAXPROCS(0))) }
+
+// setRunningTokens sets how many guest calls may run at once (tests change
+// it between calls; a call releases the token it took).
+func setRunningTokens(n int) {
+	ch := make(chan struct{}, n)
+	running.Store(&ch)
+}
 
 // instantiateCtx carries the linear-memory allocator (see mmapMemory).
 var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newMemoryAllocator())
@@ -385,11 +404,15 @@ func (e *CallError) Unwrap() error { return e.Err }
 func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (uint64, *CallError) {
 	in.code, in.reason = abi.CodeSuccess, ""
 	in.stack[0], in.stack[1] = arg, uint64(n)
+	tokens := *running.Load()
+	tokens <- struct{}{}
 	if !in.arm(in.v.p.timeout, deadline) {
+		<-tokens
 		return 0, &CallError{Outcome: OutcomeStopped}
 	}
 	err := in.fn[kind].CallWithStack(&in.cctx, in.stack[:])
 	inTime := in.disarm()
+	<-tokens
 	if !inTime {
 		return 0, in.expired(context.DeadlineExceeded)
 	}

@@ -216,6 +216,13 @@ func benchGuest(b *testing.B, name string, v *host.Version, kind host.CallKind, 
 // are either the native plugins or WasmPolicy with the same two policies.
 func cycleFramework(b *testing.B, variant string, infos []fwk.NodeInfo) (intree.Framework, []fwk.NodeInfo) {
 	b.Helper()
+	return cycleFrameworkWith(b, variant, infos, nil)
+}
+
+// cycleFrameworkWith is cycleFramework with the WasmPolicy args changed by
+// edit (wasm variants only).
+func cycleFrameworkWith(b *testing.B, variant string, infos []fwk.NodeInfo, edit func(*config.WasmPolicyArgs)) (intree.Framework, []fwk.NodeInfo) {
+	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	registry := frameworkruntime.Registry{queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New,
@@ -239,10 +246,14 @@ func cycleFramework(b *testing.B, variant string, infos []fwk.NodeInfo) (intree.
 			return pc
 		}
 		sharedEngine(b)
-		pluginConfig = []schedconfig.PluginConfig{{Name: wasmpolicy.Name, Args: &config.WasmPolicyArgs{
+		args := &config.WasmPolicyArgs{
 			MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: cacheDir,
 			Policies: []config.Policy{pol("team-isolation", "key=team"), pol("bin-packing", "cpu=1,memory=1")},
-		}}}
+		}
+		if edit != nil {
+			edit(args)
+		}
+		pluginConfig = []schedconfig.PluginConfig{{Name: wasmpolicy.Name, Args: args}}
 	}
 	var nodes []*v1.Node
 	var pods []*v1.Pod
@@ -317,6 +328,99 @@ func BenchmarkCycle(b *testing.B) {
 	}
 }
 
+// BenchmarkCycleBadPolicy is BenchmarkCycle (TinyGo guests) with a third,
+// misbehaving policy: the adversary test policy, timeout 100ms and the
+// default cycle budget (200ms), attacking every call. "loop" spins forever
+// (each call would run to its timeout); "slow" spends about a millisecond
+// or more per node and passes (no call times out, but 1000 nodes take
+// seconds). With the breaker closed a cycle must cost at most the budget
+// plus 10ms more than baseline; with it open, about baseline
+// (docs/security.md, "What a bad policy costs").
+func BenchmarkCycleBadPolicy(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		infos := make([]fwk.NodeInfo, n)
+		for i := range infos {
+			infos[i] = realisticNode(i)
+		}
+		for _, c := range []struct {
+			name, attack string
+			fp           config.FailurePolicy
+			open         bool
+		}{
+			{"baseline", "", "", false},
+			{"loop/Fail", "loop", config.FailurePolicyFail, false},
+			{"loop/Ignore", "loop", config.FailurePolicyIgnore, false},
+			{"slow/Fail", "slow", config.FailurePolicyFail, false},
+			{"slow/Ignore", "slow", config.FailurePolicyIgnore, false},
+			{"loop/Fail/breaker-open", "loop", config.FailurePolicyFail, true},
+			{"loop/Ignore/breaker-open", "loop", config.FailurePolicyIgnore, true},
+		} {
+			b.Run(fmt.Sprintf("nodes=%d/%s", n, c.name), func(b *testing.B) {
+				fw, infos := cycleFrameworkWith(b, "wasm-tinygo", infos, func(a *config.WasmPolicyArgs) {
+					if c.attack == "" {
+						return
+					}
+					bad := configv1.DefaultPolicy("adversary", config.Source{File: testguests.Policy(b, testguests.TinyGo, "testdata/adversary")})
+					bad.FailurePolicy = c.fp
+					a.Policies = append(a.Policies, bad)
+					// Closed: the breaker must not open during the run.
+					a.CircuitBreaker = config.CircuitBreaker{FailureThreshold: 1000}
+					if c.open {
+						a.CircuitBreaker = config.CircuitBreaker{FailureThreshold: 1, Backoff: time.Hour, MaxBackoff: time.Hour}
+					}
+				})
+				par := parallelize.NewParallelizer(16)
+				ctx := context.Background()
+				feasible := make([]fwk.NodeInfo, n)
+				var uid atomic.Int64
+				cycle := func() int {
+					pod := benchPod(fmt.Sprint("bad-", uid.Add(1)))
+					if c.attack != "" {
+						pod.Labels["attack"] = c.attack
+					}
+					state := intree.NewCycleState()
+					if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() {
+						return 0
+					}
+					var found atomic.Int32
+					par.Until(ctx, n, func(k int) {
+						if fw.RunFilterPlugins(ctx, state, pod, infos[k]).IsSuccess() {
+							feasible[found.Add(1)-1] = infos[k]
+						}
+					}, "Filter")
+					ok := feasible[:found.Load()]
+					if len(ok) == 0 {
+						return 0
+					}
+					if st := fw.RunPreScorePlugins(ctx, state, pod, ok); !st.IsSuccess() {
+						return len(ok)
+					}
+					_, _ = fw.RunScorePlugins(ctx, state, pod, ok)
+					return len(ok)
+				}
+				if c.open {
+					cycle() // the first failure opens the breaker
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					got := cycle()
+					// What the pod's cycle decided: a looping Fail policy
+					// rejects it; Ignore (and no bad policy) leaves team
+					// isolation's third of the nodes.
+					want := (n + 2) / 3
+					if c.attack == "loop" && c.fp == config.FailurePolicyFail {
+						want = 0
+					}
+					if c.attack != "slow" && got != want {
+						b.Fatalf("%d feasible nodes, want %d", got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
 // blockingNode holds a call inside the guest (at its first node read) until
 // released, so a test can keep many instances busy at once.
 type blockingNode struct {
@@ -366,7 +470,9 @@ func BenchmarkInstanceMemory(b *testing.B) {
 						_, _, _ = v.Call(context.Background(), host.CallFilter, host.NewPodState(benchPod("m")), node, new(host.PolicyCycle), nil)
 					}()
 				}
-				for inside.Load() < n {
+				// Every call holds an instance; at most one per P runs
+				// (the others wait inside Call with theirs).
+				for _, inUse := v.PoolStats(); inUse < n || inside.Load() == 0; _, inUse = v.PoolStats() {
 					time.Sleep(time.Millisecond)
 				}
 				runtime.GC()

@@ -3,6 +3,7 @@
 // written in Go can misbehave, under both toolchains:
 //
 //	loop       spins forever
+//	slow       spins 2^16 times per node (about a millisecond), then passes
 //	recurse    recurses without bound
 //	panic      panics
 //	nil        dereferences a nil pointer
@@ -52,6 +53,10 @@ func attack(pod sdk.Pod) (sdk.Status, bool) {
 	case "loop":
 		for {
 			spins++
+		}
+	case "slow":
+		for i := 0; i < 1<<16; i++ {
+			spins += i & 1
 		}
 	case "recurse":
 		recurse(0)

@@ -104,6 +104,10 @@ func DefaultPolicy(name string, source config.Source) config.Policy {
 		panic(err) // defaulted fields always convert
 	}
 	out.Source = source
+	// Derived defaults stay unset (0), so that they follow the fields they
+	// derive from when the caller changes those: a cycle budget of twice
+	// whatever Timeout the caller sets.
+	out.CycleBudget = 0
 	return out
 }
 
