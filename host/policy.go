@@ -78,6 +78,12 @@ type Policy struct {
 
 	loadMu sync.Mutex
 	cur    atomic.Pointer[Version]
+
+	// replacing counts instances being made in the background (release);
+	// Close waits for them before it closes the runtime under them.
+	replaceMu sync.Mutex
+	closing   bool
+	replacing sync.WaitGroup
 }
 
 // NewPolicy creates a policy with no module loaded yet.
@@ -272,6 +278,10 @@ func applyCapabilities(in *instance, ex *Exports) error {
 
 // Close stops the policy and frees all its instances and modules.
 func (p *Policy) Close(ctx context.Context) error {
+	p.replaceMu.Lock()
+	p.closing = true
+	p.replaceMu.Unlock()
+	p.replacing.Wait()
 	if v := p.cur.Swap(nil); v != nil {
 		v.retire()
 	}
@@ -384,10 +394,15 @@ func (v *Version) release(in *instance, healthy bool) {
 	in.close()
 	v.live.Add(-1)
 	v.discarded.Add(1)
-	if v.retired.Load() {
+	p := v.p
+	p.replaceMu.Lock()
+	if v.retired.Load() || p.closing {
+		p.replaceMu.Unlock()
 		v.slots <- nil
 		return
 	}
+	p.replacing.Add(1)
+	p.replaceMu.Unlock()
 	go v.replace()
 }
 
@@ -396,6 +411,7 @@ func (v *Version) release(in *instance, healthy bool) {
 // instantiating fails, the slot is left empty and the next acquire tries
 // (and reports) it.
 func (v *Version) replace() {
+	defer v.p.replacing.Done()
 	in, err := v.newInstance(context.Background())
 	if err != nil {
 		if !v.retired.Load() {
