@@ -372,6 +372,9 @@ func (o Outcome) String() string {
 type CallError struct {
 	Outcome Outcome
 	Err     error
+	// Late is how long after its deadline (timeout or budget) a call that
+	// ran into it returned: the deadline's overrun.
+	Late time.Duration
 }
 
 func (e *CallError) Error() string {
@@ -440,15 +443,21 @@ func (in *instance) interrupted() bool {
 	}
 }
 
-// expired classifies a call its deadline ended (after disarm).
+// expired classifies a call its deadline ended (after disarm), and says how
+// late after the deadline it returned.
 func (in *instance) expired(err error) *CallError {
+	due := in.started.Load() + int64(in.limit)
+	if in.deadline != 0 && in.deadline < due {
+		due = in.deadline
+	}
+	late := time.Duration(max(0, monotonic()-due))
 	switch in.expiredBy {
 	case expiredByBudget:
-		return &CallError{Outcome: OutcomeBudget, Err: err}
+		return &CallError{Outcome: OutcomeBudget, Err: err, Late: late}
 	case expiredByStop:
 		return &CallError{Outcome: OutcomeStopped}
 	}
-	return &CallError{Outcome: OutcomeTimeout, Err: err}
+	return &CallError{Outcome: OutcomeTimeout, Err: err, Late: late}
 }
 
 func (in *instance) close() {

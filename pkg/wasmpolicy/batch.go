@@ -75,7 +75,10 @@ func (p *policy) observe(c *cycleData, kind host.CallKind, start time.Time, cerr
 		return
 	}
 	p.m.observe(kind, start)
-	if cerr == nil {
+	switch {
+	case cerr == nil:
 		p.breaker.succeeded(c.pod.Pod)
+	case cerr.Outcome == host.OutcomeTimeout || cerr.Outcome == host.OutcomeBudget:
+		p.m.overrun.Observe(cerr.Late.Seconds())
 	}
 }

@@ -131,6 +131,13 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.001, 2, 15),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "result"})
+	deadlineOverrun = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_deadline_overrun_seconds",
+		Help:           "For guest calls that ran into their deadline (timeout or cycle budget): how long after the deadline they returned.",
+		Buckets:        metrics.ExponentialBuckets(0.0005, 2, 12),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy"})
 	stoppedCycles = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_stopped_cycles_total",
@@ -172,7 +179,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, stoppedCycles, breakerStates)
+		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, stoppedCycles, breakerStates, deadlineOverrun)
 		legacyregistry.CustomMustRegister(&poolCollector{})
 	})
 }
@@ -228,10 +235,11 @@ type policyMetrics struct {
 	eval     [host.NumCallKinds][numResults]metrics.CounterMetric
 	duration [host.NumCallKinds]metrics.ObserverMetric
 	ignored  [host.NumCallKinds]metrics.CounterMetric
+	overrun  metrics.ObserverMetric
 }
 
 func newPolicyMetrics(name string) *policyMetrics {
-	m := &policyMetrics{name: name}
+	m := &policyMetrics{name: name, overrun: deadlineOverrun.WithLabelValues(name)}
 	// One row per call kind; a batch form shares the series of the point it
 	// batches (its String is that point's name), so no kind can index past
 	// the arrays and no label value is added by a batch form.

@@ -139,10 +139,10 @@ func (w *WasmPolicy) breakerChanged(p *policy, from, to breakerState, why string
 	switch to {
 	case breakerOpen:
 		typ, reason = v1.EventTypeWarning, "PolicyCircuitBreakerOpen"
-		logger.Error(nil, "Policy circuit breaker open: the policy is not called and its failurePolicy applies", "policy", p.cfg.Name, "from", from.String(), "failurePolicy", p.cfg.FailurePolicy, "reason", why)
+		logger.Error(nil, "Policy circuit breaker open", "policy", p.cfg.Name, "from", from.String(), "failurePolicy", p.cfg.FailurePolicy, "reason", why)
 	case breakerHalfOpen:
 		reason = "PolicyCircuitBreakerHalfOpen"
-		logger.Info("Policy circuit breaker half-open: the next call probes the policy", "policy", p.cfg.Name, "reason", why)
+		logger.Info("Policy circuit breaker half-open", "policy", p.cfg.Name, "reason", why)
 	default:
 		logger.Info("Policy circuit breaker closed", "policy", p.cfg.Name, "from", from.String(), "reason", why)
 	}

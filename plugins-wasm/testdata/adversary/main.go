@@ -33,9 +33,11 @@ func init() {
 var (
 	sink  []byte
 	spins int
-	// bigReason is built once at start, so the attack measures the host's
-	// handling of a 10 MB reason rather than the guest allocator's speed.
-	bigReason = strings.Repeat("x", 10<<20)
+	// bigReason is built on the first "reason" attack and kept, so later
+	// ones measure the host's handling of a 10 MB reason rather than the
+	// guest allocator; built lazily so that other attacks (and every new
+	// instance) do not pay 10 MB of guest memory for it.
+	bigReason string
 )
 
 //go:noinline
@@ -78,6 +80,9 @@ func attack(pod sdk.Pod) (sdk.Status, bool) {
 	case "exit":
 		os.Exit(3)
 	case "reason":
+		if bigReason == "" {
+			bigReason = strings.Repeat("x", 10<<20)
+		}
 		return sdk.Unschedulable(bigReason), true
 	case "status":
 		return sdk.Status{Code: 42, Reason: "not a status"}, true
