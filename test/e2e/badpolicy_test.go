@@ -341,6 +341,8 @@ func overrunSummary(metrics, policy string) string {
 	if len(counts) == 0 {
 		return "none"
 	}
-	ms := func(q float64) string { return fmt.Sprintf("≤%gms", 1000*histogramQuantile(metrics, name, labels, q)) }
+	ms := func(q float64) string {
+		return fmt.Sprintf("≤%gms", 1000*histogramQuantile(metrics, name, labels, q))
+	}
 	return fmt.Sprintf("%v calls, p50 %s, p99 %s, max %s", counts[len(counts)-1], ms(0.5), ms(0.99), ms(1))
 }
