@@ -1,7 +1,6 @@
 package host
 
 import (
-	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -11,27 +10,11 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
-// captureKlog sends klog's output to a buffer for the rest of the test.
-func captureKlog(t *testing.T) *testguests.LogBuffer {
-	t.Helper()
-	var fs flag.FlagSet
-	klog.InitFlags(&fs)
-	buf := &testguests.LogBuffer{}
-	_ = fs.Set("logtostderr", "false")
-	_ = fs.Set("alsologtostderr", "false")
-	klog.SetOutput(buf)
-	t.Cleanup(func() {
-		klog.Flush()
-		_ = fs.Set("logtostderr", "true")
-		klog.SetOutput(nil)
-	})
-	return buf
-}
 
 // A module that writes 64 Ki lines per call gets at most its burst, then
 // its rate, into the log, and one line says how many were dropped.
 func TestOutputIsRateLimited(t *testing.T) {
-	logs := captureKlog(t)
+	logs := testguests.CaptureKlog(t)
 	p := newPolicy(t, newEngine(t), PolicySpec{OutputBurst: 20, OutputRate: 10})
 	v := load(t, p, testguests.Fixture(t, "logflood"))
 	start := time.Now()
