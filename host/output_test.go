@@ -10,7 +10,6 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
-
 // A module that writes 64 Ki lines per call gets at most its burst, then
 // its rate, into the log, and one line says how many were dropped.
 func TestOutputIsRateLimited(t *testing.T) {
