@@ -161,6 +161,16 @@ func explanationTable(tw *tabwriter.Writer, ex *wasmpolicy.Explanation) {
 			row(tw, node, feasible, score, policy, p.Verdict, optInt(p.RawScore), optInt(p.Score), dur(p.FilterTime), dur(p.ScoreTime), p.Reason)
 		}
 	}
+	tw.Flush()
+	for _, s := range ex.Policies {
+		fmt.Fprintf(tw, "\nWasmPolicy/%s: cycle budget %s of %s used; circuit breaker %s (%d consecutive failures)", s.Policy, dur(s.BudgetSpent), s.Budget, s.Breaker, s.ConsecutiveFailures)
+		if s.Stopped != "" {
+			fmt.Fprintf(tw, "\n  stopped in this cycle: %s", s.Stopped)
+		}
+	}
+	if len(ex.Policies) > 0 {
+		fmt.Fprintln(tw)
+	}
 }
 
 // cacheDir is where compiled modules are cached between runs.

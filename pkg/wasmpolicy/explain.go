@@ -20,6 +20,26 @@ type Explanation struct {
 	Pod string `json:"pod"`
 	// Nodes are in the order given, each with every policy's verdict.
 	Nodes []NodeExplanation `json:"nodes"`
+	// Policies are each policy's cycle budget and circuit breaker after
+	// the explained cycle.
+	Policies []PolicyState `json:"policies"`
+}
+
+// PolicyState is what one policy's explained cycle cost and left behind.
+type PolicyState struct {
+	Policy string `json:"policy"`
+	// Breaker is the policy's circuit breaker: closed, open or half-open.
+	Breaker string `json:"breaker"`
+	// ConsecutiveFailures counts the failed cycles since the last success.
+	ConsecutiveFailures int `json:"consecutiveFailures"`
+	// BudgetSpent is the guest time the cycle charged to the policy, of
+	// Budget (its cycleBudget).
+	BudgetSpent time.Duration `json:"budgetSpent"`
+	Budget      time.Duration `json:"budget"`
+	// Stopped says why the policy was not called again in the cycle (a
+	// failed call, its spent budget, or its open breaker); empty when it
+	// was not stopped.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // NodeExplanation is the plugin's outcome on one node.
@@ -65,6 +85,7 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 	}
 	c := w.newCycle(pod, false)
 	c.nodes = nodes
+	defer func() { ex.Policies = w.policyStates(c) }()
 	for i, p := range w.policies {
 		mode := string(p.mode())
 		pre := w.preFilterPolicy(ctx, c, i, true)
@@ -166,6 +187,18 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 		ex.Nodes[at[k]].Score = &s
 	}
 	return ex
+}
+
+// policyStates reports each policy's budget and breaker after cycle c.
+func (w *WasmPolicy) policyStates(c *cycleData) []PolicyState {
+	out := make([]PolicyState, len(w.policies))
+	for i, p := range w.policies {
+		state, failures := p.breaker.snapshot()
+		b := c.pcs[i].Budget
+		out[i] = PolicyState{Policy: p.cfg.Name, Breaker: state.String(), ConsecutiveFailures: failures,
+			BudgetSpent: b.Spent(), Budget: b.Limit(), Stopped: c.stopReason(i)}
+	}
+	return out
 }
 
 // clientHandle gives the plugin what it uses from a scheduler framework
