@@ -352,8 +352,8 @@ func BenchmarkCycleBadPolicy(b *testing.B) {
 			{"loop/Ignore", "loop", config.FailurePolicyIgnore, false},
 			{"slow/Fail", "slow", config.FailurePolicyFail, false},
 			{"slow/Ignore", "slow", config.FailurePolicyIgnore, false},
-			{"loop/Fail/breaker-open", "loop", config.FailurePolicyFail, true},
-			{"loop/Ignore/breaker-open", "loop", config.FailurePolicyIgnore, true},
+			{"breaker-open/Fail", "loop", config.FailurePolicyFail, true},
+			{"breaker-open/Ignore", "loop", config.FailurePolicyIgnore, true},
 		} {
 			b.Run(fmt.Sprintf("nodes=%d/%s", n, c.name), func(b *testing.B) {
 				fw, infos := cycleFrameworkWith(b, "wasm-tinygo", infos, func(a *config.WasmPolicyArgs) {
