@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -35,6 +36,52 @@ const (
 // process; it is safe for concurrent use.
 type Engine struct {
 	cache wazero.CompilationCache
+
+	// modules holds a lock per module digest being compiled (lockModule).
+	modulesMu sync.Mutex
+	modules   map[string]*moduleLock
+}
+
+// moduleLock serializes the compilations of one module's bytes.
+type moduleLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockModule makes compilations of the same bytes (digest) wait for each
+// other, across every policy of the engine, and returns the unlock.
+//
+// Why: wazero v1.12.0 adds a module read from the file compilation cache to
+// its in-memory table before compiling the module's entry preambles
+// (internal/engine/wazevo/engine_cache.go, getCompiledModule). A concurrent
+// CompileModule of the same bytes, from another policy's runtime sharing
+// the cache, gets that half-built module, and instantiating it panics in
+// moduleEngine.NewFunction (index out of range on entryPreamblesPtrs): the
+// scheduler crashed on about 1 in 5 warm starts with 40 Go policies, 8 per
+// module (upstream wazero/wazero#2547, open; no release has the fix).
+// Distinct modules still compile in parallel. When a wazero release fixes
+// #2547, this lock can go (docs/architecture.md, RATIONALE).
+func (e *Engine) lockModule(digest string) (unlock func()) {
+	e.modulesMu.Lock()
+	if e.modules == nil {
+		e.modules = map[string]*moduleLock{}
+	}
+	l := e.modules[digest]
+	if l == nil {
+		l = &moduleLock{}
+		e.modules[digest] = l
+	}
+	l.refs++
+	e.modulesMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		e.modulesMu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(e.modules, digest)
+		}
+		e.modulesMu.Unlock()
+	}
 }
 
 // EngineOptions configures an Engine.

@@ -62,6 +62,7 @@ type PolicySpec struct {
 // compiled and initialized off the hot path and then swapped in atomically;
 // if it fails, the current Version keeps serving.
 type Policy struct {
+	e            *Engine
 	name         string
 	config       []byte
 	timeout      time.Duration
@@ -142,6 +143,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		mc = mc.WithRandSource(crand.Reader)
 	}
 	return &Policy{
+		e:            e,
 		name:         spec.Name,
 		config:       []byte(spec.Config),
 		timeout:      spec.Timeout,
@@ -197,7 +199,11 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return cur, nil
 	}
 	start := time.Now()
+	// One compilation of given bytes at a time across the engine: see
+	// Engine.lockModule (wazero#2547).
+	unlock := p.e.lockModule(digest)
 	cm, err := compile(ctx, p.rt, wasm, p.limits)
+	unlock()
 	var tooLarge *TooLargeError
 	if errors.As(err, &tooLarge) {
 		return nil, &LoadError{p.name, "TooLarge", err}
