@@ -21,7 +21,10 @@ POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit spread
 LDFLAGS       := $(shell $(K8SLIB); version_ldflags $(K8S_VERSION))
 GO_GUESTS     := $(foreach p,$(POLICIES),$(OUT)/guests/go/$(p).wasm)
 TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
-TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation
+# Tests that run alone and without -race: the deadline tests (no other test
+# binary may compete for the cores while they measure), and the warm-start
+# crash test (50 starts of 40 Go policies: 50 s, several minutes under -race).
+TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
 .PHONY: build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
