@@ -209,6 +209,13 @@ func (b *breaker) snapshot() (breakerState, int) {
 	return b.state, b.failures
 }
 
+// stop cancels a pending probe wake-up (the plugin is closing).
+func (b *breaker) stop() {
+	b.mu.Lock()
+	b.stopTimer()
+	b.mu.Unlock()
+}
+
 func (b *breaker) stopTimer() {
 	if b.timer != nil {
 		b.timer.Stop()

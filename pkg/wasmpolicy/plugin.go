@@ -318,6 +318,7 @@ func (w *WasmPolicy) Close() error {
 	w.cancel()
 	w.wg.Wait()
 	for _, p := range w.policies {
+		p.breaker.stop()
 		_ = p.runtime.Close(context.Background())
 	}
 	if w.engine == nil {
