@@ -147,3 +147,7 @@ func modeOf(enforce bool) config.Mode {
 func notLoaded(p *policy) string {
 	return "policy has no module loaded (" + p.source.String() + ")"
 }
+
+func loading(p *policy) string {
+	return "policy is loading its module (" + p.source.String() + "); the pod is retried when it has loaded"
+}

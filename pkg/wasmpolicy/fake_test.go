@@ -132,6 +132,8 @@ func (f *fakeModule) CallNodes(_ context.Context, kind host.CallKind, _ *host.Po
 type fakeRuntime struct {
 	mu sync.Mutex
 	m  *fakeModule
+	// next, when set, is what the first Load serves while m is nil.
+	next *fakeModule
 }
 
 func (r *fakeRuntime) Current() module {
@@ -145,6 +147,10 @@ func (r *fakeRuntime) Current() module {
 func (r *fakeRuntime) Load(_ context.Context, src []byte, _ string) (module, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.m == nil && r.next != nil {
+		r.m, r.next = r.next, nil
+		return r.m, nil
+	}
 	if r.m == nil {
 		return nil, errors.New("no fake module to load")
 	}
@@ -162,6 +168,7 @@ func fakePolicy(name string, m *fakeModule, edit func(*config.Policy)) *policy {
 	}
 	p := (&WasmPolicy{}).newPolicy(cfg, &fakeRuntime{m: m}, breakerConfigOf(config.CircuitBreaker{}))
 	p.source = &source.File{Path: cfg.Source.File}
+	p.settled.Store(true) // its first load has ended (nil m: it failed)
 	return p
 }
 
@@ -502,5 +509,54 @@ func TestNodeDataMatchesPoints(t *testing.T) {
 		if with != abi.Points[k].NodeData || without == abi.Points[k].NodeData {
 			t.Errorf("%s: called with a node %v, without %v; abi.Points says node data %v", abi.Points[k].Export, with, without, abi.Points[k].NodeData)
 		}
+	}
+}
+
+// Until a policy's first load ends, pods it would evaluate wait with a
+// reason naming it (whatever its failurePolicy; an audited policy does not
+// hold them), and the load ending wakes them: with a module they are
+// evaluated, after a failed load the failurePolicy applies.
+func TestPodsWaitForALoadingPolicy(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fp    config.FailurePolicy
+		mode  config.Mode
+		loads bool
+		wait  bool   // the pod waits while loading
+		after string // the PreFilter status message after the load ("" passes)
+	}{
+		{"Fail, loads", config.FailurePolicyFail, config.ModeEnforce, true, true, ""},
+		{"Ignore, loads", config.FailurePolicyIgnore, config.ModeEnforce, true, true, ""},
+		{"Fail, load fails", config.FailurePolicyFail, config.ModeEnforce, false, true, "rejected by WasmPolicy/p: policy has no module loaded (file /fake/p.wasm)"},
+		{"Ignore, load fails", config.FailurePolicyIgnore, config.ModeEnforce, false, true, ""},
+		{"Audit", config.FailurePolicyFail, config.ModeAudit, true, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			good := &fakeModule{}
+			good.fns[host.CallFilter] = succeed
+			p := fakePolicy("p", nil, func(cfg *config.Policy) { cfg.FailurePolicy, cfg.Mode = c.fp, c.mode })
+			rt := &fakeRuntime{}
+			if c.loads {
+				rt.next = good
+			}
+			p.runtime = rt
+			p.settled.Store(false) // the first load has not ended
+			w := fakePlugin(p)
+			r := runCycle(w, fakeNodes(3))
+			want := "rejected by WasmPolicy/p: policy is loading its module (file /fake/p.wasm); the pod is retried when it has loaded"
+			if got := r.status; c.wait && (got.Code() != fwk.UnschedulableAndUnresolvable || got.Message() != want) {
+				t.Fatalf("while loading: %v %q, want the pod to wait with %q", got.Code(), got.Message(), want)
+			} else if !c.wait && got != nil {
+				t.Fatalf("while loading: %v, want an audited policy not to hold the pod", got)
+			}
+			w.apply(context.Background(), p, source.Update{Data: []byte("v1")})
+			r = runCycle(w, fakeNodes(3))
+			if c.after == "" && r.status != nil {
+				t.Fatalf("after the load: %v, want the pod evaluated and passed", r.status)
+			}
+			if c.after != "" && r.status.Message() != c.after {
+				t.Fatalf("after the load: %q, want %q", r.status.Message(), c.after)
+			}
+		})
 	}
 }

@@ -106,6 +106,10 @@ type policy struct {
 	// ConfigMap; nil for files): breaker Events are recorded on it. Under mu.
 	sourceObject runtime.Object
 
+	// settled is set once the policy's first load has ended, in a module or
+	// in a failure: until then pods it would evaluate wait for it.
+	settled atomic.Bool
+
 	// budget is each cycle's budget (cycleBudget, defaulted).
 	budget time.Duration
 	// breaker stops calling the policy while it keeps failing.
@@ -294,7 +298,7 @@ func (w *WasmPolicy) start(ctx context.Context) {
 		select {
 		case <-first:
 		case <-deadline:
-			klog.FromContext(ctx).Info("Policy has no module yet; its failurePolicy applies until one loads", "policy", w.policies[i].cfg.Name, "source", w.policies[i].source.String(), "failurePolicy", w.policies[i].cfg.FailurePolicy)
+			klog.FromContext(ctx).Info("Policy is still loading; pods it evaluates wait until it has loaded", "policy", w.policies[i].cfg.Name, "source", w.policies[i].source.String())
 		}
 	}
 }

@@ -45,6 +45,11 @@ func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, e
 	p, m := w.policies[i], c.modules[i]
 	if m == nil {
 		c.filterSkipped[i] = true
+		if enforce && !p.settled.Load() {
+			// Still loading its first module: the pod waits (and is woken
+			// when the load ends) rather than getting the failurePolicy.
+			return verdict{code: fwk.UnschedulableAndUnresolvable, reason: loading(p), failure: true}
+		}
 		return p.onFailure(host.CallPreFilter, notLoaded(p), enforce)
 	}
 	if why := c.stopReason(i); why != "" { // its circuit breaker is open

@@ -19,6 +19,13 @@ import (
 // apply loads new source content, keeping the last good version on failure.
 func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 	logger := klog.FromContext(ctx)
+	defer func() {
+		// The first load has ended: pods that waited for it are retried,
+		// now with a module or with the failurePolicy.
+		if !p.settled.Swap(true) {
+			w.requeueRejected(logger, p)
+		}
+	}()
 	serving := "none"
 	if v := p.runtime.Current(); v != nil {
 		serving = v.SHA256()

@@ -197,8 +197,10 @@ func TestBadPolicyIsContained(t *testing.T) {
 		}
 	}
 	t.Logf("deadline overrun in the scheduler (guard's calls that hit their deadline): %s", overrunSummary(m, "guard"))
-	if p := histogramQuantile(m, "wasmsched_policy_deadline_overrun_seconds", `policy="guard"`, 1); p > 0.064 {
-		t.Errorf("a call ended %.0f ms after its deadline (bucket bound), want at most 64 ms", 1000*p)
+	// Measured max: 32 ms bucket idle, once 64 ms under a CPU burner
+	// (docs/security.md); the unbounded host overran by 140 ms on average.
+	if p := histogramQuantile(m, "wasmsched_policy_deadline_overrun_seconds", `policy="guard"`, 1); p > 0.128 {
+		t.Errorf("a call ended %.0f ms after its deadline (bucket bound), want at most 128 ms", 1000*p)
 	}
 
 	// The fixed module closes the breaker; the looping pods are bound.

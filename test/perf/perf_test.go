@@ -281,6 +281,19 @@ func cycleFrameworkWith(b *testing.B, variant string, infos []fwk.NodeInfo, edit
 	return fw, list
 }
 
+// filterAll runs Filter on every node through the framework's parallelizer,
+// as the scheduler does, and returns the feasible nodes (in feasible's
+// storage).
+func filterAll(ctx context.Context, fw intree.Framework, par parallelize.Parallelizer, state fwk.CycleState, pod *v1.Pod, infos, feasible []fwk.NodeInfo) []fwk.NodeInfo {
+	var found atomic.Int32
+	par.Until(ctx, len(infos), func(k int) {
+		if fw.RunFilterPlugins(ctx, state, pod, infos[k]).IsSuccess() {
+			feasible[found.Add(1)-1] = infos[k]
+		}
+	}, "Filter")
+	return feasible[:found.Load()]
+}
+
 // BenchmarkCycle is one scheduling cycle per op, as the scheduler runs it:
 // PreFilter, Filter on every node through the framework's parallelizer at
 // parallelism 16, then PreScore and Score (also parallel) on the feasible
@@ -306,13 +319,7 @@ func BenchmarkCycle(b *testing.B) {
 					if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() && !st.IsSkip() {
 						b.Fatal(st)
 					}
-					var found atomic.Int32
-					par.Until(ctx, n, func(k int) {
-						if fw.RunFilterPlugins(ctx, state, pod, infos[k]).IsSuccess() {
-							feasible[found.Add(1)-1] = infos[k]
-						}
-					}, "Filter")
-					ok := feasible[:found.Load()]
+					ok := filterAll(ctx, fw, par, state, pod, infos, feasible)
 					if len(ok) != (n+2)/3 {
 						b.Fatalf("%d feasible nodes, want %d", len(ok), (n+2)/3)
 					}
@@ -382,13 +389,7 @@ func BenchmarkCycleBadPolicy(b *testing.B) {
 					if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() {
 						return 0
 					}
-					var found atomic.Int32
-					par.Until(ctx, n, func(k int) {
-						if fw.RunFilterPlugins(ctx, state, pod, infos[k]).IsSuccess() {
-							feasible[found.Add(1)-1] = infos[k]
-						}
-					}, "Filter")
-					ok := feasible[:found.Load()]
+					ok := filterAll(ctx, fw, par, state, pod, infos, feasible)
 					if len(ok) == 0 {
 						return 0
 					}
