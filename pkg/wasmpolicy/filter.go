@@ -79,7 +79,7 @@ func (w *WasmPolicy) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	if c := readCycle(state); c != nil {
 		for i := range c.rejectedBy {
 			if c.rejectedBy[i].Load() {
-				w.policies[i].remember(pod)
+				w.rememberRejected(w.policies[i], pod, c.modules[i])
 			}
 		}
 	}

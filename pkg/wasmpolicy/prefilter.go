@@ -22,7 +22,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		if v := w.preFilterPolicy(ctx, c, i, !p.audit()); v.rejects() {
 			// Remembered also when a failure rejected it: a new module, or
 			// the breaker letting a probe through, retries the pod at once.
-			p.remember(pod)
+			w.rememberRejected(p, pod, c.modules[i])
 			return nil, p.status(host.CallPreFilter, v)
 		}
 		if !c.filterSkipped[i] {

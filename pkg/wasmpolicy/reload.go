@@ -80,6 +80,23 @@ func (p *policy) remember(pod *v1.Pod) {
 	}
 }
 
+// staleRetry is how long after a pod's rejection by a module version that
+// no longer serves the pod is sent back to the queue: long enough for its
+// scheduling cycle to have ended.
+const staleRetry = 500 * time.Millisecond
+
+// rememberRejected records a pod that policy p rejected with module m (the
+// version its cycle pinned). If m no longer serves, the reload's requeue
+// ran while the pod was still in its cycle and missed it: the pod is sent
+// back to the queue shortly, rather than waiting for an unrelated event or
+// the unschedulable-pod timeout.
+func (w *WasmPolicy) rememberRejected(p *policy, pod *v1.Pod, m module) {
+	p.remember(pod)
+	if m != p.runtime.Current() {
+		time.AfterFunc(staleRetry, func() { w.requeueRejected(klog.Background(), p) })
+	}
+}
+
 func (p *policy) takeRejected() map[string]*v1.Pod {
 	p.mu.Lock()
 	defer p.mu.Unlock()
