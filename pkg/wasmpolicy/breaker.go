@@ -152,9 +152,9 @@ func (b *breaker) failed(err string, pod *v1.Pod) string {
 	b.stopTimer()
 	b.timer = time.AfterFunc(b.period, b.probeDue)
 	note := b.note()
-	period := b.period
+	why := fmt.Sprintf("%d consecutive failures, the last: %s; not called for %s", b.failures, err, b.period)
 	b.mu.Unlock()
-	b.changed(from, breakerOpen, fmt.Sprintf("%d consecutive failures, the last: %s; not called for %s", b.failuresNow(), err, period), pod)
+	b.changed(from, breakerOpen, why, pod)
 	return note
 }
 
@@ -170,12 +170,6 @@ func (b *breaker) probeDue() {
 	if due {
 		b.changed(breakerOpen, breakerHalfOpen, "backoff ended; the next scheduling cycle probes the policy", nil)
 	}
-}
-
-func (b *breaker) failuresNow() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.failures
 }
 
 // note phrases the state for a pod's status (under mu).

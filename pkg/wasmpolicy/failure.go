@@ -111,7 +111,7 @@ func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host
 	}
 	c.mu.Unlock()
 	if first {
-		p.m.stoppedCycle(resultNames[resultOfOutcome(cause.Outcome)])
+		p.m.stoppedCycle(results[resultOfOutcome(cause.Outcome)])
 		klog.FromContext(ctx).Error(cause.Err, "Policy call failed; not calling the policy again in this scheduling cycle", "pod", klog.KObj(c.pod.Pod), "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", cause.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce), "reason", why)
 	}
 	return p.onFailure(point, why, enforce)

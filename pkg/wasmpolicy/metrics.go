@@ -40,9 +40,6 @@ const reasonBreakerOpen = "BreakerOpen"
 
 var results = []string{ResultSuccess, ResultUnschedulable, ResultUnschedulableAndUnresolvable, ResultSkip, ResultError, ResultTimeout, ResultTrap, ResultExit, ResultUnavailable, ResultBudgetExceeded, ResultNotCalled}
 
-// resultNames is results by index.
-var resultNames = results
-
 const (
 	rSuccess = iota
 	rUnschedulable

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
 	"os"
 	"strconv"
@@ -22,12 +20,9 @@ import (
 func TestTooLargeModuleIsRefused(t *testing.T) {
 	e := newEnv(t, "toolarge")
 	e.node("team-a", map[string]string{"team": "a"}, "4")
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	_, _ = zw.Write(wasmgen.Module(wasmgen.Shape{Functions: 1_500_000}))
-	_ = zw.Close()
+	gz := gzipped(t, wasmgen.Module(wasmgen.Shape{Functions: 1_500_000}))
 	e.policyConfigMap("team", module(t, "team-isolation"))
-	e.policyConfigMap("bomb", gz.Bytes())
+	e.policyConfigMap("bomb", gz)
 	e.startScheduler(`      - name: team-isolation
         source: `+cmSource(e, "team")+`
         config: key=team
@@ -69,7 +64,7 @@ func TestTooLargeModuleIsRefused(t *testing.T) {
 		t.Fatalf("a-1 landed on %q", got)
 	}
 	// Uploaded over a working policy: refused, the last good version serves.
-	e.policyConfigMap("team", gz.Bytes())
+	e.policyConfigMap("team", gz)
 	refused("team", "team-isolation")
 	e.pod("a-2", map[string]string{"team": "a"}, "250m")
 	if got := e.placed("a-2"); got != "team-a" {
