@@ -1,8 +1,10 @@
 // Package host runs wasmsched policies: it loads and validates wasm modules,
-// compiles each module version once (with an on-disk compilation cache), pools
-// instances so the scheduler's parallel Filter and Score calls never share one,
-// enforces per-call deadlines and memory limits, and swaps module versions
-// atomically when a policy's source changes.
+// compiles each distinct module once (with an on-disk compilation cache) and
+// shares it between the policies that use it, creates instances on demand so
+// the scheduler's parallel Filter and Score calls never share one, keeps all
+// policies together within a memory budget, enforces per-call deadlines and
+// memory limits, and swaps module versions atomically when a policy's source
+// changes.
 //
 // The package knows about Pods and NodeInfos but nothing about how a policy is
 // configured or where its bytes come from; see pkg/source for that and
@@ -11,11 +13,17 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
 // Limits that apply to every policy regardless of its args. They bound what a
@@ -32,57 +40,65 @@ const (
 	MaxLogSize = 16 << 10
 )
 
-// Engine owns what all policies share: the compilation cache. One Engine per
-// process; it is safe for concurrent use.
+// Engine owns what all policies share: a wazero runtime per memory limit,
+// the compiled modules (one per distinct bytes and memory limit), the
+// compilation cache and the memory budget. One Engine per process; it is
+// safe for concurrent use.
 type Engine struct {
-	cache wazero.CompilationCache
+	cache  wazero.CompilationCache
+	budget *memoryBudget
 
-	// modules holds a lock per module digest being compiled (lockModule).
-	modulesMu sync.Mutex
-	modules   map[string]*moduleLock
+	mu       sync.Mutex
+	closed   bool
+	runtimes map[uint32]wazero.Runtime // by memory limit in pages
+	modules  map[moduleKey]*sharedModule
+
+	// measureMu is held exclusively while a module compiles and while the
+	// first instance of a module is made, so that the code and heap they
+	// add are measured without another load's allocations mixed in. Other
+	// loads' instantiations hold it shared. Compilations are therefore one
+	// at a time, each with a worker per CPU.
+	measureMu sync.RWMutex
+	// loading is the bytes of module sources held by loads in progress
+	// (Policy.Load): loads waiting for their turn while a module is
+	// measured hold them, and they are not the module's.
+	loading atomic.Int64
+
+	stopReaper chan struct{}
+	reaperDone chan struct{}
 }
 
-// moduleLock serializes the compilations of one module's bytes.
-type moduleLock struct {
-	mu   sync.Mutex
-	refs int
+// moduleKey identifies a compiled module: its bytes and the memory limit
+// of the runtime it is compiled for.
+type moduleKey struct {
+	pages  uint32
+	digest string
 }
 
-// lockModule makes compilations of the same bytes (digest) wait for each
-// other, across every policy of the engine, and returns the unlock.
-//
-// Why: wazero v1.12.0 adds a module read from the file compilation cache to
-// its in-memory table before compiling the module's entry preambles
-// (internal/engine/wazevo/engine_cache.go, getCompiledModule). A concurrent
-// CompileModule of the same bytes, from another policy's runtime sharing
-// the cache, gets that half-built module, and instantiating it panics in
-// moduleEngine.NewFunction (index out of range on entryPreamblesPtrs): the
-// scheduler crashed on about 1 in 5 warm starts with 40 Go policies, 8 per
-// module (upstream wazero/wazero#2547, open; no release has the fix).
-// Distinct modules still compile in parallel. When a wazero release fixes
-// #2547, this lock can go (docs/architecture.md, RATIONALE).
-func (e *Engine) lockModule(digest string) (unlock func()) {
-	e.modulesMu.Lock()
-	if e.modules == nil {
-		e.modules = map[string]*moduleLock{}
-	}
-	l := e.modules[digest]
-	if l == nil {
-		l = &moduleLock{}
-		e.modules[digest] = l
-	}
-	l.refs++
-	e.modulesMu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		e.modulesMu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(e.modules, digest)
-		}
-		e.modulesMu.Unlock()
-	}
+// sharedModule is one compiled module and the policies using it. The first
+// load of its key compiles it; concurrent loads of the same key wait for that
+// compilation instead of compiling again.
+type sharedModule struct {
+	key   moduleKey
+	ready chan struct{} // closed when compiled or failed
+	// Set before ready is closed:
+	cm      wazero.CompiledModule
+	exports Exports
+	reason  string // LoadError reason on failure
+	err     error
+	// cost is the module's compiled code and the host heap its compiled
+	// form holds, measured when it compiled.
+	code, heap int64
+	// instHeap is the host heap one instance holds (wazero's instance data:
+	// function tables, globals, the module context), measured when its first
+	// instance was made; -1 until then.
+	instHeap atomic.Int64
+
+	refs int // under Engine.mu
 }
+
+// cost is what the module itself holds in memory.
+func (m *sharedModule) cost() int64 { return m.code + m.heap }
 
 // EngineOptions configures an Engine.
 type EngineOptions struct {
@@ -90,28 +106,204 @@ type EngineOptions struct {
 	// restart does not recompile every module (seconds for Go guests). Empty
 	// means an in-memory cache only.
 	CacheDir string
+	// MemoryBudget bounds the memory of all policies together: compiled
+	// code, the host heap of modules and instances, and linear memory. 0
+	// means no budget.
+	MemoryBudget int64
+	// IdleInstanceTimeout closes instances that have not been used for this
+	// long; 0 means DefaultIdleInstanceTimeout.
+	IdleInstanceTimeout time.Duration
 }
 
+// DefaultIdleInstanceTimeout is how long an unused instance is kept.
+const DefaultIdleInstanceTimeout = time.Minute
+
 // NewEngine creates an Engine. Policies created from it share its
-// compilation cache, so two policies loading the same bytes compile them once.
+// compilation cache and its compiled modules, so two policies loading the
+// same bytes compile them once and hold them once.
 func NewEngine(opts EngineOptions) (*Engine, error) {
-	e := &Engine{}
+	if opts.MemoryBudget < 0 {
+		return nil, fmt.Errorf("memory budget %d is negative", opts.MemoryBudget)
+	}
+	if opts.IdleInstanceTimeout <= 0 {
+		opts.IdleInstanceTimeout = DefaultIdleInstanceTimeout
+	}
+	e := &Engine{
+		budget:     newMemoryBudget(opts.MemoryBudget),
+		runtimes:   map[uint32]wazero.Runtime{},
+		modules:    map[moduleKey]*sharedModule{},
+		stopReaper: make(chan struct{}),
+		reaperDone: make(chan struct{}),
+	}
 	if opts.CacheDir == "" {
 		e.cache = wazero.NewCompilationCache()
-		return e, nil
+	} else {
+		if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
+			return nil, fmt.Errorf("compilation cache dir %q: %w", opts.CacheDir, err)
+		}
+		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("compilation cache dir %q: %w", opts.CacheDir, err)
+		}
+		e.cache = c
 	}
-	if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
-		return nil, fmt.Errorf("compilation cache dir %q: %w", opts.CacheDir, err)
-	}
-	c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
-	if err != nil {
-		return nil, fmt.Errorf("compilation cache dir %q: %w", opts.CacheDir, err)
-	}
-	e.cache = c
+	go e.reapIdle(opts.IdleInstanceTimeout)
 	return e, nil
 }
 
-// Close releases the compilation cache. Policies must be closed first.
+// MemoryBudget reports the budget (0: none) and what is charged to it now.
+func (e *Engine) MemoryBudget() MemoryUse { return e.budget.use() }
+
+// errEngineClosed is returned by loads after Close.
+var errEngineClosed = errors.New("the policy engine is closed")
+
+// runtimeLocked returns the runtime for a memory limit, creating it with the
+// host functions and the sandboxed WASI on first use. e.mu is held.
+func (e *Engine) runtimeLocked(ctx context.Context, pages uint32) (wazero.Runtime, error) {
+	if rt := e.runtimes[pages]; rt != nil {
+		return rt, nil
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(e.cache).
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(pages)
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("wasi: %w", err)
+	}
+	if err := instantiateHostModule(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("host module: %w", err)
+	}
+	e.runtimes[pages] = rt
+	return rt, nil
+}
+
+// module returns the compiled module of wasm (whose sha256 is digest) for
+// a memory limit, compiling it if no policy holds it yet. Concurrent calls
+// for the same key wait for one compilation. The caller owns a reference
+// and gives it back with releaseModule.
+func (e *Engine) module(ctx context.Context, pages uint32, digest string, wasm []byte) (*sharedModule, wazero.Runtime, error) {
+	key := moduleKey{pages, digest}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, nil, errEngineClosed
+	}
+	rt, err := e.runtimeLocked(ctx, pages)
+	if err != nil {
+		e.mu.Unlock()
+		return nil, nil, err
+	}
+	if m := e.modules[key]; m != nil {
+		m.refs++
+		e.mu.Unlock()
+		<-m.ready
+		if m.err != nil {
+			e.releaseModule(m)
+			return m, nil, m.err
+		}
+		return m, rt, nil
+	}
+	m := &sharedModule{key: key, ready: make(chan struct{}), refs: 1}
+	m.instHeap.Store(-1)
+	e.modules[key] = m
+	e.mu.Unlock()
+
+	e.compile(ctx, rt, m, wasm)
+	if m.err != nil {
+		// Not kept: the next load of these bytes tries again.
+		e.mu.Lock()
+		if e.modules[key] == m {
+			delete(e.modules, key)
+		}
+		e.mu.Unlock()
+		close(m.ready)
+		return m, nil, m.err
+	}
+	e.budget.modules.Add(m.cost())
+	close(m.ready)
+	return m, rt, nil
+}
+
+// compile compiles and checks m, measuring the machine code and host heap
+// it adds. Compilations run one at a time, each with a worker per CPU:
+// the same throughput on the machines the scheduler runs on, and each
+// measurement sees only its own module.
+//
+// Running one at a time also keeps clear of a wazero v1.12.0 race: a
+// module read from the file compilation cache is published in wazero's
+// in-memory table before its entry preambles are compiled, and a
+// concurrent compilation of the same bytes could instantiate it half-built
+// and panic in moduleEngine.NewFunction (wazero/wazero#2547, open; no
+// release has the fix). See docs/architecture.md (RATIONALE).
+func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule, wasm []byte) {
+	e.measureMu.Lock()
+	defer e.measureMu.Unlock()
+	heap0, code0 := e.heapNow(), codeBytes()
+	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
+	cm, err := rt.CompileModule(cctx, wasm)
+	if err != nil {
+		m.reason, m.err = "Compile", fmt.Errorf("%w (upload the complete .wasm built for wasip1; if the error is about memory, raise the policy's memoryLimit)", err)
+		return
+	}
+	ex, err := checkModule(cm)
+	if err != nil {
+		_ = cm.Close(ctx)
+		m.reason, m.err = "Validate", err
+		return
+	}
+	m.cm, m.exports = cm, ex
+	m.heap, m.code = max(0, e.heapNow()-heap0), max(0, codeBytes()-code0)
+}
+
+// releaseModule gives back a reference taken by module; the last one frees
+// the compiled code.
+func (e *Engine) releaseModule(m *sharedModule) {
+	e.mu.Lock()
+	m.refs--
+	last := m.refs == 0 && m.err == nil
+	if last && e.modules[m.key] == m {
+		delete(e.modules, m.key)
+	}
+	closed := e.closed
+	e.mu.Unlock()
+	if !last {
+		return
+	}
+	e.budget.modules.Add(-m.cost())
+	if !closed {
+		e.measureMu.Lock() // freeing code during a measurement would skew it
+		_ = m.cm.Close(context.Background())
+		e.measureMu.Unlock()
+	}
+}
+
+// sharers reports how many policy versions hold m.
+func (e *Engine) sharers(m *sharedModule) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return max(1, m.refs)
+}
+
+// Close releases the runtimes, compiled modules and the compilation cache.
+// Policies should be closed first.
 func (e *Engine) Close() error {
-	return e.cache.Close(context.Background())
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	rts := e.runtimes
+	e.runtimes = nil
+	e.mu.Unlock()
+	close(e.stopReaper)
+	<-e.reaperDone
+	ctx := context.Background()
+	for _, rt := range rts {
+		_ = rt.Close(ctx)
+	}
+	return e.cache.Close(ctx)
 }

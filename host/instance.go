@@ -67,8 +67,11 @@ type instance struct {
 	mu      sync.Mutex
 	started atomic.Int64
 	limit   time.Duration
-	// lastMem is the memory size last accounted in Version.memBytes.
-	lastMem int64
+	// lastMem is the memory size last accounted in Version.memBytes,
+	// charged what was last charged to the memory budget (trackMemory).
+	lastMem, charged int64
+	// token is the running token the call in flight holds (Version.begin).
+	token chan struct{}
 	// scratch is reused to encode answers built per call (node_taint).
 	scratch []byte
 	// lastReason is the last reason string, reused when a guest repeats it.
@@ -158,7 +161,7 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	// Instantiation runs the start section, which may loop forever: bound it.
 	in.arm(p.initTimeout, 0)
 	in.cctx.parent = instantiateCtx
-	mod, err := p.rt.InstantiateModule(&in.cctx, v.compiled, cfg)
+	mod, err := v.rt.InstantiateModule(&in.cctx, v.compiled, cfg)
 	in.cctx.parent = nil
 	if !in.disarm() {
 		if mod != nil {
@@ -407,15 +410,11 @@ func (e *CallError) Unwrap() error { return e.Err }
 func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (uint64, *CallError) {
 	in.code, in.reason = abi.CodeSuccess, ""
 	in.stack[0], in.stack[1] = arg, uint64(n)
-	tokens := *running.Load()
-	tokens <- struct{}{}
 	if !in.arm(in.v.p.timeout, deadline) {
-		<-tokens
 		return 0, &CallError{Outcome: OutcomeStopped}
 	}
 	err := in.fn[kind].CallWithStack(&in.cctx, in.stack[:])
 	inTime := in.disarm()
-	<-tokens
 	if !inTime {
 		return 0, in.expired(context.DeadlineExceeded)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -74,7 +73,7 @@ type Policy struct {
 	output *outputLimiter
 	limits CompileLimits
 
-	rt           wazero.Runtime
+	pages        uint32
 	moduleConfig wazero.ModuleConfig
 
 	loadMu sync.Mutex
@@ -85,6 +84,8 @@ type Policy struct {
 	replaceMu sync.Mutex
 	closing   bool
 	replacing sync.WaitGroup
+	// versions are the loaded versions not yet freed (under replaceMu).
+	versions map[*Version]struct{}
 }
 
 // NewPolicy creates a policy with no module loaded yet.
@@ -120,19 +121,6 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 	if spec.RecycleMemoryBytes <= 0 {
 		spec.RecycleMemoryBytes = pages * 65536 / 2
 	}
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(e.cache).
-		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(uint32(pages))
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		_ = rt.Close(ctx)
-		return nil, fmt.Errorf("policy %q: wasi: %w", spec.Name, err)
-	}
-	if err := instantiateHostModule(ctx, rt); err != nil {
-		_ = rt.Close(ctx)
-		return nil, fmt.Errorf("policy %q: host module: %w", spec.Name, err)
-	}
 	// No filesystem, no environment, no arguments: that is wazero's default
 	// ModuleConfig. Start functions are run by newInstance under a deadline.
 	mc := wazero.NewModuleConfig().WithStartFunctions()
@@ -153,7 +141,8 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		limits:       spec.Limits.withDefaults(),
 		maxInstances: spec.MaxInstances,
 		recycleBytes: uint32(min(spec.RecycleMemoryBytes, 1<<32-1)),
-		rt:           rt,
+		pages:        uint32(pages),
+		versions:     map[*Version]struct{}{},
 		moduleConfig: mc,
 	}, nil
 }
@@ -186,11 +175,22 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // initialize. Only then is it swapped in. Loading the bytes that already
 // serve is a no-op that returns the current version.
 func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Version, error) {
+	held := int64(len(src))
+	p.e.loading.Add(held)
+	defer func() { p.e.loading.Add(-held) }()
 	p.loadMu.Lock()
 	defer p.loadMu.Unlock()
+	// Decoding allocates (a gunzipped copy, the bounds check): not while
+	// a module is measured (Engine.measureMu).
+	p.e.measureMu.RLock()
 	wasm, digest, err := DecodeModule(src)
+	p.e.measureMu.RUnlock()
 	if err != nil {
 		return nil, &LoadError{p.name, "Decode", err}
+	}
+	if len(wasm) != len(src) { // gunzipped into a buffer of its own
+		p.e.loading.Add(int64(len(wasm)))
+		held += int64(len(wasm))
 	}
 	if want := strings.ToLower(strings.TrimPrefix(wantSHA256, "sha256:")); want != "" && want != digest {
 		return nil, &LoadError{p.name, "SHA256Mismatch", fmt.Errorf("module sha256 is %s but the policy pins %s; update the policy's sha256 or upload the pinned module", digest, want)}
@@ -199,44 +199,60 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return cur, nil
 	}
 	start := time.Now()
-	// One compilation of given bytes at a time across the engine: see
-	// Engine.lockModule (wazero#2547).
-	unlock := p.e.lockModule(digest)
-	cm, err := compile(ctx, p.rt, wasm, p.limits)
-	unlock()
-	var tooLarge *TooLargeError
-	if errors.As(err, &tooLarge) {
+	p.e.measureMu.RLock()
+	size, err := measure(wasm)
+	p.e.measureMu.RUnlock()
+	if err != nil {
+		return nil, &LoadError{p.name, "Compile", fmt.Errorf("malformed module: %w (upload the complete .wasm built for wasip1)", err)}
+	}
+	if err := size.check(p.limits); err != nil {
 		return nil, &LoadError{p.name, "TooLarge", err}
 	}
+	// One compiled module per distinct bytes (and memory limit), shared by
+	// every policy loading them: the first load compiles, the others wait.
+	sm, rt, err := p.e.module(ctx, p.pages, digest, wasm)
 	if err != nil {
-		return nil, &LoadError{p.name, "Compile", fmt.Errorf("%w (upload the complete .wasm built for wasip1; if the error is about memory, raise the policy's memoryLimit)", err)}
+		reason := "Compile"
+		if sm != nil && sm.reason != "" {
+			reason = sm.reason
+		}
+		return nil, &LoadError{p.name, reason, err}
 	}
-	ex, err := checkModule(cm)
+	v := &Version{p: p, sm: sm, rt: rt, compiled: sm.cm, exports: sm.exports, sha256: digest, size: len(wasm),
+		idle: make(chan *instance, p.maxInstances), permits: make(chan struct{}, p.maxInstances)}
+	fail := func(in *instance, reason string, err error) (*Version, error) {
+		if in != nil {
+			v.trackMemory(in, true)
+			in.close()
+		}
+		p.e.releaseModule(sm)
+		return nil, &LoadError{p.name, reason, err}
+	}
+	in, err := v.firstInstance(ctx)
 	if err != nil {
-		_ = cm.Close(ctx)
-		return nil, &LoadError{p.name, "Validate", err}
+		return fail(nil, "Instantiate", err)
 	}
-	v := &Version{p: p, compiled: cm, exports: ex, sha256: digest, size: len(wasm), slots: make(chan *instance, p.maxInstances)}
-	in, err := v.newInstance(ctx)
-	if err != nil {
-		_ = cm.Close(ctx)
-		return nil, &LoadError{p.name, "Instantiate", err}
-	}
+	v.trackMemory(in, false)
 	if err := checkABIVersion(in); err != nil {
-		in.close()
-		_ = cm.Close(ctx)
-		return nil, &LoadError{p.name, "ABIVersion", err}
+		return fail(in, "ABIVersion", err)
 	}
 	if err := applyCapabilities(in, &v.exports); err != nil {
-		in.close()
-		_ = cm.Close(ctx)
-		return nil, &LoadError{p.name, "Validate", err}
+		return fail(in, "Validate", err)
 	}
+	v.instCost = in.charged
+	if modules, room, ok := p.e.budget.admit(v); !ok {
+		b := p.e.budget
+		return fail(in, "MemoryBudget", fmt.Errorf("the policies' memory budget of %s cannot hold this module: loaded modules hold %s (this one %s: compiled code %s, host heap %s, shared by %d policies) and %s must stay free to run %d guest calls at once (one instance of this module is %s); raise memoryBudget in the WasmPolicy args or remove policies",
+			mib(b.limit), mib(modules), mib(sm.cost()), mib(sm.code), mib(sm.heap), p.e.sharers(sm), mib(room), cap(*running.Load()), mib(v.instCost)))
+	}
+	p.replaceMu.Lock()
+	p.versions[v] = struct{}{}
+	p.replaceMu.Unlock()
 	v.live.Add(1)
-	v.trackMemory(in, false)
-	v.slots <- in
-	for i := 1; i < p.maxInstances; i++ {
-		v.slots <- nil
+	v.lastUsed.Store(monotonic())
+	v.idle <- in
+	for range p.maxInstances {
+		v.permits <- struct{}{}
 	}
 	v.loadDuration = time.Since(start)
 	if old := p.cur.Swap(v); old != nil {
@@ -282,7 +298,9 @@ func applyCapabilities(in *instance, ex *Exports) error {
 	return nil
 }
 
-// Close stops the policy and frees all its instances and modules.
+// Close stops the policy and frees all its instances, and its modules
+// unless other policies share them. Calls in flight finish; their instances
+// are closed when they return.
 func (p *Policy) Close(ctx context.Context) error {
 	p.replaceMu.Lock()
 	p.closing = true
@@ -291,7 +309,17 @@ func (p *Policy) Close(ctx context.Context) error {
 	if v := p.cur.Swap(nil); v != nil {
 		v.retire()
 	}
-	return p.rt.Close(ctx)
+	p.replaceMu.Lock()
+	vs := make([]*Version, 0, len(p.versions))
+	for v := range p.versions {
+		vs = append(vs, v)
+	}
+	p.replaceMu.Unlock()
+	for _, v := range vs {
+		v.closeIdle()
+		v.freeCompiled()
+	}
+	return nil
 }
 
 // Version is one loaded module of a policy with its instance pool. A
@@ -299,25 +327,35 @@ func (p *Policy) Close(ctx context.Context) error {
 // cycle sees the same module even if a reload lands mid-cycle.
 type Version struct {
 	p            *Policy
+	sm           *sharedModule
+	rt           wazero.Runtime
 	compiled     wazero.CompiledModule
 	exports      Exports
 	sha256       string
 	size         int
 	loadDuration time.Duration
+	// instCost is the memory one instance held after it initialized.
+	instCost int64
 
-	// slots holds exactly maxInstances entries while no call runs: idle
-	// instances, and nils that stand for instances not created yet (or
-	// discarded). Acquiring is one receive, releasing one send; no lock is
-	// ever held across a guest call, and a discarded instance gives its slot
-	// back so waiters never starve.
-	slots chan *instance
-	live  atomic.Int64
-	// created and discarded count instances over the version's life.
+	// permits holds one token per instance the version may have in use
+	// (maxInstances); idle holds instances not in use. Acquiring takes a
+	// permit, then an idle instance or a new one; releasing gives both
+	// back. Instances are made on demand, so a policy holds as many as its
+	// calls have needed at once, and idle ones can be closed at any time
+	// (memoryBudget, reapIdle). No lock is held across a guest call.
+	permits chan struct{}
+	idle    chan *instance
+	live    atomic.Int64
+	// created counts instances over the version's life, discarded those
+	// discarded after a call (failed, or grown past the recycle mark).
 	created, discarded atomic.Int64
 	inUse              atomic.Int64
 	memBytes           atomic.Int64
-	retired            atomic.Bool
-	closed             atomic.Bool
+	chargedBytes       atomic.Int64
+	// lastUsed is when a call last took an instance (monotonic).
+	lastUsed atomic.Int64
+	retired  atomic.Bool
+	closed   atomic.Bool
 }
 
 // Exports reports which extension points the module implements.
@@ -342,37 +380,86 @@ func (v *Version) PoolStats() (live, inUse int64) { return v.live.Load(), v.inUs
 // the end of each one's last call.
 func (v *Version) MemoryBytes() int64 { return v.memBytes.Load() }
 
-// trackMemory accounts an instance's current memory size in v.memBytes.
+// MemoryShare is what the version is charged in the engine's memory budget:
+// its instances (host heap and linear memory) and its share of the module
+// it uses (the module's code and heap divided by the versions sharing it).
+func (v *Version) MemoryShare() int64 {
+	return v.chargedBytes.Load() + v.sm.cost()/int64(v.p.e.sharers(v.sm))
+}
+
+// trackMemory charges an instance's current host heap and linear memory to
+// the version and the engine's budget (nothing once it is closing).
 func (v *Version) trackMemory(in *instance, closing bool) {
-	m := int64(0)
+	mem, charge := int64(0), int64(0)
 	if !closing {
-		m = int64(in.memoryBytes())
+		mem = int64(in.memoryBytes())
+		charge = mem + max(0, v.sm.instHeap.Load())
 	}
-	v.memBytes.Add(m - in.lastMem)
-	in.lastMem = m
+	if d := mem - in.lastMem; d != 0 {
+		v.memBytes.Add(d)
+		in.lastMem = mem
+	}
+	if d := charge - in.charged; d != 0 {
+		v.chargedBytes.Add(d)
+		v.p.e.budget.instances.Add(d)
+		in.charged = charge
+	}
 }
 
 var errPoolWait = errors.New("no free instance before the scheduling context ended")
 
+// firstInstance makes a new version's first instance. The first instance
+// of a module is made alone (Engine.measureMu), to measure the host heap an
+// instance holds.
+func (v *Version) firstInstance(ctx context.Context) (*instance, error) {
+	e := v.p.e
+	if v.sm.instHeap.Load() >= 0 {
+		e.measureMu.RLock()
+		defer e.measureMu.RUnlock()
+		return v.newInstance(ctx)
+	}
+	e.measureMu.Lock()
+	defer e.measureMu.Unlock()
+	if v.sm.instHeap.Load() >= 0 {
+		return v.newInstance(ctx)
+	}
+	h0 := e.heapNow()
+	in, err := v.newInstance(ctx)
+	if err == nil {
+		v.sm.instHeap.Store(max(0, e.heapNow()-h0))
+	}
+	return in, err
+}
+
 func (v *Version) acquire(ctx context.Context) (*instance, error) {
-	var in *instance
 	select {
-	case in = <-v.slots:
+	case <-v.permits:
 	default:
 		select {
-		case in = <-v.slots:
+		case <-v.permits:
 		case <-ctx.Done():
 			return nil, errPoolWait
 		}
 	}
-	if in == nil {
+	v.lastUsed.Store(monotonic())
+	var in *instance
+	select {
+	case in = <-v.idle:
+	default:
 		if v.closed.Load() {
-			v.slots <- nil
+			v.permits <- struct{}{}
 			return nil, errors.New("module version was replaced and freed")
+		}
+		// Make room by closing idle instances of policies used least
+		// recently. If none is left (instances grew while running), the
+		// call still gets its instance: stalling the scheduler would be
+		// worse than going over for a moment.
+		if !v.p.e.budget.makeRoom(v.instCost) {
+			v.p.e.budget.over.Add(1)
 		}
 		var err error
 		if in, err = v.newInstance(ctx); err != nil {
-			v.slots <- nil
+			v.permits <- struct{}{}
 			klog.ErrorS(err, "Could not create a policy instance", "policy", v.p.name, "sha256", v.sha256)
 			return nil, err
 		}
@@ -393,18 +480,20 @@ func (v *Version) release(in *instance, healthy bool) {
 	v.inUse.Add(-1)
 	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
 		v.trackMemory(in, false)
-		v.slots <- in
+		v.idle <- in
+		v.permits <- struct{}{}
+		if b := v.p.e.budget; b.limit > 0 && b.used() > b.limit {
+			b.makeRoom(0) // its memory grew during the call
+		}
 		return
 	}
-	v.trackMemory(in, true)
-	in.close()
-	v.live.Add(-1)
+	v.discard(in)
 	v.discarded.Add(1)
 	p := v.p
 	p.replaceMu.Lock()
 	if v.retired.Load() || p.closing {
 		p.replaceMu.Unlock()
-		v.slots <- nil
+		v.permits <- struct{}{}
 		return
 	}
 	p.replacing.Add(1)
@@ -412,23 +501,32 @@ func (v *Version) release(in *instance, healthy bool) {
 	go v.replace()
 }
 
-// replace fills the slot of a discarded instance with a new one. Until it
-// is done the slot is taken, as it was while the failed call ran; if
-// instantiating fails, the slot is left empty and the next acquire tries
-// (and reports) it.
+// discard closes an instance that is not in the pool.
+func (v *Version) discard(in *instance) {
+	v.trackMemory(in, true)
+	in.close()
+	v.live.Add(-1)
+}
+
+// replace makes an instance for the slot of a discarded one. Until it is
+// done the permit stays taken, as it was while the failed call ran; if
+// instantiating fails, the next call tries (and reports) it.
 func (v *Version) replace() {
 	defer v.p.replacing.Done()
+	defer func() { v.permits <- struct{}{} }()
+	if !v.p.e.budget.makeRoom(v.instCost) {
+		return // the next call makes one if it needs it
+	}
 	in, err := v.newInstance(context.Background())
 	if err != nil {
 		if !v.retired.Load() {
 			klog.ErrorS(err, "Could not replace a discarded policy instance", "policy", v.p.name, "sha256", v.sha256)
 		}
-		v.slots <- nil
 		return
 	}
 	v.live.Add(1)
 	v.trackMemory(in, false)
-	v.slots <- in
+	v.idle <- in
 	if v.retired.Load() {
 		v.closeIdle() // retired while this instance was being made
 	}
@@ -443,8 +541,8 @@ const DefaultRetiredGrace = 30 * time.Second
 
 // retire closes the idle instances of a replaced version. Cycles that pinned
 // it may still call it; they get fresh instances that are closed on release.
-// After the policy's RetiredGrace the compiled module is closed, so reloads do not
-// accumulate machine code.
+// After the policy's RetiredGrace the compiled module is released, so reloads
+// do not accumulate machine code.
 func (v *Version) retire() {
 	if v.retired.Swap(true) {
 		return
@@ -453,28 +551,40 @@ func (v *Version) retire() {
 	v.closeIdle()
 }
 
+// freeCompiled gives the version's module back once no instance of it is
+// live (freeing the code if no other policy uses it).
 func (v *Version) freeCompiled() {
+	if v.closed.Load() {
+		return
+	}
 	if v.live.Load() > 0 {
 		time.AfterFunc(v.p.retiredGrace, v.freeCompiled)
 		return
 	}
-	v.closed.Store(true)
-	_ = v.compiled.Close(context.Background())
+	if v.closed.Swap(true) {
+		return
+	}
+	v.p.replaceMu.Lock()
+	delete(v.p.versions, v)
+	v.p.replaceMu.Unlock()
+	v.p.e.budget.forget(v)
+	v.p.e.releaseModule(v.sm)
 }
 
+// closeIdle closes the version's idle instances.
 func (v *Version) closeIdle() {
-	for n := cap(v.slots); n > 0; n-- {
-		select {
-		case in := <-v.slots:
-			if in != nil {
-				v.trackMemory(in, true)
-				in.close()
-				v.live.Add(-1)
-			}
-			v.slots <- nil
-		default:
-			return
-		}
+	for v.closeOneIdle() {
+	}
+}
+
+// closeOneIdle closes one idle instance, if there is one.
+func (v *Version) closeOneIdle() bool {
+	select {
+	case in := <-v.idle:
+		v.discard(in)
+		return true
+	default:
+		return false
 	}
 }
 
@@ -527,16 +637,24 @@ func (v *Version) begin(ctx context.Context, pc *PolicyCycle) (*instance, int64,
 	if cerr := b.stoppedCall(); cerr != nil {
 		return nil, 0, cerr
 	}
+	// The running token comes first: an instance is only held by a call
+	// that runs, so at most one instance per P is in use at any time, and
+	// a policy never needs more instances than that (memoryBudget).
+	tokens := *running.Load()
+	tokens <- struct{}{}
 	in, err := v.acquire(ctx)
 	if err != nil {
+		<-tokens
 		return nil, 0, &CallError{Outcome: OutcomeUnavailable, Err: err}
 	}
+	in.token = tokens
 	if b == nil {
 		return in, 0, nil
 	}
 	deadline, cerr := b.begin(in)
 	if cerr != nil {
 		v.release(in, true)
+		<-tokens
 		return nil, 0, cerr
 	}
 	return in, deadline, nil
@@ -549,7 +667,10 @@ func (v *Version) end(in *instance, pc *PolicyCycle, cerr *CallError) *CallError
 		cerr = pc.Budget.end(in, cerr)
 	}
 	// A call stopped before it was armed left the instance untouched.
+	tokens := in.token
+	in.token = nil
 	v.release(in, cerr == nil || cerr.Outcome == OutcomeStopped && !in.interrupted())
+	<-tokens
 	return cerr
 }
 

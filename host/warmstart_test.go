@@ -16,7 +16,7 @@ import (
 // compilation cache. With 40 Go policies sharing 5 modules (8 policies per
 // module's bytes) wazero v1.12.0 handed a half-built module to concurrent
 // loads of the same bytes and the process panicked, about once in 5
-// starts (Engine.lockModule, wazero#2547). Each start here is a new engine
+// starts (Engine.compile, wazero#2547). Each start here is a new engine
 // over the same cache directory, as a restarted scheduler is; a panic
 // fails the test binary. WASMSCHED_WARM_STARTS sets the number of starts
 // (default 50).

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -135,15 +136,28 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 func loadPlugin(ctx context.Context, args *config.WasmPolicyArgs, h wasmpolicyHandle) (*wasmpolicy.WasmPolicy, error) {
 	// Wait for slow first compiles (a Go guest with a cold cache) instead of
 	// the scheduler's startup bound; a failing module still returns at once.
-	p, err := wasmpolicy.NewWithArgs(ctx, args, h, wasmpolicy.WithInitialLoadTimeout(5*time.Minute))
+	p, err := wasmpolicy.NewWithArgs(ctx, args, h, wasmpolicy.WithInitialLoadTimeout(5*time.Minute), wasmpolicy.WithLoadProgress(time.Second, progressPrinter(os.Stderr)))
 	if err != nil {
 		return nil, err
 	}
 	if missing := p.Unloaded(); len(missing) > 0 {
 		_ = p.Close()
-		return nil, fmt.Errorf("policies without a loaded module: %s (the log above says why)", strings.Join(missing, "; "))
+		return nil, fmt.Errorf("policies without a loaded module: %s", strings.Join(missing, "; "))
 	}
 	return p, nil
+}
+
+// progressPrinter prints the policies' load progress to w once loading has
+// taken a second (a few policies from a warm cache print nothing).
+func progressPrinter(w io.Writer) func(wasmpolicy.LoadProgress) {
+	printed := false
+	return func(lp wasmpolicy.LoadProgress) {
+		if lp.Loading == 0 && !printed {
+			return
+		}
+		printed = true
+		fmt.Fprintf(w, "loading policies: %d of %d serving, %d failed, %d loading (%s)\n", lp.Serving, lp.Total(), lp.Failed, lp.Loading, lp.Elapsed.Round(100*time.Millisecond))
+	}
 }
 
 func explanationTable(tw *tabwriter.Writer, ex *wasmpolicy.Explanation) {

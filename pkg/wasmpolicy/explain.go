@@ -228,7 +228,11 @@ func (w *WasmPolicy) Unloaded() []string {
 	var out []string
 	for _, p := range w.policies {
 		if p.runtime.Current() == nil {
-			out = append(out, p.cfg.Name+" ("+p.source.String()+")")
+			s := p.cfg.Name + " (" + p.source.String() + ")"
+			if why := p.loadError.Load(); why != nil {
+				s += ": " + *why
+			}
+			out = append(out, s)
 		}
 	}
 	return out
@@ -245,3 +249,6 @@ func (w *WasmPolicy) Serving(policy string) string {
 	}
 	return ""
 }
+
+// MemoryUse reports the policies' memory budget and what is charged to it.
+func (w *WasmPolicy) MemoryUse() host.MemoryUse { return w.engine.MemoryBudget() }

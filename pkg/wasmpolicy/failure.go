@@ -145,6 +145,9 @@ func modeOf(enforce bool) config.Mode {
 }
 
 func notLoaded(p *policy) string {
+	if why := p.loadError.Load(); why != nil {
+		return "policy has no module loaded (" + p.source.String() + "): " + *why
+	}
 	return "policy has no module loaded (" + p.source.String() + ")"
 }
 

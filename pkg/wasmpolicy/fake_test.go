@@ -67,6 +67,7 @@ func (f *fakeModule) SHA256() string {
 }
 func (f *fakeModule) PoolStats() (live, inUse int64) { return 0, 0 }
 func (f *fakeModule) MemoryBytes() int64             { return 0 }
+func (f *fakeModule) MemoryShare() int64             { return 0 }
 
 // stopped applies the host's budget rule to a fake call: no call once the
 // cycle's budget stopped, and a failed call stops it.
@@ -527,7 +528,7 @@ func TestPodsWaitForALoadingPolicy(t *testing.T) {
 	}{
 		{"Fail, loads", config.FailurePolicyFail, config.ModeEnforce, true, true, ""},
 		{"Ignore, loads", config.FailurePolicyIgnore, config.ModeEnforce, true, true, ""},
-		{"Fail, load fails", config.FailurePolicyFail, config.ModeEnforce, false, true, "rejected by WasmPolicy/p: policy has no module loaded (file /fake/p.wasm)"},
+		{"Fail, load fails", config.FailurePolicyFail, config.ModeEnforce, false, true, "rejected by WasmPolicy/p: policy has no module loaded (file /fake/p.wasm): Error: no fake module to load"},
 		{"Ignore, load fails", config.FailurePolicyIgnore, config.ModeEnforce, false, true, ""},
 		{"Audit", config.FailurePolicyFail, config.ModeAudit, true, false, ""},
 	} {

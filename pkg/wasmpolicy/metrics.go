@@ -167,6 +167,25 @@ var (
 		"Wasm linear memory (64 KiB pages) held by a policy's live instances.",
 		[]string{"policy"}, nil, metrics.ALPHA, "")
 
+	policyMemoryDesc = metrics.NewDesc("wasmsched_policy_memory_bytes",
+		"What a policy is charged in the memory budget: its instances' host heap and linear memory, and its share of the compiled module it uses (shared modules are divided among their policies).",
+		[]string{"policy"}, nil, metrics.ALPHA, "")
+	memoryBudgetDesc = metrics.NewDesc("wasmsched_memory_budget_bytes",
+		"The memory budget of all policies together (memoryBudget; 0: none).",
+		nil, nil, metrics.ALPHA, "")
+	memoryUsedDesc = metrics.NewDesc("wasmsched_memory_used_bytes",
+		"Memory charged to the budget, by part: modules (compiled code and its host heap) and instances (host heap and linear memory).",
+		[]string{"part"}, nil, metrics.ALPHA, "")
+	evictionsDesc = metrics.NewDesc("wasmsched_memory_evicted_instances_total",
+		"Idle instances closed to make room in the memory budget for another policy's call.",
+		nil, nil, metrics.ALPHA, "")
+	overBudgetDesc = metrics.NewDesc("wasmsched_memory_over_budget_instances_total",
+		"Instances created while the memory budget was full and no idle instance was left to close (instances grew while running).",
+		nil, nil, metrics.ALPHA, "")
+	policiesDesc = metrics.NewDesc("wasmsched_policies",
+		"Policies by load state: loading (first module not loaded yet), serving, or failed (first load failed; the failurePolicy applies).",
+		[]string{"state"}, nil, metrics.ALPHA, "")
+
 	registerOnce sync.Once
 
 	// live is every running plugin, for the pool collector.
@@ -192,13 +211,33 @@ func (c *poolCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- poolSizeDesc
 	ch <- memoryPagesDesc
 	ch <- suppressedDesc
+	ch <- policyMemoryDesc
+	ch <- memoryBudgetDesc
+	ch <- memoryUsedDesc
+	ch <- evictionsDesc
+	ch <- overBudgetDesc
+	ch <- policiesDesc
 }
 
 func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	type stats struct{ idle, inUse, size, pages, suppressed int64 }
+	type stats struct{ idle, inUse, size, pages, suppressed, share int64 }
 	by := map[string]*stats{}
+	var mem host.MemoryUse
+	var progress LoadProgress
 	liveMu.Lock()
 	for w := range live {
+		if w.engine != nil {
+			u := w.engine.MemoryBudget()
+			mem.Budget += u.Budget
+			mem.Modules += u.Modules
+			mem.Instances += u.Instances
+			mem.Evictions += u.Evictions
+			mem.OverBudget += u.OverBudget
+		}
+		lp := w.LoadProgress()
+		progress.Loading += lp.Loading
+		progress.Serving += lp.Serving
+		progress.Failed += lp.Failed
 		for _, p := range w.policies {
 			s := by[p.cfg.Name]
 			if s == nil {
@@ -212,6 +251,7 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 				s.idle += n - inUse
 				s.inUse += inUse
 				s.pages += v.MemoryBytes() / 65536
+				s.share += v.MemoryShare()
 			}
 		}
 	}
@@ -222,7 +262,16 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		ch <- metrics.NewLazyConstMetric(poolSizeDesc, metrics.GaugeValue, float64(s.size), name)
 		ch <- metrics.NewLazyConstMetric(memoryPagesDesc, metrics.GaugeValue, float64(s.pages), name)
 		ch <- metrics.NewLazyConstMetric(suppressedDesc, metrics.CounterValue, float64(s.suppressed), name)
+		ch <- metrics.NewLazyConstMetric(policyMemoryDesc, metrics.GaugeValue, float64(s.share), name)
 	}
+	ch <- metrics.NewLazyConstMetric(memoryBudgetDesc, metrics.GaugeValue, float64(mem.Budget))
+	ch <- metrics.NewLazyConstMetric(memoryUsedDesc, metrics.GaugeValue, float64(mem.Modules), "modules")
+	ch <- metrics.NewLazyConstMetric(memoryUsedDesc, metrics.GaugeValue, float64(mem.Instances), "instances")
+	ch <- metrics.NewLazyConstMetric(evictionsDesc, metrics.CounterValue, float64(mem.Evictions))
+	ch <- metrics.NewLazyConstMetric(overBudgetDesc, metrics.CounterValue, float64(mem.OverBudget))
+	ch <- metrics.NewLazyConstMetric(policiesDesc, metrics.GaugeValue, float64(progress.Loading), "loading")
+	ch <- metrics.NewLazyConstMetric(policiesDesc, metrics.GaugeValue, float64(progress.Serving), "serving")
+	ch <- metrics.NewLazyConstMetric(policiesDesc, metrics.GaugeValue, float64(progress.Failed), "failed")
 }
 
 // policyMetrics holds a policy's pre-resolved series, so the hot path never

@@ -21,9 +21,10 @@ type module interface {
 	Call(ctx context.Context, kind host.CallKind, pod *host.PodState, node fwk.NodeInfo, pc *host.PolicyCycle, scores []int64) (int64, host.Result, *host.CallError)
 	// CallNodes runs the batch form of Filter or Score (see host.Version.CallNodes).
 	CallNodes(ctx context.Context, kind host.CallKind, pod *host.PodState, nodes []fwk.NodeInfo, pc *host.PolicyCycle, results []host.Result, scores []int64) (int, *host.CallError)
-	// PoolStats and MemoryBytes feed the pool gauges.
+	// PoolStats, MemoryBytes and MemoryShare feed the pool and memory gauges.
 	PoolStats() (live, inUse int64)
 	MemoryBytes() int64
+	MemoryShare() int64
 }
 
 // policyRuntime is a policy's module side: the version serving now and the

@@ -52,6 +52,8 @@ const DefaultInitialLoadTimeout = 10 * time.Second
 type options struct {
 	initialLoadTimeout time.Duration
 	retiredGrace       time.Duration
+	progress           func(LoadProgress)
+	progressEvery      time.Duration
 }
 
 // Option changes how a plugin is built. Options are values, not package
@@ -64,6 +66,46 @@ type Option func(*options)
 // test) waits longer than the scheduler's default.
 func WithInitialLoadTimeout(d time.Duration) Option {
 	return func(o *options) { o.initialLoadTimeout = d }
+}
+
+// WithLoadProgress calls report with the policies' load progress every
+// interval while New waits for the first loads, and once when they have
+// all ended. The scheduler logs it; wasmsched prints it.
+func WithLoadProgress(interval time.Duration, report func(LoadProgress)) Option {
+	return func(o *options) { o.progress, o.progressEvery = report, interval }
+}
+
+// LoadProgress counts the policies by the state of their first load.
+type LoadProgress struct {
+	// Loading policies have not loaded a module yet: pods they evaluate
+	// wait for them.
+	Loading int
+	// Serving policies have a module.
+	Serving int
+	// Failed policies could not load their first module: their
+	// failurePolicy applies until one loads.
+	Failed int
+	// Elapsed is the time since the plugin started loading.
+	Elapsed time.Duration
+}
+
+// Total is the number of policies.
+func (l LoadProgress) Total() int { return l.Loading + l.Serving + l.Failed }
+
+// LoadProgress reports how many policies are loading, serving or failed.
+func (w *WasmPolicy) LoadProgress() LoadProgress {
+	lp := LoadProgress{Elapsed: time.Since(w.started)}
+	for _, p := range w.policies {
+		switch {
+		case p.runtime.Current() != nil:
+			lp.Serving++
+		case p.settled.Load():
+			lp.Failed++
+		default:
+			lp.Loading++
+		}
+	}
+	return lp
 }
 
 // WithRetiredGrace sets how long a replaced module version stays callable
@@ -82,6 +124,8 @@ type WasmPolicy struct {
 	opts     options
 
 	maxInstances int
+	// started is when the plugin started loading its policies.
+	started time.Time
 
 	// index maps the snapshot's NodeInfos to their position in the node list
 	// PreFilter receives. The list (and its NodeInfo objects) is stable until
@@ -109,6 +153,9 @@ type policy struct {
 	// settled is set once the policy's first load has ended, in a module or
 	// in a failure: until then pods it would evaluate wait for it.
 	settled atomic.Bool
+	// loadError is why the last load failed (nil after a success): pods
+	// that a policy without a module turns away are told why.
+	loadError atomic.Pointer[string]
 
 	// budget is each cycle's budget (cycleBudget, defaulted).
 	budget time.Duration
@@ -223,17 +270,17 @@ func newPlugin(ctx context.Context, obj runtime.Object, h framework.Handle, opts
 // NewWithArgs builds the plugin from validated args. Tests and other hosts
 // (the extender, the CLI) use it directly.
 func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.Handle, opts ...Option) (*WasmPolicy, error) {
-	o := options{initialLoadTimeout: DefaultInitialLoadTimeout}
+	o := options{initialLoadTimeout: DefaultInitialLoadTimeout, progressEvery: 2 * time.Second, progress: logProgress(klog.FromContext(ctx))}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	logger := klog.FromContext(ctx)
-	engine, err := newEngine(logger, args.CompilationCacheDir)
+	engine, err := newEngine(logger, host.EngineOptions{CacheDir: args.CompilationCacheDir, MemoryBudget: args.MemoryBudget})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &WasmPolicy{handle: h, engine: engine, cancel: cancel, opts: o, maxInstances: int(args.MaxInstancesPerPolicy)}
+	w := &WasmPolicy{handle: h, engine: engine, cancel: cancel, opts: o, maxInstances: int(args.MaxInstancesPerPolicy), started: time.Now()}
 	registerMetrics()
 	for _, pc := range args.Policies {
 		hp, err := engine.NewPolicy(ctx, host.PolicySpec{
@@ -293,25 +340,68 @@ func (w *WasmPolicy) start(ctx context.Context) {
 	liveMu.Lock()
 	live[w] = struct{}{}
 	liveMu.Unlock()
-	deadline := time.After(w.opts.initialLoadTimeout)
-	for i, first := range firsts {
-		select {
-		case <-first:
-		case <-deadline:
-			klog.FromContext(ctx).Info("Policy is still loading; pods it evaluates wait until it has loaded", "policy", w.policies[i].cfg.Name, "source", w.policies[i].source.String())
+	settled := make(chan struct{})
+	go func() {
+		for _, first := range firsts {
+			select {
+			case <-first:
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(settled)
+	}()
+	if w.opts.progress != nil {
+		w.wg.Add(1)
+		go w.reportProgress(ctx, settled)
+	}
+	select {
+	case <-settled:
+	case <-time.After(w.opts.initialLoadTimeout):
+		for _, p := range w.policies {
+			if !p.settled.Load() {
+				klog.FromContext(ctx).Info("Policy is still loading; pods it evaluates wait until it has loaded", "policy", p.cfg.Name, "source", p.source.String())
+			}
 		}
 	}
 }
 
-func newEngine(logger klog.Logger, dir string) (*host.Engine, error) {
-	if dir != "" {
-		e, err := host.NewEngine(host.EngineOptions{CacheDir: dir})
+// reportProgress reports the load progress every interval until every
+// policy's first load has ended, and then once more.
+func (w *WasmPolicy) reportProgress(ctx context.Context, settled <-chan struct{}) {
+	defer w.wg.Done()
+	t := time.NewTicker(w.opts.progressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-settled:
+			w.opts.progress(w.LoadProgress())
+			return
+		case <-t.C:
+			w.opts.progress(w.LoadProgress())
+		}
+	}
+}
+
+// logProgress is the scheduler's load progress report: a log line.
+func logProgress(logger klog.Logger) func(LoadProgress) {
+	return func(lp LoadProgress) {
+		logger.Info("Loading policies", "serving", lp.Serving, "failed", lp.Failed, "loading", lp.Loading, "total", lp.Total(), "elapsed", lp.Elapsed.Round(time.Millisecond))
+	}
+}
+
+func newEngine(logger klog.Logger, opts host.EngineOptions) (*host.Engine, error) {
+	if opts.CacheDir != "" {
+		e, err := host.NewEngine(opts)
 		if err == nil {
 			return e, nil
 		}
-		logger.Info("Compilation cache directory unusable; caching compiled policies in memory only", "dir", dir, "err", err)
+		logger.Info("Compilation cache directory unusable; caching compiled policies in memory only", "dir", opts.CacheDir, "err", err)
+		opts.CacheDir = ""
 	}
-	return host.NewEngine(host.EngineOptions{})
+	return host.NewEngine(opts)
 }
 
 // Close stops the sources and frees every policy's instances.

@@ -50,10 +50,13 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 			reason = le.Reason
 		}
 		p.m.load(reason, time.Since(start))
+		why := fmt.Sprintf("%s: %v", reason, unwrapLoad(err))
+		p.loadError.Store(&why)
 		logger.Error(err, "Policy module rejected; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "reason", reason, "serving", serving)
 		w.event(u.Object, v1.EventTypeWarning, "PolicyLoadFailed", fmt.Sprintf("WasmPolicy/%s: %s: %v; keeping module %s", p.cfg.Name, reason, unwrapLoad(err), short(serving)))
 		return
 	}
+	p.loadError.Store(nil)
 	if v.SHA256() == serving {
 		return
 	}

@@ -26,6 +26,9 @@ type WasmPolicyArgs struct {
 	CompileLimits CompileLimits
 	// CircuitBreaker shapes every policy's circuit breaker.
 	CircuitBreaker CircuitBreaker
+	// MemoryBudget bounds the memory of all policies together, in bytes;
+	// 0 means no budget.
+	MemoryBudget int64
 }
 
 // CircuitBreaker shapes each policy's circuit breaker. A zero field means

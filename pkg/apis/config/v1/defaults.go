@@ -18,6 +18,7 @@ const (
 	DefaultWeight                int32 = 1
 	DefaultTimeout                     = 100 * time.Millisecond
 	DefaultMemoryLimit                 = "64Mi"
+	DefaultMemoryBudget                = "512Mi"
 	DefaultFailurePolicy               = "Fail"
 	DefaultMode                        = "Enforce"
 	// DefaultCycleBudgetFactor times the timeout is a policy's default cycle budget.
@@ -36,6 +37,10 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 	if obj.MaxInstancesPerPolicy == nil {
 		v := DefaultMaxInstancesPerPolicy
 		obj.MaxInstancesPerPolicy = &v
+	}
+	if obj.MemoryBudget == nil {
+		q := resource.MustParse(DefaultMemoryBudget)
+		obj.MemoryBudget = &q
 	}
 	if obj.FilePollInterval == nil {
 		obj.FilePollInterval = &metav1.Duration{Duration: DefaultFilePollInterval}

@@ -31,6 +31,16 @@ type WasmPolicyArgs struct {
 	// CircuitBreaker stops calling a policy that keeps failing, for every
 	// policy: its failurePolicy applies at once until a backoff ends.
 	CircuitBreaker CircuitBreaker `json:"circuitBreaker,omitempty"`
+	// MemoryBudget bounds the memory of all policies together: their
+	// compiled code, the host heap of modules and instances, and linear
+	// memory, as measured when they load and run. A module that does not
+	// fit next to the loaded ones (with room for one running instance per
+	// CPU) is refused (load reason MemoryBudget); the loaded policies keep
+	// serving. Instances are created on demand within the budget; idle
+	// ones are closed, least recently used policy first. Default 512Mi,
+	// which leaves room for the scheduler in the deployment's 1Gi limit;
+	// 0 means no budget.
+	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
 }
 
 // CircuitBreaker shapes each policy's circuit breaker (docs/security.md).

@@ -233,6 +233,7 @@ func autoConvert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, 
 	if err := Convert_v1_CircuitBreaker_To_config_CircuitBreaker(&in.CircuitBreaker, &out.CircuitBreaker, s); err != nil {
 		return err
 	}
+	// WARNING: in.MemoryBudget requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
 	return nil
 }
 
@@ -261,5 +262,6 @@ func autoConvert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolic
 	if err := Convert_config_CircuitBreaker_To_v1_CircuitBreaker(&in.CircuitBreaker, &out.CircuitBreaker, s); err != nil {
 		return err
 	}
+	// WARNING: in.MemoryBudget requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
 	return nil
 }

@@ -188,6 +188,11 @@ func (in *WasmPolicyArgs) DeepCopyInto(out *WasmPolicyArgs) {
 	}
 	in.CompileLimits.DeepCopyInto(&out.CompileLimits)
 	in.CircuitBreaker.DeepCopyInto(&out.CircuitBreaker)
+	if in.MemoryBudget != nil {
+		in, out := &in.MemoryBudget, &out.MemoryBudget
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	return
 }
 

@@ -18,7 +18,12 @@ import (
 
 // Bounds enforced on args; docs/security.md explains them.
 const (
-	MaxPolicies           = 64
+	// MaxPolicies bounds the policies of one plugin. What bounds them in
+	// practice is the memory budget (memoryBudget) and each scheduling
+	// cycle calling every policy; this cap only catches a runaway config.
+	MaxPolicies           = 1000
+	MinMemoryBudget       = 16 << 20
+	MaxMemoryBudget       = 1 << 40
 	MaxTimeout            = 10 * time.Second
 	MinMemoryLimit        = 64 << 10
 	MaxMemoryLimit        = 4 << 30
@@ -41,7 +46,8 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 		errs = append(errs, field.Required(pp, "add at least one policy with a name and a source"))
 	}
 	if len(args.Policies) > MaxPolicies {
-		errs = append(errs, field.TooMany(pp, len(args.Policies), MaxPolicies))
+		errs = append(errs, &field.Error{Type: field.ErrorTypeTooMany, Field: pp.String(), BadValue: len(args.Policies),
+			Detail: fmt.Sprintf("must have at most %d policies; merge policies that share a module into one policy with a richer config, or run them in another scheduler profile", MaxPolicies)})
 	}
 	seen := map[string]int{}
 	for i := range args.Policies {
@@ -55,6 +61,9 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 	}
 	if args.MaxInstancesPerPolicy < 1 || args.MaxInstancesPerPolicy > MaxInstancesPerPolicy {
 		errs = append(errs, field.Invalid(path.Child("maxInstancesPerPolicy"), args.MaxInstancesPerPolicy, fmt.Sprintf("must be between 1 and %d; set it to the scheduler's parallelism (default 16)", MaxInstancesPerPolicy)))
+	}
+	if b := args.MemoryBudget; b != 0 && (b < MinMemoryBudget || b > MaxMemoryBudget) {
+		errs = append(errs, field.Invalid(path.Child("memoryBudget"), b, "must be 0 (no budget) or between 16Mi and 1Ti, for example 512Mi; keep it below the scheduler container's memory limit minus what the scheduler itself uses (docs/operations.md)"))
 	}
 	if args.FilePollInterval < 100*time.Millisecond || args.FilePollInterval > time.Hour {
 		errs = append(errs, field.Invalid(path.Child("filePollInterval"), args.FilePollInterval.String(), "must be between 100ms and 1h, for example 1s"))

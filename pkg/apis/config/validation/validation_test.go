@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,15 @@ func validArgs() *config.WasmPolicyArgs {
 		configv1.DefaultPolicy("team-isolation", config.Source{File: "/etc/wasmsched/team-isolation.wasm"}),
 		configv1.DefaultPolicy("bin-packing", config.Source{ConfigMap: &config.ConfigMapSource{Namespace: "wasmsched", Name: "bin-packing", Key: "policy.wasm"}}),
 	)
+}
+
+// manyPolicies returns n valid policies with distinct names.
+func manyPolicies(n int) []config.Policy {
+	ps := make([]config.Policy, n)
+	for i := range ps {
+		ps[i] = configv1.DefaultPolicy(fmt.Sprintf("p%d", i), config.Source{File: "/etc/wasmsched/p.wasm"})
+	}
+	return ps
 }
 
 // Each case breaks one field of valid, defaulted args; the error must name
@@ -58,6 +68,10 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"cycle budget too long", func(a *config.WasmPolicyArgs) { a.Policies[0].CycleBudget = time.Hour }, "policies[0].cycleBudget", "at most 1m0s"},
 		{"negative breaker threshold", func(a *config.WasmPolicyArgs) { a.CircuitBreaker.FailureThreshold = -1 }, "circuitBreaker.failureThreshold", "between 1 and"},
 		{"breaker backoff too short", func(a *config.WasmPolicyArgs) { a.CircuitBreaker.Backoff = time.Millisecond }, "circuitBreaker.backoff", "between 100ms and 1h"},
+		{"memory budget too small", func(a *config.WasmPolicyArgs) { a.MemoryBudget = 1 << 20 }, "memoryBudget", "for example 512Mi"},
+		{"no memory budget", func(a *config.WasmPolicyArgs) { a.MemoryBudget = 0 }, "", ""},
+		{"more than 64 policies", func(a *config.WasmPolicyArgs) { a.Policies = manyPolicies(240) }, "", ""},
+		{"too many policies", func(a *config.WasmPolicyArgs) { a.Policies = manyPolicies(MaxPolicies + 1) }, "policies", "merge policies that share a module"},
 		{"breaker cap under its backoff", func(a *config.WasmPolicyArgs) {
 			a.CircuitBreaker.Backoff, a.CircuitBreaker.MaxBackoff = time.Minute, time.Second
 		}, "circuitBreaker.maxBackoff", "at least backoff"},

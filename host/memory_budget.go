@@ -1,0 +1,192 @@
+package host
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// memoryBudget charges what policies hold in memory against one limit: the
+// compiled code and host heap of every loaded module, and the host heap and
+// linear memory of every live instance. All of it is measured (codeBytes,
+// liveHeap, the linear memory's size), not estimated from module size.
+//
+// A module is admitted only if the loaded modules plus one running instance
+// per CPU (the largest instance loaded) fit: at most GOMAXPROCS guest calls
+// run at once (running), so that is what the scheduler needs to make
+// progress. Everything above is shared out by use: an instance is created
+// when a call finds none idle, after closing idle instances of the least
+// recently used policies if the budget is full; instances idle for
+// IdleInstanceTimeout are closed.
+type memoryBudget struct {
+	limit int64
+	// modules and instances are what is charged now.
+	modules, instances atomic.Int64
+	// evictions counts idle instances closed to make room; over counts
+	// instances made while the budget was full and nothing idle was left
+	// to close (instances whose memory grew while running).
+	evictions, over atomic.Int64
+
+	mu       sync.Mutex
+	versions map[*Version]struct{} // versions that may hold instances
+}
+
+func newMemoryBudget(limit int64) *memoryBudget {
+	return &memoryBudget{limit: limit, versions: map[*Version]struct{}{}}
+}
+
+// MemoryUse is the memory budget and what is charged to it.
+type MemoryUse struct {
+	// Budget is the limit in bytes; 0 means none.
+	Budget int64
+	// Modules is compiled code plus the host heap of compiled modules.
+	Modules int64
+	// Instances is the host heap and linear memory of live instances.
+	Instances int64
+	// Evictions counts idle instances closed to make room for others.
+	Evictions int64
+	// OverBudget counts instances created while the budget was full.
+	OverBudget int64
+}
+
+// Used is everything charged to the budget.
+func (u MemoryUse) Used() int64 { return u.Modules + u.Instances }
+
+func (b *memoryBudget) use() MemoryUse {
+	return MemoryUse{Budget: b.limit, Modules: b.modules.Load(), Instances: b.instances.Load(), Evictions: b.evictions.Load(), OverBudget: b.over.Load()}
+}
+
+func (b *memoryBudget) used() int64 { return b.modules.Load() + b.instances.Load() }
+
+// room is what must stay free for the scheduler to make progress: one
+// instance per running guest call, of the largest instance loaded.
+// b.mu is held.
+func (b *memoryBudget) roomLocked(extra int64) int64 {
+	largest := extra
+	for v := range b.versions {
+		largest = max(largest, v.instCost)
+	}
+	return int64(cap(*running.Load())) * largest
+}
+
+// admit checks that a new version fits: every loaded module (v's module is
+// already charged, from when it compiled) plus room to run; idle instances
+// can be closed, so they do not count. It returns what the modules hold and
+// the room, for the refusal's message.
+func (b *memoryBudget) admit(v *Version) (modules, room int64, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	modules, room = b.modules.Load(), b.roomLocked(v.instCost)
+	if b.limit > 0 && modules+room > b.limit {
+		return modules, room, false
+	}
+	b.versions[v] = struct{}{}
+	return modules, room, true
+}
+
+// forget stops tracking a version (it was freed).
+func (b *memoryBudget) forget(v *Version) {
+	b.mu.Lock()
+	delete(b.versions, v)
+	b.mu.Unlock()
+}
+
+// makeRoom closes idle instances, least recently used policy first, until
+// cost more bytes fit. It reports whether they fit.
+func (b *memoryBudget) makeRoom(cost int64) bool {
+	if b.limit == 0 || b.used()+cost <= b.limit {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used()+cost > b.limit {
+		var lru *Version
+		for v := range b.versions {
+			if len(v.idle) > 0 && (lru == nil || v.lastUsed.Load() < lru.lastUsed.Load()) {
+				lru = v
+			}
+		}
+		if lru == nil || !lru.closeOneIdle() {
+			return b.used()+cost <= b.limit
+		}
+		b.evictions.Add(1)
+	}
+	return true
+}
+
+// reapIdle closes the idle instances of versions not used for timeout.
+func (e *Engine) reapIdle(timeout time.Duration) {
+	defer close(e.reaperDone)
+	t := time.NewTicker(max(timeout/4, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stopReaper:
+			return
+		case <-t.C:
+		}
+		now := monotonic()
+		b := e.budget
+		b.mu.Lock()
+		for v := range b.versions {
+			if now-v.lastUsed.Load() > int64(timeout) {
+				v.closeIdle()
+			}
+		}
+		b.mu.Unlock()
+	}
+}
+
+// liveHeap is the Go heap in use after a collection: the host heap that
+// wazero's compiled modules and instances hold is measured as its change.
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// heapNow is the live heap less the module sources that loads in progress
+// hold: a measurement is the change of heapNow across the compilation or
+// instantiation, so a source read by another policy meanwhile (megabytes
+// for a Go guest) is not charged to the module measured.
+func (e *Engine) heapNow() int64 { return liveHeap() - e.loading.Load() }
+
+// codeBytes is the size of the process's anonymous executable mappings:
+// the machine code wazero compiled (the Go program's own code is mapped
+// from its file). 0 where /proc is not available.
+func codeBytes() int64 {
+	data, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return 0
+	}
+	var n int64
+	s := bufio.NewScanner(bytes.NewReader(data))
+	for s.Scan() {
+		// address perms offset dev inode [path]
+		f := bytes.Fields(s.Bytes())
+		if len(f) != 5 || len(f[1]) < 3 || f[1][2] != 'x' {
+			continue
+		}
+		lo, hi, ok := bytes.Cut(f[0], []byte{'-'})
+		if !ok {
+			continue
+		}
+		a, err1 := strconv.ParseUint(string(lo), 16, 64)
+		z, err2 := strconv.ParseUint(string(hi), 16, 64)
+		if err1 == nil && err2 == nil && z > a {
+			n += int64(z - a)
+		}
+	}
+	return n
+}
+
+// mib formats a byte count for messages.
+func mib(n int64) string {
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+}
