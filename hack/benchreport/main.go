@@ -307,10 +307,27 @@ func run() error {
 	w("| memory per instance (linear + host heap) | %.0f KiB (%.0f + %.0f) | %.0f KiB (%.0f + %.0f) | `go test -bench InstanceMemory ./test/perf/` |\n",
 		get(perf, "BenchmarkInstanceMemory/tinygo", "KiB/instance"), get(perf, "BenchmarkInstanceMemory/tinygo", "KiB-linear/instance"), get(perf, "BenchmarkInstanceMemory/tinygo", "KiB-heap/instance"),
 		get(perf, "BenchmarkInstanceMemory/go", "KiB/instance"), get(perf, "BenchmarkInstanceMemory/go", "KiB-linear/instance"), get(perf, "BenchmarkInstanceMemory/go", "KiB-heap/instance"))
-	w("| a full pool (16 instances) | %.1f MiB | %.1f MiB | same |\n", get(perf, "BenchmarkInstanceMemory/tinygo", "MiB/pool16"), get(perf, "BenchmarkInstanceMemory/go", "MiB/pool16"))
+	w("| compiled module (code + host heap; one per distinct module, shared) | %.1f MiB | %.1f MiB | same |\n", get(perf, "BenchmarkInstanceMemory/tinygo", "MiB/module"), get(perf, "BenchmarkInstanceMemory/go", "MiB/module"))
+	w("| a busy policy alone (its module + one instance per CPU) | %.1f MiB | %.1f MiB | same |\n", get(perf, "BenchmarkInstanceMemory/tinygo", "MiB/policy-busy"), get(perf, "BenchmarkInstanceMemory/go", "MiB/policy-busy"))
 	w("| module load, cold (empty compilation cache) | %.1f ms | %.0f ms | `go test -bench Load ./test/perf/` |\n", get(perf, "BenchmarkLoad/tinygo/cold", "ms/load"), get(perf, "BenchmarkLoad/go/cold", "ms/load"))
 	w("| module load, warm compilation cache | %.1f ms | %.1f ms | same |\n", warmT, warmG)
 	w("| ConfigMap update → new module serving (informer, in-process) | %.1f ms | – | `go test -bench Reload ./test/perf/` |\n\n", get(perf, "BenchmarkReload", "ms/reload"))
+	// Many policies.
+	w("### Many policies\n\nOne plugin with n policies (copies of team-isolation and bin-packing, alternating, distinct configs) under the default memory budget (512Mi), next to n native plugins. Cycle: one scheduling cycle over 1000 nodes, as above. Load: starting the plugin until every policy serves, cold (empty compilation cache) and warm; memory: what the budget charges after the load / growth of the process's resident set. `go test -bench ManyPolicies ./test/perf/`.\n\n")
+	w("| policies | native cycle | TinyGo cycle | TinyGo load cold / warm | TinyGo memory | Go cycle | Go load cold / warm | Go memory |\n|---|---|---|---|---|---|---|---|\n")
+	for _, n := range []int{1, 10, 50, 200} {
+		p := fmt.Sprintf("BenchmarkManyPolicies/policies=%d/", n)
+		nat := get(perf, p+"native/cycle", "ns/op")
+		row := fmt.Sprintf("| %d | %s |", n, ns(nat))
+		for _, tc := range []string{"wasm-tinygo", "wasm-go"} {
+			c := get(perf, p+tc+"/cycle", "ns/op")
+			row += fmt.Sprintf(" %s (%s) | %.0f / %.0f ms | %.1f / %.1f MiB |", ns(c), ratio(c, nat),
+				get(perf, p+tc+"/load-cold", "ms/load"), get(perf, p+tc+"/load-warm", "ms/load"),
+				get(perf, p+tc+"/load-cold", "MiB-charged"), get(perf, p+tc+"/load-cold", "MiB-rss"))
+		}
+		w("%s\n", row)
+	}
+	w("\n")
 	w("%s\n", endMarker)
 
 	doc := filepath.Join(root, "docs/performance.md")

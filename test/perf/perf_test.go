@@ -223,8 +223,6 @@ func cycleFramework(b *testing.B, variant string, infos []fwk.NodeInfo) (intree.
 // edit (wasm variants only).
 func cycleFrameworkWith(b *testing.B, variant string, infos []fwk.NodeInfo, edit func(*config.WasmPolicyArgs)) (intree.Framework, []fwk.NodeInfo) {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
 	registry := frameworkruntime.Registry{queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New,
 		native.TeamIsolationName: native.NewTeamIsolation, native.BinPackingName: native.NewBinPacking, wasmpolicy.Name: wasmpolicy.New}
 	plugins := &schedconfig.Plugins{
@@ -255,6 +253,15 @@ func cycleFrameworkWith(b *testing.B, variant string, infos []fwk.NodeInfo, edit
 		}
 		pluginConfig = []schedconfig.PluginConfig{{Name: wasmpolicy.Name, Args: args}}
 	}
+	return frameworkFor(b, registry, plugins, pluginConfig, infos)
+}
+
+// frameworkFor builds a framework with the given plugins over a snapshot of
+// infos, at parallelism 16, and returns it with the snapshot's NodeInfos.
+func frameworkFor(b *testing.B, registry frameworkruntime.Registry, plugins *schedconfig.Plugins, pluginConfig []schedconfig.PluginConfig, infos []fwk.NodeInfo) (intree.Framework, []fwk.NodeInfo) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
 	var nodes []*v1.Node
 	var pods []*v1.Pod
 	for _, ni := range infos {
@@ -446,52 +453,36 @@ func rssBytes() int64 {
 	return res * int64(os.Getpagesize())
 }
 
-// BenchmarkInstanceMemory fills a policy's pool (16 instances, all in a call
-// at once) and reports what one more instance costs: its linear memory (wasm
-// pages; with the mmap-backed memory only touched pages are resident) plus
-// the Go heap wazero allocates for it, and the whole pool.
+// BenchmarkInstanceMemory reports what the host's memory budget charges
+// for a policy, as the host measures it: the compiled module (machine code
+// and host heap; shared by every policy with the same bytes) and one
+// instance (host heap and linear memory). A policy holds at most one
+// instance per running guest call (GOMAXPROCS), and none when idle.
 func BenchmarkInstanceMemory(b *testing.B) {
 	for _, tc := range testguests.Toolchains {
 		b.Run(string(tc), func(b *testing.B) {
-			const n = 16
 			for i := 0; i < b.N; i++ {
-				_, v := loadVersion(b, tc, "team-isolation", "key=team", n)
-				runtime.GC()
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				baseHeap, baseLinear := ms.HeapAlloc, v.MemoryBytes()
-				var inside atomic.Int32
-				release := make(chan struct{})
-				node := blockingNode{NodeInfo: realisticNode(0), inside: &inside, release: release}
-				var wg sync.WaitGroup
-				for k := 0; k < n; k++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						_, _, _ = v.Call(context.Background(), host.CallFilter, host.NewPodState(benchPod("m")), node, new(host.PolicyCycle), nil)
-					}()
+				e, err := host.NewEngine(host.EngineOptions{CacheDir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
 				}
-				// Every call holds an instance; at most one per P runs
-				// (the others wait inside Call with theirs).
-				for _, inUse := v.PoolStats(); inUse < n || inside.Load() == 0; _, inUse = v.PoolStats() {
-					time.Sleep(time.Millisecond)
+				p, err := e.NewPolicy(context.Background(), host.PolicySpec{Name: "m", Config: "key=team", Timeout: time.Second})
+				if err != nil {
+					b.Fatal(err)
 				}
-				runtime.GC()
-				runtime.ReadMemStats(&ms)
-				heap, full := ms.HeapAlloc, rssBytes()
-				close(release)
-				wg.Wait()
-				live, _ := v.PoolStats()
-				if live != n {
-					b.Fatalf("%d live instances, want %d", live, n)
+				v, err := p.Load(context.Background(), testguests.PolicyBytes(b, tc, "team-isolation"), "")
+				if err != nil {
+					b.Fatal(err)
 				}
-				heapPer := float64(int64(heap)-int64(baseHeap)) / float64(n-1) / 1024
-				linearPer := float64(v.MemoryBytes()-baseLinear) / float64(n-1) / 1024
-				b.ReportMetric(linearPer, "KiB-linear/instance")
-				b.ReportMetric(heapPer, "KiB-heap/instance")
-				b.ReportMetric(linearPer+heapPer, "KiB/instance")
-				b.ReportMetric((float64(v.MemoryBytes())/1024+heapPer*float64(n))/1024, "MiB/pool16")
-				b.ReportMetric(float64(full)/(1<<20), "MiB-rss-process")
+				u := e.MemoryBudget()
+				linear := float64(v.MemoryBytes()) / 1024
+				b.ReportMetric(linear, "KiB-linear/instance")
+				b.ReportMetric(float64(u.Instances)/1024-linear, "KiB-heap/instance")
+				b.ReportMetric(float64(u.Instances)/1024, "KiB/instance")
+				b.ReportMetric(float64(u.Modules)/(1<<20), "MiB/module")
+				b.ReportMetric(float64(u.Modules+int64(runtime.GOMAXPROCS(0))*u.Instances)/(1<<20), "MiB/policy-busy")
+				_ = p.Close(context.Background())
+				_ = e.Close()
 			}
 		})
 	}

@@ -1,0 +1,195 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
+	"github.com/wasmsched/wasmsched/test/perf/native"
+)
+
+// manyCounts are the policy counts of the many-policies table.
+var manyCounts = []int{1, 10, 50, 200}
+
+// manyArgs returns default WasmPolicy args (the default memory budget) with
+// n policies: copies of team-isolation (Filter) and bin-packing (Score),
+// alternating, each with a distinct config.
+func manyArgs(b *testing.B, tc testguests.Toolchain, n int, cacheDir string) *config.WasmPolicyArgs {
+	var ps []config.Policy
+	for i := 0; i < n; i++ {
+		name, cfg := "team-isolation", "key=team"
+		if i%2 == 1 {
+			name, cfg = "bin-packing", "cpu=1,memory=1"
+		}
+		pc := configv1.DefaultPolicy(fmt.Sprintf("%s-%d", name, i), config.Source{File: testguests.Policy(b, tc, name)})
+		pc.Config, pc.Timeout = fmt.Sprintf("%s,copy=%d", cfg, i), time.Second
+		pc.CycleBudget = 2 * pc.Timeout
+		ps = append(ps, pc)
+	}
+	args := configv1.DefaultArgs(ps...)
+	args.CompilationCacheDir, args.FilePollInterval = cacheDir, time.Hour
+	return args
+}
+
+// BenchmarkManyPolicies is the many-policies table of docs/performance.md:
+// n policies on one plugin, for n = 1, 10, 50 and 200, under the default
+// memory budget, next to n native plugins.
+//   - load-cold, load-warm: starting the plugin until every policy serves,
+//     with an empty compilation cache and with one filled by a previous
+//     start. MiB-charged is what the memory budget charges after the load
+//     (compiled modules and the instances made), MiB-rss the growth of the
+//     process's resident set.
+//   - cycle: one scheduling cycle over 1000 nodes per op, as
+//     BenchmarkCycle runs it, with n policies (n/2 filter, n/2 score).
+func BenchmarkManyPolicies(b *testing.B) {
+	const nodes = 1000
+	infos := make([]fwk.NodeInfo, nodes)
+	for i := range infos {
+		infos[i] = realisticNode(i)
+	}
+	for _, n := range manyCounts {
+		for _, variant := range []string{"native", "wasm-tinygo", "wasm-go"} {
+			tc := testguests.Toolchain(strings.TrimPrefix(variant, "wasm-"))
+			if variant != "native" {
+				warmDir := b.TempDir()
+				for _, phase := range []string{"load-cold", "load-warm"} {
+					b.Run(fmt.Sprintf("policies=%d/%s/%s", n, variant, phase), func(b *testing.B) {
+						if phase == "load-warm" {
+							loadMany(b, manyArgs(b, tc, n, warmDir)) // fill the cache
+						}
+						var total time.Duration
+						var charged, rss float64
+						for i := 0; i < b.N; i++ {
+							dir := warmDir
+							if phase == "load-cold" {
+								dir = b.TempDir()
+							}
+							d, c, r := loadMany(b, manyArgs(b, tc, n, dir))
+							total += d
+							charged, rss = charged+c, rss+r
+						}
+						b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/load")
+						b.ReportMetric(charged/float64(b.N), "MiB-charged")
+						b.ReportMetric(rss/float64(b.N), "MiB-rss")
+					})
+				}
+			}
+			b.Run(fmt.Sprintf("policies=%d/%s/cycle", n, variant), func(b *testing.B) {
+				var fw intree.Framework
+				var list []fwk.NodeInfo
+				if variant == "native" {
+					fw, list = nativeFramework(b, n, infos)
+				} else {
+					fw, list = cycleFrameworkWith(b, variant, infos, func(a *config.WasmPolicyArgs) {
+						m := manyArgs(b, tc, n, cacheDir)
+						a.Policies, a.MemoryBudget = m.Policies, m.MemoryBudget
+					})
+				}
+				par := parallelize.NewParallelizer(16)
+				ctx := context.Background()
+				feasible := make([]fwk.NodeInfo, nodes)
+				var uid atomic.Int64
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					pod := benchPod(fmt.Sprint("many-", uid.Add(1)))
+					state := intree.NewCycleState()
+					if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() && !st.IsSkip() {
+						b.Fatal(st)
+					}
+					ok := filterAll(ctx, fw, par, state, pod, list, feasible)
+					if len(ok) != (nodes+2)/3 {
+						b.Fatalf("%d feasible nodes, want %d", len(ok), (nodes+2)/3)
+					}
+					if st := fw.RunPreScorePlugins(ctx, state, pod, ok); !st.IsSuccess() && !st.IsSkip() {
+						b.Fatal(st)
+					}
+					if _, st := fw.RunScorePlugins(ctx, state, pod, ok); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+				}
+			})
+		}
+	}
+}
+
+// loadMany starts a plugin with args, waits until every policy serves, and
+// returns how long that took, what the memory budget charges (MiB), and how
+// much the process's resident set grew (MiB).
+func loadMany(b *testing.B, args *config.WasmPolicyArgs) (time.Duration, float64, float64) {
+	b.Helper()
+	runtime.GC()
+	debug.FreeOSMemory()
+	base := rssBytes()
+	start := time.Now()
+	w, err := wasmpolicy.NewWithArgs(context.Background(), args, nil, wasmpolicy.WithInitialLoadTimeout(10*time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := time.Since(start)
+	defer w.Close()
+	if missing := w.Unloaded(); len(missing) > 0 {
+		b.Fatalf("%d policies did not load: %s", len(missing), strings.Join(missing, "; "))
+	}
+	return d, float64(w.MemoryUse().Used()) / (1 << 20), float64(rssBytes()-base) / (1 << 20)
+}
+
+// namedFilter and namedScore are the native plugins under a name of their
+// own, so that a profile can run n copies.
+type namedFilter struct {
+	native.TeamIsolation
+	name string
+}
+
+func (p namedFilter) Name() string { return p.name }
+
+type namedScore struct {
+	native.BinPacking
+	name string
+}
+
+func (p namedScore) Name() string { return p.name }
+
+// nativeFramework builds a framework with n native plugins: copies of the
+// team-isolation Filter and the bin-packing Score, alternating.
+func nativeFramework(b *testing.B, n int, infos []fwk.NodeInfo) (intree.Framework, []fwk.NodeInfo) {
+	registry := frameworkruntime.Registry{queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New}
+	plugins := &schedconfig.Plugins{
+		QueueSort: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: queuesort.Name}}},
+		Bind:      schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: defaultbinder.Name}}},
+	}
+	for i := 0; i < n; i++ {
+		if i%2 == 0 {
+			name := fmt.Sprintf("team-isolation-%d", i)
+			registry[name] = func(context.Context, kruntime.Object, framework.Handle) (framework.Plugin, error) {
+				return namedFilter{name: name}, nil
+			}
+			plugins.Filter.Enabled = append(plugins.Filter.Enabled, schedconfig.Plugin{Name: name})
+		} else {
+			name := fmt.Sprintf("bin-packing-%d", i)
+			registry[name] = func(context.Context, kruntime.Object, framework.Handle) (framework.Plugin, error) {
+				return namedScore{name: name}, nil
+			}
+			plugins.Score.Enabled = append(plugins.Score.Enabled, schedconfig.Plugin{Name: name, Weight: 1})
+		}
+	}
+	return frameworkFor(b, registry, plugins, nil, infos)
+}
