@@ -116,21 +116,20 @@ func TestIdenticalBytesCompileOnce(t *testing.T) {
 // policies already loaded keep serving, and the refused module's code is
 // freed.
 func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
-	e, err := NewEngine(EngineOptions{CacheDir: t.TempDir(), MemoryBudget: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	e := newEngine(t)
 	small := load(t, newPolicy(t, e, PolicySpec{Name: "small"}), testguests.PolicyBytes(t, testguests.TinyGo, "spread"))
 	before := e.MemoryBudget()
+	// Room for what is loaded and one more MiB: less than a Go module's
+	// machine code alone (7 MiB or more).
+	e.budget.limit = before.Modules + int64(cap(*running.Load()))*small.instCost + 1<<20
 
 	big := newPolicy(t, e, PolicySpec{Name: "big"})
-	_, err = big.Load(context.Background(), testguests.PolicyBytes(t, testguests.Go, "spread"), "")
+	_, err := big.Load(context.Background(), testguests.PolicyBytes(t, testguests.Go, "spread"), "")
 	var le *LoadError
 	if !errors.As(err, &le) || le.Reason != "MemoryBudget" || le.Policy != "big" {
 		t.Fatalf("load = %v, want a MemoryBudget LoadError for policy big", err)
 	}
-	for _, want := range []string{"memory budget of 16.0 MiB", "raise memoryBudget in the WasmPolicy args"} {
+	for _, want := range []string{"memory budget of " + mib(e.budget.limit), "raise memoryBudget in the WasmPolicy args"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("refusal %q does not say %q", err, want)
 		}

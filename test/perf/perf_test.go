@@ -429,20 +429,7 @@ func BenchmarkCycleBadPolicy(b *testing.B) {
 	}
 }
 
-// blockingNode holds a call inside the guest (at its first node read) until
-// released, so a test can keep many instances busy at once.
-type blockingNode struct {
-	fwk.NodeInfo
-	inside  *atomic.Int32
-	release chan struct{}
-}
-
-func (n blockingNode) Node() *v1.Node {
-	n.inside.Add(1)
-	<-n.release
-	return n.NodeInfo.Node()
-}
-
+// rssBytes is the process's resident set.
 func rssBytes() int64 {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {

@@ -63,7 +63,7 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 		errs = append(errs, field.Invalid(path.Child("maxInstancesPerPolicy"), args.MaxInstancesPerPolicy, fmt.Sprintf("must be between 1 and %d; set it to the scheduler's parallelism (default 16)", MaxInstancesPerPolicy)))
 	}
 	if b := args.MemoryBudget; b != 0 && (b < MinMemoryBudget || b > MaxMemoryBudget) {
-		errs = append(errs, field.Invalid(path.Child("memoryBudget"), b, "must be 0 (no budget) or between 16Mi and 1Ti, for example 512Mi; keep it below the scheduler container's memory limit minus what the scheduler itself uses (docs/operations.md)"))
+		errs = append(errs, field.Invalid(path.Child("memoryBudget"), b, "must be 0 (no budget) or between 16Mi and 1Ti, for example 512Mi; keep it below the scheduler container's memory limit minus what the scheduler itself uses (README, Operations: memory)"))
 	}
 	if args.FilePollInterval < 100*time.Millisecond || args.FilePollInterval > time.Hour {
 		errs = append(errs, field.Invalid(path.Child("filePollInterval"), args.FilePollInterval.String(), "must be between 100ms and 1h, for example 1s"))
