@@ -16,6 +16,7 @@ package wasmpolicy
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,10 @@ const Name = "WasmPolicy"
 
 // stateKey is where a cycle's policy state lives in CycleState.
 const stateKey fwk.StateKey = Name
+
+// firstLoadTurn is how long a policy's source may hold one of the start's
+// load turns before its first update.
+const firstLoadTurn = 10 * time.Second
 
 // DefaultInitialLoadTimeout is how long New waits, unless told otherwise
 // (WithInitialLoadTimeout), for every policy's first module before letting
@@ -324,19 +329,40 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 // once, so the first scheduling cycles already run the policies.
 func (w *WasmPolicy) start(ctx context.Context) {
 	firsts := make([]chan struct{}, len(w.policies))
-	for i, p := range w.policies {
-		first := make(chan struct{})
-		firsts[i] = first
-		var once sync.Once
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			p.source.Run(ctx, func(u source.Update) {
-				w.apply(ctx, p, u)
-				once.Do(func() { close(first) })
-			})
-		}()
+	// At most one first load per CPU at a time, in the configured order:
+	// a source holds its module's bytes (megabytes for a Go guest) from
+	// the read until the load ends, and loads compile one at a time, so
+	// letting every source read at once only piles up bytes waiting
+	// (200 Go policies: 400 MiB). A source slow to report gives its turn
+	// up after firstLoadTurn.
+	turns := make(chan struct{}, goruntime.GOMAXPROCS(0))
+	for i := range w.policies {
+		firsts[i] = make(chan struct{})
 	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for i, p := range w.policies {
+			select {
+			case turns <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			first := firsts[i]
+			var firstOnce, turnOnce sync.Once
+			endTurn := func() { turnOnce.Do(func() { <-turns }) }
+			w.wg.Add(1)
+			go func() {
+				defer w.wg.Done()
+				t := time.AfterFunc(firstLoadTurn, endTurn)
+				defer func() { t.Stop(); endTurn() }()
+				p.source.Run(ctx, func(u source.Update) {
+					w.apply(ctx, p, u)
+					firstOnce.Do(func() { close(first); endTurn() })
+				})
+			}()
+		}
+	}()
 	liveMu.Lock()
 	live[w] = struct{}{}
 	liveMu.Unlock()
