@@ -47,6 +47,10 @@ const (
 type Engine struct {
 	cache  wazero.CompilationCache
 	budget *memoryBudget
+	// measurements is where the host heap measured for each module is kept
+	// across restarts ("" without a cache dir): measuring takes garbage
+	// collections, which a restart need not pay again.
+	measurements string
 
 	mu       sync.Mutex
 	closed   bool
@@ -146,6 +150,7 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 			return nil, fmt.Errorf("compilation cache dir %q: %w", opts.CacheDir, err)
 		}
 		e.cache = c
+		e.measurements = measurementsDir(opts.CacheDir)
 	}
 	go e.reapIdle(opts.IdleInstanceTimeout)
 	return e, nil
@@ -241,7 +246,12 @@ func (e *Engine) module(ctx context.Context, pages uint32, digest string, wasm [
 func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule, wasm []byte) {
 	e.measureMu.Lock()
 	defer e.measureMu.Unlock()
-	heap0, code0 := e.heapNow(), codeBytes()
+	known, ok := e.loadMeasurement(m.key)
+	var heap0 int64
+	if !ok {
+		heap0 = e.heapNow()
+	}
+	code0 := codeBytes()
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
 	cm, err := rt.CompileModule(cctx, wasm)
 	if err != nil {
@@ -255,7 +265,13 @@ func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule
 		return
 	}
 	m.cm, m.exports = cm, ex
-	m.heap, m.code = max(0, e.heapNow()-heap0), max(0, codeBytes()-code0)
+	m.code = max(0, codeBytes()-code0)
+	if ok {
+		m.heap = known.ModuleHeap
+		m.instHeap.Store(known.InstanceHeap)
+		return
+	}
+	m.heap = max(0, e.heapNow()-heap0)
 }
 
 // releaseModule gives back a reference taken by module; the last one frees

@@ -3,8 +3,11 @@ package host
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -189,4 +192,62 @@ func codeBytes() int64 {
 // mib formats a byte count for messages.
 func mib(n int64) string {
 	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+}
+
+// measurement is what a module's host heap was measured at (bytes). The
+// machine code is measured on every compile: that costs no collection.
+type measurement struct {
+	ModuleHeap   int64 `json:"moduleHeap"`
+	InstanceHeap int64 `json:"instanceHeap"`
+}
+
+// measurementsDir is where measurements are kept in a compilation cache
+// dir, per wazero version and architecture (what the heap depends on).
+func measurementsDir(cacheDir string) string {
+	v := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" {
+				v = d.Version
+				if d.Replace != nil {
+					v = d.Replace.Version
+				}
+			}
+		}
+	}
+	return filepath.Join(cacheDir, "wasmsched-memory", v+"-"+runtime.GOARCH)
+}
+
+func (e *Engine) measurementPath(k moduleKey) string {
+	return filepath.Join(e.measurements, k.digest+"-"+strconv.FormatUint(uint64(k.pages), 10)+".json")
+}
+
+// loadMeasurement returns a module's stored measurement, if any.
+func (e *Engine) loadMeasurement(k moduleKey) (measurement, bool) {
+	var m measurement
+	if e.measurements == "" {
+		return m, false
+	}
+	b, err := os.ReadFile(e.measurementPath(k))
+	if err != nil || json.Unmarshal(b, &m) != nil || m.ModuleHeap < 0 || m.InstanceHeap < 0 {
+		return measurement{}, false
+	}
+	return m, true
+}
+
+// storeMeasurement keeps a module's measurement for the next start. A
+// failure only costs the next start a measurement.
+func (e *Engine) storeMeasurement(m *sharedModule) {
+	if e.measurements == "" {
+		return
+	}
+	b, _ := json.Marshal(measurement{ModuleHeap: m.heap, InstanceHeap: m.instHeap.Load()})
+	if err := os.MkdirAll(e.measurements, 0o700); err != nil {
+		return
+	}
+	path := e.measurementPath(m.key)
+	tmp := path + ".tmp" + strconv.FormatInt(monotonic(), 10)
+	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, path) != nil {
+		_ = os.Remove(tmp)
+	}
 }

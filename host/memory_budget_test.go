@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
@@ -234,5 +235,41 @@ func TestInstancesStayWithinRunningCalls(t *testing.T) {
 	wg.Wait()
 	if c := v.created.Load(); c != 1 {
 		t.Fatalf("%d instances created for 16 goroutines calling with 1 running token, want 1", c)
+	}
+}
+
+// forcedGCs counts the garbage collections the program forced.
+func forcedGCs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// Measuring a module's host heap takes forced garbage collections; the
+// measurement is kept in the compilation cache dir, so a restart loads the
+// module with the same charge and without collecting.
+func TestMeasurementsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	mod := testguests.PolicyBytes(t, testguests.Go, "spread")
+	measure := func() (*sharedModule, uint64) {
+		e, err := NewEngine(EngineOptions{CacheDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		p := newPolicy(t, e, PolicySpec{})
+		gcs := forcedGCs()
+		v := load(t, p, mod)
+		gcs = forcedGCs() - gcs
+		_ = p.Close(context.Background())
+		return v.sm, gcs
+	}
+	first, coldGCs := measure()
+	again, warmGCs := measure()
+	if coldGCs == 0 || warmGCs != 0 {
+		t.Fatalf("forced collections: %d on the first load, %d on the restart; want some, then none", coldGCs, warmGCs)
+	}
+	if again.heap != first.heap || again.instHeap.Load() != first.instHeap.Load() || again.code != first.code {
+		t.Fatalf("restart measured heap %d, instance heap %d, code %d; first load %d, %d, %d", again.heap, again.instHeap.Load(), again.code, first.heap, first.instHeap.Load(), first.code)
 	}
 }

@@ -430,6 +430,7 @@ func (v *Version) firstInstance(ctx context.Context) (*instance, error) {
 	in, err := v.newInstance(ctx)
 	if err == nil {
 		v.sm.instHeap.Store(max(0, e.heapNow()-h0))
+		e.storeMeasurement(v.sm)
 	}
 	return in, err
 }
