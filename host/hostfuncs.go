@@ -73,6 +73,10 @@ var hostFuncs = map[string]api.GoModuleFunc{
 	},
 	abi.FnPodString: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
+		if in.pod == nil {
+			s[0] = retNotAvailable
+			return
+		}
 		v, ok := in.pod.str(int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
@@ -82,14 +86,26 @@ var hostFuncs = map[string]api.GoModuleFunc{
 	},
 	abi.FnPodLabel: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
+		if in.pod == nil {
+			s[0] = retNotAvailable
+			return
+		}
 		s[0] = lookup(m, s, in.pod.Pod.Labels)
 	},
 	abi.FnPodAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
+		if in.pod == nil {
+			s[0] = retNotAvailable
+			return
+		}
 		s[0] = lookup(m, s, in.pod.Pod.Annotations)
 	},
 	abi.FnPodList: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
+		if in.pod == nil {
+			s[0] = retNotAvailable
+			return
+		}
 		b, ok := in.pod.list(int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
@@ -100,7 +116,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 	abi.FnPodRequest: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		name, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-		if !ok {
+		if !ok || in.pod == nil {
 			s[0] = retMissing
 			return
 		}
@@ -111,7 +127,12 @@ var hostFuncs = map[string]api.GoModuleFunc{
 		}
 	},
 	abi.FnPodPriority: func(ctx context.Context, m api.Module, s []uint64) {
-		s[0] = uint64(current(ctx).pod.priority())
+		in := current(ctx)
+		if in.pod == nil {
+			s[0] = retMissing
+			return
+		}
+		s[0] = uint64(in.pod.priority())
 	},
 	abi.FnNodeString: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)

@@ -96,3 +96,33 @@ func TestNodeTaintImportedOnlyWhenUsed(t *testing.T) {
 		}
 	}
 }
+
+// During _initialize there is no pod, node or cycle: the pod and node
+// functions answer NotAvailable (the i64 ones the missing quantity), the
+// cycle state NotFound, and config works. None traps (the pod functions
+// used to dereference a nil pod, and the load failed).
+func TestHostFunctionsDuringInitialize(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{Config: "k=v"})
+	v := load(t, p, testguests.Fixture(t, "initpod"))
+	in := <-v.idle
+	defer func() { v.idle <- in }()
+	for i, c := range []struct {
+		fn   string
+		want int64
+	}{
+		{"config", 3},
+		{"pod_string", int64(abi.NotAvailable)},
+		{"pod_label", int64(abi.NotAvailable)},
+		{"pod_annotation", int64(abi.NotAvailable)},
+		{"pod_list", int64(abi.NotAvailable)},
+		{"pod_request", abi.MissingQuantity},
+		{"pod_priority", abi.MissingQuantity},
+		{"node_label", int64(abi.NotAvailable)},
+		{"cycle_state_get", int64(abi.NotFound)},
+	} {
+		got, ok := in.mod.Memory().ReadUint64Le(uint32(256 + 8*i))
+		if !ok || int64(got) != c.want {
+			t.Errorf("%s in _initialize = %d, want %d", c.fn, int64(got), c.want)
+		}
+	}
+}

@@ -1,0 +1,28 @@
+;; Calls the pod, node, config and cycle-state host functions from
+;; _initialize, where there is no pod, node or cycle, and stores each
+;; result as an i64 at 256 + 8*i for the test to read: none may trap.
+(module
+  (import "wasmsched" "config" (func $config (param i32 i32) (result i32)))
+  (import "wasmsched" "pod_string" (func $pod_string (param i32 i32 i32) (result i32)))
+  (import "wasmsched" "pod_label" (func $pod_label (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "pod_annotation" (func $pod_annotation (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "pod_list" (func $pod_list (param i32 i32 i32) (result i32)))
+  (import "wasmsched" "pod_request" (func $pod_request (param i32 i32) (result i64)))
+  (import "wasmsched" "pod_priority" (func $pod_priority (result i64)))
+  (import "wasmsched" "node_label" (func $node_label (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "cycle_state_get" (func $cs_get (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "team")
+  (data (i32.const 8) "cpu")
+  (func (export "abi_version") (result i32) (i32.const 1))
+  (func (export "_initialize")
+    (i64.store (i32.const 256) (i64.extend_i32_s (call $config (i32.const 1024) (i32.const 64))))
+    (i64.store (i32.const 264) (i64.extend_i32_s (call $pod_string (i32.const 0) (i32.const 1024) (i32.const 64))))
+    (i64.store (i32.const 272) (i64.extend_i32_s (call $pod_label (i32.const 0) (i32.const 4) (i32.const 1024) (i32.const 64))))
+    (i64.store (i32.const 280) (i64.extend_i32_s (call $pod_annotation (i32.const 0) (i32.const 4) (i32.const 1024) (i32.const 64))))
+    (i64.store (i32.const 288) (i64.extend_i32_s (call $pod_list (i32.const 0) (i32.const 1024) (i32.const 64))))
+    (i64.store (i32.const 296) (call $pod_request (i32.const 8) (i32.const 3)))
+    (i64.store (i32.const 304) (call $pod_priority))
+    (i64.store (i32.const 312) (i64.extend_i32_s (call $node_label (i32.const 0) (i32.const 4) (i32.const 1024) (i32.const 64))))
+    (i64.store (i32.const 320) (i64.extend_i32_s (call $cs_get (i32.const 1024) (i32.const 64)))))
+  (func (export "filter") (param i64)))
