@@ -57,17 +57,6 @@ type Engine struct {
 	runtimes map[uint32]wazero.Runtime // by memory limit in pages
 	modules  map[moduleKey]*sharedModule
 
-	// measureMu is held exclusively while a module compiles and while the
-	// first instance of a module is made, so that the code and heap they
-	// add are measured without another load's allocations mixed in. Other
-	// loads' instantiations hold it shared. Compilations are therefore one
-	// at a time, each with a worker per CPU.
-	measureMu sync.RWMutex
-	// loading is the bytes of module sources held by loads in progress
-	// (Policy.Load): loads waiting for their turn while a module is
-	// measured hold them, and they are not the module's.
-	loading atomic.Int64
-
 	stopReaper chan struct{}
 	reaperDone chan struct{}
 }
@@ -99,6 +88,10 @@ type sharedModule struct {
 	instHeap atomic.Int64
 
 	refs int // under Engine.mu
+	// clean says that no instance or module was released while the module
+	// heap was measured (measureMu held): only then is it kept (and the
+	// instance heap must be clean too).
+	clean bool
 }
 
 // cost is what the module itself holds in memory.
@@ -244,14 +237,14 @@ func (e *Engine) module(ctx context.Context, pages uint32, digest string, wasm [
 // and panic in moduleEngine.NewFunction (wazero/wazero#2547, open; no
 // release has the fix). See docs/architecture.md (RATIONALE).
 func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule, wasm []byte) {
-	e.measureMu.Lock()
-	defer e.measureMu.Unlock()
+	measureMu.Lock()
+	defer measureMu.Unlock()
 	known, ok := e.loadMeasurement(m.key)
-	var heap0 int64
+	var heap0, released int64
 	if !ok {
-		heap0 = e.heapNow()
+		heap0, released = heapNow(), releases.Load()
 	}
-	code0 := codeBytes()
+	code0 := codeMappings()
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
 	cm, err := rt.CompileModule(cctx, wasm)
 	if err != nil {
@@ -265,13 +258,18 @@ func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule
 		return
 	}
 	m.cm, m.exports = cm, ex
-	m.code = max(0, codeBytes()-code0)
+	if n, ok := compiledCodeBytes(cm); ok {
+		m.code = n
+	} else {
+		m.code = codeMappings().newBytes(code0)
+	}
 	if ok {
 		m.heap = known.ModuleHeap
 		m.instHeap.Store(known.InstanceHeap)
 		return
 	}
-	m.heap = max(0, e.heapNow()-heap0)
+	m.heap = max(0, heapNow()-heap0)
+	m.clean = releases.Load() == released
 }
 
 // releaseModule gives back a reference taken by module; the last one frees
@@ -289,10 +287,11 @@ func (e *Engine) releaseModule(m *sharedModule) {
 		return
 	}
 	e.budget.modules.Add(-m.cost())
+	releases.Add(1)
 	if !closed {
-		e.measureMu.Lock() // freeing code during a measurement would skew it
+		measureMu.Lock() // freeing code during a measurement would skew it
 		_ = m.cm.Close(context.Background())
-		e.measureMu.Unlock()
+		measureMu.Unlock()
 	}
 }
 

@@ -460,6 +460,7 @@ func (in *instance) expired(err error) *CallError {
 }
 
 func (in *instance) close() {
+	releases.Add(1)
 	in.timer.Stop()
 	if in.mod != nil {
 		_ = in.mod.Close(context.Background())

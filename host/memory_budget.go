@@ -14,6 +14,24 @@ import (
 	"time"
 )
 
+// Measuring what a module holds is process-wide, since the Go heap is.
+var (
+	// measureMu is held exclusively while a module compiles and while the
+	// first instance of a module is made, so that the code and heap they
+	// add are measured without another load's allocations mixed in. Other
+	// loads hold it shared while they allocate. Compilations are therefore
+	// one at a time, each with a worker per CPU.
+	measureMu sync.RWMutex
+	// loadingBytes is the bytes of module sources held by loads in progress
+	// (Policy.Load): loads waiting for their turn while a module is
+	// measured hold them, and they are not the module's.
+	loadingBytes atomic.Int64
+	// releases counts instances closed and modules freed. A measurement
+	// during which one was released saw the heap shrink for another reason
+	// than the module: it is used, but not kept for the next start.
+	releases atomic.Int64
+)
+
 // memoryBudget charges what policies hold in memory against one limit: the
 // compiled code and host heap of every loaded module, and the host heap and
 // linear memory of every live instance. All of it is measured (codeBytes,
@@ -158,17 +176,20 @@ func liveHeap() int64 {
 // hold: a measurement is the change of heapNow across the compilation or
 // instantiation, so a source read by another policy meanwhile (megabytes
 // for a Go guest) is not charged to the module measured.
-func (e *Engine) heapNow() int64 { return liveHeap() - e.loading.Load() }
+func heapNow() int64 { return liveHeap() - loadingBytes.Load() }
 
-// codeBytes is the size of the process's anonymous executable mappings:
-// the machine code wazero compiled (the Go program's own code is mapped
-// from its file). 0 where /proc is not available.
-func codeBytes() int64 {
+// mappings are address ranges [lo, hi), sorted.
+type mappings [][2]uint64
+
+// codeMappings lists the process's anonymous executable mappings: the
+// machine code wazero compiled (the Go program's own code is mapped from
+// its file). Empty where /proc is not available.
+func codeMappings() mappings {
 	data, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return 0
+		return nil
 	}
-	var n int64
+	var out mappings
 	s := bufio.NewScanner(bytes.NewReader(data))
 	for s.Scan() {
 		// address perms offset dev inode [path]
@@ -183,7 +204,32 @@ func codeBytes() int64 {
 		a, err1 := strconv.ParseUint(string(lo), 16, 64)
 		z, err2 := strconv.ParseUint(string(hi), 16, 64)
 		if err1 == nil && err2 == nil && z > a {
-			n += int64(z - a)
+			out = append(out, [2]uint64{a, z})
+		}
+	}
+	return out
+}
+
+// newBytes is how many bytes of m were not mapped in before: the code a
+// compilation added, whatever other code was unmapped meanwhile (another
+// engine's modules freed by wazero's finalizers after a collection) and
+// however the kernel merged adjacent mappings.
+func (m mappings) newBytes(before mappings) int64 {
+	var n int64
+	j := 0
+	for _, r := range m {
+		lo := r[0]
+		for j < len(before) && before[j][1] <= lo {
+			j++
+		}
+		for k := j; k < len(before) && before[k][0] < r[1] && lo < r[1]; k++ {
+			if before[k][0] > lo {
+				n += int64(before[k][0] - lo)
+			}
+			lo = max(lo, before[k][1])
+		}
+		if lo < r[1] {
+			n += int64(r[1] - lo)
 		}
 	}
 	return n

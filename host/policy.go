@@ -176,20 +176,20 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // serve is a no-op that returns the current version.
 func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Version, error) {
 	held := int64(len(src))
-	p.e.loading.Add(held)
-	defer func() { p.e.loading.Add(-held) }()
+	loadingBytes.Add(held)
+	defer func() { loadingBytes.Add(-held) }()
 	p.loadMu.Lock()
 	defer p.loadMu.Unlock()
 	// Decoding allocates (a gunzipped copy, the bounds check): not while
-	// a module is measured (Engine.measureMu).
-	p.e.measureMu.RLock()
+	// a module is measured (measureMu).
+	measureMu.RLock()
 	wasm, digest, err := DecodeModule(src)
-	p.e.measureMu.RUnlock()
+	measureMu.RUnlock()
 	if err != nil {
 		return nil, &LoadError{p.name, "Decode", err}
 	}
 	if len(wasm) != len(src) { // gunzipped into a buffer of its own
-		p.e.loading.Add(int64(len(wasm)))
+		loadingBytes.Add(int64(len(wasm)))
 		held += int64(len(wasm))
 	}
 	if want := strings.ToLower(strings.TrimPrefix(wantSHA256, "sha256:")); want != "" && want != digest {
@@ -199,9 +199,9 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return cur, nil
 	}
 	start := time.Now()
-	p.e.measureMu.RLock()
+	measureMu.RLock()
 	size, err := measure(wasm)
-	p.e.measureMu.RUnlock()
+	measureMu.RUnlock()
 	if err != nil {
 		return nil, &LoadError{p.name, "Compile", fmt.Errorf("malformed module: %w (upload the complete .wasm built for wasip1)", err)}
 	}
@@ -412,25 +412,27 @@ func (v *Version) trackMemory(in *instance, closing bool) {
 var errPoolWait = errors.New("no free instance before the scheduling context ended")
 
 // firstInstance makes a new version's first instance. The first instance
-// of a module is made alone (Engine.measureMu), to measure the host heap an
+// of a module is made alone (measureMu), to measure the host heap an
 // instance holds.
 func (v *Version) firstInstance(ctx context.Context) (*instance, error) {
 	e := v.p.e
 	if v.sm.instHeap.Load() >= 0 {
-		e.measureMu.RLock()
-		defer e.measureMu.RUnlock()
+		measureMu.RLock()
+		defer measureMu.RUnlock()
 		return v.newInstance(ctx)
 	}
-	e.measureMu.Lock()
-	defer e.measureMu.Unlock()
+	measureMu.Lock()
+	defer measureMu.Unlock()
 	if v.sm.instHeap.Load() >= 0 {
 		return v.newInstance(ctx)
 	}
-	h0 := e.heapNow()
+	h0, released := heapNow(), releases.Load()
 	in, err := v.newInstance(ctx)
 	if err == nil {
-		v.sm.instHeap.Store(max(0, e.heapNow()-h0))
-		e.storeMeasurement(v.sm)
+		v.sm.instHeap.Store(max(0, heapNow()-h0))
+		if v.sm.clean && releases.Load() == released {
+			e.storeMeasurement(v.sm)
+		}
 	}
 	return in, err
 }

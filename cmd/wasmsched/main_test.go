@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
@@ -136,5 +137,22 @@ func TestBench(t *testing.T) {
 func TestOutputFlag(t *testing.T) {
 	if _, err := run(t, "validate", "x.wasm", "-o", "wide"); err == nil || !strings.Contains(err.Error(), "use table, json or yaml") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Load progress is printed once loading takes a report interval, and ends
+// with the final counts; a quick load prints nothing.
+func TestProgressPrinter(t *testing.T) {
+	var out bytes.Buffer
+	report := progressPrinter(&out)
+	report(wasmpolicy.LoadProgress{Serving: 3, Elapsed: 200 * time.Millisecond})
+	if out.Len() != 0 {
+		t.Fatalf("a finished quick load printed %q", out.String())
+	}
+	report(wasmpolicy.LoadProgress{Serving: 37, Loading: 203, Elapsed: 2 * time.Second})
+	report(wasmpolicy.LoadProgress{Serving: 239, Failed: 1, Elapsed: 3 * time.Second})
+	want := "loading policies: 37 of 240 serving, 0 failed, 203 loading (2s)\nloading policies: 239 of 240 serving, 1 failed, 0 loading (3s)\n"
+	if out.String() != want {
+		t.Fatalf("printed %q, want %q", out.String(), want)
 	}
 }
