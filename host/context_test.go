@@ -1,0 +1,196 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+)
+
+// The contexts of the matrix, in the fixture's order.
+var contextNames = []string{"_initialize", "prefilter", "filter", "prescore", "score", "normalize_score", "filter_nodes", "score_nodes"}
+
+const (
+	ctxInit = iota
+	ctxPreFilter
+	ctxFilter
+	ctxPreScore
+	ctxScore
+	ctxNormalize
+	ctxFilterNodes
+	ctxScoreNodes
+)
+
+// contextFns are the value-returning host functions in the order of
+// context.wat's imports, with what each returns in context c for the
+// fixture's good and bad arguments, as docs/abi.md §4 states it. The pod
+// is "web" labelled team=payments requesting 100m cpu; the node "n1" is
+// labelled team=payments with 4 cpus allocatable, no taints, no pods.
+var contextFns = []struct {
+	name      string
+	good, bad func(c int) int64 // bad nil: the function takes no arguments
+}{
+	{"config", func(int) int64 { return 3 }, func(int) int64 { return badArgs }},
+	{"pod_string", pod(3), pod(badArgs)},
+	{"pod_label", pod(8), pod(badArgs)},
+	{"pod_annotation", pod(notFound), pod(badArgs)},
+	{"pod_list", pod(24), pod(badArgs)},
+	{"pod_request", podQuantity(100), podQuantity(abi.MissingQuantity)},
+	{"pod_priority", podQuantity(0), nil},
+	{"node_string", node(2), node(badArgs)},
+	{"node_label", node(8), node(badArgs)},
+	{"node_annotation", node(notFound), node(badArgs)},
+	{"node_taint", node(notFound), node(badArgs)},
+	{"node_list", node(24), node(badArgs)},
+	{"node_resource", nodeQuantity(4000), nodeQuantity(abi.MissingQuantity)},
+	{"node_pod_count", node(0), nil},
+	{"node_unschedulable", node(0), nil},
+	{"select_node", func(c int) int64 {
+		if c == ctxFilterNodes || c == ctxScoreNodes {
+			return 0
+		}
+		return badArgs
+	}, func(int) int64 { return badArgs }},
+	{"cycle_state_get", func(int) int64 { return notFound }, func(int) int64 { return notFound }},
+	{"scores_get", scores(map[int]int64{ctxNormalize: 2, ctxScoreNodes: 1}), scores(map[int]int64{ctxNormalize: badArgs, ctxScoreNodes: badArgs})},
+}
+
+const (
+	notFound     = int64(abi.NotFound)
+	badArgs      = int64(abi.BadArgs)
+	notAvailable = int64(abi.NotAvailable)
+)
+
+// pod answers v in every context but _initialize, which has no pod.
+func pod(v int64) func(int) int64 {
+	return func(c int) int64 {
+		if c == ctxInit {
+			return notAvailable
+		}
+		return v
+	}
+}
+
+// podQuantity is pod for the i64 functions: the missing quantity without a pod.
+func podQuantity(v int64) func(int) int64 {
+	return func(c int) int64 {
+		if c == ctxInit {
+			return abi.MissingQuantity
+		}
+		return v
+	}
+}
+
+// node answers v where there is a node: filter, score and their batches.
+func node(v int64) func(int) int64 {
+	return func(c int) int64 {
+		switch c {
+		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes:
+			return v
+		}
+		return notAvailable
+	}
+}
+
+func nodeQuantity(v int64) func(int) int64 {
+	return func(c int) int64 {
+		switch c {
+		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes:
+			return v
+		}
+		return abi.MissingQuantity
+	}
+}
+
+// scores answers in the contexts with scores, NotAvailable elsewhere.
+func scores(in map[int]int64) func(int) int64 {
+	return func(c int) int64 {
+		if v, ok := in[c]; ok {
+			return v
+		}
+		return notAvailable
+	}
+}
+
+// Every value-returning host function, called from every entry point and
+// from _initialize with good and with bad arguments, returns what
+// docs/abi.md says, and none traps.
+func TestHostFunctionContexts(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{Config: "k=v", MaxInstances: 1})
+	v := load(t, p, testguests.Fixture(t, "context"))
+	ps := NewPodState(&v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web", Labels: map[string]string{"team": "payments"}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}}}},
+	})
+	ni := intree.NewNodeInfo()
+	ni.SetNode(&v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"team": "payments"}},
+		Status:     v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}},
+	})
+	ctx, pc := context.Background(), new(PolicyCycle)
+	call := func(kind CallKind, node fwk.NodeInfo, sc []int64) {
+		t.Helper()
+		if _, _, err := v.Call(ctx, kind, ps, node, pc, sc); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+	}
+	call(CallPreFilter, nil, nil)
+	call(CallFilter, ni, nil)
+	call(CallPreScore, nil, nil)
+	call(CallScore, ni, nil)
+	call(CallNormalizeScore, nil, []int64{10, 20})
+	if _, err := v.CallNodes(ctx, CallFilter, ps, []fwk.NodeInfo{ni}, pc, make([]Result, 1), nil); err != nil {
+		t.Fatalf("filter_nodes: %v", err)
+	}
+	if _, err := v.CallNodes(ctx, CallScore, ps, []fwk.NodeInfo{ni}, pc, make([]Result, 1), make([]int64, 1)); err != nil {
+		t.Fatalf("score_nodes: %v", err)
+	}
+	in := <-v.idle // the one instance served every call
+	defer func() { v.idle <- in }()
+	var wrong []string
+	for c, cname := range contextNames {
+		for f, fn := range contextFns {
+			for bad, want := range []func(int) int64{fn.good, fn.bad} {
+				if want == nil {
+					continue
+				}
+				got, ok := in.mod.Memory().ReadUint64Le(uint32(4096 + c*384 + bad*192 + f*8))
+				if !ok || int64(got) != want(c) {
+					args := "good"
+					if bad == 1 {
+						args = "bad"
+					}
+					wrong = append(wrong, fmt.Sprintf("%s in %s with %s arguments = %s, want %s", fn.name, cname, args, show(int64(got)), show(want(c))))
+				}
+			}
+		}
+	}
+	if len(wrong) > 0 {
+		t.Fatalf("%d of the matrix differ from docs/abi.md:\n%s", len(wrong), strings.Join(wrong, "\n"))
+	}
+}
+
+func show(v int64) string {
+	switch v {
+	case notFound:
+		return "-1 (NotFound)"
+	case badArgs:
+		return "-2 (BadArgs)"
+	case notAvailable:
+		return "-3 (NotAvailable)"
+	case math.MinInt64:
+		return "i64 min (missing quantity)"
+	}
+	return fmt.Sprint(v)
+}
