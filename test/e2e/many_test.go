@@ -56,15 +56,7 @@ func TestManyPoliciesFitTheDeployment(t *testing.T) {
 		names = append(names, fmt.Sprintf("p-%d", i))
 		e.pod(names[i], nil, "100m")
 	}
-	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
-		bound, _, _ := settle(t, e, names)
-		if len(bound) == pods {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d pods bound after 5 minutes", len(bound), pods)
-		}
-	}
+	waitBound(t, e, names, 5*time.Minute, "they were created")
 	cyclesPeak := peakRSS(t, e.sched.Process.Pid)
 	e.stopScheduler()
 	warm, warmPeak := start("warm")

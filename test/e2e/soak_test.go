@@ -317,6 +317,21 @@ func waitLeader(t *testing.T, e *env, logs []string) int {
 	return -1
 }
 
+// waitBound waits until every named pod is bound, and fails the test after
+// timeout, saying how many were bound and what happened before.
+func waitBound(t *testing.T, e *env, names []string, timeout time.Duration, after string) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		bound, _, _ := settle(t, e, names)
+		if len(bound) == len(names) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d pods bound %s after %s", len(bound), len(names), timeout, after)
+		}
+	}
+}
+
 // settle sorts the pods into bound, unschedulable (with a FailedScheduling
 // event) and neither, with two List calls.
 func settle(t *testing.T, e *env, names []string) (bound, unschedulable, neither []string) {

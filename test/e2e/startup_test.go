@@ -68,15 +68,7 @@ func TestStartupWaitsForLoadingPolicies(t *testing.T) {
 	}
 	e.waitLog(`"Policy module active"`, policies, 3*time.Minute)
 	loaded := time.Since(start)
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		bound, _, _ := settle(t, e, names)
-		if len(bound) == pods {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d pods bound 2 minutes after the policies loaded", len(bound), pods)
-		}
-	}
+	waitBound(t, e, names, 2*time.Minute, "the policies loaded")
 	waited := 0
 	for _, n := range names {
 		switch note := e.failedScheduling(n); {

@@ -8,14 +8,12 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -106,28 +104,7 @@ func BenchmarkManyPolicies(b *testing.B) {
 						a.Policies, a.MemoryBudget = m.Policies, m.MemoryBudget
 					})
 				}
-				par := parallelize.NewParallelizer(16)
-				ctx := context.Background()
-				feasible := make([]fwk.NodeInfo, nodes)
-				var uid atomic.Int64
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					pod := benchPod(fmt.Sprint("many-", uid.Add(1)))
-					state := intree.NewCycleState()
-					if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() && !st.IsSkip() {
-						b.Fatal(st)
-					}
-					ok := filterAll(ctx, fw, par, state, pod, list, feasible)
-					if len(ok) != (nodes+2)/3 {
-						b.Fatalf("%d feasible nodes, want %d", len(ok), (nodes+2)/3)
-					}
-					if st := fw.RunPreScorePlugins(ctx, state, pod, ok); !st.IsSuccess() && !st.IsSkip() {
-						b.Fatal(st)
-					}
-					if _, st := fw.RunScorePlugins(ctx, state, pod, ok); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-				}
+				runCycles(b, fw, list, "many-")
 			})
 		}
 	}

@@ -288,6 +288,35 @@ func frameworkFor(b *testing.B, registry frameworkruntime.Registry, plugins *sch
 	return fw, list
 }
 
+// runCycles runs b.N scheduling cycles of fresh pods over infos, as the
+// scheduler does: PreFilter, Filter on every node through the parallelizer
+// at parallelism 16, then PreScore and Score on the feasible nodes, which
+// must be the third of the realistic nodes the pod's team may use.
+func runCycles(b *testing.B, fw intree.Framework, infos []fwk.NodeInfo, uidPrefix string) {
+	par := parallelize.NewParallelizer(16)
+	ctx := context.Background()
+	feasible := make([]fwk.NodeInfo, len(infos))
+	var uid atomic.Int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pod := benchPod(fmt.Sprint(uidPrefix, uid.Add(1)))
+		state := intree.NewCycleState()
+		if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() && !st.IsSkip() {
+			b.Fatal(st)
+		}
+		ok := filterAll(ctx, fw, par, state, pod, infos, feasible)
+		if want := (len(infos) + 2) / 3; len(ok) != want {
+			b.Fatalf("%d feasible nodes, want %d", len(ok), want)
+		}
+		if st := fw.RunPreScorePlugins(ctx, state, pod, ok); !st.IsSuccess() && !st.IsSkip() {
+			b.Fatal(st)
+		}
+		if _, st := fw.RunScorePlugins(ctx, state, pod, ok); !st.IsSuccess() {
+			b.Fatal(st)
+		}
+	}
+}
+
 // filterAll runs Filter on every node through the framework's parallelizer,
 // as the scheduler does, and returns the feasible nodes (in feasible's
 // storage).
@@ -314,29 +343,8 @@ func BenchmarkCycle(b *testing.B) {
 		for _, variant := range []string{"native", "wasm-tinygo", "wasm-go"} {
 			b.Run(fmt.Sprintf("nodes=%d/%s", n, variant), func(b *testing.B) {
 				fw, infos := cycleFramework(b, variant, infos)
-				par := parallelize.NewParallelizer(16)
-				ctx := context.Background()
-				feasible := make([]fwk.NodeInfo, n)
-				var uid atomic.Int64
 				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					pod := benchPod(fmt.Sprint("cycle-", uid.Add(1)))
-					state := intree.NewCycleState()
-					if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() && !st.IsSkip() {
-						b.Fatal(st)
-					}
-					ok := filterAll(ctx, fw, par, state, pod, infos, feasible)
-					if len(ok) != (n+2)/3 {
-						b.Fatalf("%d feasible nodes, want %d", len(ok), (n+2)/3)
-					}
-					if st := fw.RunPreScorePlugins(ctx, state, pod, ok); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-					if _, st := fw.RunScorePlugins(ctx, state, pod, ok); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-				}
+				runCycles(b, fw, infos, "cycle-")
 			})
 		}
 	}
