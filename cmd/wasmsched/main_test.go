@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -154,5 +155,44 @@ func TestProgressPrinter(t *testing.T) {
 	want := "loading policies: 37 of 240 serving, 0 failed, 203 loading (2s)\nloading policies: 239 of 240 serving, 1 failed, 0 loading (3s)\n"
 	if out.String() != want {
 		t.Fatalf("printed %q, want %q", out.String(), want)
+	}
+}
+
+// A policy is named after its file name made a DNS label, or by --name.
+func TestPolicyName(t *testing.T) {
+	for file, want := range map[string]string{
+		"team_c.wasm": "team-c", "/x/Team.Isolation.wasm": "team-isolation", "_.wasm": "policy",
+		"bin-packing.wasm.gz": "bin-packing-wasm", strings.Repeat("a", 70) + ".wasm": strings.Repeat("a", 63),
+	} {
+		if got := policyName(file); got != want {
+			t.Errorf("policyName(%q) = %q, want %q", file, got, want)
+		}
+	}
+}
+
+// A module file whose name is no DNS label (team_c.wasm) loads under a
+// name made from it, or under the name given with --name.
+func TestTestCommandNames(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "team_c.wasm")
+	if err := os.WriteFile(file, testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{{nil, "team-c"}, {[]string{"--name", "isolation"}, "isolation"}} {
+		args := append([]string{"test", "--policy", file, "--config", "key=team", "--pod", examples("pod.yaml"), "--nodes", examples("nodes.yaml"), "-o", "json"}, c.flags...)
+		out, err := run(t, args...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var ex wasmpolicy.Explanation
+		if err := json.Unmarshal([]byte(out), &ex); err != nil {
+			t.Fatal(err)
+		}
+		if got := ex.Nodes[0].Policies[0].Policy; got != c.want {
+			t.Fatalf("policy named %q, want %q", got, c.want)
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 type testOptions struct {
 	policies []string
 	configs  []string
+	names    []string
 	pod      string
 	nodes    string
 	timeout  time.Duration
@@ -49,6 +50,7 @@ a List; pods with spec.nodeName are placed on their node) or, with
 	}
 	cmd.Flags().StringArrayVar(&o.policies, "policy", nil, "policy module, FILE or FILE:WEIGHT (repeatable)")
 	cmd.Flags().StringArrayVar(&o.configs, "config", nil, "config string for the policy at the same position (repeatable)")
+	cmd.Flags().StringArrayVar(&o.names, "name", nil, "name of the policy at the same position (repeatable; default: from its file name)")
 	cmd.Flags().StringVar(&o.pod, "pod", "", "the pod to place (YAML or JSON)")
 	cmd.Flags().StringVar(&o.nodes, "nodes", "", "nodes, and pods running on them (YAML or JSON)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "per-call timeout, as in the policy args")
@@ -64,6 +66,9 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 	}
 	if len(o.configs) > len(o.policies) {
 		return fmt.Errorf("%d --config flags for %d --policy flags: give at most one config per policy, in the same order", len(o.configs), len(o.policies))
+	}
+	if len(o.names) > len(o.policies) {
+		return fmt.Errorf("%d --name flags for %d --policy flags: give at most one name per policy, in the same order", len(o.names), len(o.policies))
 	}
 	// One instance per policy: calls are sequential, and a pool would spend
 	// the first calls creating instances.
@@ -83,9 +88,12 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		if _, err := os.Stat(abs); err != nil {
 			return fmt.Errorf("--policy %s: %w", spec, err)
 		}
-		name := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-		for n := 2; seen[name]; n++ {
-			name = fmt.Sprintf("%s-%d", strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)), n)
+		name := policyName(file)
+		if i < len(o.names) {
+			name = o.names[i]
+		}
+		for n, base := 2, name; seen[name]; n++ {
+			name = fmt.Sprintf("%s-%d", base, n)
 		}
 		seen[name] = true
 		p := configv1.DefaultPolicy(name, config.Source{File: abs})
@@ -129,6 +137,26 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 	defer plugin.Close()
 	ex := plugin.Explain(ctx, pod, intree.NodeInfos(nodes, pods))
 	return print(cmd.OutOrStdout(), g.output, ex, func(tw *tabwriter.Writer) { explanationTable(tw, ex) })
+}
+
+// policyName makes a policy name (a DNS label) from a module's file name:
+// team_c.wasm is policy team-c.
+func policyName(file string) string {
+	base := strings.ToLower(strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)))
+	b := []byte(base)
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			b[i] = '-'
+		}
+	}
+	name := strings.Trim(string(b), "-")
+	if len(name) > 63 {
+		name = strings.TrimRight(name[:63], "-")
+	}
+	if name == "" {
+		return "policy"
+	}
+	return name
 }
 
 // loadPlugin builds the WasmPolicy plugin and checks that every policy
