@@ -242,7 +242,7 @@ func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule
 	known, ok := e.loadMeasurement(m.key)
 	var heap0, released int64
 	if !ok {
-		heap0, released = heapNow(), releases.Load()
+		heap0, released = heapBaseline(), releases.Load()
 	}
 	code0 := codeMappings()
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))

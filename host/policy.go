@@ -426,7 +426,7 @@ func (v *Version) firstInstance(ctx context.Context) (*instance, error) {
 	if v.sm.instHeap.Load() >= 0 {
 		return v.newInstance(ctx)
 	}
-	h0, released := heapNow(), releases.Load()
+	h0, released := heapBaseline(), releases.Load()
 	in, err := v.newInstance(ctx)
 	if err == nil {
 		v.sm.instHeap.Store(max(0, heapNow()-h0))
