@@ -123,7 +123,8 @@ demo: deps guests-tinygo build controlplane
 
 ## fixtures: recompile the hand-written .wat test fixtures (needs wabt)
 fixtures:
-	@for f in $$(find . -path ./.cache -prune -o -name '*.wat' -print); do wat2wasm $$f -o $${f%.wat}.wasm; done
+	@# A fixture's first line may give wat2wasm flags: ";; wat2wasm: --enable-tail-call".
+	@for f in $$(find . -path ./.cache -prune -o -name '*.wat' -print); do wat2wasm $$(sed -n '1s/^;; wat2wasm: //p' $$f) $$f -o $${f%.wat}.wasm; done
 
 ## test: everything CI runs: native SDK and policy tests, host and plugin tests
 ## under -race with real TinyGo and Go guests, the scheduler binary checks, and

@@ -1,8 +1,11 @@
 package host
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -109,4 +112,23 @@ func TestNodeDataMatchesPoints(t *testing.T) {
 			t.Errorf("%s: node data available = %v, abi.Points says %v", abi.Points[k].Export, available, abi.Points[k].NodeData)
 		}
 	}
+}
+
+// The host enables WebAssembly 2.0 (wazero's CoreFeaturesV2: SIMD,
+// multi-value, reference types, bulk memory, sign extension, non-trapping
+// float-to-int, mutable globals) and nothing beyond it: a module using each
+// of those loads and runs, a module with a tail call is refused when it
+// compiles (docs/abi.md §1).
+func TestWasmFeatures(t *testing.T) {
+	e := newEngine(t)
+	v := load(t, newPolicy(t, e, PolicySpec{Name: "features"}), testguests.Fixture(t, "features"))
+	if r, err := filter(v, nodeInfo("n", nil, false)); err != nil || r.Code != 0 {
+		t.Fatalf("filter = %+v, %v; want success", r, err)
+	}
+	_, err := newPolicy(t, e, PolicySpec{Name: "tailcall"}).Load(context.Background(), testguests.Fixture(t, "tailcall"), "")
+	var le *LoadError
+	if !errors.As(err, &le) || le.Reason != "Compile" || !strings.Contains(err.Error(), "tail") {
+		t.Fatalf("load = %v, want a Compile error naming tail calls", err)
+	}
+	t.Logf("tail call refused: %v", err)
 }
