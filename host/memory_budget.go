@@ -22,10 +22,15 @@ var (
 	// loads hold it shared while they allocate. Compilations are therefore
 	// one at a time, each with a worker per CPU.
 	measureMu sync.RWMutex
-	// loadingBytes is the bytes of module sources held by loads in progress
-	// (Policy.Load): loads waiting for their turn while a module is
-	// measured hold them, and they are not the module's.
-	loadingBytes atomic.Int64
+	// sources are the module sources held by loads in progress
+	// (Policy.Load), counted once per buffer however many loads hold it:
+	// loads waiting for their turn while a module is measured hold them,
+	// and they are not the module's.
+	sources struct {
+		sync.Mutex
+		held  map[*byte]int // loads holding each buffer
+		bytes int64
+	}
 	// releases counts instances closed and modules freed. A measurement
 	// during which one was released saw the heap shrink for another reason
 	// than the module: it is used, but not kept for the next start.
@@ -176,7 +181,36 @@ func liveHeap() int64 {
 // hold: a measurement is the change of heapNow across the compilation or
 // instantiation, so a source read by another policy meanwhile (megabytes
 // for a Go guest) is not charged to the module measured.
-func heapNow() int64 { return liveHeap() - loadingBytes.Load() }
+func heapNow() int64 {
+	h := liveHeap()
+	sources.Lock()
+	defer sources.Unlock()
+	return h - sources.bytes
+}
+
+// holdSource counts b as held by a load until the returned func is called.
+func holdSource(b []byte) (release func()) {
+	if len(b) == 0 {
+		return func() {}
+	}
+	k := &b[0]
+	sources.Lock()
+	if sources.held == nil {
+		sources.held = map[*byte]int{}
+	}
+	if sources.held[k]++; sources.held[k] == 1 {
+		sources.bytes += int64(cap(b))
+	}
+	sources.Unlock()
+	return func() {
+		sources.Lock()
+		if sources.held[k]--; sources.held[k] == 0 {
+			delete(sources.held, k)
+			sources.bytes -= int64(cap(b))
+		}
+		sources.Unlock()
+	}
+}
 
 // heapBaseline is heapNow at the start of a measurement, after the
 // finalizers that the collection queued have run and what they released has

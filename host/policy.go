@@ -175,9 +175,7 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // initialize. Only then is it swapped in. Loading the bytes that already
 // serve is a no-op that returns the current version.
 func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Version, error) {
-	held := int64(len(src))
-	loadingBytes.Add(held)
-	defer func() { loadingBytes.Add(-held) }()
+	defer holdSource(src)()
 	p.loadMu.Lock()
 	defer p.loadMu.Unlock()
 	// Decoding allocates (a gunzipped copy, the bounds check): not while
@@ -189,8 +187,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return nil, &LoadError{p.name, "Decode", err}
 	}
 	if len(wasm) != len(src) { // gunzipped into a buffer of its own
-		loadingBytes.Add(int64(len(wasm)))
-		held += int64(len(wasm))
+		defer holdSource(wasm)()
 	}
 	if want := strings.ToLower(strings.TrimPrefix(wantSHA256, "sha256:")); want != "" && want != digest {
 		return nil, &LoadError{p.name, "SHA256Mismatch", fmt.Errorf("module sha256 is %s but the policy pins %s; update the policy's sha256 or upload the pinned module", digest, want)}
