@@ -161,7 +161,7 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	// Instantiation runs the start section, which may loop forever: bound it.
 	in.arm(p.initTimeout, 0)
 	in.cctx.parent = instantiateCtx
-	mod, err := v.rt.InstantiateModule(&in.cctx, v.compiled, cfg)
+	mod, err := v.rt.InstantiateModule(&in.cctx, v.sm.cm, cfg)
 	in.cctx.parent = nil
 	if !in.disarm() {
 		if mod != nil {

@@ -306,7 +306,7 @@ func TestNewCodeBytes(t *testing.T) {
 func TestCompiledCodeBytesReadsWazero(t *testing.T) {
 	e := newEngine(t)
 	v := load(t, newPolicy(t, e, PolicySpec{}), testguests.PolicyBytes(t, testguests.Go, "spread"))
-	n, ok := compiledCodeBytes(v.compiled)
+	n, ok := compiledCodeBytes(v.sm.cm)
 	if !ok || n < 1<<20 {
 		t.Fatalf("compiledCodeBytes = %d, %v; want the Go module's megabytes of code", n, ok)
 	}

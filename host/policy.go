@@ -215,7 +215,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		}
 		return nil, &LoadError{p.name, reason, err}
 	}
-	v := &Version{p: p, sm: sm, rt: rt, compiled: sm.cm, exports: sm.exports, sha256: digest, size: len(wasm),
+	v := &Version{p: p, sm: sm, rt: rt, exports: sm.exports, sha256: digest, size: len(wasm),
 		idle: make(chan *instance, p.maxInstances), permits: make(chan struct{}, p.maxInstances)}
 	fail := func(in *instance, reason string, err error) (*Version, error) {
 		if in != nil {
@@ -329,7 +329,6 @@ type Version struct {
 	p            *Policy
 	sm           *sharedModule
 	rt           wazero.Runtime
-	compiled     wazero.CompiledModule
 	exports      Exports
 	sha256       string
 	size         int
