@@ -18,7 +18,7 @@ import (
 )
 
 // The contexts of the matrix, in the fixture's order.
-var contextNames = []string{"_initialize", "prefilter", "filter", "prescore", "score", "normalize_score", "filter_nodes", "score_nodes"}
+var contextNames = []string{"_initialize", "prefilter", "filter", "prescore", "score", "normalize_score", "filter_nodes", "score_nodes", "filter_nodes before select_node"}
 
 const (
 	ctxInit = iota
@@ -29,6 +29,10 @@ const (
 	ctxNormalize
 	ctxFilterNodes
 	ctxScoreNodes
+	// ctxBeforeSelect is filter_nodes before its first select_node: no
+	// node yet for the good row; the probe's select_node(0) comes before
+	// the bad row, which so sees node 0.
+	ctxBeforeSelect
 )
 
 // contextFns are the value-returning host functions in the order of
@@ -56,7 +60,7 @@ var contextFns = []struct {
 	{"node_pod_count", node(0), nil},
 	{"node_unschedulable", node(0), nil},
 	{"select_node", func(c int) int64 {
-		if c == ctxFilterNodes || c == ctxScoreNodes {
+		if c == ctxFilterNodes || c == ctxScoreNodes || c == ctxBeforeSelect {
 			return 0
 		}
 		return badArgs
@@ -91,12 +95,17 @@ func podQuantity(v int64) func(int) int64 {
 	}
 }
 
-// node answers v where there is a node: filter, score and their batches.
+// node answers v where there is a node: filter, score and their batches
+// after select_node (in ctxBeforeSelect, only v == badArgs: the bad row).
 func node(v int64) func(int) int64 {
 	return func(c int) int64 {
 		switch c {
 		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes:
 			return v
+		case ctxBeforeSelect:
+			if v == badArgs {
+				return v
+			}
 		}
 		return notAvailable
 	}
@@ -107,6 +116,10 @@ func nodeQuantity(v int64) func(int) int64 {
 		switch c {
 		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes:
 			return v
+		case ctxBeforeSelect:
+			if v == abi.MissingQuantity {
+				return v
+			}
 		}
 		return abi.MissingQuantity
 	}

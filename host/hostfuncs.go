@@ -317,6 +317,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 		for i := uint32(0); i < n; i++ {
 			in.scores[i] = int64(binary.LittleEndian.Uint64(buf[i*8:]))
 		}
+		in.scoresSet = true
 		s[0] = uint64(n)
 	},
 }

@@ -103,7 +103,13 @@ type instance struct {
 	batch   []fwk.NodeInfo
 	results []Result
 	cur     int
+	// scoresSet records that score_nodes reported its scores.
+	scoresSet bool
 }
+
+// codeUnselected marks a batch node the guest has not selected yet; it never
+// leaves the host (Version.CallNodes turns it into an Error verdict).
+const codeUnselected int32 = -1
 
 // CallKind is an ABI extension point (abi.Point): the host's call kinds are
 // the rows of abi.Points.
@@ -321,8 +327,15 @@ func (in *instance) setStatus(code int32, reason []byte) {
 		code = abi.CodeError
 	}
 	if in.results != nil {
+		// In a batch, the status is the current node's; before the first
+		// select_node it is every node's (a guest failing the whole call,
+		// e.g. on a bad config). abi.md §3.1.
 		if in.cur >= 0 && in.cur < len(in.results) {
 			in.results[in.cur] = Result{Code: code, Reason: r}
+		} else {
+			for i := range in.results {
+				in.results[i] = Result{Code: code, Reason: r}
+			}
 		}
 		return
 	}
@@ -345,6 +358,9 @@ func (in *instance) selectNode(i int32) bool {
 	}
 	in.cur = int(i)
 	in.node = in.batch[i]
+	if in.results[i].Code == codeUnselected {
+		in.results[i] = Result{} // selected and not rejected: Success
+	}
 	in.started.Store(monotonic())
 	return true
 }

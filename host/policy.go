@@ -613,20 +613,47 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		return 0, cerr
 	}
 	for i := range results {
-		results[i] = Result{}
+		results[i] = Result{Code: codeUnselected}
 	}
-	in.pod, in.pc, in.batch, in.results, in.cur = pod, pc, nodes, results, -1
+	in.pod, in.pc, in.batch, in.results, in.cur, in.scoresSet = pod, pc, nodes, results, -1, false
 	if kind == CallScore {
+		clear(scores)
 		in.scores = scores
 	}
 	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)), deadline)
 	done = in.cur
+	scoresSet := in.scoresSet
 	in.batch, in.results, in.cur = nil, nil, -1
 	cerr = v.end(in, pc, cerr)
 	if cerr != nil {
-		return max(done, 0), cerr
+		done = max(done, 0)
+		unselected(results[:done], nodes, batchKind)
+		return done, cerr
+	}
+	unselected(results, nodes, batchKind)
+	if kind == CallScore && !scoresSet {
+		for i := range results {
+			if results[i].Code == abi.CodeSuccess {
+				results[i] = Result{Code: abi.CodeError, Reason: "score_nodes returned without reporting its scores with scores_set"}
+			}
+		}
 	}
 	return len(nodes), nil
+}
+
+// unselected gives the nodes of a batch the guest never selected an Error
+// verdict: a guest that returns early must not pass nodes it did not look
+// at (abi.md §3.1), so the policy's failurePolicy decides for them.
+func unselected(results []Result, nodes []fwk.NodeInfo, batchKind CallKind) {
+	for i := range results {
+		if results[i].Code == codeUnselected {
+			name := ""
+			if n := nodes[i].Node(); n != nil {
+				name = n.Name
+			}
+			results[i] = Result{Code: abi.CodeError, Reason: fmt.Sprintf("%s returned without selecting node %d (%s)", abi.Points[batchKind].Export, i, name)}
+		}
+	}
 }
 
 // begin takes an instance for a call of pc's cycle, and the budget's
