@@ -17,7 +17,7 @@ const (
 var SectionTitles = map[Section]string{
 	SectionResults:    "4.1 Results and logging",
 	SectionPod:        "4.2 The pod",
-	SectionNode:       "4.3 The node (in `filter` and `score` only)",
+	SectionNode:       "4.3 The node (in `filter`, `score`, and their batch forms after `select_node`)",
 	SectionBatch:      "4.3.1 Batches",
 	SectionCycleState: "4.4 Cycle state",
 	SectionScores:     "4.5 Scores (in `normalize_score` and `score_nodes`)",
@@ -49,7 +49,7 @@ var HostFunctions = []HostFunction{
 	{FnLog, SectionResults, []Param{{"level", I32}, {"list_ptr", I32}, {"list_len", I32}}, nil,
 		"a structured log line at klog verbosity `level`; the payload is a string list (§5): message, then key, value, key, value… Dropped unless the scheduler runs with `-v=level` or more; at most 16 KiB"},
 	{FnConfig, SectionResults, bufParams, i32Result,
-		"the policy's `config` string from its args"},
+		"the policy's `config` string from its args. It does not change during the life of a loaded policy (a new config is a new load, with new instances), so a guest may parse it once and keep the result"},
 
 	{FnPodString, SectionPod, append([]Param{{"field", I32}}, bufParams...), i32Result,
 		"field: 0 name, 1 namespace, 2 uid, 3 schedulerName, 4 priorityClassName, 5 serviceAccountName"},

@@ -7,12 +7,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
 
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
 )
 
 func main() {
@@ -45,7 +51,11 @@ func fail(err error) {
 
 // render replaces every generated block of doc.
 func render(doc []byte) ([]byte, error) {
-	blocks := map[string]string{"abi-points": points(), "abi-capabilities": capabilities()}
+	sigs, err := signatures()
+	if err != nil {
+		return nil, err
+	}
+	blocks := map[string]string{"abi-points": points(), "abi-capabilities": capabilities(), "abi-signatures": sigs}
 	for s := range abi.SectionTitles {
 		blocks[fmt.Sprintf("abi-functions-%d", s)] = functions(s)
 	}
@@ -102,4 +112,61 @@ func functions(s abi.Section) string {
 		}
 	}
 	return b.String()
+}
+
+// signatures is the one table of every export a module may have and every
+// import it may make, with exact wasm signatures: the host's own checks
+// (exports by name and signature, the wasmsched functions, and the WASI
+// allow-list with the signatures wazero implements).
+func signatures() (string, error) {
+	var b strings.Builder
+	b.WriteString("| kind | module | name | signature | |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| export | | %s | memory | required; all pointers refer to it |\n", code("memory"))
+	fmt.Fprintf(&b, "| export | | %s | %s | required; returns %d |\n", code(abi.ExportAbiVersion), code("() -> i32"), abi.Version)
+	fmt.Fprintf(&b, "| export | | %s | %s | optional; capability bits (§3) |\n", code(abi.ExportCapabilities), code("() -> i32"))
+	fmt.Fprintf(&b, "| export | | %s | %s | optional; reactor initializer |\n", code(abi.ExportInitialize), code("() -> ()"))
+	fmt.Fprintf(&b, "| export | | %s | %s | optional; used if there is no %s; must return |\n", code(abi.ExportStart), code("() -> ()"), code(abi.ExportInitialize))
+	for p := abi.Point(0); p < abi.NumPoints; p++ {
+		pt := abi.Points[p]
+		need := "optional"
+		if p == abi.Filter || p == abi.Score {
+			need = "at least one of `filter`, `score`"
+		}
+		fmt.Fprintf(&b, "| export | | %s | %s | %s; entry point (§3) |\n", code(pt.Export), code(abi.Signature(pt.Params, pt.Results)), need)
+	}
+	for _, f := range abi.HostFunctions {
+		fmt.Fprintf(&b, "| import | %s | %s | %s | §%s |\n", code(abi.HostModule), code(f.Name), code(abi.Signature(f.Params, f.Results)), strings.Fields(abi.SectionTitles[f.Section])[0])
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return "", err
+	}
+	wasi := rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions()
+	for _, name := range host.AllowedWASI() {
+		def, ok := wasi[name]
+		if !ok {
+			return "", fmt.Errorf("the WASI allow-list names %s, which wazero does not implement", name)
+		}
+		fmt.Fprintf(&b, "| import | %s | %s | %s | WASI preview1 (§1) |\n", code(wasi_snapshot_preview1.ModuleName), code(name), code(wasmSignature(def)))
+	}
+	return b.String(), nil
+}
+
+// wasmSignature writes a wazero function definition the way abi.Signature
+// writes the ABI's.
+func wasmSignature(def api.FunctionDefinition) string {
+	params := make([]abi.Param, len(def.ParamTypes()))
+	for i, t := range def.ParamTypes() {
+		params[i] = abi.Param{Type: abi.ValType(t)}
+		if names := def.ParamNames(); i < len(names) {
+			params[i].Name = names[i]
+		}
+	}
+	results := make([]abi.ValType, len(def.ResultTypes()))
+	for i, t := range def.ResultTypes() {
+		results[i] = abi.ValType(t)
+	}
+	return abi.Signature(params, results)
 }
