@@ -21,13 +21,17 @@ POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit spread
 LDFLAGS       := $(shell $(K8SLIB); version_ldflags $(K8S_VERSION))
 GO_GUESTS     := $(foreach p,$(POLICIES),$(OUT)/guests/go/$(p).wasm)
 TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
+# team-isolation written without the Go SDK: C without a libc, and hand-written WAT.
+OTHER_GUESTS  := $(OUT)/guests/c/team-isolation.wasm $(OUT)/guests/wat/team-isolation.wasm
+CLANG         ?= clang-19
+WAT2WASM      ?= wat2wasm
 # Tests that run alone and without -race: the deadline tests (no other test
 # binary may compete for the cores while they measure), and the warm-start
 # crash test (50 starts of 40 Go policies: 50 s, several minutes under -race).
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
-.PHONY: build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
+.PHONY: build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -70,6 +74,21 @@ guests-tinygo: $(TINYGO_GUESTS)
 $(OUT)/guests/tinygo/%.wasm: plugins-wasm/%/main.go $(GUEST_SRCS) | $(TINYGO)
 	@mkdir -p $(dir $@)
 	cd plugins-wasm/$* && $(TINYGO) build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $@ . 2> >(grep -v 'is not a recognized feature' >&2)
+
+## guests-other: team-isolation in C (clang-19, no libc) and in hand-written
+## WAT (wat2wasm); clang-19, lld-19 and wabt come from make deps
+guests-other: $(OTHER_GUESTS)
+# Each flag is explained in plugins-wasm/team-isolation-c/README.md. clang-19
+# finds lld-19's wasm-ld itself (/usr/bin/wasm-ld-19): no -fuse-ld needed.
+$(OUT)/guests/c/team-isolation.wasm: plugins-wasm/team-isolation-c/team_isolation.c
+	@mkdir -p $(dir $@)
+	$(CLANG) --target=wasm32 -nostdlib -O2 -mbulk-memory -Wall -Wextra \
+		-Wl,--no-entry -Wl,--export=abi_version -Wl,--export=capabilities -Wl,--export=filter -Wl,--export=filter_nodes \
+		-Wl,--stack-first -Wl,-z,stack-size=8192 -Wl,--strip-all -o $@ $<
+
+$(OUT)/guests/wat/team-isolation.wasm: plugins-wasm/team-isolation-wat/team_isolation.wat
+	@mkdir -p $(dir $@)
+	$(WAT2WASM) $< -o $@
 
 ## controlplane: etcd, kube-apiserver and kubectl from Go modules, cached in .cache/bin/<version>
 controlplane:
@@ -124,12 +143,13 @@ demo: deps guests-tinygo build controlplane
 ## fixtures: recompile the hand-written .wat test fixtures (needs wabt)
 fixtures:
 	@# A fixture's first line may give wat2wasm flags: ";; wat2wasm: --enable-tail-call".
-	@for f in $$(find . -path ./.cache -prune -o -name '*.wat' -print); do wat2wasm $$(sed -n '1s/^;; wat2wasm: //p' $$f) $$f -o $${f%.wat}.wasm; done
+	@# plugins-wasm/ holds policy sources, built into _output by guests-other.
+	@for f in $$(find . \( -path ./.cache -o -path ./plugins-wasm \) -prune -o -name '*.wat' -print); do wat2wasm $$(sed -n '1s/^;; wat2wasm: //p' $$f) $$f -o $${f%.wat}.wasm; done
 
 ## test: everything CI runs: native SDK and policy tests, host and plugin tests
 ## under -race with real TinyGo and Go guests, the scheduler binary checks, and
 ## the end-to-end tests against a real kube-apiserver and etcd (make e2e)
-test: verify deps guests guests-tinygo build controlplane
+test: verify deps guests guests-tinygo guests-other build controlplane
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./...
 	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf)
@@ -137,6 +157,9 @@ test: verify deps guests guests-tinygo build controlplane
 	# so no other test binary competes for the 2 cores while they measure.
 	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial)_test.go|--- |ok|FAIL|PASS)'
 	set -o pipefail; $(GO) test -count=1 -v -run 'TestExamplePoliciesAsWasm' ./test/policies/ | grep -E '^(\s+--- |\s+policies_test.go|ok|FAIL|PASS)'
+	# The conformance kit as an author runs it: team-isolation's case table
+	# against its Go, TinyGo, C and WAT builds (docs/sdk.md).
+	for b in go tinygo c wat; do echo "team-isolation ($$b):"; $(BIN)/wasmsched test --cases plugins-wasm/team-isolation/testdata.json $(OUT)/guests/$$b/team-isolation.wasm || exit 1; done
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory bench-smoke
 	$(MAKE) --no-print-directory e2e

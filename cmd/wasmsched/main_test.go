@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/casetable"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
@@ -194,5 +195,66 @@ func TestTestCommandNames(t *testing.T) {
 		if got := ex.Nodes[0].Policies[0].Policy; got != c.want {
 			t.Fatalf("policy named %q, want %q", got, c.want)
 		}
+	}
+}
+
+// The conformance kit: team-isolation's case table passes for every build
+// of it (Go SDK with both toolchains, C without a libc, hand-written WAT),
+// with filter_nodes checked against filter on every case's pod and node.
+func TestCasesConformance(t *testing.T) {
+	cases := filepath.Join("..", "..", "plugins-wasm", "team-isolation", "testdata.json")
+	modules := map[string]string{}
+	for _, tc := range testguests.Toolchains {
+		modules[string(tc)] = testguests.Policy(t, tc, "team-isolation")
+	}
+	for _, lang := range testguests.OtherLanguages {
+		modules[lang] = testguests.OtherGuest(t, lang)
+	}
+	for build, module := range modules {
+		t.Run(build, func(t *testing.T) {
+			out, err := run(t, "test", "--cases", cases, module, "-o", "json")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var r casetable.Report
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Cases) != 5 || r.Failed() || len(r.Batches) != 1 || r.Batches[0] != "filter_nodes" {
+				t.Fatalf("report %+v", r)
+			}
+		})
+	}
+	// A failing expectation is reported per case, with what was wanted.
+	out, err := run(t, "test", "--cases", cases, "--config", "key=tenant", modules["c"])
+	if err == nil || !strings.Contains(out, `FAIL: filter: got 0 Success, want 2 Unschedulable "team label mismatch"`) {
+		t.Fatalf("with the wrong config: err %v, output:\n%s", err, out)
+	}
+}
+
+// A module whose filter_nodes disagrees with its filter fails, naming the
+// node: with a case table, and in the default test path.
+func TestBatchDisagreementNamesTheNode(t *testing.T) {
+	dir := t.TempDir()
+	module := filepath.Join("..", "..", "host", "testdata", "disagree.wasm")
+	table := filepath.Join(dir, "cases.json")
+	if err := os.WriteFile(table, []byte(`{"cases": [
+		{"name": "first", "pod": {"Name": "a"}, "node": {"Name": "n1"}, "filter": {"code": 2, "reason": "no"}},
+		{"name": "second", "pod": {"Name": "a"}, "node": {"Name": "n2"}, "filter": {"code": 2, "reason": "no"}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "test", "--cases", table, module)
+	if err == nil || !strings.Contains(out, `DISAGREE: pod of case "first" on node n2 of case "second": filter_nodes gives 0 Success, filter gives 2 Unschedulable "no"`) ||
+		!strings.Contains(err.Error(), "2 of 2 cases passed") || !strings.Contains(err.Error(), "2 disagreements") {
+		t.Fatalf("err %v, output:\n%s", err, out)
+	}
+
+	out, err = run(t, "test", "--policy", module, "--pod", examples("pod.yaml"), "--nodes", examples("nodes.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "batch and single calls disagree") || !strings.Contains(err.Error(), "policy disagree on node pay-2: batches give Pass, single calls give Unschedulable \"no\"") {
+		t.Fatalf("default path: err %v, output:\n%s", err, out)
+	}
+	// The table printed is the scheduler's path: batches.
+	if !strings.Contains(out, "pay-2") {
+		t.Fatalf("no table:\n%s", out)
 	}
 }

@@ -14,10 +14,13 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
+	"github.com/wasmsched/wasmsched/pkg/casetable"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
@@ -27,35 +30,63 @@ type testOptions struct {
 	names    []string
 	pod      string
 	nodes    string
+	cases    string
+	single   bool
 	timeout  time.Duration
 }
 
 func newTestCommand(g *globalOptions) *cobra.Command {
 	o := &testOptions{}
 	cmd := &cobra.Command{
-		Use:   "test --policy POLICY.wasm[:WEIGHT] --pod POD.yaml (--nodes NODES.yaml | --kubeconfig FILE)",
-		Short: "Run policies on a pod against nodes from a file or a live cluster, through the scheduler's own plugin code",
-		Long: `Runs one or more policies (repeat --policy; FILE:WEIGHT sets a weight,
---config gives each policy its config string, in the same order) on the pod
-against every node, and prints each node's verdict and reason, raw and
-normalized scores, and the time each call took.
+		Use: `test --cases CASES.json MODULE.wasm
+  wasmsched test --policy POLICY.wasm[:WEIGHT] --pod POD.yaml (--nodes NODES.yaml | --kubeconfig FILE)`,
+		Short: "Run a policy's case table against its module, or run policies on a pod against nodes through the scheduler's own plugin code",
+		Long: `With --cases, runs a case table (the testdata.json format, docs/sdk.md) against
+one compiled module through the scheduler's host: every case's expected
+filter verdict, reason and score must hold. A module that exports
+filter_nodes or score_nodes is also run through them, with every case's pod
+on every case's node, and each batch verdict must equal the single call's:
+a difference is reported with the pod's case and the node. The module runs
+with the table's config (--config overrides it) and is named after its file
+(--name overrides it). Exits 1 when a case fails.
+
+Without --cases, runs one or more policies (repeat --policy; FILE:WEIGHT sets
+a weight, --config gives each policy its config string, in the same order)
+on the pod against every node, and prints each node's verdict and reason, raw
+and normalized scores, and the time each call took. Policies are called the
+way the scheduler calls them, in batches of 32 nodes where the module has
+batch forms (a batch's time is shown on its first node); --single-calls
+gives every node its own call. Where a module has batch forms, the other
+path runs too, and any node where the two disagree is an error.
 
 Nodes come from --nodes (YAML or JSON: Nodes and Pods, several documents or
 a List; pods with spec.nodeName are placed on their node) or, with
 --kubeconfig and no --nodes, from a read-only snapshot of the cluster.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.cases != "" {
+				if len(args) != 1 || len(o.policies) > 0 || o.pod != "" || o.nodes != "" {
+					return fmt.Errorf("--cases takes the module as its one argument and no --policy, --pod or --nodes: wasmsched test --cases %s MODULE.wasm", o.cases)
+				}
+				return o.runCases(cmd, g, args[0])
+			}
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected argument %q: give modules with --policy, or a case table with --cases", args[0])
+			}
+			if len(o.policies) == 0 || o.pod == "" {
+				return fmt.Errorf("give --cases CASES.json MODULE.wasm, or --policy and --pod")
+			}
 			return o.run(cmd, g)
 		},
 	}
+	cmd.Flags().StringVar(&o.cases, "cases", "", "a case table (testdata.json format) to run against the module given as argument")
 	cmd.Flags().StringArrayVar(&o.policies, "policy", nil, "policy module, FILE or FILE:WEIGHT (repeatable)")
-	cmd.Flags().StringArrayVar(&o.configs, "config", nil, "config string for the policy at the same position (repeatable)")
+	cmd.Flags().StringArrayVar(&o.configs, "config", nil, "config string for the policy at the same position (repeatable); with --cases, replaces the table's config")
 	cmd.Flags().StringArrayVar(&o.names, "name", nil, "name of the policy at the same position (repeatable; default: from its file name)")
 	cmd.Flags().StringVar(&o.pod, "pod", "", "the pod to place (YAML or JSON)")
 	cmd.Flags().StringVar(&o.nodes, "nodes", "", "nodes, and pods running on them (YAML or JSON)")
+	cmd.Flags().BoolVar(&o.single, "single-calls", false, "give every node its own guest call instead of the scheduler's batches")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "per-call timeout, as in the policy args")
-	_ = cmd.MarkFlagRequired("policy")
-	_ = cmd.MarkFlagRequired("pod")
 	return cmd
 }
 
@@ -135,8 +166,94 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		return err
 	}
 	defer plugin.Close()
-	ex := plugin.Explain(ctx, pod, intree.NodeInfos(nodes, pods))
-	return print(cmd.OutOrStdout(), g.output, ex, func(tw *tabwriter.Writer) { explanationTable(tw, ex) })
+	infos := intree.NodeInfos(nodes, pods)
+	ex := plugin.ExplainWith(ctx, pod, infos, wasmpolicy.ExplainOptions{SingleCalls: o.single})
+	var disagree []string
+	if plugin.HasBatchForms() {
+		other := plugin.ExplainWith(ctx, pod, infos, wasmpolicy.ExplainOptions{SingleCalls: !o.single})
+		disagree = wasmpolicy.Disagreements(ex, other)
+	}
+	if err := print(cmd.OutOrStdout(), g.output, ex, func(tw *tabwriter.Writer) { explanationTable(tw, ex) }); err != nil {
+		return err
+	}
+	if len(disagree) > 0 {
+		return fmt.Errorf("batch and single calls disagree (docs/abi.md §3.1 requires the same verdicts):\n  %s", strings.Join(disagree, "\n  "))
+	}
+	return nil
+}
+
+// runCases runs a case table against one module (the conformance kit).
+func (o *testOptions) runCases(cmd *cobra.Command, g *globalOptions, module string) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if len(o.configs) > 1 || len(o.names) > 1 {
+		return fmt.Errorf("--cases tests one module: give at most one --config and one --name")
+	}
+	table, err := casetest.Load(o.cases)
+	if err != nil {
+		return fmt.Errorf("--cases %s: %w", o.cases, err)
+	}
+	if len(table.Cases) == 0 {
+		return fmt.Errorf("--cases %s: the table has no cases", o.cases)
+	}
+	src, err := os.ReadFile(module)
+	if err != nil {
+		return err
+	}
+	name := policyName(module)
+	if len(o.names) == 1 {
+		name = o.names[0]
+	}
+	if len(o.configs) == 1 {
+		table.Config = o.configs[0]
+	}
+	engine, err := host.NewEngine(host.EngineOptions{CacheDir: cacheDir()})
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	p, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: table.Config, Timeout: o.timeout, MaxInstances: 1})
+	if err != nil {
+		return err
+	}
+	defer p.Close(ctx)
+	v, err := p.Load(ctx, src, "")
+	if err != nil {
+		return fmt.Errorf("policy %q (%s): %w", name, module, err)
+	}
+	r := casetable.Run(ctx, v, table)
+	if err := print(cmd.OutOrStdout(), g.output, r, func(tw *tabwriter.Writer) { caseTable(tw, r) }); err != nil {
+		return err
+	}
+	if r.Failed() {
+		cmd.SilenceUsage = true
+		return fmt.Errorf("policy %q (%s) fails the case table %s: %s", name, module, o.cases, r.Summary())
+	}
+	if g.output == "" || g.output == "table" {
+		fmt.Fprintf(cmd.OutOrStdout(), "PASS: %s\n", r.Summary())
+	}
+	return nil
+}
+
+func caseTable(tw *tabwriter.Writer, r *casetable.Report) {
+	row(tw, "CASE", "NODE", "FILTER", "SCORE", "RESULT")
+	for _, c := range r.Cases {
+		result := "ok"
+		if !c.Passed() {
+			result = "FAIL: " + strings.Join(c.Problems, "; ")
+		}
+		f := c.Filter
+		if f == "" {
+			f = "-"
+		}
+		row(tw, c.Name, c.Node, f, optInt(c.Score), result)
+	}
+	tw.Flush()
+	for _, d := range r.Disagreements {
+		fmt.Fprintf(tw, "DISAGREE: %s\n", d)
+	}
 }
 
 // policyName makes a policy name (a DNS label) from a module's file name:

@@ -29,6 +29,11 @@ func RunNative(t *testing.T, path string) {
 				}
 			}
 			if c.Score != nil {
+				// As in the scheduler and `wasmsched test --cases`:
+				// prescore, then score.
+				if st := sdk.RunPreScore(&pod); !st.IsSuccess() {
+					t.Fatalf("prescore = %+v: the policy does not score this pod", st)
+				}
 				s, st := sdk.RunScore(&pod, &node)
 				if !st.IsSuccess() || s != *c.Score {
 					t.Errorf("score = %d (%+v), want %d", s, st, *c.Score)

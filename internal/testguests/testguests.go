@@ -192,3 +192,23 @@ func (l *LogBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// OtherLanguages are the builds of team-isolation written without the Go
+// SDK (plugins-wasm/team-isolation-c and -wat), which `make guests-other`
+// builds into _output/guests/<language>/team-isolation.wasm.
+var OtherLanguages = []string{"c", "wat"}
+
+// OtherGuest returns the path of team-isolation built from language
+// ("c" or "wat"); the Makefile builds it (clang-19, wat2wasm).
+func OtherGuest(t testing.TB, language string) string {
+	t.Helper()
+	r, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(r, "_output", "guests", language, "team-isolation.wasm")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("team-isolation in %s is not built: run `make guests-other` (%v)", language, err)
+	}
+	return p
+}

@@ -2,6 +2,8 @@ package wasmpolicy
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -23,6 +25,19 @@ type Explanation struct {
 	// Policies are each policy's cycle budget and circuit breaker after
 	// the explained cycle.
 	Policies []PolicyState `json:"policies"`
+	// SingleCalls is true when every node got its own guest call; false
+	// when policies exporting filter_nodes/score_nodes were called in
+	// batches, as the scheduler calls them.
+	SingleCalls bool `json:"singleCalls"`
+}
+
+// ExplainOptions choose how Explain calls the guests.
+type ExplainOptions struct {
+	// SingleCalls gives every node its own filter and score call even when
+	// the module has batch forms. The zero value takes the scheduler's
+	// path: batches of BatchSize nodes, where a node's time is its batch's
+	// time (carried by the batch's first node).
+	SingleCalls bool
 }
 
 // PolicyState is what one policy's explained cycle cost and left behind.
@@ -76,15 +91,22 @@ type PolicyVerdict struct {
 // the nodes that every enforced policy admits, as a scheduling cycle would.
 // Audited policies are evaluated like enforced ones, but do not decide
 // feasibility or the combined score. Other scheduler plugins (resources,
-// taints, affinity) are not part of the explanation. Every node gets its
-// own guest call (no batches), so each node's time is its own.
+// taints, affinity) are not part of the explanation. Guests are called the
+// way the scheduler calls them, batches included (see ExplainWith).
 func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) *Explanation {
-	ex := &Explanation{Pod: klog.KObj(pod).String(), Nodes: make([]NodeExplanation, len(nodes))}
+	return w.ExplainWith(ctx, pod, nodes, ExplainOptions{})
+}
+
+// ExplainWith is Explain with options: tools run it once per path to check
+// that a module's batch forms agree with its single forms.
+func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo, o ExplainOptions) *Explanation {
+	ex := &Explanation{Pod: klog.KObj(pod).String(), Nodes: make([]NodeExplanation, len(nodes)), SingleCalls: o.SingleCalls}
 	for j, ni := range nodes {
 		ex.Nodes[j] = NodeExplanation{Node: ni.Node().Name, Feasible: true, Policies: make([]PolicyVerdict, len(w.policies))}
 	}
-	c := w.newCycle(pod, false)
+	c := w.newCycle(pod, !o.SingleCalls)
 	c.nodes = nodes
+	c.filterBatches = make([][]batch, len(w.policies))
 	defer func() { ex.Policies = w.policyStates(c) }()
 	for i, p := range w.policies {
 		mode := string(p.mode())
@@ -92,6 +114,9 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 		filters := true
 		if m := c.modules[i]; m != nil {
 			filters = m.Exports().Has(host.CallFilter)
+			if c.batching && m.Exports().Has(host.CallFilterNodes) && len(nodes) > 0 {
+				c.filterBatches[i] = newBatches(len(nodes))
+			}
 		}
 		for j, ni := range nodes {
 			pv := &ex.Nodes[j].Policies[i]
@@ -109,6 +134,9 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 				continue
 			default:
 				pos := -1
+				if c.batching {
+					pos = j
+				}
 				start := time.Now()
 				v = w.filterPolicy(ctx, c, i, ni, &pos, true)
 				pv.FilterTime = time.Since(start)
@@ -252,3 +280,61 @@ func (w *WasmPolicy) Serving(policy string) string {
 
 // MemoryUse reports the policies' memory budget and what is charged to it.
 func (w *WasmPolicy) MemoryUse() host.MemoryUse { return w.engine.MemoryBudget() }
+
+// HasBatchForms reports whether a policy's serving module exports
+// filter_nodes or score_nodes, whose verdicts must equal the single forms'.
+func (w *WasmPolicy) HasBatchForms() bool {
+	for _, p := range w.policies {
+		if v := p.runtime.Current(); v != nil && (v.Exports().Has(host.CallFilterNodes) || v.Exports().Has(host.CallScoreNodes)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Disagreements compares two explanations of one pod on the same nodes,
+// taken through different call paths (batches and single calls), and names
+// every node and policy whose verdict, reason or raw score differs.
+func Disagreements(a, b *Explanation) []string {
+	path := func(e *Explanation) string {
+		if e.SingleCalls {
+			return "single calls"
+		}
+		return "batches"
+	}
+	var out []string
+	for j := range a.Nodes {
+		if j >= len(b.Nodes) {
+			break
+		}
+		for i, pa := range a.Nodes[j].Policies {
+			if i >= len(b.Nodes[j].Policies) {
+				break
+			}
+			pb := b.Nodes[j].Policies[i]
+			if pa.Verdict != pb.Verdict || pa.Reason != pb.Reason || optString(pa.RawScore) != optString(pb.RawScore) {
+				out = append(out, fmt.Sprintf("policy %s on node %s: %s give %s, %s give %s", pa.Policy, a.Nodes[j].Node,
+					path(a), describe(pa), path(b), describe(pb)))
+			}
+		}
+	}
+	return out
+}
+
+func optString(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*p, 10)
+}
+
+func describe(v PolicyVerdict) string {
+	s := v.Verdict
+	if v.Reason != "" {
+		s += " " + strconv.Quote(v.Reason)
+	}
+	if v.RawScore != nil {
+		s += " (raw score " + optString(v.RawScore) + ")"
+	}
+	return s
+}

@@ -496,11 +496,11 @@ func TestNodeDataMatchesPoints(t *testing.T) {
 	}
 	w := fakePlugin(fakePolicy("p", m, nil))
 	// 40 nodes: one full batch; the other 8 in the PreFilter list are batched
-	// too, so a node outside it (Explain's single calls) covers the single forms.
+	// too, so Explain's single calls cover the single forms.
 	if r := runCycle(w, fakeNodes(BatchSize+8)); r.status != nil {
 		t.Fatal(r.status)
 	}
-	w.Explain(context.Background(), fakePod(), fakeNodes(2))
+	w.ExplainWith(context.Background(), fakePod(), fakeNodes(2), ExplainOptions{SingleCalls: true})
 	for k := host.CallKind(0); k < host.NumCallKinds; k++ {
 		with, without := m.withNode.Load()&k.Cap() != 0, m.withoutNode.Load()&k.Cap() != 0
 		if !with && !without {
@@ -510,6 +510,27 @@ func TestNodeDataMatchesPoints(t *testing.T) {
 		if with != abi.Points[k].NodeData || without == abi.Points[k].NodeData {
 			t.Errorf("%s: called with a node %v, without %v; abi.Points says node data %v", abi.Points[k].Export, with, without, abi.Points[k].NodeData)
 		}
+	}
+}
+
+// Explain calls a module with batch forms the way the scheduler does (one
+// batch call for up to BatchSize nodes), and with SingleCalls once per node.
+func TestExplainTakesTheSchedulersPath(t *testing.T) {
+	m := &fakeModule{batch: true}
+	m.fns[host.CallFilter] = succeed
+	m.fns[host.CallScore] = scoreOf(10)
+	w := fakePlugin(fakePolicy("p", m, nil))
+	if ex := w.Explain(context.Background(), fakePod(), fakeNodes(3)); ex.SingleCalls || !ex.Nodes[2].Feasible {
+		t.Fatalf("explanation %+v", ex)
+	}
+	if b, s := m.batchCalls.Load(), m.singleCalls.Load(); b != 2 || s != 0 {
+		t.Fatalf("Explain: %d batch and %d single calls, want 2 (filter_nodes, score_nodes) and 0", b, s)
+	}
+	if ex := w.ExplainWith(context.Background(), fakePod(), fakeNodes(3), ExplainOptions{SingleCalls: true}); !ex.SingleCalls {
+		t.Fatal("SingleCalls not reported")
+	}
+	if b, s := m.batchCalls.Load(), m.singleCalls.Load(); b != 2 || s != 6 {
+		t.Fatalf("SingleCalls: %d batch and %d single calls, want 2 and 6", b, s)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/casetable"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
@@ -93,8 +94,8 @@ func TestManyPoliciesInOnePlugin(t *testing.T) {
 	checked, scored := 0, 0
 	for _, ex := range testguests.Policies {
 		for _, c := range tables[ex].Cases {
-			ni := toNodeInfo(c.Node)
-			x := w.Explain(context.Background(), toPod(c.Pod), []fwk.NodeInfo{ni})
+			ni := casetable.NodeInfo(c.Node)
+			x := w.Explain(context.Background(), casetable.Pod(c.Pod), []fwk.NodeInfo{ni})
 			verdicts := map[string]wasmpolicy.PolicyVerdict{}
 			for _, v := range x.Nodes[0].Policies {
 				verdicts[v.Policy] = v

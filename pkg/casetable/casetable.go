@@ -1,0 +1,353 @@
+// Package casetable runs a policy's case table (the testdata.json format of
+// guest-sdk/casetest, documented in docs/sdk.md) against a compiled module
+// through the real host: the conformance kit behind `wasmsched test --cases`.
+// Any guest, whatever its language, is held to the same table as the Go
+// example, and a module with batch forms is checked twice: each case's
+// verdicts must match the table, and filter_nodes/score_nodes must give
+// every node exactly the verdict filter/score gives it (docs/abi.md §3.1).
+package casetable
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+)
+
+// BatchSize is how many nodes one batch call gets, as in the scheduler.
+const BatchSize = 32
+
+// Report is the outcome of running a case table against a module.
+type Report struct {
+	// Exports are the module's entry points.
+	Exports string `json:"exports"`
+	// Batches says which batch forms were checked against the single forms.
+	Batches []string `json:"batches,omitempty"`
+	Cases   []Case   `json:"cases"`
+	// Disagreements are the (pod, node) pairs where a batch form and its
+	// single form differ, over every case's pod on every case's node.
+	Disagreements []string `json:"disagreements,omitempty"`
+}
+
+// Failed reports whether any case failed or any batch disagreed.
+func (r *Report) Failed() bool {
+	if len(r.Disagreements) > 0 {
+		return true
+	}
+	for _, c := range r.Cases {
+		if !c.Passed() {
+			return true
+		}
+	}
+	return false
+}
+
+// Case is one case's outcome on its own node.
+type Case struct {
+	Name string `json:"name"`
+	Node string `json:"node"`
+	// Filter is the verdict (prefilter, then filter), "" when the case
+	// expects none; Score the raw score, when the case expects one.
+	Filter string `json:"filter,omitempty"`
+	Score  *int64 `json:"score,omitempty"`
+	// Problems say how the case failed; empty when it passed.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Passed reports whether the case's expectations held.
+func (c Case) Passed() bool { return len(c.Problems) == 0 }
+
+// Run runs every case of f against v, a loaded module whose policy has the
+// table's config. Each case's pod is evaluated, as one scheduling cycle, on
+// the nodes of all cases, so batches hold more than one node and every
+// (pod, node) pair is checked for agreement; the case's expectations are
+// checked on its own node.
+func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
+	ex := v.Exports()
+	r := &Report{Exports: ex.String()}
+	checkFilter, checkScore := ex.Has(host.CallFilterNodes), ex.Has(host.CallScoreNodes)
+	if checkFilter {
+		r.Batches = append(r.Batches, "filter_nodes")
+	}
+	if checkScore {
+		r.Batches = append(r.Batches, "score_nodes")
+	}
+	nodes := make([]fwk.NodeInfo, len(f.Cases))
+	for i, c := range f.Cases {
+		nodes[i] = NodeInfo(c.Node)
+	}
+	for i, c := range f.Cases {
+		res := Case{Name: c.Name, Node: c.Node.Name}
+		problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
+		where := func(j int) string { return fmt.Sprintf("node %s of case %q", f.Cases[j].Node.Name, f.Cases[j].Name) }
+		pod := host.NewPodState(Pod(c.Pod))
+		pc := new(host.PolicyCycle)
+
+		filters, ferr := runFilter(ctx, v, pod, pc, nodes)
+		if ferr != nil {
+			problem("%v", ferr)
+		} else {
+			if c.Filter != nil {
+				got := filters.single[i]
+				res.Filter = verdict(got)
+				if got.Code != c.Filter.Code || (c.Filter.Reason != "" && got.Reason != c.Filter.Reason) {
+					problem("filter: got %s, want %s", verdict(got), verdict(host.Result{Code: c.Filter.Code, Reason: c.Filter.Reason}))
+				}
+			}
+			for j := range nodes {
+				if filters.batch != nil && filters.batch[j] != filters.single[j] {
+					r.Disagreements = append(r.Disagreements, fmt.Sprintf("pod of case %q on %s: filter_nodes gives %s, filter gives %s", c.Name, where(j), verdict(filters.batch[j]), verdict(filters.single[j])))
+				}
+			}
+		}
+
+		if c.Score != nil || checkScore {
+			scores, serr := runScore(ctx, v, pod, pc, nodes)
+			switch {
+			case serr != nil:
+				problem("%v", serr)
+			default:
+				if c.Score != nil {
+					got := scores.single[i]
+					if got.res.Code != abi.CodeSuccess {
+						problem("score: got %s, want score %d", verdict(got.res), *c.Score)
+					} else {
+						s := got.score
+						res.Score = &s
+						if s != *c.Score {
+							problem("score: got %d, want %d", s, *c.Score)
+						}
+					}
+				}
+				for j := range nodes {
+					if scores.batch != nil && scores.batch[j] != scores.single[j] {
+						r.Disagreements = append(r.Disagreements, fmt.Sprintf("pod of case %q on %s: score_nodes gives %s, score gives %s", c.Name, where(j), scores.batch[j], scores.single[j]))
+					}
+				}
+			}
+		}
+		r.Cases = append(r.Cases, res)
+	}
+	return r
+}
+
+// filterResults are one pod's filter verdicts on every node: single calls,
+// and batch calls when the module has filter_nodes (nil otherwise).
+type filterResults struct{ single, batch []host.Result }
+
+// runFilter runs prefilter (a rejection or Skip there is every node's
+// verdict, as natively), then filter on each node and filter_nodes.
+func runFilter(ctx context.Context, v *host.Version, pod *host.PodState, pc *host.PolicyCycle, nodes []fwk.NodeInfo) (filterResults, error) {
+	out := filterResults{single: make([]host.Result, len(nodes))}
+	ex := v.Exports()
+	if ex.Has(host.CallPreFilter) {
+		_, res, cerr := v.Call(ctx, host.CallPreFilter, pod, nil, pc, nil)
+		if cerr != nil {
+			return out, fmt.Errorf("prefilter: %v", cerr)
+		}
+		if res.Code != abi.CodeSuccess {
+			for j := range out.single {
+				out.single[j] = res
+			}
+			return out, nil
+		}
+	}
+	if !ex.Has(host.CallFilter) {
+		return out, nil // passes every node, as in the scheduler
+	}
+	for j, ni := range nodes {
+		_, res, cerr := v.Call(ctx, host.CallFilter, pod, ni, pc, nil)
+		if cerr != nil {
+			return out, fmt.Errorf("filter on node %s: %v", ni.Node().Name, cerr)
+		}
+		out.single[j] = res
+	}
+	if ex.Has(host.CallFilterNodes) {
+		out.batch = make([]host.Result, len(nodes))
+		for start := 0; start < len(nodes); start += BatchSize {
+			end := min(start+BatchSize, len(nodes))
+			if _, cerr := v.CallNodes(ctx, host.CallFilter, pod, nodes[start:end], pc, out.batch[start:end], nil); cerr != nil {
+				return out, fmt.Errorf("filter_nodes on nodes %d..%d: %v", start, end-1, cerr)
+			}
+		}
+	}
+	return out, nil
+}
+
+// scored is one node's score verdict.
+type scored struct {
+	res   host.Result
+	score int64
+}
+
+func (s scored) String() string {
+	if s.res.Code != abi.CodeSuccess {
+		return verdict(s.res)
+	}
+	return "score " + strconv.FormatInt(s.score, 10)
+}
+
+type scoreResults struct{ single, batch []scored }
+
+// runScore runs prescore (as the scheduler does before any score), then
+// score on each node and score_nodes. A policy without score scores 0.
+func runScore(ctx context.Context, v *host.Version, pod *host.PodState, pc *host.PolicyCycle, nodes []fwk.NodeInfo) (scoreResults, error) {
+	out := scoreResults{single: make([]scored, len(nodes))}
+	ex := v.Exports()
+	if !ex.Has(host.CallScore) {
+		return out, fmt.Errorf("score: the module does not implement score")
+	}
+	if ex.Has(host.CallPreScore) {
+		_, res, cerr := v.Call(ctx, host.CallPreScore, pod, nil, pc, nil)
+		if cerr != nil {
+			return out, fmt.Errorf("prescore: %v", cerr)
+		}
+		if res.Code != abi.CodeSuccess {
+			return out, fmt.Errorf("prescore: %s (the policy does not score this pod)", verdict(res))
+		}
+	}
+	for j, ni := range nodes {
+		s, res, cerr := v.Call(ctx, host.CallScore, pod, ni, pc, nil)
+		if cerr != nil {
+			return out, fmt.Errorf("score on node %s: %v", ni.Node().Name, cerr)
+		}
+		out.single[j] = scored{res, s}
+		if res.Code != abi.CodeSuccess {
+			out.single[j].score = 0
+		}
+	}
+	if ex.Has(host.CallScoreNodes) {
+		out.batch = make([]scored, len(nodes))
+		results, scores := make([]host.Result, len(nodes)), make([]int64, len(nodes))
+		for start := 0; start < len(nodes); start += BatchSize {
+			end := min(start+BatchSize, len(nodes))
+			if _, cerr := v.CallNodes(ctx, host.CallScore, pod, nodes[start:end], pc, results[start:end], scores[start:end]); cerr != nil {
+				return out, fmt.Errorf("score_nodes on nodes %d..%d: %v", start, end-1, cerr)
+			}
+		}
+		for j := range nodes {
+			out.batch[j] = scored{results[j], scores[j]}
+			if results[j].Code != abi.CodeSuccess {
+				out.batch[j].score = 0
+			}
+		}
+	}
+	return out, nil
+}
+
+// verdict writes a status the way the case table spells it.
+func verdict(r host.Result) string {
+	name := map[int32]string{
+		abi.CodeSuccess: "Success", abi.CodeError: "Error", abi.CodeUnschedulable: "Unschedulable",
+		abi.CodeUnschedulableAndUnresolvable: "UnschedulableAndUnresolvable", abi.CodeSkip: "Skip",
+	}[r.Code]
+	if name == "" {
+		name = "code " + strconv.Itoa(int(r.Code))
+	}
+	s := fmt.Sprintf("%d %s", r.Code, name)
+	if r.Reason != "" {
+		s += " " + strconv.Quote(r.Reason)
+	}
+	return s
+}
+
+// Summary is one line about the report, for a terminal.
+func (r *Report) Summary() string {
+	passed := 0
+	for _, c := range r.Cases {
+		if c.Passed() {
+			passed++
+		}
+	}
+	s := fmt.Sprintf("%d of %d cases passed", passed, len(r.Cases))
+	if len(r.Batches) > 0 {
+		s += fmt.Sprintf("; %s checked against the single forms on every case's pod and node: %d disagreements", strings.Join(r.Batches, " and "), len(r.Disagreements))
+	} else {
+		s += "; the module has no batch forms"
+	}
+	return s
+}
+
+func quantity(name string, v int64) resource.Quantity {
+	if name == string(v1.ResourceCPU) {
+		return *resource.NewMilliQuantity(v, resource.DecimalSI)
+	}
+	return *resource.NewQuantity(v, resource.BinarySI)
+}
+
+func resourceList(m map[string]int64) v1.ResourceList {
+	if m == nil {
+		return nil
+	}
+	rl := v1.ResourceList{}
+	for k, v := range m {
+		rl[v1.ResourceName(k)] = quantity(k, v)
+	}
+	return rl
+}
+
+// Pod converts a case's pod into a real Pod: its requests become one
+// container's requests (cpu in millicores, everything else in base units).
+func Pod(d sdk.PodData) *v1.Pod {
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace, UID: types.UID(d.UID + d.Name), Labels: d.Labels, Annotations: d.Annotations},
+		Spec: v1.PodSpec{
+			SchedulerName:      d.SchedulerName,
+			PriorityClassName:  d.PriorityClassName,
+			ServiceAccountName: d.ServiceAccountName,
+			NodeSelector:       d.NodeSelector,
+			Containers:         []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: resourceList(d.Requests)}}},
+		},
+	}
+	if d.Priority != 0 {
+		p := int32(d.Priority)
+		pod.Spec.Priority = &p
+	}
+	for _, t := range d.Tolerations {
+		tol := v1.Toleration{Key: t.Key, Operator: v1.TolerationOperator(t.Operator), Value: t.Value, Effect: v1.TaintEffect(t.Effect)}
+		if t.TolerationSeconds != "" {
+			s, _ := strconv.ParseInt(t.TolerationSeconds, 10, 64)
+			tol.TolerationSeconds = &s
+		}
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tol)
+	}
+	return pod
+}
+
+// NodeInfo converts a case's node into a real NodeInfo: Requested becomes
+// one running pod with those requests, and PodCount pods run on it in all.
+func NodeInfo(d sdk.NodeData) fwk.NodeInfo {
+	var pods []*v1.Pod
+	if len(d.Requested) > 0 {
+		pods = append(pods, Pod(sdk.PodData{Name: d.Name + "-load", Requests: d.Requested}))
+	}
+	for len(pods) < d.PodCount {
+		pods = append(pods, Pod(sdk.PodData{Name: d.Name + "-pod" + strconv.Itoa(len(pods))}))
+	}
+	for _, p := range pods {
+		p.Spec.NodeName = d.Name
+	}
+	ni := intree.NewNodeInfo(pods...)
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Labels: d.Labels, Annotations: d.Annotations},
+		Spec:       v1.NodeSpec{Unschedulable: d.Unschedulable},
+		Status:     v1.NodeStatus{Allocatable: resourceList(d.Allocatable), Capacity: resourceList(d.Capacity)},
+	}
+	for _, t := range d.Taints {
+		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: t.Key, Value: t.Value, Effect: v1.TaintEffect(t.Effect)})
+	}
+	ni.SetNode(node)
+	return ni
+}
