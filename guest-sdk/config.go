@@ -29,10 +29,14 @@ type ResourceWeight struct {
 	Weight int64
 }
 
+// MaxResourceWeight is the largest weight ResourceWeights accepts.
+const MaxResourceWeight = 100
+
 // ResourceWeights parses "cpu=1,memory=2,nvidia.com/gpu=3" into weights sorted
 // by resource name (so scores do not depend on map order). An empty config
-// means cpu=1,memory=1. Entries whose weight is not a positive integer are
-// skipped and logged.
+// means cpu=1,memory=1. Weights are integers from 1 to MaxResourceWeight, as
+// NodeResourcesFit's args require (which also keeps weight × 100 × a node's
+// allocatable bytes inside an int64); other entries are skipped and logged.
 func ResourceWeights(config string) []ResourceWeight {
 	cfg := ParseConfig(config)
 	if len(cfg) == 0 {
@@ -41,8 +45,8 @@ func ResourceWeights(config string) []ResourceWeight {
 	ws := make([]ResourceWeight, 0, len(cfg))
 	for name, w := range cfg {
 		n, err := strconv.ParseInt(w, 10, 64)
-		if err != nil || n <= 0 {
-			Log("ignoring resource with an invalid weight", "resource", name, "weight", w)
+		if err != nil || n <= 0 || n > MaxResourceWeight {
+			Log("ignoring resource with an invalid weight (want an integer from 1 to 100)", "resource", name, "weight", w)
 			continue
 		}
 		ws = append(ws, ResourceWeight{name, n})

@@ -3,10 +3,11 @@
 ;; arguments and with bad ones (a pointer past the end of memory, or an
 ;; unknown field or kind), and store every result as an i64 for the test:
 ;; context c (0 _initialize, 1 prefilter, 2 filter, 3 prescore, 4 score,
-;; 5 normalize_score, 6 filter_nodes, 7 score_nodes), function f (the order
+;; 5 normalize_score, 6 filter_nodes, 7 score_nodes, 8 filter_nodes before
+;; its first select_node), function f (the order
 ;; of the imports), good row at 4096 + c*384 + f*8, bad row 192 bytes after.
-;; Batch entry points select node 0 first. Keep the imports in step with
-;; contextFns in hostfuncs_test.go.
+;; Batch entry points probe after selecting node 0. Keep the imports in step with
+;; contextFns in context_test.go.
 (module
   (import "wasmsched" "config" (func $config (param i32 i32) (result i32)))
   (import "wasmsched" "pod_string" (func $pod_string (param i32 i32 i32) (result i32)))

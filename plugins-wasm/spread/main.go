@@ -25,9 +25,18 @@ func weights() []sdk.ResourceWeight {
 	return resources
 }
 
+// noWeights is the error of a config without one valid weight: every
+// node's score fails, so the policy's failurePolicy applies and the reason
+// reaches the pod's events, instead of every node silently scoring 0.
+const noWeights = "config has no valid resource weight: give name=weight pairs with integer weights from 1 to 100, for example cpu=1,memory=1"
+
 func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
+	ws := weights()
+	if len(ws) == 0 {
+		return 0, sdk.Error(noWeights)
+	}
 	var sum, total int64
-	for _, r := range weights() {
+	for _, r := range ws {
 		alloc := node.Allocatable(r.Name)
 		if alloc <= 0 {
 			continue
