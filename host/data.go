@@ -183,7 +183,13 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 			}
 			e.lists[kind] = b
 		case abi.NodeAllocatable:
-			e.lists[kind] = abi.EncodeInts(resourceMap(ni.GetAllocatable()))
+			m := resourceMap(ni.GetAllocatable())
+			for _, name := range coreResources {
+				if _, ok := node.Status.Allocatable[name]; !ok {
+					delete(m, string(name))
+				}
+			}
+			e.lists[kind] = abi.EncodeInts(m)
 		case abi.NodeCapacity:
 			e.lists[kind] = abi.EncodeInts(quantities(node.Status.Capacity))
 		case abi.NodeRequested:
@@ -208,6 +214,23 @@ func quantityValue(name v1.ResourceName, q resource.Quantity) int64 {
 		return q.MilliValue()
 	}
 	return q.Value()
+}
+
+// coreResources are the resources fwk.Resource keeps in plain fields: it
+// reads 0 for them whether the node reports 0 or nothing at all.
+var coreResources = []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods}
+
+// allocatableValue is one resource of the node's allocatable, or
+// abi.MissingQuantity when the node does not report it (the NodeInfo alone
+// cannot tell a missing core resource from 0, so the Node decides).
+func allocatableValue(ni fwk.NodeInfo, name string) int64 {
+	switch name {
+	case abi.ResourceCPU, abi.ResourceMemory, string(v1.ResourceEphemeralStorage), abi.ResourcePods:
+		if _, ok := ni.Node().Status.Allocatable[v1.ResourceName(name)]; !ok {
+			return abi.MissingQuantity
+		}
+	}
+	return resourceValue(ni.GetAllocatable(), name)
 }
 
 // resourceValue reads one resource of a fwk.Resource without building a map.

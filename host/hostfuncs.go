@@ -219,7 +219,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 		v := abi.MissingQuantity
 		switch int32(s[0]) {
 		case abi.ResourceAllocatable:
-			v = resourceValue(in.node.GetAllocatable(), string(name))
+			v = allocatableValue(in.node, string(name))
 		case abi.ResourceRequested:
 			v = resourceValue(in.node.GetRequested(), string(name))
 			if v == abi.MissingQuantity {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -198,5 +199,44 @@ func TestMemoryDeclarations(t *testing.T) {
 	s, _, cerr := v.Call(context.Background(), CallScore, testPod(), nodeInfo("n", nil, false), new(PolicyCycle), nil)
 	if cerr != nil || s != -1000+1 {
 		t.Fatalf("score = %d, %v; want -1 (grow past the declared maximum) * 1000 + 1 (the size before growing to it)", s, cerr)
+	}
+}
+
+// §4.3: a resource the node does not report in status.allocatable is
+// missing (i64 min; the SDK's -1), not 0, also for cpu, memory,
+// ephemeral-storage and pods, which NodeInfo keeps as plain numbers; one
+// reported as 0 is 0. node_list(allocatable) lists only what is reported.
+func TestAllocatableMissingIsNotZero(t *testing.T) {
+	node := func(alloc v1.ResourceList) fwk.NodeInfo {
+		ni := nodeInfo("n", nil, false)
+		n := ni.Node().DeepCopy()
+		n.Status.Allocatable = alloc
+		ni.SetNode(n)
+		return ni
+	}
+	call := func(mode string, ni fwk.NodeInfo) (int64, *Version) {
+		v := semantics(t, mode)
+		s, _, err := v.Call(context.Background(), CallScore, testPod(), ni, new(PolicyCycle), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, v
+	}
+	memOnly := node(v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")})
+	if got, _ := call("a", memOnly); got != abi.MissingQuantity {
+		t.Errorf("allocatable cpu of a node that reports none = %d, want i64 min (missing)", got)
+	}
+	if got, _ := call("a", node(v1.ResourceList{v1.ResourceCPU: resource.MustParse("0")})); got != 0 {
+		t.Errorf("allocatable cpu of a node that reports 0 = %d, want 0", got)
+	}
+	if got, _ := call("a", node(v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m")})); got != 1500 {
+		t.Errorf("allocatable cpu of 1500m = %d, want 1500", got)
+	}
+	n, v := call("m", memOnly)
+	in := <-v.idle
+	defer func() { v.idle <- in }()
+	b, _ := in.mod.Memory().Read(8192, uint32(n))
+	if want := abi.EncodeInts(map[string]int64{"memory": 1 << 30}); string(b) != string(want) {
+		t.Errorf("node_list(allocatable) = %q, want only memory: %q", b, want)
 	}
 }

@@ -15,6 +15,8 @@
 ;;   l  score returns pod_label for a 70000-byte key
 ;;   p  score returns pod_annotation("big") with cap 0 and a buffer
 ;;      pointer past the end of memory: a size probe
+;;   a  score returns node_resource(allocatable, "cpu")
+;;   m  score returns the length of node_list(allocatable) written at 8192
 ;;   x  score stores 16 bytes of cycle state, then tries 1 MiB + 1, and
 ;;      returns the length cycle_state_get reports
 ;;   y  the same with exactly 1 MiB
@@ -30,6 +32,8 @@
   (import "wasmsched" "pod_annotation" (func $pod_annotation (param i32 i32 i32 i32) (result i32)))
   (import "wasmsched" "cycle_state_set" (func $state_set (param i32 i32)))
   (import "wasmsched" "cycle_state_get" (func $state_get (param i32 i32) (result i32)))
+  (import "wasmsched" "node_resource" (func $node_resource (param i32 i32 i32) (result i64)))
+  (import "wasmsched" "node_list" (func $node_list (param i32 i32 i32) (result i32)))
   (memory (export "memory") 20)
   (table (export "__indirect_function_table") 1 funcref)
   (global (export "__heap_base") i32 (i32.const 327680))
@@ -38,6 +42,7 @@
   (data (i32.const 16) "node one")
   (data (i32.const 48) "n1")
   (data (i32.const 56) "big")
+  (data (i32.const 60) "cpu")
 
   (func (export "abi_version") (result i32) (i32.const 1))
   (func (export "helper") (result i32) (i32.const 7))
@@ -90,6 +95,10 @@
     (if (i32.eq (local.get $m) (i32.const 0x6c)) ;; l
       (then (return (i64.extend_i32_s
         (call $pod_label (i32.const 65536) (i32.const 70000) (i32.const 0) (i32.const 0))))))
+    (if (i32.eq (local.get $m) (i32.const 0x61)) ;; a
+      (then (return (call $node_resource (i32.const 0) (i32.const 60) (i32.const 3)))))
+    (if (i32.eq (local.get $m) (i32.const 0x6d)) ;; m
+      (then (return (i64.extend_i32_s (call $node_list (i32.const 3) (i32.const 8192) (i32.const 4096))))))
     (if (i32.eq (local.get $m) (i32.const 0x70)) ;; p
       (then (return (i64.extend_i32_s
         (call $pod_annotation (i32.const 56) (i32.const 3) (i32.const 0xfffffff0) (i32.const 0))))))
