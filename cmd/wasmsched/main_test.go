@@ -258,3 +258,24 @@ func TestBatchDisagreementNamesTheNode(t *testing.T) {
 		t.Fatalf("no table:\n%s", out)
 	}
 }
+
+// Pods, nodes and case tables are decoded strictly, as kubectl does: a
+// misspelt field is an error naming it, not a silently different test.
+func TestStrictDecoding(t *testing.T) {
+	dir := t.TempDir()
+	nodes := filepath.Join(dir, "nodes.yaml")
+	table := filepath.Join(dir, "cases.json")
+	if err := os.WriteFile(nodes, []byte("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus:\n  allocatble: {cpu: \"4\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(table, []byte(`{"cases": [{"name": "x", "pod": {"Name": "a"}, "node": {"Name": "n", "Allocatble": {}}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	module := testguests.Policy(t, testguests.TinyGo, "team-isolation")
+	if _, err := run(t, "test", "--policy", module, "--pod", examples("pod.yaml"), "--nodes", nodes); err == nil || !strings.Contains(err.Error(), `unknown field "status.allocatble"`) {
+		t.Errorf("nodes file: %v", err)
+	}
+	if _, err := run(t, "test", "--cases", table, module); err == nil || !strings.Contains(err.Error(), `unknown field "Allocatble"`) {
+		t.Errorf("case table: %v", err)
+	}
+}

@@ -11,11 +11,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 )
+
+// strict decodes objects as kubectl does: an unknown or duplicate field is
+// an error (a misspelt "allocatble" would otherwise test a node without
+// allocatable resources).
+var strict = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
 
 // readObjects reads Nodes and Pods from a YAML or JSON file: several
 // documents, and List, NodeList or PodList objects, are all accepted.
@@ -42,7 +48,7 @@ func readObjects(path string) (nodes []*v1.Node, pods []*v1.Pod, err error) {
 			}
 		case *v1.List:
 			for _, item := range o.Items {
-				inner, _, err := scheme.Codecs.UniversalDeserializer().Decode(item.Raw, nil, nil)
+				inner, _, err := strict.Decode(item.Raw, nil, nil)
 				if err != nil {
 					return err
 				}
@@ -66,7 +72,7 @@ func readObjects(path string) (nodes []*v1.Node, pods []*v1.Pod, err error) {
 		if len(bytes.TrimSpace(raw.Raw)) == 0 || string(raw.Raw) == "null" {
 			continue
 		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+		obj, _, err := strict.Decode(raw.Raw, nil, nil)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: document %d: %w", path, n, err)
 		}

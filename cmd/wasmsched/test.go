@@ -193,7 +193,7 @@ func (o *testOptions) runCases(cmd *cobra.Command, g *globalOptions, module stri
 	}
 	table, err := casetest.Load(o.cases)
 	if err != nil {
-		return fmt.Errorf("--cases %s: %w", o.cases, err)
+		return fmt.Errorf("--cases: %w", err)
 	}
 	if len(table.Cases) == 0 {
 		return fmt.Errorf("--cases %s: the table has no cases", o.cases)

@@ -5,7 +5,9 @@
 package casetest
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -38,9 +40,13 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Unknown fields are errors: a misspelt "Allocatble" would otherwise
+	// run the case on a node without allocatable resources.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
 	f := &File{}
-	if err := json.Unmarshal(b, f); err != nil {
-		return nil, err
+	if err := dec.Decode(f); err != nil {
+		return nil, fmt.Errorf("%s: %w (the fields are those of docs/abi.md §8)", path, err)
 	}
 	return f, nil
 }
