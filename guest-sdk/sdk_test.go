@@ -4,9 +4,11 @@ package sdk
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -146,5 +148,22 @@ func TestNodeTaintNative(t *testing.T) {
 	RunFilter(&PodData{}, &NodeData{})
 	if got != nil {
 		t.Fatalf("Taint on an untainted node = %+v, want nil", got)
+	}
+}
+
+// Every row of fields.Fields names an SDK accessor that exists, so what the
+// docs say a Go policy calls is there.
+func TestEveryFieldHasAnAccessor(t *testing.T) {
+	types := map[string]reflect.Type{"Pod": reflect.TypeOf(Pod{}), "Node": reflect.TypeOf(Node{})}
+	for _, f := range fields.Fields {
+		typ, method, _ := strings.Cut(f.Accessor, ".")
+		rt, ok := types[typ]
+		if !ok {
+			t.Errorf("%s %s: accessor %q is on no SDK type", f.Object, f.Path, f.Accessor)
+			continue
+		}
+		if _, ok := rt.MethodByName(method); !ok {
+			t.Errorf("%s %s: sdk.%s has no method %s", f.Object, f.Path, typ, method)
+		}
 	}
 }

@@ -233,6 +233,35 @@ func allocatableValue(ni fwk.NodeInfo, name string) int64 {
 	return resourceValue(ni.GetAllocatable(), name)
 }
 
+// nodeString reads node_string's fields; ok is false for an unknown one.
+func nodeString(ni fwk.NodeInfo, field int32) (string, bool) {
+	if field != abi.NodeName {
+		return "", false
+	}
+	return ni.Node().Name, true
+}
+
+// nodeResource reads node_resource's kinds: one resource in ABI units, or
+// abi.MissingQuantity when absent; ok is false for an unknown kind (which
+// also answers abi.MissingQuantity, as bad arguments do).
+func nodeResource(ni fwk.NodeInfo, kind int32, name string) (int64, bool) {
+	switch kind {
+	case abi.ResourceAllocatable:
+		return allocatableValue(ni, name), true
+	case abi.ResourceRequested:
+		if v := resourceValue(ni.GetRequested(), name); v != abi.MissingQuantity {
+			return v, true
+		}
+		return 0, true
+	case abi.ResourceCapacity:
+		if q, ok := ni.Node().Status.Capacity[v1.ResourceName(name)]; ok {
+			return quantityValue(v1.ResourceName(name), q), true
+		}
+		return abi.MissingQuantity, true
+	}
+	return abi.MissingQuantity, false
+}
+
 // resourceValue reads one resource of a fwk.Resource without building a map.
 func resourceValue(r fwk.Resource, name string) int64 {
 	switch name {

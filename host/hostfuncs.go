@@ -8,7 +8,6 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -140,11 +139,12 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		if int32(s[0]) != abi.NodeName {
+		v, ok := nodeString(in.node, int32(s[0]))
+		if !ok {
 			s[0] = retBadArgs
 			return
 		}
-		s[0] = writeOutString(m, s[1], s[2], in.node.Node().Name)
+		s[0] = writeOutString(m, s[1], s[2], v)
 	},
 	abi.FnNodeLabel: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
@@ -216,20 +216,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retMissing
 			return
 		}
-		v := abi.MissingQuantity
-		switch int32(s[0]) {
-		case abi.ResourceAllocatable:
-			v = allocatableValue(in.node, string(name))
-		case abi.ResourceRequested:
-			v = resourceValue(in.node.GetRequested(), string(name))
-			if v == abi.MissingQuantity {
-				v = 0
-			}
-		case abi.ResourceCapacity:
-			if q, ok := in.node.Node().Status.Capacity[v1.ResourceName(name)]; ok {
-				v = quantityValue(v1.ResourceName(name), q)
-			}
-		}
+		v, _ := nodeResource(in.node, int32(s[0]), string(name))
 		s[0] = api.EncodeI64(v)
 	},
 	abi.FnNodePodCount: func(ctx context.Context, m api.Module, s []uint64) {

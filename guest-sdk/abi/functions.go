@@ -29,7 +29,10 @@ type HostFunction struct {
 	Section Section
 	Params  []Param
 	Results []ValType
-	// Doc is the function's row in docs/abi.md (markdown).
+	// Doc is the function's row in docs/abi.md (markdown). For a function
+	// whose first parameter numbers fields or kinds, the docs add what each
+	// number reads from the fields table (package fields), so the numbers
+	// are never written twice.
 	Doc string
 }
 
@@ -52,24 +55,24 @@ var HostFunctions = []HostFunction{
 		"the policy's `config` string from its args. It does not change during the life of a loaded policy (a new config is a new load, with new instances), so a guest may parse it once and keep the result"},
 
 	{FnPodString, SectionPod, append([]Param{{"field", I32}}, bufParams...), i32Result,
-		"field: 0 name, 1 namespace, 2 uid, 3 schedulerName, 4 priorityClassName, 5 serviceAccountName"},
+		"one string of the pod"},
 	{FnPodLabel, SectionPod, keyParams, i32Result, "one label, -1 if unset"},
 	{FnPodAnnotation, SectionPod, keyParams, i32Result, "one annotation, -1 if unset"},
 	{FnPodList, SectionPod, append([]Param{{"kind", I32}}, bufParams...), i32Result,
-		`a string list (§5); kind: 0 labels, 1 annotations, 2 nodeSelector (key, value pairs); 3 tolerations (5 strings each: key, operator, value, effect, tolerationSeconds or ""); 4 requests (name, decimal value pairs)`},
+		"a string list (§5)"},
 	{FnPodRequest, SectionPod, []Param{{"name_ptr", I32}, {"name_len", I32}}, []ValType{I64},
 		"the pod's effective request of one resource as the scheduler computes it (containers, init containers, overhead); 0 if not requested"},
 	{FnPodPriority, SectionPod, nil, []ValType{I64}, "spec.priority, 0 if unset"},
 
-	{FnNodeString, SectionNode, append([]Param{{"field", I32}}, bufParams...), i32Result, "field 0: name"},
+	{FnNodeString, SectionNode, append([]Param{{"field", I32}}, bufParams...), i32Result, "one string of the node"},
 	{FnNodeLabel, SectionNode, keyParams, i32Result, "one label, -1 if unset"},
 	{FnNodeAnnotation, SectionNode, keyParams, i32Result, "one annotation, -1 if unset"},
 	{FnNodeTaint, SectionNode, keyParams, i32Result,
 		"the taints with that key, as a string list (§5) of (value, effect) pairs (a key may carry several effects); -1 if the node has no taint with that key"},
 	{FnNodeList, SectionNode, append([]Param{{"kind", I32}}, bufParams...), i32Result,
-		"kind: 0 labels, 1 annotations (pairs); 2 taints (3 strings each: key, value, effect); 3 allocatable, 4 capacity, 5 requested (name, decimal value pairs)"},
+		"a string list (§5)"},
 	{FnNodeResource, SectionNode, []Param{{"kind", I32}, {"name_ptr", I32}, {"name_len", I32}}, []ValType{I64},
-		"kind: 0 allocatable, 1 capacity, 2 requested (sum of the requests of the pods on the node, including pods assumed but not yet bound; 0 if none)"},
+		"one resource of the node in the units below"},
 	{FnNodePodCount, SectionNode, nil, i32Result, "pods on the node"},
 	{FnNodeUnschedulable, SectionNode, nil, i32Result, "1 if cordoned"},
 

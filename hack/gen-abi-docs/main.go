@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/host"
 )
 
@@ -55,7 +56,7 @@ func render(doc []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := map[string]string{"abi-points": points(), "abi-capabilities": capabilities(), "abi-signatures": sigs}
+	blocks := map[string]string{"abi-points": points(), "abi-capabilities": capabilities(), "abi-signatures": sigs, "abi-fields": fieldTable()}
 	for s := range abi.SectionTitles {
 		blocks[fmt.Sprintf("abi-functions-%d", s)] = functions(s)
 	}
@@ -108,7 +109,7 @@ func functions(s abi.Section) string {
 	b.WriteString("| function | signature | |\n|---|---|---|\n")
 	for _, f := range abi.HostFunctions {
 		if f.Section == s {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", code(f.Name), code(abi.Signature(f.Params, f.Results)), f.Doc)
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", code(f.Name), code(abi.Signature(f.Params, f.Results)), fullDoc(f))
 		}
 	}
 	return b.String()
@@ -169,4 +170,35 @@ func wasmSignature(def api.FunctionDefinition) string {
 		results[i] = abi.ValType(t)
 	}
 	return abi.Signature(params, results)
+}
+
+// fullDoc is a host function's Doc and, for a numbered one, what each
+// number reads (from the fields table, so numbers are written once).
+func fullDoc(f abi.HostFunction) string {
+	if fields.MaxNum(f.Name) == fields.NoNum {
+		return f.Doc
+	}
+	return f.Doc + "; " + fields.FieldNumbers(f.Name, f.Params[0].Name)
+}
+
+// fieldTable is the table of everything a guest can read (fields.Fields).
+func fieldTable() string {
+	var b strings.Builder
+	b.WriteString("| object | field | host function | wire form | host cost | Go SDK |\n|---|---|---|---|---|---|\n")
+	for _, f := range fields.Fields {
+		fn := code(f.Fn)
+		if f.Num != fields.NoNum {
+			fn = code(fmt.Sprintf("%s(%d)", f.Fn, f.Num))
+		}
+		wire := f.Wire.String()
+		if len(f.Columns) > 0 {
+			wire += " (" + strings.Join(f.Columns, ", ") + ")"
+		}
+		path := f.Path
+		if f.Doc != "" {
+			path += ": " + f.Doc
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", f.Object, path, fn, wire, f.Cost, code(f.Accessor))
+	}
+	return b.String()
 }

@@ -1,0 +1,182 @@
+// Package fields is the table of everything a guest can read (docs/abi.md
+// §4.0): the host's readers, the SDK's accessors, the docs and the tests are
+// checked against it. It lives apart from package abi, which guests link,
+// so the table and its formatting never weigh on a guest binary.
+package fields
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// Object is what a readable field belongs to.
+type Object uint8
+
+// The objects a guest can read. The node's pods and a cluster view come
+// with issue #20's later slices; each gets its own rows here.
+const (
+	// ObjectPod is the pod being scheduled, available at every entry point.
+	ObjectPod Object = iota
+	// ObjectNode is the node being evaluated: in filter and score, and in
+	// their batch forms after select_node.
+	ObjectNode
+)
+
+func (o Object) String() string { return [...]string{"pod", "node"}[o] }
+
+// Wire is how a field's value travels to the guest.
+type Wire uint8
+
+// The wire forms of docs/abi.md §4 and §5.
+const (
+	// WireString is the value's bytes.
+	WireString Wire = iota
+	// WireLookup is one map entry's value by key; -1 when unset.
+	WireLookup
+	// WirePairs is a string list of key, value pairs (§5).
+	WirePairs
+	// WireRecords is a string list of records of len(Columns) strings each.
+	WireRecords
+	// WireQuantities is a string list of resource name, decimal int64 pairs.
+	WireQuantities
+	// WireI64 is an i64 result; MissingQuantity when absent.
+	WireI64
+	// WireI32 is an i32 result.
+	WireI32
+)
+
+func (w Wire) String() string {
+	return [...]string{"bytes", "value by key, -1 if unset", "string list of (key, value)", "string list of records", "string list of (name, decimal value)", "i64", "i32"}[w]
+}
+
+// Cost says what reading a field costs the host, so an author can see what
+// a policy pays per node (docs/abi.md §6).
+type Cost uint8
+
+// The cost classes.
+const (
+	// CostScalar is read straight from the object on every call.
+	CostScalar Cost = iota
+	// CostPerCycle is computed or encoded at most once per scheduling
+	// cycle, the first time any policy asks.
+	CostPerCycle
+	// CostPerNodeGeneration is encoded at most once per NodeInfo generation
+	// (until the node or its pods change) and reused across cycles.
+	CostPerNodeGeneration
+	// CostPerCall is computed for every call (a lookup by key or name).
+	CostPerCall
+)
+
+func (c Cost) String() string {
+	return [...]string{"scalar", "once per cycle", "once per node generation", "per call"}[c]
+}
+
+// NoNum marks a field whose host function takes no field or kind number.
+const NoNum int32 = -1
+
+// Field is one thing a guest can read: the row of the table that the host's
+// readers, the SDK's accessors, docs/abi.md and the tests are checked
+// against. Adding a readable field is one row here plus its readers.
+type Field struct {
+	Object Object
+	// Path is the field as kubectl spells it, or what the scheduler derives.
+	Path string
+	// Fn is the host function that reads it, Num its field or kind number
+	// there (NoNum when the function takes none). Numbers are ABI v1: only
+	// new numbers may be added.
+	Fn  string
+	Num int32
+	// Wire is the value's form; Columns name a record's strings.
+	Wire    Wire
+	Columns []string
+	Cost    Cost
+	// Accessor is the Go SDK method that reads it, "Pod.Tolerations".
+	Accessor string
+	// Doc says what a reader needs beyond the path (units, defaults).
+	Doc string
+}
+
+// Fields is every field a guest can read, in docs/abi.md order.
+var Fields = []Field{
+	{ObjectPod, "metadata.name", abi.FnPodString, abi.PodName, WireString, nil, CostScalar, "Pod.Name", ""},
+	{ObjectPod, "metadata.namespace", abi.FnPodString, abi.PodNamespace, WireString, nil, CostScalar, "Pod.Namespace", ""},
+	{ObjectPod, "metadata.uid", abi.FnPodString, abi.PodUID, WireString, nil, CostScalar, "Pod.UID", ""},
+	{ObjectPod, "spec.schedulerName", abi.FnPodString, abi.PodSchedulerName, WireString, nil, CostScalar, "Pod.SchedulerName", ""},
+	{ObjectPod, "spec.priorityClassName", abi.FnPodString, abi.PodPriorityClassName, WireString, nil, CostScalar, "Pod.PriorityClassName", ""},
+	{ObjectPod, "spec.serviceAccountName", abi.FnPodString, abi.PodServiceAccount, WireString, nil, CostScalar, "Pod.ServiceAccountName", ""},
+	{ObjectPod, "metadata.labels[key]", abi.FnPodLabel, NoNum, WireLookup, nil, CostPerCall, "Pod.Label", ""},
+	{ObjectPod, "metadata.annotations[key]", abi.FnPodAnnotation, NoNum, WireLookup, nil, CostPerCall, "Pod.Annotation", ""},
+	{ObjectPod, "metadata.labels", abi.FnPodList, abi.PodLabels, WirePairs, nil, CostPerCycle, "Pod.Labels", ""},
+	{ObjectPod, "metadata.annotations", abi.FnPodList, abi.PodAnnotations, WirePairs, nil, CostPerCycle, "Pod.Annotations", ""},
+	{ObjectPod, "spec.nodeSelector", abi.FnPodList, abi.PodNodeSelector, WirePairs, nil, CostPerCycle, "Pod.NodeSelector", ""},
+	{ObjectPod, "spec.tolerations", abi.FnPodList, abi.PodTolerations, WireRecords, []string{"key", "operator", "value", "effect", "tolerationSeconds"}, CostPerCycle, "Pod.Tolerations",
+		`tolerationSeconds is decimal, "" when unset`},
+	{ObjectPod, "effective requests", abi.FnPodList, abi.PodRequests, WireQuantities, nil, CostPerCycle, "Pod.Requests",
+		"as the scheduler computes them: the larger of the containers' sum and each init container (sidecars included), plus overhead"},
+	{ObjectPod, "effective request[name]", abi.FnPodRequest, NoNum, WireI64, nil, CostPerCycle, "Pod.Request", "0 if not requested"},
+	{ObjectPod, "spec.priority", abi.FnPodPriority, NoNum, WireI64, nil, CostScalar, "Pod.Priority", "0 if unset"},
+
+	{ObjectNode, "metadata.name", abi.FnNodeString, abi.NodeName, WireString, nil, CostScalar, "Node.Name", ""},
+	{ObjectNode, "metadata.labels[key]", abi.FnNodeLabel, NoNum, WireLookup, nil, CostPerCall, "Node.Label", ""},
+	{ObjectNode, "metadata.annotations[key]", abi.FnNodeAnnotation, NoNum, WireLookup, nil, CostPerCall, "Node.Annotation", ""},
+	{ObjectNode, "spec.taints[key]", abi.FnNodeTaint, NoNum, WireRecords, []string{"value", "effect"}, CostPerCall, "Node.Taint", "-1 if no taint has the key"},
+	{ObjectNode, "metadata.labels", abi.FnNodeList, abi.NodeLabels, WirePairs, nil, CostPerNodeGeneration, "Node.Labels", ""},
+	{ObjectNode, "metadata.annotations", abi.FnNodeList, abi.NodeAnnotations, WirePairs, nil, CostPerNodeGeneration, "Node.Annotations", ""},
+	{ObjectNode, "spec.taints", abi.FnNodeList, abi.NodeTaints, WireRecords, []string{"key", "value", "effect"}, CostPerNodeGeneration, "Node.Taints", ""},
+	{ObjectNode, "status.allocatable", abi.FnNodeList, abi.NodeAllocatable, WireQuantities, nil, CostPerNodeGeneration, "Node.AllocatableAll", "only what the node reports"},
+	{ObjectNode, "status.capacity", abi.FnNodeList, abi.NodeCapacity, WireQuantities, nil, CostPerNodeGeneration, "Node.CapacityAll", ""},
+	{ObjectNode, "requested (the pods on the node)", abi.FnNodeList, abi.NodeRequested, WireQuantities, nil, CostPerNodeGeneration, "Node.RequestedAll",
+		"the sum of the requests of the pods on the node, pods assumed but not yet bound included"},
+	{ObjectNode, "status.allocatable[name]", abi.FnNodeResource, abi.ResourceAllocatable, WireI64, nil, CostScalar, "Node.Allocatable", "i64 min (SDK: -1) if the node does not report it"},
+	{ObjectNode, "status.capacity[name]", abi.FnNodeResource, abi.ResourceCapacity, WireI64, nil, CostScalar, "Node.Capacity", "i64 min (SDK: -1) if the node does not report it"},
+	{ObjectNode, "requested[name]", abi.FnNodeResource, abi.ResourceRequested, WireI64, nil, CostScalar, "Node.Requested", "0 if none"},
+	{ObjectNode, "pod count", abi.FnNodePodCount, NoNum, WireI32, nil, CostScalar, "Node.PodCount", "pods on the node, assumed ones included"},
+	{ObjectNode, "spec.unschedulable", abi.FnNodeUnschedulable, NoNum, WireI32, nil, CostScalar, "Node.Unschedulable", "1 if cordoned"},
+}
+
+// FieldsOf returns the rows read through host function fn, in Num order
+// (the order of Fields).
+func FieldsOf(fn string) []Field {
+	var out []Field
+	for _, f := range Fields {
+		if f.Fn == fn {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// MaxNum is the largest field or kind number of host function fn, -1 when
+// it takes none: the host answers abi.BadArgs for any number above it.
+func MaxNum(fn string) int32 {
+	m := NoNum
+	for _, f := range FieldsOf(fn) {
+		m = max(m, f.Num)
+	}
+	return m
+}
+
+// FieldNumbers describes what each number of a numbered host function
+// reads ("kind: 0 metadata.labels (key, value pairs); 1 …"), for docs.
+// Nothing in a guest calls it, so fmt stays out of guest binaries.
+func FieldNumbers(fn, what string) string {
+	var parts []string
+	for _, f := range FieldsOf(fn) {
+		s := fmt.Sprintf("%d %s", f.Num, f.Path)
+		switch f.Wire {
+		case WirePairs:
+			s += " (key, value pairs)"
+		case WireRecords:
+			s += fmt.Sprintf(" (%d strings each: %s)", len(f.Columns), strings.Join(f.Columns, ", "))
+		case WireQuantities:
+			s += " (name, decimal value pairs)"
+		}
+		if f.Doc != "" {
+			s += " [" + f.Doc + "]"
+		}
+		parts = append(parts, s)
+	}
+	return what + ": " + strings.Join(parts, "; ")
+}
