@@ -239,6 +239,14 @@ func (Pod) Requests() map[string]int64 { return decodeInts(podList(abi.PodReques
 // Priority returns the pod's priority (0 if unset).
 func (Pod) Priority() int64 { return podPriority() }
 
+// Object returns the whole pod as JSON (docs/abi.md §4.2, pod_object), for
+// a field no accessor reads. The host encodes it once per cycle and the SDK
+// keeps it for the cycle; do not modify it. Decoding JSON costs a guest
+// tens of microseconds, so decode once per cycle (in PreFilter, into cycle
+// state) and use typed accessors where one exists. Nil natively unless
+// PodData.Object is set.
+func (Pod) Object() []byte { return podObject() }
+
 // Name returns the node's name.
 func (Node) Name() string { return nodeName() }
 
@@ -316,6 +324,12 @@ func (Node) PodCount() int { return nodePodCount() }
 
 // Unschedulable reports spec.unschedulable (cordoned).
 func (Node) Unschedulable() bool { return nodeUnschedulable() }
+
+// Object returns the whole node as JSON (docs/abi.md §4.3, node_object),
+// for a field no accessor reads. The host encodes it once per node
+// generation; each call copies it into the guest. Nil natively unless
+// NodeData.Object is set.
+func (Node) Object() []byte { return nodeObject() }
 
 // Config returns the policy's config string from the scheduler configuration.
 func Config() string { return config() }

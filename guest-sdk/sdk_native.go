@@ -132,6 +132,10 @@ func podRequest(name string) int64 { return pod().Requests[name] }
 
 func podPriority() int64 { return pod().Priority }
 
+func podObject() []byte { return pod().Object }
+
+func nodeObject() []byte { return node().Object }
+
 func nodeName() string { return node().Name }
 
 func nodeLabel(key string) (string, bool) { v, ok := node().Labels[key]; return v, ok }

@@ -67,6 +67,12 @@ func hostCycleStateSet(ptr, n uint32)
 //go:wasmimport wasmsched cycle_state_get
 func hostCycleStateGet(buf, capacity uint32) int32
 
+//go:wasmimport wasmsched pod_object
+func hostPodObject(format int32, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched node_object
+func hostNodeObject(format int32, buf, capacity uint32) int32
+
 //go:wasmimport wasmsched select_node
 func hostSelectNode(i int32) int32
 
@@ -200,6 +206,7 @@ var (
 	podRequests    []cachedInt
 	cycleData      []byte
 	cycleDataValid bool
+	podObj         []byte
 	scratch        = make([]byte, 512)
 	configValue    *string
 )
@@ -219,6 +226,7 @@ func begin(cycle int64) {
 	podLists = [abi.PodRequests + 1][]byte{}
 	podRequests = podRequests[:0]
 	cycleData, cycleDataValid = nil, false
+	podObj = nil
 }
 
 // Read operations: which host function fills a buffer.
@@ -363,6 +371,37 @@ func podRequest(name string) int64 {
 }
 
 func podPriority() int64 { return hostPodPriority() }
+
+// podObject and nodeObject call their host functions directly, like
+// nodeTaint, so only guests that read whole objects import them. They ask
+// for the size first (cap 0) and read into a buffer of exactly that size.
+func podObject() []byte {
+	if podObj != nil {
+		return podObj
+	}
+	n := hostPodObject(abi.ObjectJSON, 0, 0)
+	if n <= 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	if hostPodObject(abi.ObjectJSON, ptrOf(b), uint32(n)) != n {
+		return nil
+	}
+	podObj = b
+	return b
+}
+
+func nodeObject() []byte {
+	n := hostNodeObject(abi.ObjectJSON, 0, 0)
+	if n <= 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	if hostNodeObject(abi.ObjectJSON, ptrOf(b), uint32(n)) != n {
+		return nil
+	}
+	return b
+}
 
 func nodeName() string {
 	b, _ := read(opNodeString, abi.NodeName, "")

@@ -67,7 +67,20 @@ var contextFns = []struct {
 	}, func(int) int64 { return badArgs }},
 	{"cycle_state_get", func(int) int64 { return notFound }, func(int) int64 { return notFound }},
 	{"scores_get", scores(map[int]int64{ctxNormalize: 2, ctxScoreNodes: 1}), scores(map[int]int64{ctxNormalize: badArgs, ctxScoreNodes: badArgs})},
+	// The objects' JSON is longer than the probe's 64-byte buffer: the
+	// length comes back, nothing is written. Bad: format 99.
+	{"pod_object", func(c int) int64 { return pod(int64(len(contextPodJSON)))(c) }, pod(badArgs)},
+	{"node_object", func(c int) int64 {
+		if c == ctxBeforeSelect { // probed after the good row's select_node(0)
+			return int64(len(contextNodeJSON))
+		}
+		return node(int64(len(contextNodeJSON)))(c)
+	}, node(badArgs)},
 }
+
+// contextPodJSON and contextNodeJSON are the objects' JSON in the matrix,
+// set by the test before it checks.
+var contextPodJSON, contextNodeJSON []byte
 
 const (
 	notFound     = int64(abi.NotFound)
@@ -151,6 +164,8 @@ func TestHostFunctionContexts(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"team": "payments"}},
 		Status:     v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}},
 	})
+	contextPodJSON, _ = ps.object(abi.ObjectJSON)
+	contextNodeJSON, _ = nodeObject(ni, abi.ObjectJSON)
 	ctx, pc := context.Background(), new(PolicyCycle)
 	call := func(kind CallKind, node fwk.NodeInfo, sc []int64) {
 		t.Helper()

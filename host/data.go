@@ -1,12 +1,15 @@
 package host
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -29,6 +32,32 @@ type PodState struct {
 
 	listOnce [abi.PodRequests + 1]sync.Once
 	lists    [abi.PodRequests + 1][]byte
+
+	objOnce sync.Once
+	obj     []byte
+}
+
+// object is the whole pod as JSON (pod_object), encoded on first use.
+func (p *PodState) object(format int32) ([]byte, bool) {
+	if format != abi.ObjectJSON {
+		return nil, false
+	}
+	p.objOnce.Do(func() {
+		pod := *p.Pod // a shallow copy: only TypeMeta and managedFields change
+		pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+		pod.ManagedFields = nil
+		p.obj = encodeObject(&pod)
+	})
+	return p.obj, true
+}
+
+// encodeObject is an object's JSON; a Pod or Node always encodes.
+func encodeObject(obj any) []byte {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		panic(fmt.Sprintf("encoding %T: %v", obj, err))
+	}
+	return b
 }
 
 // NewPodState starts a cycle for pod.
@@ -132,6 +161,25 @@ type nodeEntry struct {
 	gen   int64
 	once  [abi.NodeRequested + 1]sync.Once
 	lists [abi.NodeRequested + 1][]byte
+
+	objOnce sync.Once
+	obj     []byte
+}
+
+// nodeObject is the whole node as JSON (node_object), encoded once per
+// NodeInfo generation.
+func nodeObject(ni fwk.NodeInfo, format int32) ([]byte, bool) {
+	if format != abi.ObjectJSON {
+		return nil, false
+	}
+	e := nodes.entry(ni)
+	e.objOnce.Do(func() {
+		node := *ni.Node()
+		node.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+		node.ManagedFields = nil
+		e.obj = encodeObject(&node)
+	})
+	return e.obj, true
 }
 
 var nodes = &nodeCache{m: map[string]*nodeEntry{}}

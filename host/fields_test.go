@@ -27,6 +27,8 @@ func TestEveryFieldHasAReader(t *testing.T) {
 		abi.FnPodList:      func(n int32) bool { _, ok := pod.list(n); return ok },
 		abi.FnNodeString:   func(n int32) bool { _, ok := nodeString(ni, n); return ok },
 		abi.FnNodeList:     func(n int32) bool { _, ok := nodeList(ni, n); return ok },
+		abi.FnPodObject:    func(n int32) bool { _, ok := pod.object(n); return ok },
+		abi.FnNodeObject:   func(n int32) bool { _, ok := nodeObject(ni, n); return ok },
 		abi.FnNodeResource: func(n int32) bool { _, ok := nodeResource(ni, n, "cpu"); return ok },
 	}
 	numbered := map[string]bool{}

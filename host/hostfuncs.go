@@ -133,6 +133,32 @@ var hostFuncs = map[string]api.GoModuleFunc{
 		}
 		s[0] = uint64(in.pod.priority())
 	},
+	abi.FnPodObject: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.pod == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		b, ok := in.pod.object(int32(s[0]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[1], s[2], b)
+	},
+	abi.FnNodeObject: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.node == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		b, ok := nodeObject(in.node, int32(s[0]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[1], s[2], b)
+	},
 	abi.FnNodeString: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.node == nil {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -240,3 +241,49 @@ func TestAllocatableMissingIsNotZero(t *testing.T) {
 		t.Errorf("node_list(allocatable) = %q, want only memory: %q", b, want)
 	}
 }
+
+// §4.2, §4.3: pod_object and node_object are the whole objects as JSON,
+// apiVersion and kind set and managedFields left out; the pod's is encoded
+// once per cycle, the node's once per NodeInfo generation.
+func TestWholeObjectsEncodeOnce(t *testing.T) {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec: v1.PodSpec{RuntimeClassName: ptrTo("gvisor")}}
+	ps := NewPodState(p)
+	b, ok := ps.object(abi.ObjectJSON)
+	if !ok {
+		t.Fatal("no JSON format")
+	}
+	var got v1.Pod
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != "Pod" || got.APIVersion != "v1" || got.ManagedFields != nil || *got.Spec.RuntimeClassName != "gvisor" || got.Name != "p" {
+		t.Fatalf("pod JSON %s", b)
+	}
+	if p.ManagedFields == nil || p.Kind != "" {
+		t.Fatal("encoding changed the scheduler's pod")
+	}
+	if again, _ := ps.object(abi.ObjectJSON); &again[0] != &b[0] {
+		t.Error("pod encoded twice in one cycle")
+	}
+	if _, ok := ps.object(1); ok {
+		t.Error("format 1 accepted")
+	}
+
+	ni := nodeInfo("objects-node", map[string]string{"a": "b"}, false)
+	n1, _ := nodeObject(ni, abi.ObjectJSON)
+	if n2, _ := nodeObject(ni, abi.ObjectJSON); &n2[0] != &n1[0] {
+		t.Error("node encoded twice in one generation")
+	}
+	changed := ni.Node().DeepCopy()
+	changed.Labels["a"] = "c"
+	ni.SetNode(changed) // a new generation
+	n3, _ := nodeObject(ni, abi.ObjectJSON)
+	var node v1.Node
+	if err := json.Unmarshal(n3, &node); err != nil || node.Kind != "Node" || node.Labels["a"] != "c" {
+		t.Fatalf("node JSON after a change: %s (%v)", n3, err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -279,3 +279,28 @@ func TestStrictDecoding(t *testing.T) {
 		t.Errorf("case table: %v", err)
 	}
 }
+
+// A policy reads fields no typed accessor offers from the whole pod and
+// node (Pod.Object, Node.Object), built with both toolchains; its case
+// table gives the objects as JSON.
+func TestWholeObjects(t *testing.T) {
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			module, err := testguests.Build(tc, filepath.Join("plugins-wasm", "testdata", "whole-object"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := run(t, "test", "--cases", filepath.Join("..", "..", "plugins-wasm", "testdata", "whole-object", "testdata.json"), module, "-o", "json")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var r casetable.Report
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Cases) != 3 || r.Failed() || r.Cases[0].Node != "g1" {
+				t.Fatalf("report %+v", r)
+			}
+		})
+	}
+}

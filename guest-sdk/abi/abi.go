@@ -106,6 +106,18 @@ const (
 	// FnNodeTaint is `node_taint(key_ptr, key_len, buf, cap) -> i32`: the
 	// node's taints with that key as a string list of (value, effect) pairs.
 	FnNodeTaint = "node_taint"
+	// FnPodObject is `pod_object(format, buf, cap) -> i32`: the whole pod,
+	// for a field no accessor reads.
+	FnPodObject = "pod_object"
+	// FnNodeObject is `node_object(format, buf, cap) -> i32`: the whole node.
+	FnNodeObject = "node_object"
+)
+
+// Formats for pod_object and node_object.
+const (
+	// ObjectJSON is the object as the apiserver serves it in JSON
+	// (apiVersion and kind set), without metadata.managedFields.
+	ObjectJSON int32 = 0
 )
 
 // Return values of the read functions other than a length.

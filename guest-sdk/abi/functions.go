@@ -63,6 +63,8 @@ var HostFunctions = []HostFunction{
 	{FnPodRequest, SectionPod, []Param{{"name_ptr", I32}, {"name_len", I32}}, []ValType{I64},
 		"the pod's effective request of one resource as the scheduler computes it (containers, init containers, overhead); 0 if not requested"},
 	{FnPodPriority, SectionPod, nil, []ValType{I64}, "spec.priority, 0 if unset"},
+	{FnPodObject, SectionPod, append([]Param{{"format", I32}}, bufParams...), i32Result,
+		"the whole pod, for a field no other function reads; encoded at most once per cycle"},
 
 	{FnNodeString, SectionNode, append([]Param{{"field", I32}}, bufParams...), i32Result, "one string of the node"},
 	{FnNodeLabel, SectionNode, keyParams, i32Result, "one label, -1 if unset"},
@@ -75,6 +77,8 @@ var HostFunctions = []HostFunction{
 		"one resource of the node in the units below"},
 	{FnNodePodCount, SectionNode, nil, i32Result, "pods on the node"},
 	{FnNodeUnschedulable, SectionNode, nil, i32Result, "1 if cordoned"},
+	{FnNodeObject, SectionNode, append([]Param{{"format", I32}}, bufParams...), i32Result,
+		"the whole node; encoded at most once per node generation"},
 
 	{FnSelectNode, SectionBatch, []Param{{"i", I32}}, i32Result,
 		"in `filter_nodes`/`score_nodes`: make node `i` of the batch current and start its deadline; 0, or -2 if `i` is out of range or not in a batch call"},

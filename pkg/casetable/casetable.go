@@ -8,14 +8,15 @@
 package casetable
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -85,14 +86,29 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 		r.Batches = append(r.Batches, "score_nodes")
 	}
 	nodes := make([]fwk.NodeInfo, len(f.Cases))
+	nodeErrs := make([]error, len(f.Cases))
 	for i, c := range f.Cases {
-		nodes[i] = NodeInfo(c.Node)
+		ni, err := NodeInfo(c.Node)
+		if err != nil {
+			nodeErrs[i] = err // reported by the case; other pods see a bare node
+			ni, _ = NodeInfo(sdk.NodeData{Name: c.Node.Name})
+		}
+		nodes[i] = ni
 	}
 	for i, c := range f.Cases {
-		res := Case{Name: c.Name, Node: c.Node.Name}
+		res := Case{Name: c.Name, Node: nodes[i].Node().Name}
 		problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
-		where := func(j int) string { return fmt.Sprintf("node %s of case %q", f.Cases[j].Node.Name, f.Cases[j].Name) }
-		pod := host.NewPodState(Pod(c.Pod))
+		where := func(j int) string { return fmt.Sprintf("node %s of case %q", nodes[j].Node().Name, f.Cases[j].Name) }
+		if nodeErrs[i] != nil {
+			problem("%v", nodeErrs[i])
+		}
+		v1pod, err := Pod(c.Pod)
+		if err != nil {
+			problem("%v", err)
+			r.Cases = append(r.Cases, res)
+			continue
+		}
+		pod := host.NewPodState(v1pod)
 		pc := new(host.PolicyCycle)
 
 		filters, ferr := runFilter(ctx, v, pod, pc, nodes)
@@ -298,22 +314,55 @@ func resourceList(m map[string]int64) v1.ResourceList {
 	return rl
 }
 
-// Pod converts a case's pod into a real Pod: its requests become one
-// container's requests (cpu in millicores, everything else in base units).
-func Pod(d sdk.PodData) *v1.Pod {
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace, UID: types.UID(d.UID + d.Name), Labels: d.Labels, Annotations: d.Annotations},
-		Spec: v1.PodSpec{
-			SchedulerName:      d.SchedulerName,
-			PriorityClassName:  d.PriorityClassName,
-			ServiceAccountName: d.ServiceAccountName,
-			NodeSelector:       d.NodeSelector,
-			Containers:         []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: resourceList(d.Requests)}}},
-		},
+// decodeObject decodes a case's Object strictly (an unknown field is an
+// error, as everywhere in case tables).
+func decodeObject(raw []byte, into any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+// Pod converts a case's pod into a real Pod: its Object, if any, then the
+// fields that are set, over it. Requests become one container's requests
+// (cpu in millicores, everything else in base units).
+func Pod(d sdk.PodData) (*v1.Pod, error) {
+	pod := &v1.Pod{}
+	if len(d.Object) > 0 {
+		if err := decodeObject(d.Object, pod); err != nil {
+			return nil, fmt.Errorf("pod Object: %w", err)
+		}
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&pod.Name, d.Name)
+	set(&pod.Namespace, d.Namespace)
+	if d.UID != "" || pod.UID == "" {
+		pod.UID = types.UID(d.UID + d.Name)
+	}
+	set(&pod.Spec.SchedulerName, d.SchedulerName)
+	set(&pod.Spec.PriorityClassName, d.PriorityClassName)
+	set(&pod.Spec.ServiceAccountName, d.ServiceAccountName)
+	if d.Labels != nil {
+		pod.Labels = d.Labels
+	}
+	if d.Annotations != nil {
+		pod.Annotations = d.Annotations
+	}
+	if d.NodeSelector != nil {
+		pod.Spec.NodeSelector = d.NodeSelector
+	}
+	if len(d.Requests) > 0 || len(pod.Spec.Containers) == 0 {
+		pod.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: resourceList(d.Requests)}}}
 	}
 	if d.Priority != 0 {
 		p := int32(d.Priority)
 		pod.Spec.Priority = &p
+	}
+	if len(d.Tolerations) > 0 {
+		pod.Spec.Tolerations = nil
 	}
 	for _, t := range d.Tolerations {
 		tol := v1.Toleration{Key: t.Key, Operator: v1.TolerationOperator(t.Operator), Value: t.Value, Effect: v1.TaintEffect(t.Effect)}
@@ -323,31 +372,56 @@ func Pod(d sdk.PodData) *v1.Pod {
 		}
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tol)
 	}
-	return pod
+	return pod, nil
 }
 
-// NodeInfo converts a case's node into a real NodeInfo: Requested becomes
-// one running pod with those requests, and PodCount pods run on it in all.
-func NodeInfo(d sdk.NodeData) fwk.NodeInfo {
-	var pods []*v1.Pod
-	if len(d.Requested) > 0 {
-		pods = append(pods, Pod(sdk.PodData{Name: d.Name + "-load", Requests: d.Requested}))
+// NodeInfo converts a case's node into a real NodeInfo: its Object, if any,
+// then the fields that are set, over it. Requested becomes one running pod
+// with those requests, and PodCount pods run on it in all.
+func NodeInfo(d sdk.NodeData) (fwk.NodeInfo, error) {
+	node := &v1.Node{}
+	if len(d.Object) > 0 {
+		if err := decodeObject(d.Object, node); err != nil {
+			return nil, fmt.Errorf("node Object: %w", err)
+		}
 	}
-	for len(pods) < d.PodCount {
-		pods = append(pods, Pod(sdk.PodData{Name: d.Name + "-pod" + strconv.Itoa(len(pods))}))
+	if d.Name != "" {
+		node.Name = d.Name
 	}
-	for _, p := range pods {
-		p.Spec.NodeName = d.Name
+	if d.Labels != nil {
+		node.Labels = d.Labels
 	}
-	ni := intree.NewNodeInfo(pods...)
-	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Labels: d.Labels, Annotations: d.Annotations},
-		Spec:       v1.NodeSpec{Unschedulable: d.Unschedulable},
-		Status:     v1.NodeStatus{Allocatable: resourceList(d.Allocatable), Capacity: resourceList(d.Capacity)},
+	if d.Annotations != nil {
+		node.Annotations = d.Annotations
+	}
+	if d.Unschedulable {
+		node.Spec.Unschedulable = true
+	}
+	if d.Allocatable != nil {
+		node.Status.Allocatable = resourceList(d.Allocatable)
+	}
+	if d.Capacity != nil {
+		node.Status.Capacity = resourceList(d.Capacity)
+	}
+	if len(d.Taints) > 0 {
+		node.Spec.Taints = nil
 	}
 	for _, t := range d.Taints {
 		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: t.Key, Value: t.Value, Effect: v1.TaintEffect(t.Effect)})
 	}
+	var pods []*v1.Pod
+	if len(d.Requested) > 0 {
+		p, _ := Pod(sdk.PodData{Name: node.Name + "-load", Requests: d.Requested})
+		pods = append(pods, p)
+	}
+	for len(pods) < d.PodCount {
+		p, _ := Pod(sdk.PodData{Name: node.Name + "-pod" + strconv.Itoa(len(pods))})
+		pods = append(pods, p)
+	}
+	for _, p := range pods {
+		p.Spec.NodeName = node.Name
+	}
+	ni := intree.NewNodeInfo(pods...)
 	ni.SetNode(node)
-	return ni
+	return ni, nil
 }

@@ -94,8 +94,15 @@ func TestManyPoliciesInOnePlugin(t *testing.T) {
 	checked, scored := 0, 0
 	for _, ex := range testguests.Policies {
 		for _, c := range tables[ex].Cases {
-			ni := casetable.NodeInfo(c.Node)
-			x := w.Explain(context.Background(), casetable.Pod(c.Pod), []fwk.NodeInfo{ni})
+			ni, err := casetable.NodeInfo(c.Node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod, err := casetable.Pod(c.Pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := w.Explain(context.Background(), pod, []fwk.NodeInfo{ni})
 			verdicts := map[string]wasmpolicy.PolicyVerdict{}
 			for _, v := range x.Nodes[0].Policies {
 				verdicts[v.Policy] = v

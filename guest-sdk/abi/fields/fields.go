@@ -45,10 +45,12 @@ const (
 	WireI64
 	// WireI32 is an i32 result.
 	WireI32
+	// WireJSON is a whole object as JSON.
+	WireJSON
 )
 
 func (w Wire) String() string {
-	return [...]string{"bytes", "value by key, -1 if unset", "string list of (key, value)", "string list of records", "string list of (name, decimal value)", "i64", "i32"}[w]
+	return [...]string{"bytes", "value by key, -1 if unset", "string list of (key, value)", "string list of records", "string list of (name, decimal value)", "i64", "i32", "JSON"}[w]
 }
 
 // Cost says what reading a field costs the host, so an author can see what
@@ -117,6 +119,8 @@ var Fields = []Field{
 		"as the scheduler computes them: the larger of the containers' sum and each init container (sidecars included), plus overhead"},
 	{ObjectPod, "effective request[name]", abi.FnPodRequest, NoNum, WireI64, nil, CostPerCycle, "Pod.Request", "0 if not requested"},
 	{ObjectPod, "spec.priority", abi.FnPodPriority, NoNum, WireI64, nil, CostScalar, "Pod.Priority", "0 if unset"},
+	{ObjectPod, "the whole Pod", abi.FnPodObject, abi.ObjectJSON, WireJSON, nil, CostPerCycle, "Pod.Object",
+		"as the apiserver serves it, apiVersion and kind set, without metadata.managedFields"},
 
 	{ObjectNode, "metadata.name", abi.FnNodeString, abi.NodeName, WireString, nil, CostScalar, "Node.Name", ""},
 	{ObjectNode, "metadata.labels[key]", abi.FnNodeLabel, NoNum, WireLookup, nil, CostPerCall, "Node.Label", ""},
@@ -134,6 +138,8 @@ var Fields = []Field{
 	{ObjectNode, "requested[name]", abi.FnNodeResource, abi.ResourceRequested, WireI64, nil, CostScalar, "Node.Requested", "0 if none"},
 	{ObjectNode, "pod count", abi.FnNodePodCount, NoNum, WireI32, nil, CostScalar, "Node.PodCount", "pods on the node, assumed ones included"},
 	{ObjectNode, "spec.unschedulable", abi.FnNodeUnschedulable, NoNum, WireI32, nil, CostScalar, "Node.Unschedulable", "1 if cordoned"},
+	{ObjectNode, "the whole Node", abi.FnNodeObject, abi.ObjectJSON, WireJSON, nil, CostPerNodeGeneration, "Node.Object",
+		"as the apiserver serves it, apiVersion and kind set, without metadata.managedFields"},
 }
 
 // FieldsOf returns the rows read through host function fn, in Num order
