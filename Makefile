@@ -151,7 +151,7 @@ fixtures:
 ## the end-to-end tests against a real kube-apiserver and etcd (make e2e)
 test: verify deps guests guests-tinygo guests-other build controlplane
 	cd guest-sdk && $(GO) test -count=1 ./...
-	cd plugins-wasm && $(GO) test -count=1 ./...
+	cd plugins-wasm && $(GO) test -count=1 ./... ./testdata/fields/
 	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf)
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.

@@ -9,6 +9,15 @@ type PodData struct {
 	// Requests are effective requests: cpu in millicores, memory in bytes.
 	Requests map[string]int64
 	Priority int64
+	NodeName string
+	// Containers are the pod's init containers (Kind "init") and
+	// containers (Kind "app"). Their Requests are per container, where a
+	// missing resource and an explicit 0 differ; the effective Requests
+	// above are given separately.
+	Containers      []Container
+	OwnerReferences []OwnerReference
+	Overhead        map[string]int64
+	SchedulingGates []string
 	// Object is the whole pod as JSON, what Pod.Object returns natively. In
 	// a case table (docs/abi.md §8) it is the pod the case starts from, and
 	// the fields above that are set are applied over it.
@@ -45,7 +54,62 @@ type NodeData struct {
 	Allocatable, Capacity, Requested map[string]int64
 	PodCount                         int
 	Unschedulable                    bool
+	Conditions                       []NodeCondition
+	Images                           []NodeImage
+	Addresses                        []NodeAddress
 	// Object is the whole node as JSON (Node.Object natively; in a case
 	// table, the node the case starts from, with the fields above over it).
 	Object RawJSON
+}
+
+// Container kinds.
+const (
+	ContainerInit = "init"
+	ContainerApp  = "app"
+)
+
+// Container is one of the pod's init containers or containers.
+type Container struct {
+	// Kind is ContainerInit or ContainerApp.
+	Kind        string
+	Name, Image string
+	// RestartPolicy is "Always" for a sidecar (an init container that keeps
+	// running), "" when unset.
+	RestartPolicy string
+	// Requests are what the container's resources.requests set: cpu in
+	// millicores, everything else in base units. A resource the container
+	// does not request is absent; an explicit 0 is present. The scheduler's
+	// scoring counts a missing cpu or memory request as 100m / 200Mi and an
+	// explicit 0 as 0, so a policy that mirrors it needs the difference.
+	Requests map[string]int64
+	Ports    []ContainerPort
+}
+
+// ContainerPort is one of a container's ports. HostPort is 0 when unset.
+type ContainerPort struct {
+	Name                    string
+	ContainerPort, HostPort int32
+	Protocol, HostIP        string
+}
+
+// OwnerReference is one of the pod's metadata.ownerReferences.
+type OwnerReference struct {
+	APIVersion, Kind, Name, UID string
+	Controller                  bool
+}
+
+// NodeCondition is one of the node's status.conditions.
+type NodeCondition struct {
+	Type, Status, Reason string
+}
+
+// NodeImage is one name of an image on the node, with the image's size.
+type NodeImage struct {
+	Name      string
+	SizeBytes int64
+}
+
+// NodeAddress is one of the node's status.addresses.
+type NodeAddress struct {
+	Type, Address string
 }

@@ -239,6 +239,76 @@ func (Pod) Requests() map[string]int64 { return decodeInts(podList(abi.PodReques
 // Priority returns the pod's priority (0 if unset).
 func (Pod) Priority() int64 { return podPriority() }
 
+// NodeName returns spec.nodeName: empty for a pod being scheduled, unless
+// it was created with a node already named (what NodeName, the in-tree
+// plugin, checks).
+func (Pod) NodeName() string { return podString(abi.PodNodeName) }
+
+// Containers returns the pod's init containers, then its containers, each
+// with its own requests and ports (docs/abi.md §4.0). The host encodes
+// them once per cycle; each call decodes them.
+func (Pod) Containers() []Container {
+	var cs []Container
+	r := abi.NewListReader(podList(abi.PodContainers))
+	for r.Len() >= 4 {
+		f := next(&r, 4)
+		cs = append(cs, Container{Kind: f[0], Name: f[1], Image: f[2], RestartPolicy: f[3]})
+	}
+	r = abi.NewListReader(podList(abi.PodContainerRequests))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(cs) {
+			if cs[i].Requests == nil {
+				cs[i].Requests = map[string]int64{}
+			}
+			cs[i].Requests[f[1]] = parseInt([]byte(f[2]))
+		}
+	}
+	r = abi.NewListReader(podList(abi.PodContainerPorts))
+	for r.Len() >= 6 {
+		f := next(&r, 6)
+		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(cs) {
+			cs[i].Ports = append(cs[i].Ports, ContainerPort{Name: f[1], ContainerPort: int32(parseInt([]byte(f[2]))),
+				HostPort: int32(parseInt([]byte(f[3]))), Protocol: f[4], HostIP: f[5]})
+		}
+	}
+	return cs
+}
+
+// OwnerReferences returns metadata.ownerReferences.
+func (Pod) OwnerReferences() []OwnerReference {
+	var refs []OwnerReference
+	r := abi.NewListReader(podList(abi.PodOwnerReferences))
+	for r.Len() >= 5 {
+		f := next(&r, 5)
+		refs = append(refs, OwnerReference{APIVersion: f[0], Kind: f[1], Name: f[2], UID: f[3], Controller: f[4] == "true"})
+	}
+	return refs
+}
+
+// Overhead returns spec.overhead (cpu in millicores, the rest in base units).
+func (Pod) Overhead() map[string]int64 { return decodeInts(podList(abi.PodOverhead)) }
+
+// SchedulingGates returns the names of spec.schedulingGates.
+func (Pod) SchedulingGates() []string {
+	var gs []string
+	r := abi.NewListReader(podList(abi.PodSchedulingGates))
+	for r.Len() >= 1 {
+		gs = append(gs, next(&r, 1)[0])
+	}
+	return gs
+}
+
+// next reads n strings of a record.
+func next(r *abi.ListReader, n int) []string {
+	f := make([]string, n)
+	for i := range f {
+		b, _ := r.Next()
+		f[i] = string(b)
+	}
+	return f
+}
+
 // Object returns the whole pod as JSON (docs/abi.md §4.2, pod_object), for
 // a field no accessor reads. The host encodes it once per cycle and the SDK
 // keeps it for the cycle; do not modify it. Decoding JSON costs a guest
@@ -324,6 +394,50 @@ func (Node) PodCount() int { return nodePodCount() }
 
 // Unschedulable reports spec.unschedulable (cordoned).
 func (Node) Unschedulable() bool { return nodeUnschedulable() }
+
+// Conditions returns status.conditions.
+func (Node) Conditions() []NodeCondition {
+	var cs []NodeCondition
+	r := abi.NewListReader(nodeList(abi.NodeConditions))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		cs = append(cs, NodeCondition{Type: f[0], Status: f[1], Reason: f[2]})
+	}
+	return cs
+}
+
+// Condition returns the status ("True", "False", "Unknown") of one
+// condition type, and whether the node reports it.
+func (n Node) Condition(conditionType string) (string, bool) {
+	for _, c := range n.Conditions() {
+		if c.Type == conditionType {
+			return c.Status, true
+		}
+	}
+	return "", false
+}
+
+// Images returns status.images, one entry per name of each image.
+func (Node) Images() []NodeImage {
+	var is []NodeImage
+	r := abi.NewListReader(nodeList(abi.NodeImages))
+	for r.Len() >= 2 {
+		f := next(&r, 2)
+		is = append(is, NodeImage{Name: f[0], SizeBytes: parseInt([]byte(f[1]))})
+	}
+	return is
+}
+
+// Addresses returns status.addresses.
+func (Node) Addresses() []NodeAddress {
+	var as []NodeAddress
+	r := abi.NewListReader(nodeList(abi.NodeAddresses))
+	for r.Len() >= 2 {
+		f := next(&r, 2)
+		as = append(as, NodeAddress{Type: f[0], Address: f[1]})
+	}
+	return as
+}
 
 // Object returns the whole node as JSON (docs/abi.md §4.3, node_object),
 // for a field no accessor reads. The host encodes it once per node

@@ -5,6 +5,7 @@ package sdk
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -97,6 +98,8 @@ func podString(field int32) string {
 		return p.PriorityClassName
 	case abi.PodServiceAccount:
 		return p.ServiceAccountName
+	case abi.PodNodeName:
+		return p.NodeName
 	}
 	return ""
 }
@@ -124,6 +127,32 @@ func podList(kind int32) []byte {
 		return b
 	case abi.PodRequests:
 		return abi.EncodeInts(p.Requests)
+	case abi.PodContainers, abi.PodContainerRequests, abi.PodContainerPorts:
+		cs := p.Containers
+		if cs == nil && len(p.Requests) > 0 {
+			// Effective requests without containers: one container "c"
+			// that requests them, as case tables turn them into pods.
+			cs = []Container{{Kind: ContainerApp, Name: "c", Requests: p.Requests}}
+		}
+		return encodeContainers(cs, kind)
+	case abi.PodOwnerReferences:
+		var rs [][]string
+		for _, o := range p.OwnerReferences {
+			c := "false"
+			if o.Controller {
+				c = "true"
+			}
+			rs = append(rs, []string{o.APIVersion, o.Kind, o.Name, o.UID, c})
+		}
+		return encodeRecords(rs)
+	case abi.PodOverhead:
+		return abi.EncodeInts(p.Overhead)
+	case abi.PodSchedulingGates:
+		var rs [][]string
+		for _, g := range p.SchedulingGates {
+			rs = append(rs, []string{g})
+		}
+		return encodeRecords(rs)
 	}
 	return nil
 }
@@ -178,6 +207,24 @@ func nodeList(kind int32) []byte {
 		return abi.EncodeInts(n.Capacity)
 	case abi.NodeRequested:
 		return abi.EncodeInts(n.Requested)
+	case abi.NodeConditions:
+		var rs [][]string
+		for _, c := range n.Conditions {
+			rs = append(rs, []string{c.Type, c.Status, c.Reason})
+		}
+		return encodeRecords(rs)
+	case abi.NodeImages:
+		var rs [][]string
+		for _, im := range n.Images {
+			rs = append(rs, []string{im.Name, strconv.FormatInt(im.SizeBytes, 10)})
+		}
+		return encodeRecords(rs)
+	case abi.NodeAddresses:
+		var rs [][]string
+		for _, a := range n.Addresses {
+			rs = append(rs, []string{a.Type, a.Address})
+		}
+		return encodeRecords(rs)
 	}
 	return nil
 }
@@ -211,4 +258,62 @@ func cycleState() []byte { return nativeCycleState }
 
 func logV(level int32, msg string, kv []string) {
 	fmt.Fprintln(os.Stderr, "policy log", "level="+strconv.Itoa(int(level)), msg, kv)
+}
+
+// encodeRecords writes records as one string list, as the host does.
+func encodeRecords(rs [][]string) []byte {
+	n := 0
+	for _, r := range rs {
+		n += len(r)
+	}
+	b := abi.AppendListHeader(nil, n)
+	for _, r := range rs {
+		for _, s := range r {
+			b = abi.AppendString(b, s)
+		}
+	}
+	return b
+}
+
+// encodeContainers writes PodData.Containers as the host writes a pod's
+// init containers and containers (pod_list kinds 5, 6 and 7): init
+// containers first, requests sorted by name.
+func encodeContainers(cs []Container, kind int32) []byte {
+	ordered := make([]Container, 0, len(cs))
+	for _, c := range cs {
+		if c.Kind == ContainerInit {
+			ordered = append(ordered, c)
+		}
+	}
+	for _, c := range cs {
+		if c.Kind != ContainerInit {
+			ordered = append(ordered, c)
+		}
+	}
+	var rs [][]string
+	for i, c := range ordered {
+		idx := strconv.Itoa(i)
+		switch kind {
+		case abi.PodContainers:
+			k := ContainerApp
+			if c.Kind == ContainerInit {
+				k = ContainerInit
+			}
+			rs = append(rs, []string{k, c.Name, c.Image, c.RestartPolicy})
+		case abi.PodContainerRequests:
+			names := make([]string, 0, len(c.Requests))
+			for name := range c.Requests {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				rs = append(rs, []string{idx, name, strconv.FormatInt(c.Requests[name], 10)})
+			}
+		case abi.PodContainerPorts:
+			for _, p := range c.Ports {
+				rs = append(rs, []string{idx, p.Name, strconv.Itoa(int(p.ContainerPort)), strconv.Itoa(int(p.HostPort)), p.Protocol, p.HostIP})
+			}
+		}
+	}
+	return encodeRecords(rs)
 }

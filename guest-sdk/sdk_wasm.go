@@ -200,9 +200,9 @@ type cachedValue struct {
 
 var (
 	curCycle       int64
-	podStrings     [abi.PodServiceAccount + 1]*string
+	podStrings     [abi.NumPodStrings]*string
 	podLabels      []cachedValue
-	podLists       [abi.PodRequests + 1][]byte
+	podLists       [abi.NumPodLists][]byte
 	podRequests    []cachedInt
 	cycleData      []byte
 	cycleDataValid bool
@@ -221,9 +221,9 @@ func begin(cycle int64) {
 		return
 	}
 	curCycle = cycle
-	podStrings = [abi.PodServiceAccount + 1]*string{}
+	podStrings = [abi.NumPodStrings]*string{}
 	podLabels = podLabels[:0]
-	podLists = [abi.PodRequests + 1][]byte{}
+	podLists = [abi.NumPodLists][]byte{}
 	podRequests = podRequests[:0]
 	cycleData, cycleDataValid = nil, false
 	podObj = nil

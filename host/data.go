@@ -3,6 +3,7 @@ package host
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,8 @@ type PodState struct {
 	reqOnce  sync.Once
 	requests map[string]int64
 
-	listOnce [abi.PodRequests + 1]sync.Once
-	lists    [abi.PodRequests + 1][]byte
+	listOnce [abi.NumPodLists]sync.Once
+	lists    [abi.NumPodLists][]byte
 
 	objOnce sync.Once
 	obj     []byte
@@ -104,6 +105,22 @@ func (p *PodState) list(kind int32) ([]byte, bool) {
 			p.lists[kind] = b
 		case abi.PodRequests:
 			p.lists[kind] = abi.EncodeInts(p.Requests())
+		case abi.PodContainers, abi.PodContainerRequests, abi.PodContainerPorts:
+			p.lists[kind] = encodeContainers(pod, kind)
+		case abi.PodOwnerReferences:
+			b := abi.AppendListHeader(nil, 5*len(pod.OwnerReferences))
+			for _, o := range pod.OwnerReferences {
+				b = appendStrings(b, o.APIVersion, o.Kind, o.Name, string(o.UID), strconv.FormatBool(o.Controller != nil && *o.Controller))
+			}
+			p.lists[kind] = b
+		case abi.PodOverhead:
+			p.lists[kind] = abi.EncodeInts(quantities(pod.Spec.Overhead))
+		case abi.PodSchedulingGates:
+			b := abi.AppendListHeader(nil, len(pod.Spec.SchedulingGates))
+			for _, g := range pod.Spec.SchedulingGates {
+				b = abi.AppendString(b, g.Name)
+			}
+			p.lists[kind] = b
 		}
 	})
 	return p.lists[kind], true
@@ -124,6 +141,8 @@ func (p *PodState) str(field int32) (string, bool) {
 		return pod.Spec.PriorityClassName, true
 	case abi.PodServiceAccount:
 		return pod.Spec.ServiceAccountName, true
+	case abi.PodNodeName:
+		return pod.Spec.NodeName, true
 	}
 	return "", false
 }
@@ -159,8 +178,8 @@ type nodeCache struct {
 
 type nodeEntry struct {
 	gen   int64
-	once  [abi.NodeRequested + 1]sync.Once
-	lists [abi.NodeRequested + 1][]byte
+	once  [abi.NumNodeLists]sync.Once
+	lists [abi.NumNodeLists][]byte
 
 	objOnce sync.Once
 	obj     []byte
@@ -211,7 +230,7 @@ func (c *nodeCache) entry(ni fwk.NodeInfo) *nodeEntry {
 }
 
 func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
-	if kind < 0 || kind > abi.NodeRequested {
+	if kind < 0 || kind >= abi.NumNodeLists {
 		return nil, false
 	}
 	e := nodes.entry(ni)
@@ -242,6 +261,31 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 			e.lists[kind] = abi.EncodeInts(quantities(node.Status.Capacity))
 		case abi.NodeRequested:
 			e.lists[kind] = abi.EncodeInts(resourceMap(ni.GetRequested()))
+		case abi.NodeConditions:
+			b := abi.AppendListHeader(nil, 3*len(node.Status.Conditions))
+			for _, c := range node.Status.Conditions {
+				b = appendStrings(b, string(c.Type), string(c.Status), c.Reason)
+			}
+			e.lists[kind] = b
+		case abi.NodeImages:
+			n := 0
+			for _, im := range node.Status.Images {
+				n += len(im.Names)
+			}
+			b := abi.AppendListHeader(nil, 2*n)
+			for _, im := range node.Status.Images {
+				size := strconv.FormatInt(im.SizeBytes, 10)
+				for _, name := range im.Names {
+					b = appendStrings(b, name, size)
+				}
+			}
+			e.lists[kind] = b
+		case abi.NodeAddresses:
+			b := abi.AppendListHeader(nil, 2*len(node.Status.Addresses))
+			for _, a := range node.Status.Addresses {
+				b = appendStrings(b, string(a.Type), a.Address)
+			}
+			e.lists[kind] = b
 		}
 	})
 	return e.lists[kind], true
@@ -326,4 +370,60 @@ func resourceValue(r fwk.Resource, name string) int64 {
 		return v
 	}
 	return abi.MissingQuantity
+}
+
+func appendStrings(b []byte, ss ...string) []byte {
+	for _, s := range ss {
+		b = abi.AppendString(b, s)
+	}
+	return b
+}
+
+// encodeContainers encodes the pod's init containers, then its containers,
+// as pod_list kind PodContainers, PodContainerRequests or PodContainerPorts
+// (docs/abi.md §4.0). Requests list only what a container sets, sorted by
+// name, so a missing request and an explicit 0 stay apart.
+func encodeContainers(pod *v1.Pod, kind int32) []byte {
+	type ctr struct {
+		kind string
+		c    *v1.Container
+	}
+	all := make([]ctr, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		all = append(all, ctr{"init", &pod.Spec.InitContainers[i]})
+	}
+	for i := range pod.Spec.Containers {
+		all = append(all, ctr{"app", &pod.Spec.Containers[i]})
+	}
+	var body []byte
+	n := 0
+	for i, e := range all {
+		idx := strconv.Itoa(i)
+		switch kind {
+		case abi.PodContainers:
+			policy := ""
+			if e.c.RestartPolicy != nil {
+				policy = string(*e.c.RestartPolicy)
+			}
+			body = appendStrings(body, e.kind, e.c.Name, e.c.Image, policy)
+			n += 4
+		case abi.PodContainerRequests:
+			names := make([]string, 0, len(e.c.Resources.Requests))
+			for name := range e.c.Resources.Requests {
+				names = append(names, string(name))
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				q := e.c.Resources.Requests[v1.ResourceName(name)]
+				body = appendStrings(body, idx, name, strconv.FormatInt(quantityValue(v1.ResourceName(name), q), 10))
+				n += 3
+			}
+		case abi.PodContainerPorts:
+			for _, p := range e.c.Ports {
+				body = appendStrings(body, idx, p.Name, strconv.Itoa(int(p.ContainerPort)), strconv.Itoa(int(p.HostPort)), string(p.Protocol), p.HostIP)
+				n += 6
+			}
+		}
+	}
+	return append(abi.AppendListHeader(make([]byte, 0, 4+len(body)), n), body...)
 }

@@ -280,6 +280,26 @@ func TestStrictDecoding(t *testing.T) {
 	}
 }
 
+// The typed accessors for containers (own requests, ports), owner
+// references, overhead, scheduling gates, nodeName and the node's
+// conditions, images and addresses read the same through the host, built
+// with both toolchains, as natively (the same table passes in
+// plugins-wasm/testdata/fields).
+func TestTypedFields(t *testing.T) {
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			module, err := testguests.Build(tc, filepath.Join("plugins-wasm", "testdata", "fields"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := run(t, "test", "--cases", filepath.Join("..", "..", "plugins-wasm", "testdata", "fields", "testdata.json"), module)
+			if err != nil || !strings.Contains(out, "PASS: 2 of 2 cases passed") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
 // A policy reads fields no typed accessor offers from the whole pod and
 // node (Pod.Object, Node.Object), built with both toolchains; its case
 // table gives the objects as JSON.

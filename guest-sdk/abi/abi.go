@@ -143,6 +143,10 @@ const (
 	PodSchedulerName     int32 = 3
 	PodPriorityClassName int32 = 4
 	PodServiceAccount    int32 = 5
+	PodNodeName          int32 = 6
+
+	// NumPodStrings sizes tables indexed by pod_string field.
+	NumPodStrings = PodNodeName + 1
 )
 
 // Fields for node_string.
@@ -157,6 +161,27 @@ const (
 	PodNodeSelector int32 = 2
 	PodTolerations  int32 = 3 // entries of 5 strings: key, operator, value, effect, tolerationSeconds ("" if unset)
 	PodRequests     int32 = 4 // entries of 2 strings: resource name, decimal int64 value
+	// PodContainers: init containers, then containers, 4 strings each:
+	// kind ("init" or "app"), name, image, restartPolicy ("" unless set).
+	PodContainers int32 = 5
+	// PodContainerRequests: 3 strings per request a container sets:
+	// container index (in PodContainers order), resource name, decimal
+	// value. A resource the container does not request has no entry; an
+	// explicit 0 has one.
+	PodContainerRequests int32 = 6
+	// PodContainerPorts: 6 strings per port: container index, name,
+	// containerPort, hostPort ("0" if unset), protocol, hostIP.
+	PodContainerPorts int32 = 7
+	// PodOwnerReferences: 5 strings each: apiVersion, kind, name, uid,
+	// controller ("true" or "false").
+	PodOwnerReferences int32 = 8
+	// PodOverhead: spec.overhead as resource name, decimal value pairs.
+	PodOverhead int32 = 9
+	// PodSchedulingGates: one string (the gate's name) each.
+	PodSchedulingGates int32 = 10
+
+	// NumPodLists sizes tables indexed by pod_list kind.
+	NumPodLists = PodSchedulingGates + 1
 )
 
 // Kinds for node_list.
@@ -167,6 +192,16 @@ const (
 	NodeAllocatable int32 = 3 // entries of 2 strings: resource name, decimal int64 value
 	NodeCapacity    int32 = 4
 	NodeRequested   int32 = 5
+	// NodeConditions: status.conditions, 3 strings each: type, status, reason.
+	NodeConditions int32 = 6
+	// NodeImages: status.images, 2 strings per name of each image: name,
+	// decimal sizeBytes.
+	NodeImages int32 = 7
+	// NodeAddresses: status.addresses, 2 strings each: type, address.
+	NodeAddresses int32 = 8
+
+	// NumNodeLists sizes tables indexed by node_list kind.
+	NumNodeLists = NodeAddresses + 1
 )
 
 // Kinds for node_resource.

@@ -17,6 +17,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -354,8 +355,39 @@ func Pod(d sdk.PodData) (*v1.Pod, error) {
 	if d.NodeSelector != nil {
 		pod.Spec.NodeSelector = d.NodeSelector
 	}
-	if len(d.Requests) > 0 || len(pod.Spec.Containers) == 0 {
+	switch {
+	case len(d.Containers) > 0:
+		pod.Spec.InitContainers, pod.Spec.Containers = nil, nil
+		for _, c := range d.Containers {
+			ctr := v1.Container{Name: c.Name, Image: c.Image, Resources: v1.ResourceRequirements{Requests: resourceList(c.Requests)}}
+			if c.RestartPolicy != "" {
+				p := v1.ContainerRestartPolicy(c.RestartPolicy)
+				ctr.RestartPolicy = &p
+			}
+			for _, p := range c.Ports {
+				ctr.Ports = append(ctr.Ports, v1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, HostPort: p.HostPort, Protocol: v1.Protocol(p.Protocol), HostIP: p.HostIP})
+			}
+			if c.Kind == sdk.ContainerInit {
+				pod.Spec.InitContainers = append(pod.Spec.InitContainers, ctr)
+			} else {
+				pod.Spec.Containers = append(pod.Spec.Containers, ctr)
+			}
+		}
+	case len(d.Requests) > 0:
+		// Effective requests without containers: one container "c" that
+		// requests them (the native SDK shows the same container).
 		pod.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: resourceList(d.Requests)}}}
+	}
+	set(&pod.Spec.NodeName, d.NodeName)
+	for _, o := range d.OwnerReferences {
+		controller := o.Controller
+		pod.OwnerReferences = append(pod.OwnerReferences, metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: types.UID(o.UID), Controller: &controller})
+	}
+	if d.Overhead != nil {
+		pod.Spec.Overhead = resourceList(d.Overhead)
+	}
+	for _, g := range d.SchedulingGates {
+		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, v1.PodSchedulingGate{Name: g})
 	}
 	if d.Priority != 0 {
 		p := int32(d.Priority)
@@ -402,6 +434,15 @@ func NodeInfo(d sdk.NodeData) (fwk.NodeInfo, error) {
 	}
 	if d.Capacity != nil {
 		node.Status.Capacity = resourceList(d.Capacity)
+	}
+	for _, c := range d.Conditions {
+		node.Status.Conditions = append(node.Status.Conditions, v1.NodeCondition{Type: v1.NodeConditionType(c.Type), Status: v1.ConditionStatus(c.Status), Reason: c.Reason})
+	}
+	for _, im := range d.Images {
+		node.Status.Images = append(node.Status.Images, v1.ContainerImage{Names: []string{im.Name}, SizeBytes: im.SizeBytes})
+	}
+	for _, a := range d.Addresses {
+		node.Status.Addresses = append(node.Status.Addresses, v1.NodeAddress{Type: v1.NodeAddressType(a.Type), Address: a.Address})
 	}
 	if len(d.Taints) > 0 {
 		node.Spec.Taints = nil
