@@ -57,6 +57,10 @@ type NodeData struct {
 	Conditions                       []NodeCondition
 	Images                           []NodeImage
 	Addresses                        []NodeAddress
+	// Pods are the pods on the node (Node.Pods). Without them, Requested
+	// and PodCount stand for pods named <node>-load and <node>-pod<i>, as
+	// case tables build them.
+	Pods []NodePod
 	// Object is the whole node as JSON (Node.Object natively; in a case
 	// table, the node the case starts from, with the fields above over it).
 	Object RawJSON
@@ -112,4 +116,24 @@ type NodeImage struct {
 // NodeAddress is one of the node's status.addresses.
 type NodeAddress struct {
 	Type, Address string
+}
+
+// NodePod is a pod on the node, as the scheduler's snapshot has it.
+type NodePod struct {
+	Namespace, Name, UID string
+	Priority             int64
+	// Terminating is true once the pod's deletionTimestamp is set.
+	Terminating     bool
+	Labels          map[string]string
+	OwnerReferences []OwnerReference
+	// HostPorts are the pod's containers' host ports (natively they make
+	// Node.UsedPorts; in case tables, the pod's container ports).
+	HostPorts []HostPort
+}
+
+// HostPort is a host port in use on the node. IP is "0.0.0.0" and
+// Protocol "TCP" when the pod leaves them unset.
+type HostPort struct {
+	IP, Protocol string
+	Port         int32
 }

@@ -439,6 +439,48 @@ func (Node) Addresses() []NodeAddress {
 	return as
 }
 
+// Pods returns the pods on the node, as the scheduler's snapshot has them
+// (assumed pods included), with their labels and owner references. The
+// host encodes them once per node generation; each call decodes them.
+func (Node) Pods() []NodePod {
+	var ps []NodePod
+	r := abi.NewListReader(nodeList(abi.NodePods))
+	for r.Len() >= 5 {
+		f := next(&r, 5)
+		ps = append(ps, NodePod{Namespace: f[0], Name: f[1], UID: f[2], Priority: parseInt([]byte(f[3])), Terminating: f[4] == "true"})
+	}
+	r = abi.NewListReader(nodeList(abi.NodePodLabels))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(ps) {
+			if ps[i].Labels == nil {
+				ps[i].Labels = map[string]string{}
+			}
+			ps[i].Labels[f[1]] = f[2]
+		}
+	}
+	r = abi.NewListReader(nodeList(abi.NodePodOwners))
+	for r.Len() >= 6 {
+		f := next(&r, 6)
+		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(ps) {
+			ps[i].OwnerReferences = append(ps[i].OwnerReferences, OwnerReference{APIVersion: f[1], Kind: f[2], Name: f[3], UID: f[4], Controller: f[5] == "true"})
+		}
+	}
+	return ps
+}
+
+// UsedPorts returns the host ports the node's pods use, sorted by IP,
+// protocol and port.
+func (Node) UsedPorts() []HostPort {
+	var hs []HostPort
+	r := abi.NewListReader(nodeList(abi.NodeUsedPorts))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		hs = append(hs, HostPort{IP: f[0], Protocol: f[1], Port: int32(parseInt([]byte(f[2])))})
+	}
+	return hs
+}
+
 // Object returns the whole node as JSON (docs/abi.md §4.3, node_object),
 // for a field no accessor reads. The host encodes it once per node
 // generation; each call copies it into the guest. Nil natively unless

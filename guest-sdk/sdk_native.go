@@ -225,6 +225,63 @@ func nodeList(kind int32) []byte {
 			rs = append(rs, []string{a.Type, a.Address})
 		}
 		return encodeRecords(rs)
+	case abi.NodePods, abi.NodePodLabels, abi.NodePodOwners:
+		var rs [][]string
+		for i, p := range nodePods(n) {
+			idx := strconv.Itoa(i)
+			switch kind {
+			case abi.NodePods:
+				rs = append(rs, []string{p.Namespace, p.Name, p.UID, strconv.FormatInt(p.Priority, 10), strconv.FormatBool(p.Terminating)})
+			case abi.NodePodLabels:
+				keys := make([]string, 0, len(p.Labels))
+				for k := range p.Labels {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				for _, k := range keys {
+					rs = append(rs, []string{idx, k, p.Labels[k]})
+				}
+			case abi.NodePodOwners:
+				for _, o := range p.OwnerReferences {
+					rs = append(rs, []string{idx, o.APIVersion, o.Kind, o.Name, o.UID, strconv.FormatBool(o.Controller)})
+				}
+			}
+		}
+		return encodeRecords(rs)
+	case abi.NodeUsedPorts:
+		// As the scheduler's NodeInfo counts them: unset IP is 0.0.0.0,
+		// unset protocol TCP, port 0 ignored, each (ip, protocol, port) once.
+		seen := map[HostPort]bool{}
+		var ps []HostPort
+		for _, p := range nodePods(n) {
+			for _, h := range p.HostPorts {
+				if h.IP == "" {
+					h.IP = "0.0.0.0"
+				}
+				if h.Protocol == "" {
+					h.Protocol = "TCP"
+				}
+				if h.Port <= 0 || seen[h] {
+					continue
+				}
+				seen[h] = true
+				ps = append(ps, h)
+			}
+		}
+		sort.Slice(ps, func(i, j int) bool {
+			if ps[i].IP != ps[j].IP {
+				return ps[i].IP < ps[j].IP
+			}
+			if ps[i].Protocol != ps[j].Protocol {
+				return ps[i].Protocol < ps[j].Protocol
+			}
+			return ps[i].Port < ps[j].Port
+		})
+		var rs [][]string
+		for _, p := range ps {
+			rs = append(rs, []string{p.IP, p.Protocol, strconv.Itoa(int(p.Port))})
+		}
+		return encodeRecords(rs)
 	}
 	return nil
 }
@@ -316,4 +373,21 @@ func encodeContainers(cs []Container, kind int32) []byte {
 		}
 	}
 	return encodeRecords(rs)
+}
+
+// nodePods is NodeData.Pods, or the pods case tables make from Requested
+// and PodCount when there are none.
+func nodePods(n *NodeData) []NodePod {
+	if n.Pods != nil {
+		return n.Pods
+	}
+	var ps []NodePod
+	if len(n.Requested) > 0 {
+		ps = append(ps, NodePod{Name: n.Name + "-load", UID: n.Name + "-load"})
+	}
+	for len(ps) < n.PodCount {
+		name := n.Name + "-pod" + strconv.Itoa(len(ps))
+		ps = append(ps, NodePod{Name: name, UID: name})
+	}
+	return ps
 }

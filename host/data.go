@@ -280,6 +280,33 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 				}
 			}
 			e.lists[kind] = b
+		case abi.NodePods, abi.NodePodLabels, abi.NodePodOwners:
+			e.lists[kind] = encodeNodePods(ni, kind)
+		case abi.NodeUsedPorts:
+			type hp struct {
+				ip, proto string
+				port      int32
+			}
+			var ps []hp
+			for ip, m := range ni.GetUsedPorts() {
+				for pp := range m {
+					ps = append(ps, hp{ip, pp.Protocol, pp.Port})
+				}
+			}
+			sort.Slice(ps, func(i, j int) bool {
+				if ps[i].ip != ps[j].ip {
+					return ps[i].ip < ps[j].ip
+				}
+				if ps[i].proto != ps[j].proto {
+					return ps[i].proto < ps[j].proto
+				}
+				return ps[i].port < ps[j].port
+			})
+			b := abi.AppendListHeader(nil, 3*len(ps))
+			for _, p := range ps {
+				b = appendStrings(b, p.ip, p.proto, strconv.Itoa(int(p.port)))
+			}
+			e.lists[kind] = b
 		case abi.NodeAddresses:
 			b := abi.AppendListHeader(nil, 2*len(node.Status.Addresses))
 			for _, a := range node.Status.Addresses {
@@ -421,6 +448,42 @@ func encodeContainers(pod *v1.Pod, kind int32) []byte {
 		case abi.PodContainerPorts:
 			for _, p := range e.c.Ports {
 				body = appendStrings(body, idx, p.Name, strconv.Itoa(int(p.ContainerPort)), strconv.Itoa(int(p.HostPort)), string(p.Protocol), p.HostIP)
+				n += 6
+			}
+		}
+	}
+	return append(abi.AppendListHeader(make([]byte, 0, 4+len(body)), n), body...)
+}
+
+// encodeNodePods encodes the pods on a node (node_list kinds NodePods,
+// NodePodLabels, NodePodOwners); labels sorted by key per pod.
+func encodeNodePods(ni fwk.NodeInfo, kind int32) []byte {
+	var body []byte
+	n := 0
+	for i, pi := range ni.GetPods() {
+		pod := pi.GetPod()
+		idx := strconv.Itoa(i)
+		switch kind {
+		case abi.NodePods:
+			prio := int64(0)
+			if pod.Spec.Priority != nil {
+				prio = int64(*pod.Spec.Priority)
+			}
+			body = appendStrings(body, pod.Namespace, pod.Name, string(pod.UID), strconv.FormatInt(prio, 10), strconv.FormatBool(pod.DeletionTimestamp != nil))
+			n += 5
+		case abi.NodePodLabels:
+			keys := make([]string, 0, len(pod.Labels))
+			for k := range pod.Labels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				body = appendStrings(body, idx, k, pod.Labels[k])
+				n += 3
+			}
+		case abi.NodePodOwners:
+			for _, o := range pod.OwnerReferences {
+				body = appendStrings(body, idx, o.APIVersion, o.Kind, o.Name, string(o.UID), strconv.FormatBool(o.Controller != nil && *o.Controller))
 				n += 6
 			}
 		}

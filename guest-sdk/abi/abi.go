@@ -199,9 +199,22 @@ const (
 	NodeImages int32 = 7
 	// NodeAddresses: status.addresses, 2 strings each: type, address.
 	NodeAddresses int32 = 8
+	// NodePods: the pods on the node as the scheduler sees them (assumed
+	// pods included), 5 strings each: namespace, name, uid, priority
+	// (decimal), terminating ("true" once deletionTimestamp is set).
+	NodePods int32 = 9
+	// NodePodLabels: 3 strings per label: pod index (in NodePods order),
+	// key, value.
+	NodePodLabels int32 = 10
+	// NodePodOwners: 6 strings per owner reference: pod index, apiVersion,
+	// kind, name, uid, controller ("true" or "false").
+	NodePodOwners int32 = 11
+	// NodeUsedPorts: the host ports the node's pods use, 3 strings each: ip,
+	// protocol, port; sorted.
+	NodeUsedPorts int32 = 12
 
 	// NumNodeLists sizes tables indexed by node_list kind.
-	NumNodeLists = NodeAddresses + 1
+	NumNodeLists = NodeUsedPorts + 1
 )
 
 // Kinds for node_resource.

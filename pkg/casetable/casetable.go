@@ -451,6 +451,25 @@ func NodeInfo(d sdk.NodeData) (fwk.NodeInfo, error) {
 		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: t.Key, Value: t.Value, Effect: v1.TaintEffect(t.Effect)})
 	}
 	var pods []*v1.Pod
+	if d.Pods != nil && (len(d.Requested) > 0 || d.PodCount > 0) {
+		return nil, fmt.Errorf("node %s: give its Pods, or Requested and PodCount, not both", node.Name)
+	}
+	for _, np := range d.Pods {
+		p, _ := Pod(sdk.PodData{Name: np.Name, Namespace: np.Namespace, Labels: np.Labels, Priority: np.Priority, OwnerReferences: np.OwnerReferences})
+		p.UID = types.UID(np.UID)
+		if np.Terminating {
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+		}
+		if len(np.HostPorts) > 0 {
+			c := v1.Container{Name: "c"}
+			for _, h := range np.HostPorts {
+				c.Ports = append(c.Ports, v1.ContainerPort{ContainerPort: h.Port, HostPort: h.Port, HostIP: h.IP, Protocol: v1.Protocol(h.Protocol)})
+			}
+			p.Spec.Containers = []v1.Container{c}
+		}
+		pods = append(pods, p)
+	}
 	if len(d.Requested) > 0 {
 		p, _ := Pod(sdk.PodData{Name: node.Name + "-load", Requests: d.Requested})
 		pods = append(pods, p)

@@ -1,7 +1,7 @@
 // Command fields is a test policy that reads every typed accessor added
 // for issue #20 (containers with their own requests and ports, owner
 // references, overhead, scheduling gates, nodeName; node conditions,
-// images, addresses) and rejects with a reason that spells out what it
+// images, addresses, the pods on the node and its used host ports) and rejects with a reason that spells out what it
 // read. Its case table runs natively and against the TinyGo and Go builds,
 // so the host's encoding and the native backend's must agree.
 package main
@@ -29,6 +29,24 @@ func ints(m map[string]int64) string {
 			b.WriteString(",")
 		}
 		b.WriteString(k + "=" + strconv.FormatInt(m[k], 10))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+func strs(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("{")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(k + "=" + m[k])
 	}
 	b.WriteString("}")
 	return b.String()
@@ -65,6 +83,19 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 		as = append(as, a.Type+"/"+a.Address)
 	}
 	parts = append(parts, "conds=["+strings.Join(conds, " ")+"]", "ready="+ready, "images=["+strings.Join(ims, " ")+"]", "addrs=["+strings.Join(as, " ")+"]")
+	var ps []string
+	for _, p := range node.Pods() {
+		s := p.Namespace + "/" + p.Name + "/" + p.UID + "/" + strconv.FormatInt(p.Priority, 10) + "/" + strconv.FormatBool(p.Terminating) + strs(p.Labels)
+		for _, o := range p.OwnerReferences {
+			s += "<" + o.Kind + "/" + o.Name + "/" + strconv.FormatBool(o.Controller) + ">"
+		}
+		ps = append(ps, s)
+	}
+	var hs []string
+	for _, h := range node.UsedPorts() {
+		hs = append(hs, h.IP+"/"+h.Protocol+"/"+strconv.Itoa(int(h.Port)))
+	}
+	parts = append(parts, "pods=["+strings.Join(ps, " ")+"]", "ports=["+strings.Join(hs, " ")+"]")
 	return sdk.Unschedulable(strings.Join(parts, " "))
 }
 
