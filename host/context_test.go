@@ -13,6 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
@@ -152,7 +153,7 @@ func scores(in map[int]int64) func(int) int64 {
 // from _initialize with good and with bad arguments, returns what
 // docs/abi.md says, and none traps.
 func TestHostFunctionContexts(t *testing.T) {
-	p := newPolicy(t, newEngine(t), PolicySpec{Config: "k=v", MaxInstances: 1})
+	p := newPolicy(t, newEngine(t), PolicySpec{Config: "k=v", MaxInstances: 1, Reads: allScopes()})
 	v := load(t, p, testguests.Fixture(t, "context"))
 	ps := NewPodState(&v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web", Labels: map[string]string{"team": "payments"}},
@@ -221,4 +222,12 @@ func show(v int64) string {
 		return "i64 min (missing quantity)"
 	}
 	return fmt.Sprint(v)
+}
+
+func allScopes() []string {
+	var out []string
+	for _, sc := range fields.Scopes {
+		out = append(out, string(sc))
+	}
+	return out
 }

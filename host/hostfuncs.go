@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 )
 
 // instKey finds the instance a host function was called from: every guest
@@ -139,6 +140,10 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
+		if !in.v.p.permits(fields.ScopeWholeObjects, abi.FnPodObject, int32(s[0])) {
+			s[0] = retNotDeclared
+			return
+		}
 		b, ok := in.pod.object(int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
@@ -150,6 +155,10 @@ var hostFuncs = map[string]api.GoModuleFunc{
 		in := current(ctx)
 		if in.node == nil {
 			s[0] = retNotAvailable
+			return
+		}
+		if !in.v.p.permits(fields.ScopeWholeObjects, abi.FnNodeObject, int32(s[0])) {
+			s[0] = retNotDeclared
 			return
 		}
 		b, ok := nodeObject(in.node, int32(s[0]))
@@ -228,7 +237,12 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		b, ok := nodeList(in.node, int32(s[0]))
+		kind := int32(s[0])
+		if kind >= 0 && kind < abi.NumNodeLists && !in.v.p.permits(nodeListScopes[kind], abi.FnNodeList, kind) {
+			s[0] = retNotDeclared
+			return
+		}
+		b, ok := nodeList(in.node, kind)
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -340,6 +354,7 @@ var (
 	retBadArgs      = api.EncodeI32(abi.BadArgs)
 	retNotFound     = api.EncodeI32(abi.NotFound)
 	retNotAvailable = api.EncodeI32(abi.NotAvailable)
+	retNotDeclared  = api.EncodeI32(abi.NotDeclared)
 	retMissing      = api.EncodeI64(abi.MissingQuantity)
 )
 
@@ -400,3 +415,12 @@ func safeString(b []byte) string {
 	}
 	return string([]rune(string(b)))
 }
+
+// nodeListScopes is the declaration each node_list kind needs, from the
+// fields table.
+var nodeListScopes = func() (out [abi.NumNodeLists]fields.Scope) {
+	for k := range out {
+		out[k] = fields.ScopeOf(abi.FnNodeList, int32(k))
+	}
+	return out
+}()

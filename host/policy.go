@@ -15,6 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 )
 
 // PolicySpec is what the host needs to know about a policy; the plugin fills
@@ -42,6 +43,10 @@ type PolicySpec struct {
 	RealClock bool
 	// RealRandom gives the guest crypto/rand instead of a deterministic source.
 	RealRandom bool
+	// Reads are the scopes (fields.Scopes) the policy may read beyond the
+	// pod and the node being evaluated; a read outside them answers
+	// abi.NotDeclared and is logged once.
+	Reads []string
 	// OutputBurst and OutputRate bound the log lines the policy produces
 	// (stdout, stderr and log calls together): a burst, then a steady rate
 	// in lines per second. 0 means DefaultOutputBurst, DefaultOutputRate.
@@ -72,6 +77,11 @@ type Policy struct {
 
 	output *outputLimiter
 	limits CompileLimits
+
+	// reads are the declared scopes; undeclared remembers the undeclared
+	// scopes already logged, so each is logged once.
+	reads      map[fields.Scope]bool
+	undeclared sync.Map
 
 	pages        uint32
 	moduleConfig wazero.ModuleConfig
@@ -130,8 +140,13 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 	if spec.RealRandom {
 		mc = mc.WithRandSource(crand.Reader)
 	}
+	reads := map[fields.Scope]bool{}
+	for _, r := range spec.Reads {
+		reads[fields.Scope(r)] = true
+	}
 	return &Policy{
 		e:            e,
+		reads:        reads,
 		name:         spec.Name,
 		config:       []byte(spec.Config),
 		timeout:      spec.Timeout,
@@ -734,4 +749,18 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 		return 0, Result{}, cerr
 	}
 	return int64(ret), res, nil
+}
+
+// permits reports whether the policy declared scope, and logs the first
+// undeclared read of each scope: the guest gets abi.NotDeclared, the
+// operator a line that names the read and the declaration it needs.
+func (p *Policy) permits(scope fields.Scope, fn string, num int32) bool {
+	if scope == fields.ScopeNone || p.reads[scope] {
+		return true
+	}
+	if _, logged := p.undeclared.LoadOrStore(scope, true); !logged {
+		klog.InfoS("Policy read data its args do not declare; the read returned NotDeclared (-4)",
+			"policy", p.name, "read", fmt.Sprintf("%s(%d)", fn, num), "fix", fmt.Sprintf("add %s to policies[].reads of policy %q", scope, p.name))
+	}
+	return false
 }

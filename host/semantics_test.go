@@ -287,3 +287,38 @@ func TestWholeObjectsEncodeOnce(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// §4 and docs/security.md: reads beyond the pod and the node being
+// evaluated need a declaration in the policy's args. Undeclared, they
+// answer NotDeclared (-4) and the first of each scope is logged with the
+// fix; declared, they answer.
+func TestUndeclaredReadsAreRefused(t *testing.T) {
+	logs := testguests.CaptureKlog(t)
+	score := func(mode string, reads ...string) int64 {
+		p := newPolicy(t, newEngine(t), PolicySpec{Name: "nosy", Config: mode, Reads: reads})
+		v := load(t, p, testguests.Fixture(t, "semantics"))
+		s, _, err := v.Call(context.Background(), CallScore, testPod(), nodeInfo("n", nil, false), new(PolicyCycle), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := score("d"); got != int64(abi.NotDeclared) {
+		t.Errorf("pod_object undeclared = %d, want -4", got)
+	}
+	if got := score("e"); got != 2*int64(abi.NotDeclared) {
+		t.Errorf("node_list(NodePods) undeclared, twice = %d, want -8", got)
+	}
+	if got := score("d", "WholeObjects"); got <= 0 {
+		t.Errorf("pod_object declared = %d, want its length", got)
+	}
+	if got := score("e", "NodePods"); got != 8 { // two empty lists: a 4-byte count each
+		t.Errorf("node_list(NodePods) declared, twice = %d, want 8", got)
+	}
+	out := logs.String()
+	for _, want := range []string{`read="pod_object(0)" fix="add WholeObjects to policies[].reads of policy \"nosy\""`, `read="node_list(9)" fix="add NodePods to policies[].reads of policy \"nosy\""`} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("want one log line with %s, log:\n%s", want, out)
+		}
+	}
+}

@@ -28,6 +28,7 @@ type testOptions struct {
 	policies []string
 	configs  []string
 	names    []string
+	reads    []string
 	pod      string
 	nodes    string
 	cases    string
@@ -83,6 +84,7 @@ a List; pods with spec.nodeName are placed on their node) or, with
 	cmd.Flags().StringArrayVar(&o.policies, "policy", nil, "policy module, FILE or FILE:WEIGHT (repeatable)")
 	cmd.Flags().StringArrayVar(&o.configs, "config", nil, "config string for the policy at the same position (repeatable); with --cases, replaces the table's config")
 	cmd.Flags().StringArrayVar(&o.names, "name", nil, "name of the policy at the same position (repeatable; default: from its file name)")
+	cmd.Flags().StringArrayVar(&o.reads, "reads", nil, "declared reads of the policy at the same position, comma-separated (NodePods, WholeObjects), as policies[].reads; with --cases, replaces the table's reads")
 	cmd.Flags().StringVar(&o.pod, "pod", "", "the pod to place (YAML or JSON)")
 	cmd.Flags().StringVar(&o.nodes, "nodes", "", "nodes, and pods running on them (YAML or JSON)")
 	cmd.Flags().BoolVar(&o.single, "single-calls", false, "give every node its own guest call instead of the scheduler's batches")
@@ -100,6 +102,9 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 	}
 	if len(o.names) > len(o.policies) {
 		return fmt.Errorf("%d --name flags for %d --policy flags: give at most one name per policy, in the same order", len(o.names), len(o.policies))
+	}
+	if len(o.reads) > len(o.policies) {
+		return fmt.Errorf("%d --reads flags for %d --policy flags: give at most one per policy, in the same order", len(o.reads), len(o.policies))
 	}
 	// One instance per policy: calls are sequential, and a pool would spend
 	// the first calls creating instances.
@@ -131,6 +136,9 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		p.Weight, p.Timeout = weight, o.timeout
 		if i < len(o.configs) {
 			p.Config = o.configs[i]
+		}
+		if i < len(o.reads) {
+			p.Reads = splitList(o.reads[i])
 		}
 		args.Policies = append(args.Policies, p)
 	}
@@ -188,8 +196,8 @@ func (o *testOptions) runCases(cmd *cobra.Command, g *globalOptions, module stri
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if len(o.configs) > 1 || len(o.names) > 1 {
-		return fmt.Errorf("--cases tests one module: give at most one --config and one --name")
+	if len(o.configs) > 1 || len(o.names) > 1 || len(o.reads) > 1 {
+		return fmt.Errorf("--cases tests one module: give at most one --config, --name and --reads")
 	}
 	table, err := casetest.Load(o.cases)
 	if err != nil {
@@ -214,7 +222,11 @@ func (o *testOptions) runCases(cmd *cobra.Command, g *globalOptions, module stri
 		return err
 	}
 	defer engine.Close()
-	p, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: table.Config, Timeout: o.timeout, MaxInstances: 1})
+	reads := table.Reads
+	if len(o.reads) == 1 {
+		reads = splitList(o.reads[0])
+	}
+	p, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: table.Config, Timeout: o.timeout, MaxInstances: 1, Reads: reads})
 	if err != nil {
 		return err
 	}
@@ -338,4 +350,15 @@ func cacheDir() string {
 		return filepath.Join(d, "wasmsched")
 	}
 	return ""
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

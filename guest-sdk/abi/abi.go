@@ -130,6 +130,10 @@ const (
 	// NotAvailable means the data does not exist at this extension point, such
 	// as node data during prefilter (-3).
 	NotAvailable int32 = -3
+	// NotDeclared means the policy's args do not declare the read (-4): the
+	// pods on nodes and whole objects are read only by policies that list
+	// them in reads (docs/security.md).
+	NotDeclared int32 = -4
 )
 
 // MissingQuantity is what pod_request and node_resource return for an unknown resource or a bad argument.

@@ -16,7 +16,10 @@ import (
 // File is a policy's case table: the config the policy runs with and its cases.
 type File struct {
 	Config string `json:"config"`
-	Cases  []Case `json:"cases"`
+	// Reads are the policy's declared reads (policies[].reads), for the
+	// compiled module; natively every read answers.
+	Reads []string `json:"reads,omitempty"`
+	Cases []Case   `json:"cases"`
 }
 
 // Case is one pod on one node with the expected verdicts. Nil expectations are not checked.

@@ -184,7 +184,7 @@ func fullDoc(f abi.HostFunction) string {
 // fieldTable is the table of everything a guest can read (fields.Fields).
 func fieldTable() string {
 	var b strings.Builder
-	b.WriteString("| object | field | host function | wire form | host cost | Go SDK |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| object | field | host function | wire form | host cost | declaration | Go SDK |\n|---|---|---|---|---|---|---|\n")
 	for _, f := range fields.Fields {
 		fn := code(f.Fn)
 		if f.Num != fields.NoNum {
@@ -198,7 +198,11 @@ func fieldTable() string {
 		if f.Doc != "" {
 			path += ": " + f.Doc
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", f.Object, path, fn, wire, f.Cost, code(f.Accessor))
+		scope := ""
+		if f.Scope != fields.ScopeNone {
+			scope = code(string(f.Scope))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", f.Object, path, fn, wire, f.Cost, scope, code(f.Accessor))
 	}
 	return b.String()
 }

@@ -17,6 +17,8 @@
 ;;      pointer past the end of memory: a size probe
 ;;   a  score returns node_resource(allocatable, "cpu")
 ;;   m  score returns the length of node_list(allocatable) written at 8192
+;;   d  score returns pod_object(JSON) with cap 0 (its length)
+;;   e  score returns node_list(NodePods) with cap 0, twice (their sum)
 ;;   x  score stores 16 bytes of cycle state, then tries 1 MiB + 1, and
 ;;      returns the length cycle_state_get reports
 ;;   y  the same with exactly 1 MiB
@@ -34,6 +36,7 @@
   (import "wasmsched" "cycle_state_get" (func $state_get (param i32 i32) (result i32)))
   (import "wasmsched" "node_resource" (func $node_resource (param i32 i32 i32) (result i64)))
   (import "wasmsched" "node_list" (func $node_list (param i32 i32 i32) (result i32)))
+  (import "wasmsched" "pod_object" (func $pod_object (param i32 i32 i32) (result i32)))
   (memory (export "memory") 20)
   (table (export "__indirect_function_table") 1 funcref)
   (global (export "__heap_base") i32 (i32.const 327680))
@@ -95,6 +98,12 @@
     (if (i32.eq (local.get $m) (i32.const 0x6c)) ;; l
       (then (return (i64.extend_i32_s
         (call $pod_label (i32.const 65536) (i32.const 70000) (i32.const 0) (i32.const 0))))))
+    (if (i32.eq (local.get $m) (i32.const 0x64)) ;; d
+      (then (return (i64.extend_i32_s (call $pod_object (i32.const 0) (i32.const 0) (i32.const 0))))))
+    (if (i32.eq (local.get $m) (i32.const 0x65)) ;; e
+      (then (return (i64.extend_i32_s (i32.add
+        (call $node_list (i32.const 9) (i32.const 0) (i32.const 0))
+        (call $node_list (i32.const 9) (i32.const 0) (i32.const 0)))))))
     (if (i32.eq (local.get $m) (i32.const 0x61)) ;; a
       (then (return (call $node_resource (i32.const 0) (i32.const 60) (i32.const 3)))))
     (if (i32.eq (local.get $m) (i32.const 0x6d)) ;; m

@@ -296,6 +296,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			MaxInstances:     int(args.MaxInstancesPerPolicy),
 			RealClock:        pc.RealClock,
 			RealRandom:       pc.RealRandom,
+			Reads:            pc.Reads,
 			RetiredGrace:     o.retiredGrace,
 			Limits: host.CompileLimits{
 				MaxFunctions: args.CompileLimits.MaxFunctions,

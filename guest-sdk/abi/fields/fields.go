@@ -75,6 +75,35 @@ func (c Cost) String() string {
 	return [...]string{"scalar", "once per cycle", "once per node generation", "per call"}[c]
 }
 
+// Scope is what a policy's args must declare (policies[].reads) before it
+// may read a field: data beyond the pod being scheduled and the node being
+// evaluated. Unscoped fields need no declaration.
+type Scope string
+
+// The scopes, as policies[].reads spells them.
+const (
+	ScopeNone Scope = ""
+	// ScopeNodePods: the pods on each node (other teams' pods included)
+	// and the host ports they use.
+	ScopeNodePods Scope = "NodePods"
+	// ScopeWholeObjects: the whole pod and node objects (pod_object,
+	// node_object), every field of them.
+	ScopeWholeObjects Scope = "WholeObjects"
+)
+
+// Scopes are the scopes a policy may declare, in docs order.
+var Scopes = []Scope{ScopeNodePods, ScopeWholeObjects}
+
+// ScopeOf is the scope a read of host function fn with number num needs.
+func ScopeOf(fn string, num int32) Scope {
+	for _, f := range Fields {
+		if f.Fn == fn && (f.Num == num || f.Num == NoNum) {
+			return f.Scope
+		}
+	}
+	return ScopeNone
+}
+
 // NoNum marks a field whose host function takes no field or kind number.
 const NoNum int32 = -1
 
@@ -98,66 +127,68 @@ type Field struct {
 	Accessor string
 	// Doc says what a reader needs beyond the path (units, defaults).
 	Doc string
+	// Scope is the declaration the read needs (ScopeNone: none).
+	Scope Scope
 }
 
 // Fields is every field a guest can read, in docs/abi.md order.
 var Fields = []Field{
-	{ObjectPod, "metadata.name", abi.FnPodString, abi.PodName, WireString, nil, CostScalar, "Pod.Name", ""},
-	{ObjectPod, "metadata.namespace", abi.FnPodString, abi.PodNamespace, WireString, nil, CostScalar, "Pod.Namespace", ""},
-	{ObjectPod, "metadata.uid", abi.FnPodString, abi.PodUID, WireString, nil, CostScalar, "Pod.UID", ""},
-	{ObjectPod, "spec.schedulerName", abi.FnPodString, abi.PodSchedulerName, WireString, nil, CostScalar, "Pod.SchedulerName", ""},
-	{ObjectPod, "spec.priorityClassName", abi.FnPodString, abi.PodPriorityClassName, WireString, nil, CostScalar, "Pod.PriorityClassName", ""},
-	{ObjectPod, "spec.serviceAccountName", abi.FnPodString, abi.PodServiceAccount, WireString, nil, CostScalar, "Pod.ServiceAccountName", ""},
-	{ObjectPod, "spec.nodeName", abi.FnPodString, abi.PodNodeName, WireString, nil, CostScalar, "Pod.NodeName", "set for a pod bound, or nominated by name, before scheduling"},
-	{ObjectPod, "metadata.labels[key]", abi.FnPodLabel, NoNum, WireLookup, nil, CostPerCall, "Pod.Label", ""},
-	{ObjectPod, "metadata.annotations[key]", abi.FnPodAnnotation, NoNum, WireLookup, nil, CostPerCall, "Pod.Annotation", ""},
-	{ObjectPod, "metadata.labels", abi.FnPodList, abi.PodLabels, WirePairs, nil, CostPerCycle, "Pod.Labels", ""},
-	{ObjectPod, "metadata.annotations", abi.FnPodList, abi.PodAnnotations, WirePairs, nil, CostPerCycle, "Pod.Annotations", ""},
-	{ObjectPod, "spec.nodeSelector", abi.FnPodList, abi.PodNodeSelector, WirePairs, nil, CostPerCycle, "Pod.NodeSelector", ""},
+	{ObjectPod, "metadata.name", abi.FnPodString, abi.PodName, WireString, nil, CostScalar, "Pod.Name", "", ScopeNone},
+	{ObjectPod, "metadata.namespace", abi.FnPodString, abi.PodNamespace, WireString, nil, CostScalar, "Pod.Namespace", "", ScopeNone},
+	{ObjectPod, "metadata.uid", abi.FnPodString, abi.PodUID, WireString, nil, CostScalar, "Pod.UID", "", ScopeNone},
+	{ObjectPod, "spec.schedulerName", abi.FnPodString, abi.PodSchedulerName, WireString, nil, CostScalar, "Pod.SchedulerName", "", ScopeNone},
+	{ObjectPod, "spec.priorityClassName", abi.FnPodString, abi.PodPriorityClassName, WireString, nil, CostScalar, "Pod.PriorityClassName", "", ScopeNone},
+	{ObjectPod, "spec.serviceAccountName", abi.FnPodString, abi.PodServiceAccount, WireString, nil, CostScalar, "Pod.ServiceAccountName", "", ScopeNone},
+	{ObjectPod, "spec.nodeName", abi.FnPodString, abi.PodNodeName, WireString, nil, CostScalar, "Pod.NodeName", "set for a pod bound, or nominated by name, before scheduling", ScopeNone},
+	{ObjectPod, "metadata.labels[key]", abi.FnPodLabel, NoNum, WireLookup, nil, CostPerCall, "Pod.Label", "", ScopeNone},
+	{ObjectPod, "metadata.annotations[key]", abi.FnPodAnnotation, NoNum, WireLookup, nil, CostPerCall, "Pod.Annotation", "", ScopeNone},
+	{ObjectPod, "metadata.labels", abi.FnPodList, abi.PodLabels, WirePairs, nil, CostPerCycle, "Pod.Labels", "", ScopeNone},
+	{ObjectPod, "metadata.annotations", abi.FnPodList, abi.PodAnnotations, WirePairs, nil, CostPerCycle, "Pod.Annotations", "", ScopeNone},
+	{ObjectPod, "spec.nodeSelector", abi.FnPodList, abi.PodNodeSelector, WirePairs, nil, CostPerCycle, "Pod.NodeSelector", "", ScopeNone},
 	{ObjectPod, "spec.tolerations", abi.FnPodList, abi.PodTolerations, WireRecords, []string{"key", "operator", "value", "effect", "tolerationSeconds"}, CostPerCycle, "Pod.Tolerations",
-		`tolerationSeconds is decimal, "" when unset`},
+		`tolerationSeconds is decimal, "" when unset`, ScopeNone},
 	{ObjectPod, "effective requests", abi.FnPodList, abi.PodRequests, WireQuantities, nil, CostPerCycle, "Pod.Requests",
-		"as the scheduler computes them: the larger of the containers' sum and each init container (sidecars included), plus overhead"},
+		"as the scheduler computes them: the larger of the containers' sum and each init container (sidecars included), plus overhead", ScopeNone},
 	{ObjectPod, "spec.initContainers, spec.containers", abi.FnPodList, abi.PodContainers, WireRecords, []string{"kind", "name", "image", "restartPolicy"}, CostPerCycle, "Pod.Containers",
-		`init containers first; kind is "init" or "app"; restartPolicy "Always" marks a sidecar`},
+		`init containers first; kind is "init" or "app"; restartPolicy "Always" marks a sidecar`, ScopeNone},
 	{ObjectPod, "containers' resources.requests", abi.FnPodList, abi.PodContainerRequests, WireRecords, []string{"container", "resource", "value"}, CostPerCycle, "Pod.Containers",
-		"container is the index in the list above; a resource the container does not request has no record, an explicit 0 has one"},
-	{ObjectPod, "containers' ports", abi.FnPodList, abi.PodContainerPorts, WireRecords, []string{"container", "name", "containerPort", "hostPort", "protocol", "hostIP"}, CostPerCycle, "Pod.Containers", ""},
-	{ObjectPod, "metadata.ownerReferences", abi.FnPodList, abi.PodOwnerReferences, WireRecords, []string{"apiVersion", "kind", "name", "uid", "controller"}, CostPerCycle, "Pod.OwnerReferences", `controller is "true" or "false"`},
-	{ObjectPod, "spec.overhead", abi.FnPodList, abi.PodOverhead, WireQuantities, nil, CostPerCycle, "Pod.Overhead", ""},
-	{ObjectPod, "spec.schedulingGates", abi.FnPodList, abi.PodSchedulingGates, WireRecords, []string{"name"}, CostPerCycle, "Pod.SchedulingGates", ""},
-	{ObjectPod, "effective request[name]", abi.FnPodRequest, NoNum, WireI64, nil, CostPerCycle, "Pod.Request", "0 if not requested"},
-	{ObjectPod, "spec.priority", abi.FnPodPriority, NoNum, WireI64, nil, CostScalar, "Pod.Priority", "0 if unset"},
+		"container is the index in the list above; a resource the container does not request has no record, an explicit 0 has one", ScopeNone},
+	{ObjectPod, "containers' ports", abi.FnPodList, abi.PodContainerPorts, WireRecords, []string{"container", "name", "containerPort", "hostPort", "protocol", "hostIP"}, CostPerCycle, "Pod.Containers", "", ScopeNone},
+	{ObjectPod, "metadata.ownerReferences", abi.FnPodList, abi.PodOwnerReferences, WireRecords, []string{"apiVersion", "kind", "name", "uid", "controller"}, CostPerCycle, "Pod.OwnerReferences", `controller is "true" or "false"`, ScopeNone},
+	{ObjectPod, "spec.overhead", abi.FnPodList, abi.PodOverhead, WireQuantities, nil, CostPerCycle, "Pod.Overhead", "", ScopeNone},
+	{ObjectPod, "spec.schedulingGates", abi.FnPodList, abi.PodSchedulingGates, WireRecords, []string{"name"}, CostPerCycle, "Pod.SchedulingGates", "", ScopeNone},
+	{ObjectPod, "effective request[name]", abi.FnPodRequest, NoNum, WireI64, nil, CostPerCycle, "Pod.Request", "0 if not requested", ScopeNone},
+	{ObjectPod, "spec.priority", abi.FnPodPriority, NoNum, WireI64, nil, CostScalar, "Pod.Priority", "0 if unset", ScopeNone},
 	{ObjectPod, "the whole Pod", abi.FnPodObject, abi.ObjectJSON, WireJSON, nil, CostPerCycle, "Pod.Object",
-		"as the apiserver serves it, apiVersion and kind set, without metadata.managedFields"},
+		"as the apiserver serves it, apiVersion and kind set, without metadata.managedFields", ScopeWholeObjects},
 
-	{ObjectNode, "metadata.name", abi.FnNodeString, abi.NodeName, WireString, nil, CostScalar, "Node.Name", ""},
-	{ObjectNode, "metadata.labels[key]", abi.FnNodeLabel, NoNum, WireLookup, nil, CostPerCall, "Node.Label", ""},
-	{ObjectNode, "metadata.annotations[key]", abi.FnNodeAnnotation, NoNum, WireLookup, nil, CostPerCall, "Node.Annotation", ""},
-	{ObjectNode, "spec.taints[key]", abi.FnNodeTaint, NoNum, WireRecords, []string{"value", "effect"}, CostPerCall, "Node.Taint", "-1 if no taint has the key"},
-	{ObjectNode, "metadata.labels", abi.FnNodeList, abi.NodeLabels, WirePairs, nil, CostPerNodeGeneration, "Node.Labels", ""},
-	{ObjectNode, "metadata.annotations", abi.FnNodeList, abi.NodeAnnotations, WirePairs, nil, CostPerNodeGeneration, "Node.Annotations", ""},
-	{ObjectNode, "spec.taints", abi.FnNodeList, abi.NodeTaints, WireRecords, []string{"key", "value", "effect"}, CostPerNodeGeneration, "Node.Taints", ""},
-	{ObjectNode, "status.allocatable", abi.FnNodeList, abi.NodeAllocatable, WireQuantities, nil, CostPerNodeGeneration, "Node.AllocatableAll", "only what the node reports"},
-	{ObjectNode, "status.capacity", abi.FnNodeList, abi.NodeCapacity, WireQuantities, nil, CostPerNodeGeneration, "Node.CapacityAll", ""},
+	{ObjectNode, "metadata.name", abi.FnNodeString, abi.NodeName, WireString, nil, CostScalar, "Node.Name", "", ScopeNone},
+	{ObjectNode, "metadata.labels[key]", abi.FnNodeLabel, NoNum, WireLookup, nil, CostPerCall, "Node.Label", "", ScopeNone},
+	{ObjectNode, "metadata.annotations[key]", abi.FnNodeAnnotation, NoNum, WireLookup, nil, CostPerCall, "Node.Annotation", "", ScopeNone},
+	{ObjectNode, "spec.taints[key]", abi.FnNodeTaint, NoNum, WireRecords, []string{"value", "effect"}, CostPerCall, "Node.Taint", "-1 if no taint has the key", ScopeNone},
+	{ObjectNode, "metadata.labels", abi.FnNodeList, abi.NodeLabels, WirePairs, nil, CostPerNodeGeneration, "Node.Labels", "", ScopeNone},
+	{ObjectNode, "metadata.annotations", abi.FnNodeList, abi.NodeAnnotations, WirePairs, nil, CostPerNodeGeneration, "Node.Annotations", "", ScopeNone},
+	{ObjectNode, "spec.taints", abi.FnNodeList, abi.NodeTaints, WireRecords, []string{"key", "value", "effect"}, CostPerNodeGeneration, "Node.Taints", "", ScopeNone},
+	{ObjectNode, "status.allocatable", abi.FnNodeList, abi.NodeAllocatable, WireQuantities, nil, CostPerNodeGeneration, "Node.AllocatableAll", "only what the node reports", ScopeNone},
+	{ObjectNode, "status.capacity", abi.FnNodeList, abi.NodeCapacity, WireQuantities, nil, CostPerNodeGeneration, "Node.CapacityAll", "", ScopeNone},
 	{ObjectNode, "requested (the pods on the node)", abi.FnNodeList, abi.NodeRequested, WireQuantities, nil, CostPerNodeGeneration, "Node.RequestedAll",
-		"the sum of the requests of the pods on the node, pods assumed but not yet bound included"},
-	{ObjectNode, "status.conditions", abi.FnNodeList, abi.NodeConditions, WireRecords, []string{"type", "status", "reason"}, CostPerNodeGeneration, "Node.Conditions", ""},
-	{ObjectNode, "status.images", abi.FnNodeList, abi.NodeImages, WireRecords, []string{"name", "sizeBytes"}, CostPerNodeGeneration, "Node.Images", "one record per name of each image"},
-	{ObjectNode, "status.addresses", abi.FnNodeList, abi.NodeAddresses, WireRecords, []string{"type", "address"}, CostPerNodeGeneration, "Node.Addresses", ""},
+		"the sum of the requests of the pods on the node, pods assumed but not yet bound included", ScopeNone},
+	{ObjectNode, "status.conditions", abi.FnNodeList, abi.NodeConditions, WireRecords, []string{"type", "status", "reason"}, CostPerNodeGeneration, "Node.Conditions", "", ScopeNone},
+	{ObjectNode, "status.images", abi.FnNodeList, abi.NodeImages, WireRecords, []string{"name", "sizeBytes"}, CostPerNodeGeneration, "Node.Images", "one record per name of each image", ScopeNone},
+	{ObjectNode, "status.addresses", abi.FnNodeList, abi.NodeAddresses, WireRecords, []string{"type", "address"}, CostPerNodeGeneration, "Node.Addresses", "", ScopeNone},
 	{ObjectNode, "the pods on the node", abi.FnNodeList, abi.NodePods, WireRecords, []string{"namespace", "name", "uid", "priority", "terminating"}, CostPerNodeGeneration, "Node.Pods",
-		"as the scheduler's snapshot has them: bound and assumed pods; terminating is \"true\" once deletionTimestamp is set"},
-	{ObjectNode, "the pods' metadata.labels", abi.FnNodeList, abi.NodePodLabels, WireRecords, []string{"pod", "key", "value"}, CostPerNodeGeneration, "Node.Pods", "pod is the index in the list above"},
-	{ObjectNode, "the pods' metadata.ownerReferences", abi.FnNodeList, abi.NodePodOwners, WireRecords, []string{"pod", "apiVersion", "kind", "name", "uid", "controller"}, CostPerNodeGeneration, "Node.Pods", ""},
+		"as the scheduler's snapshot has them: bound and assumed pods; terminating is \"true\" once deletionTimestamp is set", ScopeNodePods},
+	{ObjectNode, "the pods' metadata.labels", abi.FnNodeList, abi.NodePodLabels, WireRecords, []string{"pod", "key", "value"}, CostPerNodeGeneration, "Node.Pods", "pod is the index in the list above", ScopeNodePods},
+	{ObjectNode, "the pods' metadata.ownerReferences", abi.FnNodeList, abi.NodePodOwners, WireRecords, []string{"pod", "apiVersion", "kind", "name", "uid", "controller"}, CostPerNodeGeneration, "Node.Pods", "", ScopeNodePods},
 	{ObjectNode, "host ports in use", abi.FnNodeList, abi.NodeUsedPorts, WireRecords, []string{"ip", "protocol", "port"}, CostPerNodeGeneration, "Node.UsedPorts",
-		"as NodePorts sees them: from the pods' containers' hostPort, ip 0.0.0.0 and protocol TCP when unset"},
-	{ObjectNode, "status.allocatable[name]", abi.FnNodeResource, abi.ResourceAllocatable, WireI64, nil, CostScalar, "Node.Allocatable", "i64 min (SDK: -1) if the node does not report it"},
-	{ObjectNode, "status.capacity[name]", abi.FnNodeResource, abi.ResourceCapacity, WireI64, nil, CostScalar, "Node.Capacity", "i64 min (SDK: -1) if the node does not report it"},
-	{ObjectNode, "requested[name]", abi.FnNodeResource, abi.ResourceRequested, WireI64, nil, CostScalar, "Node.Requested", "0 if none"},
-	{ObjectNode, "pod count", abi.FnNodePodCount, NoNum, WireI32, nil, CostScalar, "Node.PodCount", "pods on the node, assumed ones included"},
-	{ObjectNode, "spec.unschedulable", abi.FnNodeUnschedulable, NoNum, WireI32, nil, CostScalar, "Node.Unschedulable", "1 if cordoned"},
+		"as NodePorts sees them: from the pods' containers' hostPort, ip 0.0.0.0 and protocol TCP when unset", ScopeNodePods},
+	{ObjectNode, "status.allocatable[name]", abi.FnNodeResource, abi.ResourceAllocatable, WireI64, nil, CostScalar, "Node.Allocatable", "i64 min (SDK: -1) if the node does not report it", ScopeNone},
+	{ObjectNode, "status.capacity[name]", abi.FnNodeResource, abi.ResourceCapacity, WireI64, nil, CostScalar, "Node.Capacity", "i64 min (SDK: -1) if the node does not report it", ScopeNone},
+	{ObjectNode, "requested[name]", abi.FnNodeResource, abi.ResourceRequested, WireI64, nil, CostScalar, "Node.Requested", "0 if none", ScopeNone},
+	{ObjectNode, "pod count", abi.FnNodePodCount, NoNum, WireI32, nil, CostScalar, "Node.PodCount", "pods on the node, assumed ones included", ScopeNone},
+	{ObjectNode, "spec.unschedulable", abi.FnNodeUnschedulable, NoNum, WireI32, nil, CostScalar, "Node.Unschedulable", "1 if cordoned", ScopeNone},
 	{ObjectNode, "the whole Node", abi.FnNodeObject, abi.ObjectJSON, WireJSON, nil, CostPerNodeGeneration, "Node.Object",
-		"as the apiserver serves it, apiVersion and kind set, without metadata.managedFields"},
+		"as the apiserver serves it, apiVersion and kind set, without metadata.managedFields", ScopeWholeObjects},
 }
 
 // FieldsOf returns the rows read through host function fn, in Num order

@@ -55,6 +55,9 @@ type Policy struct {
 	Mode          Mode
 	RealClock     bool
 	RealRandom    bool
+	// Reads are the reads beyond the pod and the node being evaluated that
+	// the policy may make (fields.Scopes: NodePods, WholeObjects).
+	Reads []string
 }
 
 // Source says where a policy's module comes from; exactly one field is set.

@@ -65,6 +65,11 @@ func (in *ConfigMapSource) DeepCopy() *ConfigMapSource {
 func (in *Policy) DeepCopyInto(out *Policy) {
 	*out = *in
 	in.Source.DeepCopyInto(&out.Source)
+	if in.Reads != nil {
+		in, out := &in.Reads, &out.Reads
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

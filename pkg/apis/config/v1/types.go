@@ -94,6 +94,13 @@ type Policy struct {
 	RealClock bool `json:"realClock,omitempty"`
 	// RealRandom gives the guest crypto/rand; by default randomness is deterministic.
 	RealRandom bool `json:"realRandom,omitempty"`
+	// Reads declares what the policy may read beyond the pod being
+	// scheduled and the node being evaluated: NodePods (the pods on each
+	// node, whatever their namespace, and the host ports they use) and
+	// WholeObjects (every field of the pod and the node). An undeclared
+	// read returns -4 (NotDeclared) to the guest and is logged once.
+	// +listType=set
+	Reads []string `json:"reads,omitempty"`
 }
 
 // Source says where a module comes from.

@@ -165,6 +165,7 @@ func autoConvert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s co
 	// WARNING: in.Mode requires manual conversion: inconvertible types (*string vs github.com/wasmsched/wasmsched/pkg/apis/config.Mode)
 	out.RealClock = in.RealClock
 	out.RealRandom = in.RealRandom
+	out.Reads = *(*[]string)(unsafe.Pointer(&in.Reads))
 	return nil
 }
 
@@ -185,6 +186,7 @@ func autoConvert_config_Policy_To_v1_Policy(in *config.Policy, out *Policy, s co
 	// WARNING: in.Mode requires manual conversion: inconvertible types (github.com/wasmsched/wasmsched/pkg/apis/config.Mode vs *string)
 	out.RealClock = in.RealClock
 	out.RealRandom = in.RealRandom
+	out.Reads = *(*[]string)(unsafe.Pointer(&in.Reads))
 	return nil
 }
 

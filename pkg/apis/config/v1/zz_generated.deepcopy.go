@@ -126,6 +126,11 @@ func (in *Policy) DeepCopyInto(out *Policy) {
 		*out = new(string)
 		**out = **in
 	}
+	if in.Reads != nil {
+		in, out := &in.Reads, &out.Reads
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
@@ -162,6 +165,20 @@ func validatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	case "", config.ModeEnforce, config.ModeAudit: // "" is Enforce
 	default:
 		errs = append(errs, field.NotSupported(path.Child("mode"), p.Mode, []string{string(config.ModeEnforce), string(config.ModeAudit)}))
+	}
+	scopes := make([]string, len(fields.Scopes))
+	for i, sc := range fields.Scopes {
+		scopes[i] = string(sc)
+	}
+	seen := map[string]bool{}
+	for i, r := range p.Reads {
+		switch {
+		case !slices.Contains(scopes, r):
+			errs = append(errs, field.NotSupported(path.Child("reads").Index(i), r, scopes))
+		case seen[r]:
+			errs = append(errs, field.Duplicate(path.Child("reads").Index(i), r))
+		}
+		seen[r] = true
 	}
 	return errs
 }
