@@ -186,9 +186,40 @@ func ptrOf(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceD
 func strPtr(s string) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s)))) }
 
 func report(st Status) {
+	if undeclared != "" {
+		// The verdict rests on data the host refused: fail closed, so the
+		// policy's failurePolicy decides and the reason reaches the pod's
+		// events, instead of e.g. a pod cap that counts no pods.
+		st = Error(undeclared)
+		undeclared = ""
+	}
 	if st.Code != CodeSuccess {
 		hostSetStatus(int32(st.Code), strPtr(st.Reason), uint32(len(st.Reason)))
 	}
+}
+
+// undeclared is set when the host answered a read with NotDeclared (the
+// policy's args do not declare it) and turns the call's verdict into an
+// Error that names the read.
+var undeclared string
+
+func notDeclared(fn string, num int32) {
+	undeclared = "policy read " + fn + "(" + itoa(num) + "), which its args do not declare: add the declaration the scheduler's log names to policies[].reads"
+}
+
+// itoa formats a small non-negative number without strconv.
+func itoa(n int32) string {
+	if n <= 0 {
+		return "0"
+	}
+	var b [10]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
 }
 
 // The pod is the same for every call of a cycle, and an instance serves many
@@ -243,6 +274,11 @@ const (
 	opNodeAnnotation
 )
 
+// opNames name the read operations' host functions, for errors.
+var opNames = [...]string{opConfig: abi.FnConfig, opPodString: abi.FnPodString, opPodList: abi.FnPodList,
+	opNodeString: abi.FnNodeString, opNodeList: abi.FnNodeList, opCycleState: abi.FnCycleStateGet,
+	opPodLabel: abi.FnPodLabel, opPodAnnotation: abi.FnPodAnnotation, opNodeLabel: abi.FnNodeLabel, opNodeAnnotation: abi.FnNodeAnnotation}
+
 // hostRead calls one host read function. TinyGo cannot take an imported
 // function as a value, hence the switch.
 func hostRead(op int, arg int32, kp, kl, buf, capacity uint32) int32 {
@@ -277,6 +313,9 @@ func hostRead(op int, arg int32, kp, kl, buf, capacity uint32) int32 {
 func read(op int, arg int32, key string) ([]byte, bool) {
 	kp, kl := strPtr(key), uint32(len(key))
 	n := hostRead(op, arg, kp, kl, ptrOf(scratch), uint32(len(scratch)))
+	if n == abi.NotDeclared {
+		notDeclared(opNames[op], arg)
+	}
 	if n < 0 {
 		return nil, false
 	}
@@ -380,6 +419,9 @@ func podObject() []byte {
 		return podObj
 	}
 	n := hostPodObject(abi.ObjectJSON, 0, 0)
+	if n == abi.NotDeclared {
+		notDeclared(abi.FnPodObject, abi.ObjectJSON)
+	}
 	if n <= 0 {
 		return nil
 	}
@@ -393,6 +435,9 @@ func podObject() []byte {
 
 func nodeObject() []byte {
 	n := hostNodeObject(abi.ObjectJSON, 0, 0)
+	if n == abi.NotDeclared {
+		notDeclared(abi.FnNodeObject, abi.ObjectJSON)
+	}
 	if n <= 0 {
 		return nil
 	}

@@ -324,3 +324,17 @@ func TestWholeObjects(t *testing.T) {
 		})
 	}
 }
+
+// A Go SDK policy whose args do not declare a read it makes fails closed:
+// every verdict becomes an Error naming the read (never a pod cap that
+// counts no pods), with both toolchains. The unlabelled pod reads no pods
+// and passes.
+func TestUndeclaredReadFailsClosed(t *testing.T) {
+	cases := filepath.Join("..", "..", "plugins-wasm", "team-pod-cap", "testdata.json")
+	for _, tc := range testguests.Toolchains {
+		out, err := run(t, "test", "--cases", cases, "--reads", "", testguests.Policy(t, tc, "team-pod-cap"))
+		if err == nil || !strings.Contains(out, `1 Error "policy read node_list(`) || !strings.Contains(err.Error(), "1 of 5 cases passed") {
+			t.Fatalf("%s: err %v, output:\n%s", tc, err, out)
+		}
+	}
+}

@@ -37,6 +37,9 @@ func TestManyPoliciesFitTheDeployment(t *testing.T) {
 			}
 			fmt.Fprintf(&cfg, "      - name: %s-%s-%d\n        source: {file: %s}\n        config: %q\n        timeout: 5s\n",
 				strings.ToLower(string(tc)), ex, i, testguests.Policy(t, tc, ex), table.Config+",copy="+strconv.Itoa(i))
+			if len(table.Reads) > 0 {
+				fmt.Fprintf(&cfg, "        reads: [%s]\n", strings.Join(table.Reads, ", "))
+			}
 			total++
 		}
 	}

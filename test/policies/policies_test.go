@@ -37,7 +37,7 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 				}
 				wasm := testguests.PolicyBytes(t, tc, name)
 				p, err := engine.NewPolicy(context.Background(), host.PolicySpec{
-					Name: name, Config: file.Config, Timeout: time.Second, MaxInstances: 4,
+					Name: name, Config: file.Config, Timeout: time.Second, MaxInstances: 4, Reads: file.Reads,
 				})
 				if err != nil {
 					t.Fatal(err)
