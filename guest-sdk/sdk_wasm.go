@@ -186,25 +186,20 @@ func ptrOf(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceD
 func strPtr(s string) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s)))) }
 
 func report(st Status) {
-	if undeclared != "" {
-		// The verdict rests on data the host refused: fail closed, so the
-		// policy's failurePolicy decides and the reason reaches the pod's
-		// events, instead of e.g. a pod cap that counts no pods.
-		st = Error(undeclared)
-		undeclared = ""
-	}
 	if st.Code != CodeSuccess {
 		hostSetStatus(int32(st.Code), strPtr(st.Reason), uint32(len(st.Reason)))
 	}
 }
 
-// undeclared is set when the host answered a read with NotDeclared (the
-// policy's args do not declare it) and turns the call's verdict into an
-// Error that names the read.
-var undeclared string
-
+// notDeclared is called when the host answered a read with NotDeclared (the
+// policy's args do not declare it). It sets the current call's (or batch
+// node's) status to an Error naming the read at once, so the call fails
+// closed: a verdict of Success sets no status and leaves the Error, while a
+// rejection (already closed) replaces it. Setting it here rather than in
+// report keeps the per-node path as short as it was.
 func notDeclared(fn string, num int32) {
-	undeclared = "policy read " + fn + "(" + itoa(num) + "), which its args do not declare: add the declaration the scheduler's log names to policies[].reads"
+	msg := "policy read " + fn + "(" + itoa(num) + "), which its args do not declare: add the declaration the scheduler's log names to policies[].reads"
+	hostSetStatus(int32(CodeError), strPtr(msg), uint32(len(msg)))
 }
 
 // itoa formats a small non-negative number without strconv.
@@ -313,10 +308,10 @@ func hostRead(op int, arg int32, kp, kl, buf, capacity uint32) int32 {
 func read(op int, arg int32, key string) ([]byte, bool) {
 	kp, kl := strPtr(key), uint32(len(key))
 	n := hostRead(op, arg, kp, kl, ptrOf(scratch), uint32(len(scratch)))
-	if n == abi.NotDeclared {
-		notDeclared(opNames[op], arg)
-	}
 	if n < 0 {
+		if n == abi.NotDeclared {
+			notDeclared(opNames[op], arg)
+		}
 		return nil, false
 	}
 	if int(n) > len(scratch) {
