@@ -18,6 +18,12 @@ type PodData struct {
 	OwnerReferences []OwnerReference
 	Overhead        map[string]int64
 	SchedulingGates []string
+	// PodResources are pod-level spec.resources.requests.
+	PodResources map[string]int64
+	// ClaimNames are the persistentVolumeClaim volumes' claim names.
+	ClaimNames []string
+	// CreationTimestamp and DeletionTimestamp are RFC 3339 in UTC, "" when unset.
+	CreationTimestamp, DeletionTimestamp string
 	// Object is the whole pod as JSON, what Pod.Object returns natively. In
 	// a case table (docs/abi.md §8) it is the pod the case starts from, and
 	// the fields above that are set are applied over it.
@@ -61,6 +67,9 @@ type NodeData struct {
 	// and PodCount stand for pods named <node>-load and <node>-pod<i>, as
 	// case tables build them.
 	Pods []NodePod
+	// NonZeroRequested is what Node.NonZeroRequested returns natively (cpu
+	// and memory); case tables compute it from the node's pods.
+	NonZeroRequested map[string]int64
 	// Object is the whole node as JSON (Node.Object natively; in a case
 	// table, the node the case starts from, with the fields above over it).
 	Object RawJSON

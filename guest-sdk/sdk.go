@@ -299,6 +299,27 @@ func (Pod) SchedulingGates() []string {
 	return gs
 }
 
+// CreationTimestamp returns metadata.creationTimestamp in RFC 3339 (UTC).
+func (Pod) CreationTimestamp() string { return podString(abi.PodCreationTimestamp) }
+
+// DeletionTimestamp returns metadata.deletionTimestamp in RFC 3339 (UTC),
+// "" when the pod is not being deleted.
+func (Pod) DeletionTimestamp() string { return podString(abi.PodDeletionTimestamp) }
+
+// PodResources returns the pod-level spec.resources.requests, empty unless
+// the pod sets them.
+func (Pod) PodResources() map[string]int64 { return decodeInts(podList(abi.PodResources)) }
+
+// ClaimNames returns the claim names of the pod's persistentVolumeClaim volumes.
+func (Pod) ClaimNames() []string {
+	var out []string
+	r := abi.NewListReader(podList(abi.PodClaims))
+	for r.Len() >= 1 {
+		out = append(out, next(&r, 1)[0])
+	}
+	return out
+}
+
 // next reads n strings of a record.
 func next(r *abi.ListReader, n int) []string {
 	f := make([]string, n)
@@ -468,6 +489,11 @@ func (Node) Pods() []NodePod {
 	}
 	return ps
 }
+
+// NonZeroRequested returns the cpu and memory requested by the node's pods
+// as NodeResourcesFit scores them: a container that requests no cpu counts
+// 100m, no memory 200Mi (an explicit 0 stays 0).
+func (Node) NonZeroRequested() map[string]int64 { return decodeInts(nodeList(abi.NodeNonZeroRequested)) }
 
 // UsedPorts returns the host ports the node's pods use, sorted by IP,
 // protocol and port.

@@ -100,6 +100,10 @@ func podString(field int32) string {
 		return p.ServiceAccountName
 	case abi.PodNodeName:
 		return p.NodeName
+	case abi.PodCreationTimestamp:
+		return p.CreationTimestamp
+	case abi.PodDeletionTimestamp:
+		return p.DeletionTimestamp
 	}
 	return ""
 }
@@ -147,6 +151,14 @@ func podList(kind int32) []byte {
 		return encodeRecords(rs)
 	case abi.PodOverhead:
 		return abi.EncodeInts(p.Overhead)
+	case abi.PodResources:
+		return abi.EncodeInts(p.PodResources)
+	case abi.PodClaims:
+		var rs [][]string
+		for _, c := range p.ClaimNames {
+			rs = append(rs, []string{c})
+		}
+		return encodeRecords(rs)
 	case abi.PodSchedulingGates:
 		var rs [][]string
 		for _, g := range p.SchedulingGates {
@@ -248,6 +260,8 @@ func nodeList(kind int32) []byte {
 			}
 		}
 		return encodeRecords(rs)
+	case abi.NodeNonZeroRequested:
+		return abi.EncodeInts(n.NonZeroRequested)
 	case abi.NodeUsedPorts:
 		// As the scheduler's NodeInfo counts them: unset IP is 0.0.0.0,
 		// unset protocol TCP, port 0 ignored, each (ip, protocol, port) once.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -115,6 +116,20 @@ func (p *PodState) list(kind int32) ([]byte, bool) {
 			p.lists[kind] = b
 		case abi.PodOverhead:
 			p.lists[kind] = abi.EncodeInts(quantities(pod.Spec.Overhead))
+		case abi.PodResources:
+			var rl v1.ResourceList
+			if pod.Spec.Resources != nil {
+				rl = pod.Spec.Resources.Requests
+			}
+			p.lists[kind] = abi.EncodeInts(quantities(rl))
+		case abi.PodClaims:
+			var names []string
+			for _, v := range pod.Spec.Volumes {
+				if v.PersistentVolumeClaim != nil {
+					names = append(names, v.PersistentVolumeClaim.ClaimName)
+				}
+			}
+			p.lists[kind] = appendStrings(abi.AppendListHeader(nil, len(names)), names...)
 		case abi.PodSchedulingGates:
 			b := abi.AppendListHeader(nil, len(pod.Spec.SchedulingGates))
 			for _, g := range pod.Spec.SchedulingGates {
@@ -143,6 +158,10 @@ func (p *PodState) str(field int32) (string, bool) {
 		return pod.Spec.ServiceAccountName, true
 	case abi.PodNodeName:
 		return pod.Spec.NodeName, true
+	case abi.PodCreationTimestamp:
+		return timestamp(&pod.CreationTimestamp), true
+	case abi.PodDeletionTimestamp:
+		return timestamp(pod.DeletionTimestamp), true
 	}
 	return "", false
 }
@@ -307,6 +326,9 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 				b = appendStrings(b, p.ip, p.proto, strconv.Itoa(int(p.port)))
 			}
 			e.lists[kind] = b
+		case abi.NodeNonZeroRequested:
+			r := ni.GetNonZeroRequested()
+			e.lists[kind] = abi.EncodeInts(map[string]int64{abi.ResourceCPU: r.GetMilliCPU(), abi.ResourceMemory: r.GetMemory()})
 		case abi.NodeAddresses:
 			b := abi.AppendListHeader(nil, 2*len(node.Status.Addresses))
 			for _, a := range node.Status.Addresses {
@@ -489,4 +511,12 @@ func encodeNodePods(ni fwk.NodeInfo, kind int32) []byte {
 		}
 	}
 	return append(abi.AppendListHeader(make([]byte, 0, 4+len(body)), n), body...)
+}
+
+// timestamp is t in RFC 3339 UTC, "" when unset.
+func timestamp(t *metav1.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }

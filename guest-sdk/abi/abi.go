@@ -148,9 +148,13 @@ const (
 	PodPriorityClassName int32 = 4
 	PodServiceAccount    int32 = 5
 	PodNodeName          int32 = 6
+	// PodCreationTimestamp and PodDeletionTimestamp are RFC 3339 in UTC
+	// ("2026-11-23T10:00:00Z"), "" when unset.
+	PodCreationTimestamp int32 = 7
+	PodDeletionTimestamp int32 = 8
 
 	// NumPodStrings sizes tables indexed by pod_string field.
-	NumPodStrings = PodNodeName + 1
+	NumPodStrings = PodDeletionTimestamp + 1
 )
 
 // Fields for node_string.
@@ -183,9 +187,15 @@ const (
 	PodOverhead int32 = 9
 	// PodSchedulingGates: one string (the gate's name) each.
 	PodSchedulingGates int32 = 10
+	// PodResources: pod-level spec.resources.requests, name, decimal value
+	// pairs (empty unless the pod sets them).
+	PodResources int32 = 11
+	// PodClaims: the claimName of each persistentVolumeClaim volume, one
+	// string each.
+	PodClaims int32 = 12
 
 	// NumPodLists sizes tables indexed by pod_list kind.
-	NumPodLists = PodSchedulingGates + 1
+	NumPodLists = PodClaims + 1
 )
 
 // Kinds for node_list.
@@ -216,9 +226,13 @@ const (
 	// NodeUsedPorts: the host ports the node's pods use, 3 strings each: ip,
 	// protocol, port; sorted.
 	NodeUsedPorts int32 = 12
+	// NodeNonZeroRequested: the requests of the pods on the node as
+	// NodeResourcesFit scores them (a container without a cpu or memory
+	// request counts 100m / 200Mi), cpu and memory, name, decimal pairs.
+	NodeNonZeroRequested int32 = 13
 
 	// NumNodeLists sizes tables indexed by node_list kind.
-	NumNodeLists = NodeUsedPorts + 1
+	NumNodeLists = NodeNonZeroRequested + 1
 )
 
 // Kinds for node_resource.

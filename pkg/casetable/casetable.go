@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -385,6 +386,30 @@ func Pod(d sdk.PodData) (*v1.Pod, error) {
 	}
 	if d.Overhead != nil {
 		pod.Spec.Overhead = resourceList(d.Overhead)
+	}
+	if d.PodResources != nil {
+		pod.Spec.Resources = &v1.ResourceRequirements{Requests: resourceList(d.PodResources)}
+	}
+	for _, c := range d.ClaimNames {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: c, VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+	}
+	for _, ts := range []struct {
+		s   string
+		dst **metav1.Time
+	}{{d.CreationTimestamp, nil}, {d.DeletionTimestamp, &pod.DeletionTimestamp}} {
+		if ts.s == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, ts.s)
+		if err != nil {
+			return nil, fmt.Errorf("pod timestamp %q: %w (want RFC 3339, e.g. 2026-11-23T10:00:00Z)", ts.s, err)
+		}
+		mt := metav1.NewTime(t)
+		if ts.dst == nil {
+			pod.CreationTimestamp = mt
+		} else {
+			*ts.dst = &mt
+		}
 	}
 	for _, g := range d.SchedulingGates {
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, v1.PodSchedulingGate{Name: g})

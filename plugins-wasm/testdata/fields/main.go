@@ -95,7 +95,9 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	for _, h := range node.UsedPorts() {
 		hs = append(hs, h.IP+"/"+h.Protocol+"/"+strconv.Itoa(int(h.Port)))
 	}
-	parts = append(parts, "pods=["+strings.Join(ps, " ")+"]", "ports=["+strings.Join(hs, " ")+"]")
+	parts = append(parts, "pods=["+strings.Join(ps, " ")+"]", "ports=["+strings.Join(hs, " ")+"]",
+		"created="+pod.CreationTimestamp(), "deleted="+pod.DeletionTimestamp(), "podres="+ints(pod.PodResources()),
+		"claims=["+strings.Join(pod.ClaimNames(), " ")+"]", "nonzero="+ints(node.NonZeroRequested()))
 	return sdk.Unschedulable(strings.Join(parts, " "))
 }
 
