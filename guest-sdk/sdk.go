@@ -493,7 +493,9 @@ func (Node) Pods() []NodePod {
 // NonZeroRequested returns the cpu and memory requested by the node's pods
 // as NodeResourcesFit scores them: a container that requests no cpu counts
 // 100m, no memory 200Mi (an explicit 0 stays 0).
-func (Node) NonZeroRequested() map[string]int64 { return decodeInts(nodeList(abi.NodeNonZeroRequested)) }
+func (Node) NonZeroRequested() map[string]int64 {
+	return decodeInts(nodeList(abi.NodeNonZeroRequested))
+}
 
 // UsedPorts returns the host ports the node's pods use, sorted by IP,
 // protocol and port.
