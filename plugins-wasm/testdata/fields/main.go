@@ -16,7 +16,8 @@ import (
 
 func init() { sdk.RegisterFilter(filter) }
 
-func ints(m map[string]int64) string {
+// sorted writes a map as {k=v,...} in key order.
+func sorted[V any](m map[string]V, format func(V) string) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -28,29 +29,17 @@ func ints(m map[string]int64) string {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		b.WriteString(k + "=" + strconv.FormatInt(m[k], 10))
+		b.WriteString(k + "=" + format(m[k]))
 	}
 	b.WriteString("}")
 	return b.String()
 }
 
-func strs(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString("{")
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString(k + "=" + m[k])
-	}
-	b.WriteString("}")
-	return b.String()
+func ints(m map[string]int64) string {
+	return sorted(m, func(v int64) string { return strconv.FormatInt(v, 10) })
 }
+
+func strs(m map[string]string) string { return sorted(m, func(v string) string { return v }) }
 
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	var parts []string
