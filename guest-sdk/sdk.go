@@ -134,8 +134,15 @@ func RegisterPreFilter(f func(pod Pod) Status) { preFilterFn = f }
 func RegisterPreScore(f func(pod Pod) Status) { preScoreFn = f }
 
 // RegisterNormalizeScore sets a function that rewrites the raw scores of all
-// feasible nodes in place (in an unspecified node order) to the 0..100 range.
+// feasible nodes in place to the 0..100 range. ScoredNode(i) gives the node
+// of scores[i], for a normalization that depends on the node (its zone).
 func RegisterNormalizeScore(f func(pod Pod, scores []int64) Status) { normalizeFn = f }
+
+// ScoredNode makes the node of scores[i] the current node, inside a
+// NormalizeScore function, and returns it; ok is false outside
+// NormalizeScore or for i out of range. The returned Node reads that node
+// until the next ScoredNode call.
+func ScoredNode(i int) (node Node, ok bool) { return Node{}, selectScored(i) }
 
 // registered reports whether the policy registered a function for point
 // p. A batch form counts as registered with the point it batches: the SDK

@@ -56,6 +56,24 @@ func RunScore(pod *PodData, node *NodeData) (int64, Status) {
 	return scoreFn(Pod{}, Node{})
 }
 
+// RunNormalizeScoreOn is RunNormalizeScore with the node of each score, for
+// a NormalizeScore that calls ScoredNode.
+func RunNormalizeScoreOn(pod *PodData, nodes []*NodeData, scores []int64) Status {
+	nativeScored = nodes
+	defer func() { nativeScored = nil }()
+	return RunNormalizeScore(pod, scores)
+}
+
+var nativeScored []*NodeData
+
+func selectScored(i int) bool {
+	if i < 0 || i >= len(nativeScored) {
+		return false
+	}
+	nativeNode = nativeScored[i]
+	return true
+}
+
 // RunNormalizeScore runs the registered NormalizeScore natively on scores in
 // place, or returns Success when none is registered.
 func RunNormalizeScore(pod *PodData, scores []int64) Status {

@@ -4,6 +4,7 @@ package sdk
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -165,5 +166,28 @@ func TestEveryFieldHasAnAccessor(t *testing.T) {
 		if _, ok := rt.MethodByName(method); !ok {
 			t.Errorf("%s %s: sdk.%s has no method %s", f.Object, f.Path, typ, method)
 		}
+	}
+}
+
+// Natively, ScoredNode gives a NormalizeScore function the node of each
+// score when run with RunNormalizeScoreOn, and nothing otherwise.
+func TestScoredNode(t *testing.T) {
+	defer RegisterNormalizeScore(nil)
+	RegisterNormalizeScore(func(_ Pod, scores []int64) Status {
+		for i := range scores {
+			n, ok := ScoredNode(i)
+			if !ok {
+				return Error("no node for score " + strconv.Itoa(i))
+			}
+			scores[i] = int64(len(n.Name()))
+		}
+		return Success()
+	})
+	scores := []int64{0, 0}
+	if st := RunNormalizeScoreOn(&PodData{Name: "p"}, []*NodeData{{Name: "a"}, {Name: "bbb"}}, scores); !st.IsSuccess() || scores[0] != 1 || scores[1] != 3 {
+		t.Fatalf("status %+v, scores %v; want [1 3]", st, scores)
+	}
+	if st := RunNormalizeScore(&PodData{Name: "p"}, []int64{0}); st.Code != CodeError {
+		t.Fatalf("without nodes: %+v, want the Error", st)
 	}
 }

@@ -191,6 +191,8 @@ func report(st Status) {
 	}
 }
 
+func selectScored(i int) bool { return i >= 0 && i < 1<<31-1 && hostSelectNode(int32(i)) == 0 }
+
 // notDeclared is called when the host answered a read with NotDeclared (the
 // policy's args do not declare it). It sets the current call's (or batch
 // node's) status to an Error naming the read at once, so the call fails

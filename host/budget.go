@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	fwk "k8s.io/kube-scheduler/framework"
 	"slices"
 	"sync"
 	"time"
@@ -17,6 +18,10 @@ type PolicyCycle struct {
 	// Budget, when set, bounds the policy's calls of this cycle together
 	// and stops them all after one of them fails.
 	Budget *Budget
+	// Scored are the nodes of normalize_score's scores, in score order:
+	// there select_node(i) makes node i current. Ignored unless there is
+	// one node per score.
+	Scored []fwk.NodeInfo
 }
 
 // Budget bounds how much of a scheduling cycle one policy may take. Without

@@ -61,7 +61,7 @@ var contextFns = []struct {
 	{"node_pod_count", node(0), nil},
 	{"node_unschedulable", node(0), nil},
 	{"select_node", func(c int) int64 {
-		if c == ctxFilterNodes || c == ctxScoreNodes || c == ctxBeforeSelect {
+		if c == ctxFilterNodes || c == ctxScoreNodes || c == ctxBeforeSelect || c == ctxNormalize {
 			return 0
 		}
 		return badArgs
@@ -72,7 +72,7 @@ var contextFns = []struct {
 	// length comes back, nothing is written. Bad: format 99.
 	{"pod_object", func(c int) int64 { return pod(int64(len(contextPodJSON)))(c) }, pod(badArgs)},
 	{"node_object", func(c int) int64 {
-		if c == ctxBeforeSelect { // probed after the good row's select_node(0)
+		if c == ctxBeforeSelect || c == ctxNormalize { // probed after the good row's select_node(0)
 			return int64(len(contextNodeJSON))
 		}
 		return node(int64(len(contextNodeJSON)))(c)
@@ -116,7 +116,7 @@ func node(v int64) func(int) int64 {
 		switch c {
 		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes:
 			return v
-		case ctxBeforeSelect:
+		case ctxBeforeSelect, ctxNormalize:
 			if v == badArgs {
 				return v
 			}
@@ -130,7 +130,7 @@ func nodeQuantity(v int64) func(int) int64 {
 		switch c {
 		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes:
 			return v
-		case ctxBeforeSelect:
+		case ctxBeforeSelect, ctxNormalize:
 			if v == abi.MissingQuantity {
 				return v
 			}
@@ -178,7 +178,11 @@ func TestHostFunctionContexts(t *testing.T) {
 	call(CallFilter, ni, nil)
 	call(CallPreScore, nil, nil)
 	call(CallScore, ni, nil)
-	call(CallNormalizeScore, nil, []int64{10, 20})
+	// normalize_score with its scored nodes: the probe's select_node(0)
+	// selects the first (docs/abi.md §3).
+	if _, _, err := v.Call(ctx, CallNormalizeScore, ps, nil, &PolicyCycle{State: pc.State, Scored: []fwk.NodeInfo{ni, ni}}, []int64{10, 20}); err != nil {
+		t.Fatalf("normalize_score: %v", err)
+	}
 	if _, err := v.CallNodes(ctx, CallFilter, ps, []fwk.NodeInfo{ni}, pc, make([]Result, 1), nil); err != nil {
 		t.Fatalf("filter_nodes: %v", err)
 	}

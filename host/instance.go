@@ -358,6 +358,9 @@ func (in *instance) selectNode(i int32) bool {
 	}
 	in.cur = int(i)
 	in.node = in.batch[i]
+	if in.results == nil {
+		return true // normalize_score: node data only; the call keeps its deadline
+	}
 	if in.results[i].Code == codeUnselected {
 		in.results[i] = Result{} // selected and not rejected: Success
 	}

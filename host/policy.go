@@ -743,7 +743,11 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 		return 0, Result{}, cerr
 	}
 	in.pod, in.node, in.pc, in.scores = pod, node, pc, scores
+	if kind == CallNormalizeScore && pc != nil && len(pc.Scored) == len(scores) {
+		in.batch, in.cur = pc.Scored, -1 // select_node picks a scored node
+	}
 	ret, cerr := in.call(kind, pod.Cycle, uint32(len(scores)), deadline)
+	in.batch, in.cur = nil, -1
 	res := Result{Code: in.code, Reason: in.reason}
 	if cerr = v.end(in, pc, cerr); cerr != nil {
 		return 0, Result{}, cerr

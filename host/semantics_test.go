@@ -181,9 +181,9 @@ func TestKeyAndValueLimits(t *testing.T) {
 // functions) are allowed and ignored.
 func TestExtraExportsAreAllowed(t *testing.T) {
 	v := semantics(t, "")
-	want := abi.Filter.Cap() | abi.FilterNodes.Cap() | abi.Score.Cap() | abi.ScoreNodes.Cap()
+	want := abi.Filter.Cap() | abi.FilterNodes.Cap() | abi.Score.Cap() | abi.ScoreNodes.Cap() | abi.NormalizeScore.Cap()
 	if v.Exports().Points != want {
-		t.Fatalf("exports = %s, want filter, score and their batch forms", v.Exports())
+		t.Fatalf("exports = %s, want filter, score, their batch forms and normalize_score", v.Exports())
 	}
 }
 
@@ -320,5 +320,23 @@ func TestUndeclaredReadsAreRefused(t *testing.T) {
 		if strings.Count(out, want) != 1 {
 			t.Errorf("want one log line with %s, log:\n%s", want, out)
 		}
+	}
+}
+
+// §3: in normalize_score, select_node(i) makes the node of score i current
+// (PolicyCycle.Scored); without scored nodes it answers -2 as before.
+func TestNormalizeScoreSelectsScoredNodes(t *testing.T) {
+	v := semantics(t, "z")
+	nodes := []fwk.NodeInfo{nodeInfo("a", nil, false), nodeInfo("bbb", nil, false), nodeInfo("cc", nil, false)}
+	scores := []int64{7, 7, 7}
+	if _, _, err := v.Call(context.Background(), CallNormalizeScore, testPod(), nil, &PolicyCycle{Scored: nodes}, scores); err != nil {
+		t.Fatal(err)
+	}
+	if scores[0] != 1 || scores[1] != 3 || scores[2] != 2 {
+		t.Fatalf("scores = %v, want each node's name length [1 3 2]", scores)
+	}
+	// Without the nodes select_node answers -2: the fixture traps.
+	if _, _, err := v.Call(context.Background(), CallNormalizeScore, testPod(), nil, new(PolicyCycle), []int64{1, 2, 3}); err == nil || err.Outcome != OutcomeTrap {
+		t.Fatalf("without scored nodes: %v, want the fixture's trap", err)
 	}
 }

@@ -81,7 +81,7 @@ var HostFunctions = []HostFunction{
 		"the whole node; encoded at most once per node generation"},
 
 	{FnSelectNode, SectionBatch, []Param{{"i", I32}}, i32Result,
-		"in `filter_nodes`/`score_nodes`: make node `i` of the batch current and start its deadline; 0, or -2 if `i` is out of range or not in a batch call"},
+		"in `filter_nodes`/`score_nodes`: make node `i` of the batch current and start its deadline; in `normalize_score`: make the node of score `i` current (the call keeps its deadline); 0, or -2 if `i` is out of range or elsewhere"},
 
 	{FnCycleStateSet, SectionCycleState, []Param{{"ptr", I32}, {"len", I32}}, nil,
 		"stores bytes for this policy and cycle (at most 1 MiB). Meant for `prefilter`/`prescore`"},

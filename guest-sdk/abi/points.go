@@ -91,7 +91,7 @@ var Points = [NumPoints]ExtensionPoint{
 	Score: {Name: "Score", Export: ExportScore, Params: []Param{cycleParam}, Results: []ValType{I64}, NodeData: true,
 		Batch: ScoreNodes, BatchOf: BatchNone, Called: "once per (pod, feasible node), in parallel; returns the raw score"},
 	NormalizeScore: {Name: "NormalizeScore", Export: ExportNormalizeScore, Params: []Param{cycleParam, {"n", I32}},
-		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, after every `score`, with the `n` raw scores (§4.5)"},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, after every `score`, with the `n` raw scores (§4.5); `select_node(i)` makes the node of score `i` current"},
 	FilterNodes: {Name: "Filter", Export: ExportFilterNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
 		Batch: BatchNone, BatchOf: Filter, Called: "instead of `n` calls of `filter` (§3.1)"},
 	ScoreNodes: {Name: "Score", Export: ExportScoreNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,

@@ -19,6 +19,9 @@
 ;;   m  score returns the length of node_list(allocatable) written at 8192
 ;;   d  score returns pod_object(JSON) with cap 0 (its length)
 ;;   e  score returns node_list(NodePods) with cap 0, twice (their sum)
+;;   z  normalize_score sets each score to the length of its scored node's
+;;      name (select_node(i), node_string), after checking that
+;;      select_node(n) answers -2
 ;;   x  score stores 16 bytes of cycle state, then tries 1 MiB + 1, and
 ;;      returns the length cycle_state_get reports
 ;;   y  the same with exactly 1 MiB
@@ -37,6 +40,7 @@
   (import "wasmsched" "node_resource" (func $node_resource (param i32 i32 i32) (result i64)))
   (import "wasmsched" "node_list" (func $node_list (param i32 i32 i32) (result i32)))
   (import "wasmsched" "pod_object" (func $pod_object (param i32 i32 i32) (result i32)))
+  (import "wasmsched" "node_string" (func $node_string (param i32 i32 i32) (result i32)))
   (memory (export "memory") 20)
   (table (export "__indirect_function_table") 1 funcref)
   (global (export "__heap_base") i32 (i32.const 327680))
@@ -141,4 +145,17 @@
         (br $next)))
     (if (i32.ne (local.get $m) (i32.const 0x6e)) ;; n: no scores_set
       (then
-        (if (i32.ne (call $scores_set (i32.const 2048) (local.get $n)) (local.get $n)) (then unreachable))))))
+        (if (i32.ne (call $scores_set (i32.const 2048) (local.get $n)) (local.get $n)) (then unreachable)))))
+  (func (export "normalize_score") (param $cycle i64) (param $n i32)
+    (local $i i32)
+    (if (i32.ne (call $mode) (i32.const 0x7a)) (then (return))) ;; z
+    (if (i32.ne (call $select (local.get $n)) (i32.const -2)) (then unreachable))
+    (block $done
+      (loop $next
+        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+        (if (i32.ne (call $select (local.get $i)) (i32.const 0)) (then unreachable))
+        (i64.store (i32.add (i32.const 2048) (i32.shl (local.get $i) (i32.const 3)))
+          (i64.extend_i32_s (call $node_string (i32.const 0) (i32.const 4096) (i32.const 0))))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $next)))
+    (drop (call $scores_set (i32.const 2048) (local.get $n)))))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,6 +42,9 @@ type fakeModule struct {
 	// withNode and withoutNode record which kinds were called with and
 	// without a node (one bit per kind).
 	withNode, withoutNode atomic.Int32
+	// scored are the names of the nodes normalize_score could select, in
+	// score order (PolicyCycle.Scored), from its last call.
+	scored []string
 }
 
 func (f *fakeModule) Exports() host.Exports {
@@ -99,6 +103,10 @@ func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodStat
 		f.withoutNode.Or(kind.Cap())
 	}
 	if kind == host.CallNormalizeScore {
+		f.scored = nil
+		for _, ni := range pc.Scored {
+			f.scored = append(f.scored, ni.Node().Name)
+		}
 		return 0, f.normalize(scores), nil
 	}
 	name := ""
@@ -580,5 +588,31 @@ func TestPodsWaitForALoadingPolicy(t *testing.T) {
 				t.Fatalf("after the load: %q, want %q", r.status.Message(), c.after)
 			}
 		})
+	}
+}
+
+// normalize_score can select the node of each score (PolicyCycle.Scored),
+// in the order of the score list the framework passes, whatever it is.
+func TestNormalizeScoreGetsScoredNodes(t *testing.T) {
+	m := &fakeModule{normalize: func([]int64) host.Result { return host.Result{} }}
+	m.fns[host.CallScore] = scoreOf(10)
+	w := fakePlugin(fakePolicy("p", m, nil))
+	ctx, state, pod, nodes := context.Background(), intree.NewCycleState(), fakePod(), fakeNodes(3)
+	if st := w.PreScore(ctx, state, pod, nodes); st != nil {
+		t.Fatal(st)
+	}
+	list := make(framework.NodeScoreList, len(nodes))
+	for k, ni := range nodes {
+		if _, st := w.Score(ctx, state, pod, ni); st != nil {
+			t.Fatal(st)
+		}
+		list[len(nodes)-1-k].Name = ni.Node().Name // the reverse of PreScore's order
+	}
+	if st := w.NormalizeScore(ctx, state, pod, list); st != nil {
+		t.Fatal(st)
+	}
+	want := []string{list[0].Name, list[1].Name, list[2].Name}
+	if strings.Join(m.scored, ",") != strings.Join(want, ",") {
+		t.Fatalf("normalize_score saw nodes %v, want the score list's order %v", m.scored, want)
 	}
 }

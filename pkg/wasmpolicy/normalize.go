@@ -58,6 +58,7 @@ func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, s
 		vals[j] = c.rawScore(i, j, scores[j].Name)
 	}
 	if m.Exports().Has(host.CallNormalizeScore) {
+		c.pcs[i].Scored = c.scoredNodes(scores)
 		_, res, cerr := p.call(ctx, m, host.CallNormalizeScore, c, i, nil, vals)
 		if cerr != nil {
 			return nil, p.callFailed(ctx, c, i, host.CallNormalizeScore, cerr, enforce)
@@ -90,6 +91,32 @@ func (c *cycleData) rawScore(i, j int, name string) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rawScoresOffList[i][name]
+}
+
+// scoredNodes are the NodeInfos of the score list's entries, in its order,
+// so normalize_score can select them (docs/abi.md §3); nil when a name is
+// not among the nodes given to PreScore.
+func (c *cycleData) scoredNodes(scores framework.NodeScoreList) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, len(scores))
+	var byName map[string]fwk.NodeInfo
+	for j, s := range scores {
+		if j < len(c.scoreNodes) && c.scoreNodes[j].Node().Name == s.Name {
+			out[j] = c.scoreNodes[j]
+			continue
+		}
+		if byName == nil {
+			byName = make(map[string]fwk.NodeInfo, len(c.scoreNodes))
+			for _, ni := range c.scoreNodes {
+				byName[ni.Node().Name] = ni
+			}
+		}
+		ni, ok := byName[s.Name]
+		if !ok {
+			return nil
+		}
+		out[j] = ni
+	}
+	return out
 }
 
 // scoreSum is how the plugin combines its policies' scores, the one place
