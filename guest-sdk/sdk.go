@@ -138,6 +138,12 @@ func RegisterPreScore(f func(pod Pod) Status) { preScoreFn = f }
 // of scores[i], for a normalization that depends on the node (its zone).
 func RegisterNormalizeScore(f func(pod Pod, scores []int64) Status) { normalizeFn = f }
 
+// PreFilterNodes, called from a PreFilter function, limits the pod to the
+// named nodes, as an in-tree PreFilter's PreFilterResult does: the
+// scheduler filters and scores only those. An empty list leaves no node.
+// With several policies, their lists intersect. It needs no declaration.
+func PreFilterNodes(names ...string) { preFilterNodes(names) }
+
 // ScoredNode makes the node of scores[i] the current node, inside a
 // NormalizeScore function, and returns it; ok is false outside
 // NormalizeScore or for i out of range. The returned Node reads that node

@@ -29,6 +29,7 @@ func SetConfig(c string) { nativeConfig = c }
 // (clearing the cycle state). It returns Success when none is registered.
 func RunPreFilter(pod *PodData) Status {
 	nativePod, nativeNode, nativeCycleState = pod, nil, nil
+	nativePreFilterNodes, nativePreFilterNodesSet = nil, false
 	if preFilterFn == nil {
 		return Success()
 	}
@@ -423,3 +424,16 @@ func nodePods(n *NodeData) []NodePod {
 	}
 	return ps
 }
+
+var (
+	nativePreFilterNodes    []string
+	nativePreFilterNodesSet bool
+)
+
+func preFilterNodes(names []string) {
+	nativePreFilterNodes, nativePreFilterNodesSet = append([]string(nil), names...), true
+}
+
+// PreFilterResult returns the nodes the last RunPreFilter named with
+// PreFilterNodes, and whether it named any.
+func PreFilterResult() ([]string, bool) { return nativePreFilterNodes, nativePreFilterNodesSet }

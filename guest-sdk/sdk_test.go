@@ -191,3 +191,20 @@ func TestScoredNode(t *testing.T) {
 		t.Fatalf("without nodes: %+v, want the Error", st)
 	}
 }
+
+// Natively, PreFilterNodes records what RunPreFilter's PreFilter named.
+func TestPreFilterNodesNative(t *testing.T) {
+	defer RegisterPreFilter(nil)
+	RegisterPreFilter(func(Pod) Status { PreFilterNodes("a", "c"); return Success() })
+	if st := RunPreFilter(&PodData{Name: "p"}); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if names, ok := PreFilterResult(); !ok || strings.Join(names, ",") != "a,c" {
+		t.Fatalf("PreFilterResult = %v, %v; want a,c", names, ok)
+	}
+	RegisterPreFilter(func(Pod) Status { return Success() })
+	RunPreFilter(&PodData{Name: "p"})
+	if _, ok := PreFilterResult(); ok {
+		t.Fatal("a PreFilter that names no nodes left a result")
+	}
+}

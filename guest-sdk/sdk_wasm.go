@@ -73,6 +73,9 @@ func hostPodObject(format int32, buf, capacity uint32) int32
 //go:wasmimport wasmsched node_object
 func hostNodeObject(format int32, buf, capacity uint32) int32
 
+//go:wasmimport wasmsched prefilter_nodes
+func hostPreFilterNodes(ptr, n uint32) int32
+
 //go:wasmimport wasmsched select_node
 func hostSelectNode(i int32) int32
 
@@ -189,6 +192,16 @@ func report(st Status) {
 	if st.Code != CodeSuccess {
 		hostSetStatus(int32(st.Code), strPtr(st.Reason), uint32(len(st.Reason)))
 	}
+}
+
+// preFilterNodes calls prefilter_nodes directly, so only guests that use
+// it import it.
+func preFilterNodes(names []string) {
+	b := abi.AppendListHeader(nil, len(names))
+	for _, n := range names {
+		b = abi.AppendString(b, n)
+	}
+	hostPreFilterNodes(ptrOf(b), uint32(len(b)))
 }
 
 func selectScored(i int) bool { return i >= 0 && i < 1<<31-1 && hostSelectNode(int32(i)) == 0 }

@@ -22,6 +22,10 @@ type PolicyCycle struct {
 	// there select_node(i) makes node i current. Ignored unless there is
 	// one node per score.
 	Scored []fwk.NodeInfo
+	// NodeNames, when NodeNamesSet, are the only nodes the pod may run on,
+	// as the policy's prefilter named them (prefilter_nodes).
+	NodeNames    []string
+	NodeNamesSet bool
 }
 
 // Budget bounds how much of a scheduling cycle one policy may take. Without

@@ -77,6 +77,18 @@ var contextFns = []struct {
 		}
 		return node(int64(len(contextNodeJSON)))(c)
 	}, node(badArgs)},
+	// Good: an empty list (0 bytes, no node); bad: a list outside memory.
+	{"prefilter_nodes", prefilterOnly(0), prefilterOnly(badArgs)},
+}
+
+// prefilterOnly answers v in prefilter and NotAvailable everywhere else.
+func prefilterOnly(v int64) func(int) int64 {
+	return func(c int) int64 {
+		if c == ctxPreFilter {
+			return v
+		}
+		return notAvailable
+	}
 }
 
 // contextPodJSON and contextNodeJSON are the objects' JSON in the matrix,

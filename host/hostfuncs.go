@@ -41,6 +41,34 @@ var hostFuncs = map[string]api.GoModuleFunc{
 		}
 		in.setStatus(code, reason)
 	},
+	abi.FnPreFilterNodes: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.kind != CallPreFilter || in.pc == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		b, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		r := abi.NewListReader(b)
+		names := make([]string, 0, min(r.Len(), len(b)/4)) // each name takes 4 bytes at least: a count cannot size the slice
+		for r.Len() > 0 {
+			n, ok := r.Next()
+			if !ok {
+				s[0] = retBadArgs
+				return
+			}
+			names = append(names, string(n))
+		}
+		if r.Err() {
+			s[0] = retBadArgs
+			return
+		}
+		in.pc.NodeNames, in.pc.NodeNamesSet = names, true
+		s[0] = 0
+	},
 	abi.FnConfig: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		s[0] = writeOut(m, s[0], s[1], in.v.p.config)

@@ -105,6 +105,8 @@ type instance struct {
 	cur     int
 	// scoresSet records that score_nodes reported its scores.
 	scoresSet bool
+	// kind is the entry point of the call in flight.
+	kind CallKind
 }
 
 // codeUnselected marks a batch node the guest has not selected yet; it never
@@ -427,7 +429,7 @@ func (e *CallError) Unwrap() error { return e.Err }
 // call runs one export with the instance's stack. arg is the cycle id; n is
 // the second argument of normalize_score. It returns the first result.
 func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (uint64, *CallError) {
-	in.code, in.reason = abi.CodeSuccess, ""
+	in.code, in.reason, in.kind = abi.CodeSuccess, "", kind
 	in.stack[0], in.stack[1] = arg, uint64(n)
 	if !in.arm(in.v.p.timeout, deadline) {
 		return 0, &CallError{Outcome: OutcomeStopped}

@@ -181,9 +181,9 @@ func TestKeyAndValueLimits(t *testing.T) {
 // functions) are allowed and ignored.
 func TestExtraExportsAreAllowed(t *testing.T) {
 	v := semantics(t, "")
-	want := abi.Filter.Cap() | abi.FilterNodes.Cap() | abi.Score.Cap() | abi.ScoreNodes.Cap() | abi.NormalizeScore.Cap()
+	want := abi.PreFilter.Cap() | abi.Filter.Cap() | abi.FilterNodes.Cap() | abi.Score.Cap() | abi.ScoreNodes.Cap() | abi.NormalizeScore.Cap()
 	if v.Exports().Points != want {
-		t.Fatalf("exports = %s, want filter, score, their batch forms and normalize_score", v.Exports())
+		t.Fatalf("exports = %s, want prefilter, filter, score, their batch forms and normalize_score", v.Exports())
 	}
 }
 
@@ -338,5 +338,22 @@ func TestNormalizeScoreSelectsScoredNodes(t *testing.T) {
 	// Without the nodes select_node answers -2: the fixture traps.
 	if _, _, err := v.Call(context.Background(), CallNormalizeScore, testPod(), nil, new(PolicyCycle), []int64{1, 2, 3}); err == nil || err.Outcome != OutcomeTrap {
 		t.Fatalf("without scored nodes: %v, want the fixture's trap", err)
+	}
+}
+
+// §4.1: prefilter_nodes, in prefilter, records the nodes the pod may run on
+// in the policy's cycle; a malformed list answers -2 and outside prefilter
+// it answers -3 (the fixture traps otherwise).
+func TestPreFilterNodes(t *testing.T) {
+	v := semantics(t, "f")
+	pod, pc := testPod(), new(PolicyCycle)
+	if _, _, err := v.Call(context.Background(), CallPreFilter, pod, nil, pc, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !pc.NodeNamesSet || strings.Join(pc.NodeNames, ",") != "a,c" {
+		t.Fatalf("node names %q (set %v), want a,c", pc.NodeNames, pc.NodeNamesSet)
+	}
+	if _, _, err := v.Call(context.Background(), CallFilter, pod, nodeInfo("n", nil, false), pc, nil); err != nil {
+		t.Fatalf("filter: %v", err)
 	}
 }

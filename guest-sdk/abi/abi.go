@@ -106,6 +106,9 @@ const (
 	// FnNodeTaint is `node_taint(key_ptr, key_len, buf, cap) -> i32`: the
 	// node's taints with that key as a string list of (value, effect) pairs.
 	FnNodeTaint = "node_taint"
+	// FnPreFilterNodes is `prefilter_nodes(list_ptr, list_len) -> i32`: in
+	// prefilter, the names of the only nodes the pod may run on.
+	FnPreFilterNodes = "prefilter_nodes"
 	// FnPodObject is `pod_object(format, buf, cap) -> i32`: the whole pod,
 	// for a field no accessor reads.
 	FnPodObject = "pod_object"

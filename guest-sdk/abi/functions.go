@@ -54,6 +54,9 @@ var HostFunctions = []HostFunction{
 	{FnConfig, SectionResults, bufParams, i32Result,
 		"the policy's `config` string from its args. It does not change during the life of a loaded policy (a new config is a new load, with new instances), so a guest may parse it once and keep the result"},
 
+	{FnPreFilterNodes, SectionResults, []Param{{"list_ptr", I32}, {"list_len", I32}}, i32Result,
+		"in `prefilter`: the pod may run only on the nodes named in the string list (§5), as an in-tree PreFilter's `PreFilterResult`; the scheduler then filters only those (with several policies, their lists intersect). 0; -2 for a malformed list; -3 outside `prefilter`. The last call wins"},
+
 	{FnPodString, SectionPod, append([]Param{{"field", I32}}, bufParams...), i32Result,
 		"one string of the pod"},
 	{FnPodLabel, SectionPod, keyParams, i32Result, "one label, -1 if unset"},

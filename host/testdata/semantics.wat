@@ -22,6 +22,9 @@
 ;;   z  normalize_score sets each score to the length of its scored node's
 ;;      name (select_node(i), node_string), after checking that
 ;;      select_node(n) answers -2
+;;   f  prefilter names nodes "a" and "c" (prefilter_nodes), after checking
+;;      that a malformed list answers -2; filter checks that prefilter_nodes
+;;      answers -3 there
 ;;   x  score stores 16 bytes of cycle state, then tries 1 MiB + 1, and
 ;;      returns the length cycle_state_get reports
 ;;   y  the same with exactly 1 MiB
@@ -41,6 +44,7 @@
   (import "wasmsched" "node_list" (func $node_list (param i32 i32 i32) (result i32)))
   (import "wasmsched" "pod_object" (func $pod_object (param i32 i32 i32) (result i32)))
   (import "wasmsched" "node_string" (func $node_string (param i32 i32 i32) (result i32)))
+  (import "wasmsched" "prefilter_nodes" (func $prefilter_nodes (param i32 i32) (result i32)))
   (memory (export "memory") 20)
   (table (export "__indirect_function_table") 1 funcref)
   (global (export "__heap_base") i32 (i32.const 327680))
@@ -50,6 +54,8 @@
   (data (i32.const 48) "n1")
   (data (i32.const 56) "big")
   (data (i32.const 60) "cpu")
+  (data (i32.const 200) "\02\00\00\00\01\00\00\00a\01\00\00\00c")
+  (data (i32.const 220) "\05\00\00\00")
 
   (func (export "abi_version") (result i32) (i32.const 1))
   (func (export "helper") (result i32) (i32.const 7))
@@ -70,8 +76,15 @@
     (i32.store8 (i32.const 36) (i32.const 0x58)))
 
   (func (export "filter") (param $cycle i64)
+    (if (i32.eq (call $mode) (i32.const 0x66)) ;; f
+      (then (if (i32.ne (call $prefilter_nodes (i32.const 200) (i32.const 14)) (i32.const -3)) (then unreachable))))
     (if (i32.eq (call $mode) (i32.const 0x72)) ;; r
       (then (call $reject_then_clobber))))
+
+  (func (export "prefilter") (param $cycle i64)
+    (if (i32.ne (call $mode) (i32.const 0x66)) (then (return))) ;; f
+    (if (i32.ne (call $prefilter_nodes (i32.const 220) (i32.const 4)) (i32.const -2)) (then unreachable))
+    (if (i32.ne (call $prefilter_nodes (i32.const 200) (i32.const 14)) (i32.const 0)) (then unreachable)))
 
   (func (export "filter_nodes") (param $cycle i64) (param $n i32)
     (local $m i32) (local $i i32)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -111,6 +112,10 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 	for i, p := range w.policies {
 		mode := string(p.mode())
 		pre := w.preFilterPolicy(ctx, c, i, true)
+		var named sets.Set[string] // the nodes its prefilter_nodes named, if it did
+		if pc := &c.pcs[i]; pc.NodeNamesSet {
+			named = sets.New(pc.NodeNames...)
+		}
 		filters := true
 		if m := c.modules[i]; m != nil {
 			filters = m.Exports().Has(host.CallFilter)
@@ -124,6 +129,12 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 			var v verdict
 			point := host.CallFilter
 			switch {
+			case named != nil && !named.Has(ni.Node().Name):
+				pv.Verdict, pv.Reason = fwk.UnschedulableAndUnresolvable.String(), "not among the nodes its prefilter named (prefilter_nodes)"
+				if !p.audit() && ex.Nodes[j].Feasible {
+					ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, "node(s) rejected by WasmPolicy/"+p.cfg.Name+": "+pv.Reason
+				}
+				continue
 			case !filters:
 				pv.Verdict, pv.Reason = "Pass", "(the policy only scores)"
 				continue

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,6 +47,8 @@ type fakeModule struct {
 	// scored are the names of the nodes normalize_score could select, in
 	// score order (PolicyCycle.Scored), from its last call.
 	scored []string
+	// preFilterNodes, when set, are what its prefilter names (prefilter_nodes).
+	preFilterNodes []string
 }
 
 func (f *fakeModule) Exports() host.Exports {
@@ -101,6 +105,9 @@ func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodStat
 		f.withNode.Or(kind.Cap())
 	} else {
 		f.withoutNode.Or(kind.Cap())
+	}
+	if kind == host.CallPreFilter && f.preFilterNodes != nil {
+		pc.NodeNames, pc.NodeNamesSet = f.preFilterNodes, true
 	}
 	if kind == host.CallNormalizeScore {
 		f.scored = nil
@@ -614,5 +621,31 @@ func TestNormalizeScoreGetsScoredNodes(t *testing.T) {
 	want := []string{list[0].Name, list[1].Name, list[2].Name}
 	if strings.Join(m.scored, ",") != strings.Join(want, ",") {
 		t.Fatalf("normalize_score saw nodes %v, want the score list's order %v", m.scored, want)
+	}
+}
+
+// The nodes enforced policies name in prefilter (prefilter_nodes) become
+// the plugin's PreFilterResult, intersected; an audited policy's list does
+// not narrow it; Explain rejects the nodes outside a list.
+func TestPreFilterNodeSubset(t *testing.T) {
+	policy := func(name string, nodes []string, audit bool) *policy {
+		m := &fakeModule{preFilterNodes: nodes}
+		m.fns[host.CallPreFilter] = succeed
+		m.fns[host.CallFilter] = succeed
+		return fakePolicy(name, m, func(c *config.Policy) {
+			if audit {
+				c.Mode = config.ModeAudit
+			}
+		})
+	}
+	w := fakePlugin(policy("a", []string{"n0", "n1", "n2"}, false), policy("b", []string{"n1", "n2", "n3"}, false), policy("c", []string{"n9"}, true))
+	nodes := fakeNodes(4)
+	res, st := w.PreFilter(context.Background(), intree.NewCycleState(), fakePod(), nodes)
+	if st != nil || res == nil || strings.Join(sets.List(res.NodeNames), ",") != "n1,n2" {
+		t.Fatalf("PreFilter = %+v, %v; want nodes n1,n2", res, st)
+	}
+	ex := w.Explain(context.Background(), fakePod(), nodes)
+	if ex.Nodes[0].Feasible || ex.Nodes[0].Reason != "node(s) rejected by WasmPolicy/b: not among the nodes its prefilter named (prefilter_nodes)" || !ex.Nodes[1].Feasible || ex.Nodes[3].Feasible {
+		t.Fatalf("explanation: %+v", ex.Nodes)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -18,6 +19,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	c.nodes, c.index = nodes, w.indexFor(nodes)
 	c.filterBatches = make([][]batch, len(w.policies))
 	anyFilter := false
+	var subset sets.Set[string] // nil: every node
 	for i, p := range w.policies {
 		if v := w.preFilterPolicy(ctx, c, i, !p.audit()); v.rejects() {
 			// Remembered also when a failure rejected it: a new module, or
@@ -25,12 +27,25 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 			w.rememberRejected(p, pod, c.modules[i])
 			return nil, p.status(host.CallPreFilter, v)
 		}
+		// An enforced policy's prefilter_nodes narrows the nodes the
+		// scheduler filters; several policies' lists intersect.
+		if pc := &c.pcs[i]; pc.NodeNamesSet && !p.audit() {
+			named := sets.New(pc.NodeNames...)
+			if subset == nil {
+				subset = named
+			} else {
+				subset = subset.Intersection(named)
+			}
+		}
 		if !c.filterSkipped[i] {
 			anyFilter = true
 			if c.modules[i].Exports().Has(host.CallFilterNodes) && c.index != nil {
 				c.filterBatches[i] = newBatches(len(nodes))
 			}
 		}
+	}
+	if subset != nil {
+		return &framework.PreFilterResult{NodeNames: subset}, nil
 	}
 	if !anyFilter {
 		return nil, fwk.NewStatus(fwk.Skip)
