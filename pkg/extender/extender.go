@@ -184,11 +184,27 @@ func (s *Server) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (any
 	}
 	state := intree.NewCycleState()
 	statuses := make([]*fwk.Status, len(infos))
-	_, pre := s.plugin.PreFilter(ctx, state, args.Pod, infos)
+	subset, pre := s.plugin.PreFilter(ctx, state, args.Pod, infos)
 	switch {
 	case pre.IsSkip(), pre.IsSuccess():
+		// A PreFilterResult names the only nodes the pod may run on, as the
+		// framework enforces it in-process: the other nodes fail without a
+		// Filter call, with the framework's own message.
+		outside := func(i int) bool { return false }
+		if subset != nil && !subset.AllNodes() {
+			outside = func(i int) bool { return !subset.NodeNames.Has(infos[i].Node().Name) }
+		}
+		for i := range infos {
+			if outside(i) {
+				statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't satisfy plugin(s) [WasmPolicy]")
+			}
+		}
 		if !pre.IsSkip() {
-			s.each(len(infos), func(i int) { statuses[i] = s.plugin.Filter(ctx, state, args.Pod, infos[i]) })
+			s.each(len(infos), func(i int) {
+				if !outside(i) {
+					statuses[i] = s.plugin.Filter(ctx, state, args.Pod, infos[i])
+				}
+			})
 		}
 	default:
 		for i := range infos {
