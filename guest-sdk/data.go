@@ -24,6 +24,10 @@ type PodData struct {
 	ClaimNames []string
 	// CreationTimestamp and DeletionTimestamp are RFC 3339 in UTC, "" when unset.
 	CreationTimestamp, DeletionTimestamp string
+	// Affinity is spec.affinity; TopologySpreadConstraints are
+	// spec.topologySpreadConstraints.
+	Affinity                  *Affinity
+	TopologySpreadConstraints []TopologySpreadConstraint
 	// Object is the whole pod as JSON, what Pod.Object returns natively. In
 	// a case table (docs/abi.md §8) it is the pod the case starts from, and
 	// the fields above that are set are applied over it.
@@ -145,4 +149,11 @@ type NodePod struct {
 type HostPort struct {
 	IP, Protocol string
 	Port         int32
+}
+
+// ClusterData is what Cluster reads natively: the snapshot's nodes (with
+// their Pods, which CountPods counts) and the namespaces' labels.
+type ClusterData struct {
+	Nodes      []*NodeData
+	Namespaces map[string]map[string]string
 }

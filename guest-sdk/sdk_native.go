@@ -170,6 +170,9 @@ func podList(kind int32) []byte {
 		return encodeRecords(rs)
 	case abi.PodOverhead:
 		return abi.EncodeInts(p.Overhead)
+	case abi.PodNodeAffinityRequired, abi.PodNodeAffinityPreferred, abi.PodAffinityRequired, abi.PodAffinityPreferred,
+		abi.PodAntiAffinityRequired, abi.PodAntiAffinityPreferred, abi.PodTopologySpread:
+		return encodeTerms(p, kind)
 	case abi.PodResources:
 		return abi.EncodeInts(p.PodResources)
 	case abi.PodClaims:
@@ -437,3 +440,83 @@ func preFilterNodes(names []string) {
 // PreFilterResult returns the nodes the last RunPreFilter named with
 // PreFilterNodes, and whether it named any.
 func PreFilterResult() ([]string, bool) { return nativePreFilterNodes, nativePreFilterNodesSet }
+
+var nativeCluster *ClusterData
+
+// SetCluster sets what Cluster reads when running natively (nil: no
+// cluster, as when a policy's args do not declare it; reads then panic).
+func SetCluster(c *ClusterData) { nativeCluster = c }
+
+func cluster() *ClusterData {
+	if nativeCluster == nil {
+		panic("sdk: no cluster; call SetCluster before running a policy that reads Cluster")
+	}
+	return nativeCluster
+}
+
+func clusterNodes() int { return len(cluster().Nodes) }
+
+func clusterNode(i int, kind int32) []byte {
+	c := cluster()
+	if i < 0 || i >= len(c.Nodes) {
+		return nil
+	}
+	n := c.Nodes[i]
+	switch kind {
+	case abi.ClusterNodeName:
+		return []byte(n.Name)
+	case abi.ClusterNodeLabels:
+		return abi.EncodeMap(n.Labels)
+	case abi.ClusterNodeTaints:
+		b := abi.AppendListHeader(nil, 3*len(n.Taints))
+		for _, t := range n.Taints {
+			b = abi.AppendString(abi.AppendString(abi.AppendString(b, t.Key), t.Value), t.Effect)
+		}
+		return b
+	}
+	return nil
+}
+
+// countPods counts natively with the SDK's own selector matching; the
+// fields test policy checks it agrees with the host's count_pods.
+func countPods(t *CountTerm) map[string]int64 {
+	c := cluster()
+	podNS := pod().Namespace
+	inNamespace := func(ns string) bool {
+		if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
+			return ns == podNS
+		}
+		if contains(t.Namespaces, ns) {
+			return true
+		}
+		if t.NamespaceSelector == nil {
+			return false
+		}
+		return t.NamespaceSelector.Matches(c.Namespaces[ns]) // an unknown namespace has no labels
+	}
+	out := map[string]int64{}
+	for _, n := range c.Nodes {
+		value := n.Name
+		if t.TopologyKey != "" {
+			v, ok := n.Labels[t.TopologyKey]
+			if !ok {
+				continue
+			}
+			value = v
+		}
+		count := out[value]
+		for _, p := range n.Pods {
+			if (p.Terminating && !t.IncludeTerminating) || !inNamespace(p.Namespace) || !t.LabelSelector.Matches(p.Labels) {
+				continue
+			}
+			count++
+		}
+		out[value] = count
+	}
+	return out
+}
+
+func namespaceLabels(ns string) (map[string]string, bool) {
+	l, ok := cluster().Namespaces[ns]
+	return l, ok
+}

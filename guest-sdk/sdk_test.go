@@ -155,7 +155,7 @@ func TestNodeTaintNative(t *testing.T) {
 // Every row of fields.Fields names an SDK accessor that exists, so what the
 // docs say a Go policy calls is there.
 func TestEveryFieldHasAnAccessor(t *testing.T) {
-	types := map[string]reflect.Type{"Pod": reflect.TypeOf(Pod{}), "Node": reflect.TypeOf(Node{})}
+	types := map[string]reflect.Type{"Pod": reflect.TypeOf(Pod{}), "Node": reflect.TypeOf(Node{}), "Cluster": reflect.TypeOf(Cluster{})}
 	for _, f := range fields.Fields {
 		typ, method, _ := strings.Cut(f.Accessor, ".")
 		rt, ok := types[typ]

@@ -76,6 +76,18 @@ func hostNodeObject(format int32, buf, capacity uint32) int32
 //go:wasmimport wasmsched prefilter_nodes
 func hostPreFilterNodes(ptr, n uint32) int32
 
+//go:wasmimport wasmsched cluster_nodes
+func hostClusterNodes() int32
+
+//go:wasmimport wasmsched cluster_node
+func hostClusterNode(i, kind int32, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched count_pods
+func hostCountPods(tptr, tlen, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched namespace_labels
+func hostNamespaceLabels(nptr, nlen, buf, capacity uint32) int32
+
 //go:wasmimport wasmsched select_node
 func hostSelectNode(i int32) int32
 
@@ -213,7 +225,11 @@ func selectScored(i int) bool { return i >= 0 && i < 1<<31-1 && hostSelectNode(i
 // rejection (already closed) replaces it. Setting it here rather than in
 // report keeps the per-node path as short as it was.
 func notDeclared(fn string, num int32) {
-	msg := "policy read " + fn + "(" + itoa(num) + "), which its args do not declare: add the declaration the scheduler's log names to policies[].reads"
+	read := fn
+	if num >= 0 {
+		read += "(" + itoa(num) + ")"
+	}
+	msg := "policy read " + read + ", which its args do not declare: add the declaration the scheduler's log names to policies[].reads"
 	hostSetStatus(int32(CodeError), strPtr(msg), uint32(len(msg)))
 }
 
@@ -252,6 +268,14 @@ var (
 	configValue    *string
 )
 
+// counts are the cycle's Cluster.CountPods answers, by term.
+var counts []cachedCount
+
+type cachedCount struct {
+	term  string
+	value map[string]int64
+}
+
 type cachedInt struct {
 	key   string
 	value int64
@@ -268,6 +292,7 @@ func begin(cycle int64) {
 	podRequests = podRequests[:0]
 	cycleData, cycleDataValid = nil, false
 	podObj = nil
+	counts = counts[:0]
 }
 
 // Read operations: which host function fills a buffer.
@@ -532,4 +557,82 @@ func logV(level int32, msg string, kv []string) {
 		b = abi.AppendString(b, s)
 	}
 	hostLog(level, ptrOf(b), uint32(len(b)))
+}
+
+// The cluster functions call their imports directly, like nodeTaint, so a
+// guest that never reads the cluster does not import them (docs/abi.md §7).
+
+func clusterNodes() int {
+	n := hostClusterNodes()
+	if n == abi.NotDeclared {
+		notDeclared(abi.FnClusterNodes, -1)
+	}
+	return int(max(0, n))
+}
+
+// clusterNode reads one field of node i into scratch (valid until the next
+// read); nil on any error.
+func clusterNode(i int, kind int32) []byte {
+	if i < 0 || i >= 1<<31-1 {
+		return nil
+	}
+	n := hostClusterNode(int32(i), kind, ptrOf(scratch), uint32(len(scratch)))
+	if n == abi.NotDeclared {
+		notDeclared(abi.FnClusterNode, kind)
+	}
+	if n < 0 {
+		return nil
+	}
+	if int(n) > len(scratch) {
+		scratch = make([]byte, int(n)+256)
+		if n = hostClusterNode(int32(i), kind, ptrOf(scratch), uint32(len(scratch))); n < 0 || int(n) > len(scratch) {
+			return nil
+		}
+	}
+	return scratch[:n]
+}
+
+func countPods(t *CountTerm) map[string]int64 {
+	term := t.appendJSON(nil)
+	for i := range counts {
+		if Equal(counts[i].term, string(term)) {
+			return counts[i].value
+		}
+	}
+	tp, tl := ptrOf(term), uint32(len(term))
+	n := hostCountPods(tp, tl, ptrOf(scratch), uint32(len(scratch)))
+	if n >= 0 && int(n) > len(scratch) {
+		scratch = make([]byte, int(n)+256)
+		n = hostCountPods(tp, tl, ptrOf(scratch), uint32(len(scratch)))
+	}
+	switch {
+	case n == abi.NotDeclared:
+		notDeclared(abi.FnCountPods, -1)
+		return nil
+	case n == abi.BadArgs:
+		msg := "count_pods refused the term (the scheduler's log says why)"
+		hostSetStatus(int32(CodeError), strPtr(msg), uint32(len(msg)))
+		return nil
+	case n < 0 || int(n) > len(scratch):
+		return nil
+	}
+	m := decodeInts(scratch[:n])
+	counts = append(counts, cachedCount{string(term), m})
+	return m
+}
+
+func namespaceLabels(ns string) (map[string]string, bool) {
+	np, nl := strPtr(ns), uint32(len(ns))
+	n := hostNamespaceLabels(np, nl, ptrOf(scratch), uint32(len(scratch)))
+	if n >= 0 && int(n) > len(scratch) {
+		scratch = make([]byte, int(n)+256)
+		n = hostNamespaceLabels(np, nl, ptrOf(scratch), uint32(len(scratch)))
+	}
+	if n == abi.NotDeclared {
+		notDeclared(abi.FnNamespaceLabels, -1)
+	}
+	if n < 0 || int(n) > len(scratch) {
+		return nil, false
+	}
+	return decodeMap(scratch[:n]), true
 }

@@ -79,6 +79,14 @@ var contextFns = []struct {
 	}, node(badArgs)},
 	// Good: an empty list (0 bytes, no node); bad: a list outside memory.
 	{"prefilter_nodes", prefilterOnly(0), prefilterOnly(badArgs)},
+	// The cluster view: one node (n1), no pods; namespace "default" has
+	// one label. Good: node 0's name; a count per node name (("n1", "0"):
+	// 15 bytes); the namespace's labels (46 bytes). Bad: node 99, terms
+	// and names outside memory.
+	{"cluster_nodes", pod(1), nil},
+	{"cluster_node", pod(2), pod(badArgs)},
+	{"count_pods", pod(15), pod(badArgs)},
+	{"namespace_labels", pod(46), pod(badArgs)},
 }
 
 // prefilterOnly answers v in prefilter and NotAvailable everywhere else.
@@ -177,6 +185,9 @@ func TestHostFunctionContexts(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"team": "payments"}},
 		Status:     v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}},
 	})
+	ps.Cluster = &ClusterView{Nodes: []fwk.NodeInfo{ni}, NamespaceLabels: func(name string) (map[string]string, bool) {
+		return map[string]string{"kubernetes.io/metadata.name": name}, name == "default"
+	}}
 	contextPodJSON, _ = ps.object(abi.ObjectJSON)
 	contextNodeJSON, _ = nodeObject(ni, abi.ObjectJSON)
 	ctx, pc := context.Background(), new(PolicyCycle)
@@ -210,7 +221,7 @@ func TestHostFunctionContexts(t *testing.T) {
 				if want == nil {
 					continue
 				}
-				got, ok := in.mod.Memory().ReadUint64Le(uint32(4096 + c*384 + bad*192 + f*8))
+				got, ok := in.mod.Memory().ReadUint64Le(uint32(4096 + c*512 + bad*256 + f*8))
 				if !ok || int64(got) != want(c) {
 					args := "good"
 					if bad == 1 {

@@ -28,6 +28,9 @@ type PodState struct {
 	Pod *v1.Pod
 	// Cycle is unique per PodState; guests use it to cache pod reads.
 	Cycle uint64
+	// Cluster is what policies that declare the Cluster or Namespaces reads
+	// see of the cluster in this cycle; nil answers NotAvailable.
+	Cluster *ClusterView
 
 	reqOnce  sync.Once
 	requests map[string]int64
@@ -130,6 +133,9 @@ func (p *PodState) list(kind int32) ([]byte, bool) {
 				}
 			}
 			p.lists[kind] = appendStrings(abi.AppendListHeader(nil, len(names)), names...)
+		case abi.PodNodeAffinityRequired, abi.PodNodeAffinityPreferred, abi.PodAffinityRequired, abi.PodAffinityPreferred,
+			abi.PodAntiAffinityRequired, abi.PodAntiAffinityPreferred, abi.PodTopologySpread:
+			p.lists[kind] = encodeTerms(pod, kind)
 		case abi.PodSchedulingGates:
 			b := abi.AppendListHeader(nil, len(pod.Spec.SchedulingGates))
 			for _, g := range pod.Spec.SchedulingGates {

@@ -30,6 +30,7 @@ func TestEveryFieldHasAReader(t *testing.T) {
 		abi.FnPodObject:    func(n int32) bool { _, ok := pod.object(n); return ok },
 		abi.FnNodeObject:   func(n int32) bool { _, ok := nodeObject(ni, n); return ok },
 		abi.FnNodeResource: func(n int32) bool { _, ok := nodeResource(ni, n, "cpu"); return ok },
+		abi.FnClusterNode:  func(n int32) bool { _, _, ok := clusterNodeField(ni, n); return ok },
 	}
 	numbered := map[string]bool{}
 	for _, f := range fields.Fields {

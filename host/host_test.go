@@ -529,8 +529,13 @@ func TestDeterministicClockAndRandom(t *testing.T) {
 	if !t1.Equal(t2) || !bytes.Equal(r1, r2) {
 		t.Fatalf("deterministic sandbox differs between instances: %v/%x vs %v/%x", t1, r1, t2, r2)
 	}
-	if time.Since(t1) < 24*time.Hour {
-		t.Fatalf("deterministic clock reads the real time %v", t1)
+	if want := time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC); !t1.Equal(want) {
+		t.Fatalf("deterministic clock's first read = %v, want %v (docs/abi.md §1)", t1, want)
+	}
+	// A fixed clock (wasmsched test --clock) reads exactly what it was set to.
+	fixed := time.Date(2026, 11, 23, 22, 30, 0, 5, time.UTC)
+	if t4, _ := sample(PolicySpec{Clock: fixed}); !t4.Equal(fixed) {
+		t.Fatalf("Clock %v: guest saw %v", fixed, t4)
 	}
 	t3, r3 := sample(PolicySpec{RealClock: true, RealRandom: true})
 	_, r4 := sample(PolicySpec{RealClock: true, RealRandom: true})

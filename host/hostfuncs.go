@@ -375,6 +375,95 @@ var hostFuncs = map[string]api.GoModuleFunc{
 		in.scoresSet = true
 		s[0] = uint64(n)
 	},
+	abi.FnClusterNodes: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		c := in.cluster()
+		switch {
+		case c == nil:
+			s[0] = retNotAvailable
+		case !in.v.p.permits(fields.ScopeCluster, abi.FnClusterNodes, fields.NoNum):
+			s[0] = retNotDeclared
+		default:
+			s[0] = uint64(uint32(len(c.Nodes)))
+		}
+	},
+	abi.FnClusterNode: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		c := in.cluster()
+		if c == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		if !in.v.p.permits(fields.ScopeCluster, abi.FnClusterNode, int32(s[1])) {
+			s[0] = retNotDeclared
+			return
+		}
+		b, str, ok := c.clusterNode(int32(s[0]), int32(s[1]))
+		switch {
+		case !ok:
+			s[0] = retBadArgs
+		case b != nil:
+			s[0] = writeOut(m, s[2], s[3], b)
+		default:
+			s[0] = writeOutString(m, s[2], s[3], str)
+		}
+	},
+	abi.FnCountPods: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		c := in.cluster()
+		if c == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		if !in.v.p.permits(fields.ScopeCluster, abi.FnCountPods, fields.NoNum) {
+			s[0] = retNotDeclared
+			return
+		}
+		term, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok || uint32(s[1]) > MaxCycleStateSize {
+			s[0] = retBadArgs
+			return
+		}
+		b, ok := c.countPods(term, in.pod.Pod.Namespace)
+		if !ok {
+			in.v.p.badTerm(term)
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[2], s[3], b)
+	},
+	abi.FnNamespaceLabels: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		c := in.cluster()
+		if c == nil || c.NamespaceLabels == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		if !in.v.p.permits(fields.ScopeNamespaces, abi.FnNamespaceLabels, fields.NoNum) {
+			s[0] = retNotDeclared
+			return
+		}
+		name, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		l, found := c.NamespaceLabels(string(name))
+		if !found {
+			s[0] = retNotFound
+			return
+		}
+		s[0] = writeOut(m, s[2], s[3], abi.EncodeMap(l))
+	},
+}
+
+// cluster is the cycle's cluster view, nil where there is no pod (in
+// _initialize) or the caller gave none.
+func (in *instance) cluster() *ClusterView {
+	if in.pod == nil {
+		return nil
+	}
+	return in.pod.Cluster
 }
 
 // Encoded sentinel results (negative values do not convert to uint64 as constants).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/sys"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -41,6 +42,11 @@ type PolicySpec struct {
 	RecycleMemoryBytes int64
 	// RealClock gives the guest the host's clocks instead of deterministic ones.
 	RealClock bool
+	// Clock, when set and RealClock is not, is what the guest's wall clock
+	// reads, at every read (wasmsched test --clock). Unset, the
+	// deterministic wall clock starts at 2022-01-01T00:00:00Z and advances
+	// 1 ms per read (docs/abi.md §1).
+	Clock time.Time
 	// RealRandom gives the guest crypto/rand instead of a deterministic source.
 	RealRandom bool
 	// Reads are the scopes (fields.Scopes) the policy may read beyond the
@@ -134,8 +140,12 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 	// No filesystem, no environment, no arguments: that is wazero's default
 	// ModuleConfig. Start functions are run by newInstance under a deadline.
 	mc := wazero.NewModuleConfig().WithStartFunctions()
-	if spec.RealClock {
+	switch {
+	case spec.RealClock:
 		mc = mc.WithSysWalltime().WithSysNanotime().WithSysNanosleep()
+	case !spec.Clock.IsZero():
+		sec, nsec := spec.Clock.Unix(), int32(spec.Clock.Nanosecond())
+		mc = mc.WithWalltime(func() (int64, int32) { return sec, nsec }, sys.ClockResolution(1))
 	}
 	if spec.RealRandom {
 		mc = mc.WithRandSource(crand.Reader)
@@ -758,13 +768,28 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 // permits reports whether the policy declared scope, and logs the first
 // undeclared read of each scope: the guest gets abi.NotDeclared, the
 // operator a line that names the read and the declaration it needs.
+// badTerm logs, once per policy, a count_pods term that does not parse,
+// with the parser's reason: the guest only sees -2.
+func (p *Policy) badTerm(term []byte) {
+	if _, logged := p.undeclared.LoadOrStore("count_pods term", true); logged {
+		return
+	}
+	_, err := ParseCountTerm(term)
+	klog.InfoS("Policy passed count_pods a term that does not parse; the call returned BadArgs (-2)", "policy", p.name, "err", err,
+		"fix", "pass a PodAffinityTerm in JSON (labelSelector, namespaces, namespaceSelector, topologyKey, includeTerminating), as docs/abi.md §4.6.1 shows")
+}
+
 func (p *Policy) permits(scope fields.Scope, fn string, num int32) bool {
 	if scope == fields.ScopeNone || p.reads[scope] {
 		return true
 	}
 	if _, logged := p.undeclared.LoadOrStore(scope, true); !logged {
+		read := fn
+		if num != fields.NoNum {
+			read = fmt.Sprintf("%s(%d)", fn, num)
+		}
 		klog.InfoS("Policy read data its args do not declare; the read returned NotDeclared (-4)",
-			"policy", p.name, "read", fmt.Sprintf("%s(%d)", fn, num), "fix", fmt.Sprintf("add %s to policies[].reads of policy %q", scope, p.name))
+			"policy", p.name, "read", read, "fix", fmt.Sprintf("add %s to policies[].reads of policy %q", scope, p.name))
 	}
 	return false
 }

@@ -293,7 +293,7 @@ func TestTypedFields(t *testing.T) {
 				t.Fatal(err)
 			}
 			out, err := run(t, "test", "--cases", filepath.Join("..", "..", "plugins-wasm", "testdata", "fields", "testdata.json"), module)
-			if err != nil || !strings.Contains(out, "PASS: 2 of 2 cases passed") {
+			if err != nil || !strings.Contains(out, "PASS: 4 of 4 cases passed") {
 				t.Fatalf("%v\n%s", err, out)
 			}
 		})
@@ -336,5 +336,52 @@ func TestUndeclaredReadFailsClosed(t *testing.T) {
 		if err == nil || !strings.Contains(out, `1 Error "policy read node_list(`) || !strings.Contains(err.Error(), "1 of 5 cases passed") {
 			t.Fatalf("%s: err %v, output:\n%s", tc, err, out)
 		}
+	}
+	// The same for the cluster view: zone-spread without reads: [Cluster]
+	// fails every labelled pod's node with the Error, never counts nothing.
+	cases = filepath.Join("..", "..", "plugins-wasm", "zone-spread", "testdata.json")
+	for _, tc := range testguests.Toolchains {
+		out, err := run(t, "test", "--cases", cases, "--reads", "", testguests.Policy(t, tc, "zone-spread"))
+		if err == nil || !strings.Contains(out, `1 Error "policy read count_pods, which its args do not declare`) || !strings.Contains(err.Error(), "1 of 11 cases passed") {
+			t.Fatalf("%s: err %v, output:\n%s", tc, err, out)
+		}
+	}
+}
+
+// `wasmsched test --clock` sets what a policy's wall clock reads, with both
+// toolchains; without it the guest reads the deterministic clock, which
+// starts at 2022-01-01T00:00:00Z (docs/abi.md §1). A bad --clock names the
+// flag and the format.
+func TestClockFlag(t *testing.T) {
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			module, err := testguests.Build(tc, filepath.Join("plugins-wasm", "testdata", "clock"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for clock, want := range map[string]string{"2026-11-23T22:30:00Z": "now=2026-11-23T22:30:00Z", "2026-11-24T01:00:00+02:00": "now=2026-11-23T23:00:00Z", "": "now=2022-01-01T00:00:00Z"} {
+				args := []string{"test", "--policy", module, "--pod", examples("pod.yaml"), "--nodes", examples("nodes.yaml"), "-o", "json"}
+				if clock != "" {
+					args = append(args, "--clock", clock)
+				}
+				out, err := run(t, args...)
+				if err != nil {
+					t.Fatalf("--clock %q: %v\n%s", clock, err, out)
+				}
+				var ex wasmpolicy.Explanation
+				if err := json.Unmarshal([]byte(out), &ex); err != nil {
+					t.Fatal(err)
+				}
+				for _, n := range ex.Nodes {
+					if n.Feasible || !strings.HasSuffix(n.Reason, want) {
+						t.Fatalf("--clock %q: node %s: %+v, want a rejection ending %q", clock, n.Node, n, want)
+					}
+				}
+			}
+		})
+	}
+	_, err := run(t, "test", "--policy", testguests.Policy(t, testguests.TinyGo, "team-isolation"), "--pod", examples("pod.yaml"), "--nodes", examples("nodes.yaml"), "--clock", "tomorrow")
+	if err == nil || !strings.Contains(err.Error(), `--clock "tomorrow": want an RFC 3339 time`) {
+		t.Fatalf("bad --clock: %v", err)
 	}
 }

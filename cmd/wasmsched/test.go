@@ -29,6 +29,7 @@ type testOptions struct {
 	configs  []string
 	names    []string
 	reads    []string
+	clock    string
 	pod      string
 	nodes    string
 	cases    string
@@ -84,11 +85,12 @@ a List; pods with spec.nodeName are placed on their node) or, with
 	cmd.Flags().StringArrayVar(&o.policies, "policy", nil, "policy module, FILE or FILE:WEIGHT (repeatable)")
 	cmd.Flags().StringArrayVar(&o.configs, "config", nil, "config string for the policy at the same position (repeatable); with --cases, replaces the table's config")
 	cmd.Flags().StringArrayVar(&o.names, "name", nil, "name of the policy at the same position (repeatable; default: from its file name)")
-	cmd.Flags().StringArrayVar(&o.reads, "reads", nil, "declared reads of the policy at the same position, comma-separated (NodePods, WholeObjects), as policies[].reads; with --cases, replaces the table's reads")
+	cmd.Flags().StringArrayVar(&o.reads, "reads", nil, "declared reads of the policy at the same position, comma-separated (NodePods, WholeObjects, Cluster, Namespaces), as policies[].reads; with --cases, replaces the table's reads")
 	cmd.Flags().StringVar(&o.pod, "pod", "", "the pod to place (YAML or JSON)")
 	cmd.Flags().StringVar(&o.nodes, "nodes", "", "nodes, and pods running on them (YAML or JSON)")
 	cmd.Flags().BoolVar(&o.single, "single-calls", false, "give every node its own guest call instead of the scheduler's batches")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "per-call timeout, as in the policy args")
+	cmd.Flags().StringVar(&o.clock, "clock", "", "RFC 3339 time the policies' wall clock reads (default: the deterministic clock, 2022-01-01T00:00:00Z advancing 1 ms per read; a policy with realClock reads the real time)")
 	return cmd
 }
 
@@ -169,7 +171,11 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 	if len(nodes) == 0 {
 		return fmt.Errorf("no nodes to test against")
 	}
-	plugin, err := loadPlugin(ctx, args, nil)
+	clock, err := o.parseClock()
+	if err != nil {
+		return err
+	}
+	plugin, err := loadPlugin(ctx, args, nil, wasmpolicy.WithClock(clock))
 	if err != nil {
 		return err
 	}
@@ -226,7 +232,11 @@ func (o *testOptions) runCases(cmd *cobra.Command, g *globalOptions, module stri
 	if len(o.reads) == 1 {
 		reads = splitList(o.reads[0])
 	}
-	p, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: table.Config, Timeout: o.timeout, MaxInstances: 1, Reads: reads})
+	clock, err := o.parseClock()
+	if err != nil {
+		return err
+	}
+	p, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: table.Config, Timeout: o.timeout, MaxInstances: 1, Reads: reads, Clock: clock})
 	if err != nil {
 		return err
 	}
@@ -290,10 +300,23 @@ func policyName(file string) string {
 
 // loadPlugin builds the WasmPolicy plugin and checks that every policy
 // loaded: a tool must not silently run without one.
-func loadPlugin(ctx context.Context, args *config.WasmPolicyArgs, h wasmpolicyHandle) (*wasmpolicy.WasmPolicy, error) {
+// parseClock reads --clock: zero when unset.
+func (o *testOptions) parseClock() (time.Time, error) {
+	if o.clock == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, o.clock)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--clock %q: want an RFC 3339 time such as 2026-11-23T22:30:00Z: %w", o.clock, err)
+	}
+	return t, nil
+}
+
+func loadPlugin(ctx context.Context, args *config.WasmPolicyArgs, h wasmpolicyHandle, opts ...wasmpolicy.Option) (*wasmpolicy.WasmPolicy, error) {
 	// Wait for slow first compiles (a Go guest with a cold cache) instead of
 	// the scheduler's startup bound; a failing module still returns at once.
-	p, err := wasmpolicy.NewWithArgs(ctx, args, h, wasmpolicy.WithInitialLoadTimeout(5*time.Minute), wasmpolicy.WithLoadProgress(time.Second, progressPrinter(os.Stderr)))
+	opts = append([]wasmpolicy.Option{wasmpolicy.WithInitialLoadTimeout(5 * time.Minute), wasmpolicy.WithLoadProgress(time.Second, progressPrinter(os.Stderr))}, opts...)
+	p, err := wasmpolicy.NewWithArgs(ctx, args, h, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -114,6 +114,29 @@ const (
 	FnPodObject = "pod_object"
 	// FnNodeObject is `node_object(format, buf, cap) -> i32`: the whole node.
 	FnNodeObject = "node_object"
+	// FnClusterNodes is `cluster_nodes() -> i32`: how many nodes the
+	// scheduler's snapshot of the cycle holds.
+	FnClusterNodes = "cluster_nodes"
+	// FnClusterNode is `cluster_node(i, kind, buf, cap) -> i32`: one field
+	// (ClusterNodeName...) of node i of the snapshot.
+	FnClusterNode = "cluster_node"
+	// FnCountPods is `count_pods(term_ptr, term_len, buf, cap) -> i32`: the
+	// pods matching a term (JSON, a PodAffinityTerm) per topology value,
+	// computed by the host once per cycle per distinct term.
+	FnCountPods = "count_pods"
+	// FnNamespaceLabels is `namespace_labels(name_ptr, name_len, buf, cap)
+	// -> i32`: a namespace's labels.
+	FnNamespaceLabels = "namespace_labels"
+)
+
+// Kinds for cluster_node.
+const (
+	ClusterNodeName   int32 = 0
+	ClusterNodeLabels int32 = 1 // key, value pairs
+	ClusterNodeTaints int32 = 2 // entries of 3 strings: key, value, effect
+
+	// NumClusterNodeKinds sizes tables indexed by cluster_node kind.
+	NumClusterNodeKinds = ClusterNodeTaints + 1
 )
 
 // Formats for pod_object and node_object.
@@ -196,9 +219,49 @@ const (
 	// PodClaims: the claimName of each persistentVolumeClaim volume, one
 	// string each.
 	PodClaims int32 = 12
+	// The pod's affinity and spread terms, as term rows (TermRow*): 6
+	// strings each: term index, weight, part, key, operator, values (a
+	// requirement's values each followed by a comma). docs/abi.md §4.2.1
+	// gives the parts of each kind.
+	PodNodeAffinityRequired  int32 = 13
+	PodNodeAffinityPreferred int32 = 14
+	PodAffinityRequired      int32 = 15
+	PodAffinityPreferred     int32 = 16
+	PodAntiAffinityRequired  int32 = 17
+	PodAntiAffinityPreferred int32 = 18
+	PodTopologySpread        int32 = 19
 
 	// NumPodLists sizes tables indexed by pod_list kind.
-	NumPodLists = PodClaims + 1
+	NumPodLists = PodTopologySpread + 1
+)
+
+// Parts of a term row (docs/abi.md §4.2.1). A TermStart row opens term i
+// (so an empty term exists); the rows after it, with the same term index,
+// fill it in.
+const (
+	// TermStart opens a term: weight for preferred terms; key the
+	// topologyKey of a pod affinity term or spread constraint; for a
+	// spread constraint operator is whenUnsatisfiable and values maxSkew.
+	TermStart = "term"
+	// TermMatchExpressions and TermMatchFields are a node selector term's
+	// requirements (key, operator, values).
+	TermMatchExpressions = "matchExpressions"
+	TermMatchFields      = "matchFields"
+	// TermLabelSelector and TermNamespaceSelector rows are a label
+	// selector: a row without a key marks the selector as present (it may
+	// be empty); operator "=" is a matchLabels entry (values: its value),
+	// any other a matchExpressions requirement.
+	TermLabelSelector     = "labelSelector"
+	TermNamespaceSelector = "namespaceSelector"
+	// TermNamespaces, TermMatchLabelKeys and TermMismatchLabelKeys carry
+	// one name each, in key.
+	TermNamespaces        = "namespaces"
+	TermMatchLabelKeys    = "matchLabelKeys"
+	TermMismatchLabelKeys = "mismatchLabelKeys"
+	// A spread constraint's optional fields, each in key when set.
+	TermMinDomains         = "minDomains"
+	TermNodeAffinityPolicy = "nodeAffinityPolicy"
+	TermNodeTaintsPolicy   = "nodeTaintsPolicy"
 )
 
 // Kinds for node_list.

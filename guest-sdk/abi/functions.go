@@ -11,6 +11,7 @@ const (
 	SectionBatch
 	SectionCycleState
 	SectionScores
+	SectionCluster
 )
 
 // SectionTitles are the headings of the sections in docs/abi.md.
@@ -21,6 +22,7 @@ var SectionTitles = map[Section]string{
 	SectionBatch:      "4.3.1 Batches",
 	SectionCycleState: "4.4 Cycle state",
 	SectionScores:     "4.5 Scores (in `normalize_score` and `score_nodes`)",
+	SectionCluster:    "4.6 The cluster (wherever the pod is; declared with `reads: [Cluster]` or `[Namespaces]`)",
 }
 
 // HostFunction describes one function of module HostModule.
@@ -95,4 +97,13 @@ var HostFunctions = []HostFunction{
 		"writes up to `n` raw scores as little-endian i64 at `buf`; returns the total count"},
 	{FnScoresSet, SectionScores, []Param{{"buf", I32}, {"n", I32}}, i32Result,
 		"replaces the scores with the `n` i64 at `buf`; `n` must equal the count, else -2. Also used by `score_nodes` to report its batch"},
+
+	{FnClusterNodes, SectionCluster, nil, i32Result,
+		"how many nodes the scheduler's snapshot of this cycle holds (every node, not only those the pod may run on); nodes are numbered 0..n-1, in the same order for the whole cycle"},
+	{FnClusterNode, SectionCluster, append([]Param{{"i", I32}, {"kind", I32}}, bufParams...), i32Result,
+		"one field of node `i` of the snapshot; -2 if `i` is out of range"},
+	{FnCountPods, SectionCluster, []Param{{"term_ptr", I32}, {"term_len", I32}, {"buf", I32}, {"cap", I32}}, i32Result,
+		"the pods matching a term, per topology value, as a string list of (value, decimal count) pairs sorted by value; the term is a PodAffinityTerm in JSON, with upstream's namespace rules and two extensions (§4.6.1). Every value of a node holding the topology key is listed, with 0 when no pod matches. Computed by the host once per cycle per distinct term; -2 for a malformed term"},
+	{FnNamespaceLabels, SectionCluster, []Param{{"name_ptr", I32}, {"name_len", I32}, {"buf", I32}, {"cap", I32}}, i32Result,
+		"the labels of the namespace named at `name_ptr`, as (key, value) pairs; -1 if there is no such namespace"},
 }

@@ -29,6 +29,28 @@ type Case struct {
 	Node   sdk.NodeData `json:"node"`
 	Filter *Expect      `json:"filter,omitempty"`
 	Score  *int64       `json:"score,omitempty"`
+	// Cluster is what sdk.Cluster sees in the case: its nodes (with their
+	// pods) and namespaces. Without it the cluster is the case's node
+	// alone, with no namespaces.
+	Cluster *Cluster `json:"cluster,omitempty"`
+}
+
+// Cluster is a case's cluster view (docs/abi.md §4.6).
+type Cluster struct {
+	Nodes      []sdk.NodeData               `json:"nodes"`
+	Namespaces map[string]map[string]string `json:"namespaces,omitempty"`
+}
+
+// ClusterData is the case's cluster for the native backend.
+func (c *Case) ClusterData() *sdk.ClusterData {
+	if c.Cluster == nil {
+		return &sdk.ClusterData{Nodes: []*sdk.NodeData{&c.Node}}
+	}
+	out := &sdk.ClusterData{Namespaces: c.Cluster.Namespaces}
+	for i := range c.Cluster.Nodes {
+		out.Nodes = append(out.Nodes, &c.Cluster.Nodes[i])
+	}
+	return out
 }
 
 // Expect is an expected status.

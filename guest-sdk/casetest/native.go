@@ -19,6 +19,8 @@ func RunNative(t *testing.T, path string) {
 	for _, c := range f.Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			pod, node := c.Pod, c.Node
+			sdk.SetCluster(c.ClusterData())
+			defer sdk.SetCluster(nil)
 			if c.Filter != nil {
 				st := sdk.RunPreFilter(&pod)
 				if st.IsSuccess() {

@@ -178,7 +178,14 @@ func fullDoc(f abi.HostFunction) string {
 	if fields.MaxNum(f.Name) == fields.NoNum {
 		return f.Doc
 	}
-	return f.Doc + "; " + fields.FieldNumbers(f.Name, f.Params[0].Name)
+	what := f.Params[0].Name // field or kind, first but for cluster_node(i, kind, ...)
+	for _, p := range f.Params {
+		if p.Name == "field" || p.Name == "kind" {
+			what = p.Name
+			break
+		}
+	}
+	return f.Doc + "; " + fields.FieldNumbers(f.Name, what)
 }
 
 // fieldTable is the table of everything a guest can read (fields.Fields).

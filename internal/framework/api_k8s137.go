@@ -26,6 +26,7 @@ type (
 	NodeScore           = fwk.NodeScore
 	NodeScoreList       = fwk.NodeScoreList
 	NodeToStatusReader  = fwk.NodeToStatusReader
+	SharedLister        = fwk.SharedLister
 )
 
 // EventRecorder is what Handle.EventRecorder returns on this line: an

@@ -30,7 +30,7 @@ const (
 var Toolchains = []Toolchain{TinyGo, Go}
 
 // Policies are the example policies under plugins-wasm.
-var Policies = []string{"team-isolation", "bin-packing", "maintenance-avoidance", "gpu-fit", "spread", "node-health", "team-pod-cap"}
+var Policies = []string{"team-isolation", "bin-packing", "maintenance-avoidance", "gpu-fit", "spread", "node-health", "team-pod-cap", "zone-spread"}
 
 var (
 	rootOnce sync.Once

@@ -111,6 +111,13 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 			continue
 		}
 		pod := host.NewPodState(v1pod)
+		view, err := clusterView(&c, nodes[i])
+		if err != nil {
+			problem("%v", err)
+			r.Cases = append(r.Cases, res)
+			continue
+		}
+		pod.Cluster = view
 		pc := new(host.PolicyCycle)
 
 		filters, ferr := runFilter(ctx, v, pod, pc, nodes)
@@ -411,6 +418,28 @@ func Pod(d sdk.PodData) (*v1.Pod, error) {
 			*ts.dst = &mt
 		}
 	}
+	if d.Affinity != nil {
+		pod.Spec.Affinity = affinity(d.Affinity)
+	}
+	if d.TopologySpreadConstraints != nil {
+		pod.Spec.TopologySpreadConstraints = nil
+	}
+	for _, c := range d.TopologySpreadConstraints {
+		tc := v1.TopologySpreadConstraint{MaxSkew: c.MaxSkew, TopologyKey: c.TopologyKey, WhenUnsatisfiable: v1.UnsatisfiableConstraintAction(c.WhenUnsatisfiable),
+			LabelSelector: labelSelector(c.LabelSelector), MatchLabelKeys: c.MatchLabelKeys}
+		if c.MinDomains != 0 {
+			tc.MinDomains = &c.MinDomains
+		}
+		if c.NodeAffinityPolicy != "" {
+			p := v1.NodeInclusionPolicy(c.NodeAffinityPolicy)
+			tc.NodeAffinityPolicy = &p
+		}
+		if c.NodeTaintsPolicy != "" {
+			p := v1.NodeInclusionPolicy(c.NodeTaintsPolicy)
+			tc.NodeTaintsPolicy = &p
+		}
+		pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, tc)
+	}
 	for _, g := range d.SchedulingGates {
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, v1.PodSchedulingGate{Name: g})
 	}
@@ -430,6 +459,26 @@ func Pod(d sdk.PodData) (*v1.Pod, error) {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tol)
 	}
 	return pod, nil
+}
+
+// clusterView is a case's cluster view: its cluster's nodes and
+// namespaces, or its own node alone, as natively (casetest.Case.Cluster).
+func clusterView(c *casetest.Case, own fwk.NodeInfo) (*host.ClusterView, error) {
+	if c.Cluster == nil {
+		return &host.ClusterView{Nodes: []fwk.NodeInfo{own}, NamespaceLabels: func(string) (map[string]string, bool) { return nil, false }}, nil
+	}
+	v := &host.ClusterView{NamespaceLabels: func(name string) (map[string]string, bool) {
+		l, ok := c.Cluster.Namespaces[name]
+		return l, ok
+	}}
+	for _, d := range c.Cluster.Nodes {
+		ni, err := NodeInfo(d)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		v.Nodes = append(v.Nodes, ni)
+	}
+	return v, nil
 }
 
 // NodeInfo converts a case's node into a real NodeInfo: its Object, if any,
@@ -509,4 +558,67 @@ func NodeInfo(d sdk.NodeData) (fwk.NodeInfo, error) {
 	ni := intree.NewNodeInfo(pods...)
 	ni.SetNode(node)
 	return ni, nil
+}
+
+// affinity converts a case's affinity into spec.affinity.
+func affinity(a *sdk.Affinity) *v1.Affinity {
+	out := &v1.Affinity{}
+	nodeTerm := func(t sdk.NodeSelectorTerm) v1.NodeSelectorTerm {
+		var o v1.NodeSelectorTerm
+		for _, r := range t.MatchExpressions {
+			o.MatchExpressions = append(o.MatchExpressions, v1.NodeSelectorRequirement{Key: r.Key, Operator: v1.NodeSelectorOperator(r.Operator), Values: r.Values})
+		}
+		for _, r := range t.MatchFields {
+			o.MatchFields = append(o.MatchFields, v1.NodeSelectorRequirement{Key: r.Key, Operator: v1.NodeSelectorOperator(r.Operator), Values: r.Values})
+		}
+		return o
+	}
+	if a.NodeAffinityRequired != nil || a.NodeAffinityPreferred != nil {
+		out.NodeAffinity = &v1.NodeAffinity{}
+		if a.NodeAffinityRequired != nil {
+			out.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &v1.NodeSelector{}
+		}
+		for _, t := range a.NodeAffinityRequired {
+			ns := out.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+			ns.NodeSelectorTerms = append(ns.NodeSelectorTerms, nodeTerm(t))
+		}
+		for _, t := range a.NodeAffinityPreferred {
+			out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+				v1.PreferredSchedulingTerm{Weight: t.Weight, Preference: nodeTerm(t.Preference)})
+		}
+	}
+	podTerm := func(t sdk.PodAffinityTerm) v1.PodAffinityTerm {
+		return v1.PodAffinityTerm{LabelSelector: labelSelector(t.LabelSelector), Namespaces: t.Namespaces, NamespaceSelector: labelSelector(t.NamespaceSelector),
+			TopologyKey: t.TopologyKey, MatchLabelKeys: t.MatchLabelKeys, MismatchLabelKeys: t.MismatchLabelKeys}
+	}
+	terms := func(ts []sdk.PodAffinityTerm) (out []v1.PodAffinityTerm) {
+		for _, t := range ts {
+			out = append(out, podTerm(t))
+		}
+		return out
+	}
+	weighted := func(ts []sdk.WeightedPodAffinityTerm) (out []v1.WeightedPodAffinityTerm) {
+		for _, t := range ts {
+			out = append(out, v1.WeightedPodAffinityTerm{Weight: t.Weight, PodAffinityTerm: podTerm(t.PodAffinityTerm)})
+		}
+		return out
+	}
+	if a.PodAffinityRequired != nil || a.PodAffinityPreferred != nil {
+		out.PodAffinity = &v1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: terms(a.PodAffinityRequired), PreferredDuringSchedulingIgnoredDuringExecution: weighted(a.PodAffinityPreferred)}
+	}
+	if a.PodAntiAffinityRequired != nil || a.PodAntiAffinityPreferred != nil {
+		out.PodAntiAffinity = &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: terms(a.PodAntiAffinityRequired), PreferredDuringSchedulingIgnoredDuringExecution: weighted(a.PodAntiAffinityPreferred)}
+	}
+	return out
+}
+
+func labelSelector(s *sdk.LabelSelector) *metav1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{Key: r.Key, Operator: metav1.LabelSelectorOperator(r.Operator), Values: r.Values})
+	}
+	return out
 }

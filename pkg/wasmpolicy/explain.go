@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -107,6 +108,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 	}
 	c := w.newCycle(pod, !o.SingleCalls)
 	c.nodes = nodes
+	viewNodes(c, nodes)
 	c.filterBatches = make([][]batch, len(w.policies))
 	defer func() { ex.Policies = w.policyStates(c) }()
 	for i, p := range w.policies {
@@ -251,6 +253,13 @@ type clientHandle struct {
 
 func (h clientHandle) ClientSet() kubernetes.Interface        { return h.client }
 func (h clientHandle) EventRecorder() framework.EventRecorder { return h.recorder }
+
+// SnapshotSharedLister is nil outside a scheduler: a policy's cluster view
+// is then the node list the caller passes.
+func (h clientHandle) SnapshotSharedLister() framework.SharedLister { return nil }
+
+// SharedInformerFactory is nil outside a scheduler: there are no namespaces.
+func (h clientHandle) SharedInformerFactory() informers.SharedInformerFactory { return nil }
 
 // Activate does nothing: there is no scheduling queue outside a scheduler.
 func (h clientHandle) Activate(klog.Logger, map[string]*v1.Pod) {}

@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,10 +26,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -55,6 +58,7 @@ const DefaultInitialLoadTimeout = 10 * time.Second
 // options are the plugin's settings that are not part of its args: they
 // belong to the program hosting the plugin (the scheduler, the CLI, tests).
 type options struct {
+	clock              time.Time
 	initialLoadTimeout time.Duration
 	retiredGrace       time.Duration
 	progress           func(LoadProgress)
@@ -64,6 +68,12 @@ type options struct {
 // Option changes how a plugin is built. Options are values, not package
 // variables, so two plugins in one process (tests, the CLI) never share them.
 type Option func(*options)
+
+// WithClock sets what every policy's wall clock reads (host.PolicySpec.Clock),
+// for `wasmsched test --clock`; a policy with realClock keeps the real one.
+func WithClock(t time.Time) Option {
+	return func(o *options) { o.clock = t }
+}
 
 // WithInitialLoadTimeout bounds how long New waits for every policy's first
 // module. Policies still without a module apply their failurePolicy until
@@ -136,6 +146,13 @@ type WasmPolicy struct {
 	// PreFilter receives. The list (and its NodeInfo objects) is stable until
 	// nodes are added or removed, so it is rebuilt only then.
 	index atomic.Pointer[nodeIndex]
+
+	// clusterReads is set when some policy declares the Cluster or
+	// Namespaces read: only then does a cycle get a cluster view.
+	clusterReads bool
+	// namespaces lists namespaces for namespace_labels and count_pods'
+	// namespaceSelector; nil outside a scheduler.
+	namespaces corelisters.NamespaceLister
 }
 
 // policy is one configured policy: its args, its module runtime and source,
@@ -295,6 +312,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			MemoryLimitBytes: pc.MemoryLimit,
 			MaxInstances:     int(args.MaxInstancesPerPolicy),
 			RealClock:        pc.RealClock,
+			Clock:            o.clock,
 			RealRandom:       pc.RealRandom,
 			Reads:            pc.Reads,
 			RetiredGrace:     o.retiredGrace,
@@ -322,8 +340,52 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		}
 		w.policies = append(w.policies, p)
 	}
+	for _, pc := range args.Policies {
+		w.clusterReads = w.clusterReads || slices.Contains(pc.Reads, string(fields.ScopeCluster)) || slices.Contains(pc.Reads, string(fields.ScopeNamespaces))
+	}
+	if w.clusterReads && h != nil {
+		if f := h.SharedInformerFactory(); f != nil {
+			w.namespaces = f.Core().V1().Namespaces().Lister()
+		}
+	}
 	w.start(ctx)
 	return w, nil
+}
+
+// clusterView is a cycle's cluster view (docs/abi.md §4.6) when a policy
+// declared a read of it: the scheduler's snapshot. Outside a scheduler its
+// Nodes stay nil until PreFilter or PreScore fills in the nodes the caller
+// passed (viewNodes).
+func (w *WasmPolicy) clusterView() *host.ClusterView {
+	if !w.clusterReads {
+		return nil
+	}
+	v := &host.ClusterView{}
+	if w.handle != nil {
+		if l := w.handle.SnapshotSharedLister(); l != nil {
+			if all, err := l.NodeInfos().List(); err == nil {
+				v.Nodes = all
+			}
+		}
+	}
+	if w.namespaces != nil {
+		v.NamespaceLabels = func(name string) (map[string]string, bool) {
+			ns, err := w.namespaces.Get(name)
+			if err != nil {
+				return nil, false
+			}
+			return ns.Labels, true
+		}
+	}
+	return v
+}
+
+// viewNodes gives a cluster view without a snapshot the node list of the
+// first PreFilter or PreScore of its cycle.
+func viewNodes(c *cycleData, nodes []fwk.NodeInfo) {
+	if v := c.pod.Cluster; v != nil && v.Nodes == nil {
+		v.Nodes = nodes
+	}
 }
 
 // start runs every policy's source and waits (bounded) until each reported

@@ -17,6 +17,7 @@ import (
 func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
 	c := w.cycleFor(state, pod)
 	c.nodes, c.index = nodes, w.indexFor(nodes)
+	viewNodes(c, nodes)
 	c.filterBatches = make([][]batch, len(w.policies))
 	anyFilter := false
 	var subset sets.Set[string] // nil: every node

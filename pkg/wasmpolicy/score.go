@@ -14,6 +14,7 @@ import (
 // PreScore runs each policy's prescore and skips Score when no policy scores.
 func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	c := w.cycleFor(state, pod)
+	viewNodes(c, nodes)
 	w.startScoring(c, nodes)
 	anyScore := false
 	for i, p := range w.policies {

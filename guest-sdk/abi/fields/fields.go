@@ -22,9 +22,12 @@ const (
 	// ObjectNode is the node being evaluated: in filter and score, and in
 	// their batch forms after select_node.
 	ObjectNode
+	// ObjectCluster is the scheduler's view of the whole cluster in this
+	// cycle: every node of its snapshot, namespaces, and pod counts.
+	ObjectCluster
 )
 
-func (o Object) String() string { return [...]string{"pod", "node"}[o] }
+func (o Object) String() string { return [...]string{"pod", "node", "cluster"}[o] }
 
 // Wire is how a field's value travels to the guest.
 type Wire uint8
@@ -89,10 +92,16 @@ const (
 	// ScopeWholeObjects: the whole pod and node objects (pod_object,
 	// node_object), every field of them.
 	ScopeWholeObjects Scope = "WholeObjects"
+	// ScopeCluster: every node of the scheduler's snapshot (names, labels,
+	// taints) and the host's pod counts across them (other teams' pods
+	// included, as numbers).
+	ScopeCluster Scope = "Cluster"
+	// ScopeNamespaces: the labels of any namespace.
+	ScopeNamespaces Scope = "Namespaces"
 )
 
 // Scopes are the scopes a policy may declare, in docs order.
-var Scopes = []Scope{ScopeNodePods, ScopeWholeObjects}
+var Scopes = []Scope{ScopeNodePods, ScopeWholeObjects, ScopeCluster, ScopeNamespaces}
 
 // ScopeOf is the scope a read of host function fn with number num needs.
 func ScopeOf(fn string, num int32) Scope {
@@ -161,6 +170,13 @@ var Fields = []Field{
 	{ObjectPod, "spec.schedulingGates", abi.FnPodList, abi.PodSchedulingGates, WireRecords, []string{"name"}, CostPerCycle, "Pod.SchedulingGates", "", ScopeNone},
 	{ObjectPod, "spec.resources.requests (pod-level)", abi.FnPodList, abi.PodResources, WireQuantities, nil, CostPerCycle, "Pod.PodResources", "empty unless the pod sets pod-level resources", ScopeNone},
 	{ObjectPod, "spec.volumes[].persistentVolumeClaim.claimName", abi.FnPodList, abi.PodClaims, WireRecords, []string{"claimName"}, CostPerCycle, "Pod.ClaimNames", "", ScopeNone},
+	{ObjectPod, "spec.affinity.nodeAffinity.requiredDuringScheduling…nodeSelectorTerms", abi.FnPodList, abi.PodNodeAffinityRequired, WireRecords, []string{"term", "weight", "part", "key", "operator", "values"}, CostPerCycle, "Pod.NodeAffinityRequired", "parts term, matchExpressions, matchFields (§4.2.1)", ScopeNone},
+	{ObjectPod, "spec.affinity.nodeAffinity.preferredDuringScheduling…", abi.FnPodList, abi.PodNodeAffinityPreferred, WireRecords, []string{"term", "weight", "part", "key", "operator", "values"}, CostPerCycle, "Pod.NodeAffinityPreferred", "the term row carries the weight", ScopeNone},
+	{ObjectPod, "spec.affinity.podAffinity.requiredDuringScheduling…", abi.FnPodList, abi.PodAffinityRequired, WireRecords, []string{"term", "weight", "part", "key", "operator", "values"}, CostPerCycle, "Pod.PodAffinityRequired", "term (key: topologyKey), labelSelector, namespaces, namespaceSelector, matchLabelKeys, mismatchLabelKeys", ScopeNone},
+	{ObjectPod, "spec.affinity.podAffinity.preferredDuringScheduling…", abi.FnPodList, abi.PodAffinityPreferred, WireRecords, []string{"term", "weight", "part", "key", "operator", "values"}, CostPerCycle, "Pod.PodAffinityPreferred", "as above; the term row carries the weight", ScopeNone},
+	{ObjectPod, "spec.affinity.podAntiAffinity.requiredDuringScheduling…", abi.FnPodList, abi.PodAntiAffinityRequired, WireRecords, []string{"term", "weight", "part", "key", "operator", "values"}, CostPerCycle, "Pod.PodAntiAffinityRequired", "as podAffinity", ScopeNone},
+	{ObjectPod, "spec.affinity.podAntiAffinity.preferredDuringScheduling…", abi.FnPodList, abi.PodAntiAffinityPreferred, WireRecords, []string{"term", "weight", "part", "key", "operator", "values"}, CostPerCycle, "Pod.PodAntiAffinityPreferred", "as podAffinity, weighted", ScopeNone},
+	{ObjectPod, "spec.topologySpreadConstraints", abi.FnPodList, abi.PodTopologySpread, WireRecords, []string{"term", "weight", "part", "key", "operator", "values"}, CostPerCycle, "Pod.TopologySpreadConstraints", "term (key: topologyKey, operator: whenUnsatisfiable, values: maxSkew), labelSelector, minDomains, nodeAffinityPolicy, nodeTaintsPolicy, matchLabelKeys", ScopeNone},
 	{ObjectPod, "effective request[name]", abi.FnPodRequest, NoNum, WireI64, nil, CostPerCycle, "Pod.Request", "0 if not requested", ScopeNone},
 	{ObjectPod, "spec.priority", abi.FnPodPriority, NoNum, WireI64, nil, CostScalar, "Pod.Priority", "0 if unset", ScopeNone},
 	{ObjectPod, "the whole Pod", abi.FnPodObject, abi.ObjectJSON, WireJSON, nil, CostPerCycle, "Pod.Object",
@@ -195,6 +211,14 @@ var Fields = []Field{
 	{ObjectNode, "spec.unschedulable", abi.FnNodeUnschedulable, NoNum, WireI32, nil, CostScalar, "Node.Unschedulable", "1 if cordoned", ScopeNone},
 	{ObjectNode, "the whole Node", abi.FnNodeObject, abi.ObjectJSON, WireJSON, nil, CostPerNodeGeneration, "Node.Object",
 		"as the apiserver serves it, apiVersion and kind set, without metadata.managedFields", ScopeWholeObjects},
+
+	{ObjectCluster, "number of nodes", abi.FnClusterNodes, NoNum, WireI32, nil, CostScalar, "Cluster.NodeCount", "", ScopeCluster},
+	{ObjectCluster, "node[i] metadata.name", abi.FnClusterNode, abi.ClusterNodeName, WireString, nil, CostScalar, "Cluster.NodeName", "", ScopeCluster},
+	{ObjectCluster, "node[i] metadata.labels", abi.FnClusterNode, abi.ClusterNodeLabels, WirePairs, nil, CostPerNodeGeneration, "Cluster.NodeLabels", "", ScopeCluster},
+	{ObjectCluster, "node[i] spec.taints", abi.FnClusterNode, abi.ClusterNodeTaints, WireRecords, []string{"key", "value", "effect"}, CostPerNodeGeneration, "Cluster.NodeTaints", "", ScopeCluster},
+	{ObjectCluster, "pods matching a term, per topology value", abi.FnCountPods, NoNum, WirePairs, nil, CostPerCycle, "Cluster.CountPods",
+		"value, decimal count; terminating pods excluded unless the term asks", ScopeCluster},
+	{ObjectCluster, "namespace metadata.labels", abi.FnNamespaceLabels, NoNum, WirePairs, nil, CostPerCall, "Cluster.NamespaceLabels", "-1 if there is no such namespace", ScopeNamespaces},
 }
 
 // FieldsOf returns the rows read through host function fn, in Num order

@@ -9,10 +9,10 @@ import (
 
 // Fields is consistent with itself and with abi.HostFunctions: every row's
 // function exists in its object's section, numbers run 0..MaxNum without
-// gaps or repeats, and every pod and node read function has rows.
+// gaps or repeats, and every pod, node and cluster read function has rows.
 func TestFieldsTable(t *testing.T) {
-	section := map[Object]abi.Section{ObjectPod: abi.SectionPod, ObjectNode: abi.SectionNode}
-	prefix := map[Object]string{ObjectPod: "Pod.", ObjectNode: "Node."}
+	section := map[Object]abi.Section{ObjectPod: abi.SectionPod, ObjectNode: abi.SectionNode, ObjectCluster: abi.SectionCluster}
+	prefix := map[Object]string{ObjectPod: "Pod.", ObjectNode: "Node.", ObjectCluster: "Cluster."}
 	fns := map[string]abi.HostFunction{}
 	for _, f := range abi.HostFunctions {
 		fns[f.Name] = f
@@ -44,8 +44,8 @@ func TestFieldsTable(t *testing.T) {
 		}
 	}
 	for _, hf := range abi.HostFunctions {
-		if (hf.Section == abi.SectionPod || hf.Section == abi.SectionNode) && len(rows[hf.Name]) == 0 {
-			t.Errorf("%s reads the pod or node but has no row in Fields", hf.Name)
+		if (hf.Section == abi.SectionPod || hf.Section == abi.SectionNode || hf.Section == abi.SectionCluster) && len(rows[hf.Name]) == 0 {
+			t.Errorf("%s reads the pod, node or cluster but has no row in Fields", hf.Name)
 		}
 	}
 }

@@ -56,7 +56,8 @@ type Policy struct {
 	RealClock     bool
 	RealRandom    bool
 	// Reads are the reads beyond the pod and the node being evaluated that
-	// the policy may make (fields.Scopes: NodePods, WholeObjects).
+	// the policy may make (fields.Scopes: NodePods, WholeObjects, Cluster,
+	// Namespaces).
 	Reads []string
 }
 

@@ -96,9 +96,11 @@ type Policy struct {
 	RealRandom bool `json:"realRandom,omitempty"`
 	// Reads declares what the policy may read beyond the pod being
 	// scheduled and the node being evaluated: NodePods (the pods on each
-	// node, whatever their namespace, and the host ports they use) and
-	// WholeObjects (every field of the pod and the node). An undeclared
-	// read returns -4 (NotDeclared) to the guest and is logged once.
+	// node, whatever their namespace, and the host ports they use),
+	// WholeObjects (every field of the pod and the node), Cluster (every
+	// node's name, labels and taints, and pod counts across the cluster)
+	// and Namespaces (namespace labels). An undeclared read returns -4
+	// (NotDeclared) to the guest and is logged once.
 	// +listType=set
 	Reads []string `json:"reads,omitempty"`
 }

@@ -1,0 +1,188 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// ClusterView is what a policy may see of the cluster beyond the pod being
+// scheduled and the node being evaluated (docs/abi.md §4.6): every node of
+// the scheduler's snapshot, namespace labels, and pod counts. One view
+// serves every policy and call of a cycle; a count is computed natively the
+// first time any policy asks for its term, so a topology-spread or
+// pod-affinity policy never walks the cluster's pods through host calls.
+type ClusterView struct {
+	// Nodes are the snapshot's nodes, in the order cluster_node numbers them.
+	Nodes []fwk.NodeInfo
+	// NamespaceLabels returns a namespace's labels and whether it exists; nil
+	// when the view has no namespaces (namespace_labels then answers -3).
+	NamespaceLabels func(name string) (map[string]string, bool)
+
+	mu     sync.Mutex
+	counts map[string][]byte // by term bytes
+}
+
+// CountTerm is what count_pods counts: a PodAffinityTerm as the API spells
+// it, with upstream's namespace rules (no namespaces and no selector: the
+// pod's own namespace; an empty namespaceSelector: every namespace), plus
+// two extensions. An empty TopologyKey counts per node name. Terminating
+// pods are left out, as PodTopologySpread leaves them out, unless
+// IncludeTerminating is set (InterPodAffinity counts them).
+type CountTerm struct {
+	LabelSelector      *metav1.LabelSelector `json:"labelSelector"`
+	Namespaces         []string              `json:"namespaces"`
+	NamespaceSelector  *metav1.LabelSelector `json:"namespaceSelector"`
+	TopologyKey        string                `json:"topologyKey"`
+	IncludeTerminating bool                  `json:"includeTerminating"`
+}
+
+// ParseCountTerm decodes a count_pods term strictly: an unknown field or a
+// selector that does not convert is an error naming it.
+func ParseCountTerm(b []byte) (*CountTerm, error) {
+	var t CountTerm
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&t); err != nil {
+		return nil, fmt.Errorf("count_pods term: %w", err)
+	}
+	if d.More() {
+		return nil, fmt.Errorf("count_pods term: data after the JSON object")
+	}
+	if _, err := metav1.LabelSelectorAsSelector(t.LabelSelector); err != nil {
+		return nil, fmt.Errorf("count_pods term: labelSelector: %w", err)
+	}
+	if _, err := metav1.LabelSelectorAsSelector(t.NamespaceSelector); err != nil {
+		return nil, fmt.Errorf("count_pods term: namespaceSelector: %w", err)
+	}
+	return &t, nil
+}
+
+// CountPods counts the pods matching term (for a pod in namespace podNS)
+// per topology value: the value of the term's topology key on each node
+// that has it, or each node's name for an empty key. Every such value is
+// present, with 0 when no pod matches. A nil labelSelector matches no pod
+// and an empty one every pod, as in upstream.
+func (c *ClusterView) CountPods(t *CountTerm, podNS string) map[string]int64 {
+	sel, _ := metav1.LabelSelectorAsSelector(t.LabelSelector)
+	var nsSel labels.Selector = labels.Nothing()
+	if t.NamespaceSelector != nil {
+		nsSel, _ = metav1.LabelSelectorAsSelector(t.NamespaceSelector)
+	}
+	names := sets.New(t.Namespaces...)
+	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
+		names.Insert(podNS)
+	}
+	nsMatch := map[string]bool{}
+	inNamespace := func(ns string) bool {
+		if names.Has(ns) {
+			return true
+		}
+		if t.NamespaceSelector == nil {
+			return false
+		}
+		m, seen := nsMatch[ns]
+		if !seen {
+			// A namespace the view does not know has no labels, as for
+			// upstream's namespace snapshot: {} and selectors that only
+			// exclude still match it.
+			var l map[string]string
+			if c.NamespaceLabels != nil {
+				l, _ = c.NamespaceLabels(ns)
+			}
+			m = nsSel.Matches(labels.Set(l))
+			nsMatch[ns] = m
+		}
+		return m
+	}
+	out := map[string]int64{}
+	for _, ni := range c.Nodes {
+		node := ni.Node()
+		if node == nil {
+			continue
+		}
+		value := node.Name
+		if t.TopologyKey != "" {
+			v, ok := node.Labels[t.TopologyKey]
+			if !ok {
+				continue
+			}
+			value = v
+		}
+		n := out[value]
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			if (p.DeletionTimestamp != nil && !t.IncludeTerminating) || !inNamespace(p.Namespace) || !sel.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			n++
+		}
+		out[value] = n
+	}
+	return out
+}
+
+// countPods answers count_pods for the term's bytes: encoded once per view
+// per distinct term, so every policy and node of a cycle shares one count.
+func (c *ClusterView) countPods(term []byte, podNS string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.counts[string(term)]; ok {
+		return b, b != nil
+	}
+	if c.counts == nil {
+		c.counts = map[string][]byte{}
+	}
+	t, err := ParseCountTerm(term)
+	if err != nil {
+		c.counts[string(term)] = nil
+		return nil, false
+	}
+	counts := c.CountPods(t, podNS)
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b := abi.AppendListHeader(nil, 2*len(keys))
+	for _, k := range keys {
+		b = abi.AppendString(b, k)
+		b = abi.AppendString(b, strconv.FormatInt(counts[k], 10))
+	}
+	c.counts[string(term)] = b
+	return b, true
+}
+
+// clusterNode reads field kind of node i; ok is false for a bad i or kind.
+func (c *ClusterView) clusterNode(i, kind int32) ([]byte, string, bool) {
+	if i < 0 || int(i) >= len(c.Nodes) || c.Nodes[i].Node() == nil {
+		return nil, "", false
+	}
+	return clusterNodeField(c.Nodes[i], kind)
+}
+
+// clusterNodeField reads one cluster_node field of a node: the name as a
+// string, the lists from the node's per-generation cache.
+func clusterNodeField(ni fwk.NodeInfo, kind int32) ([]byte, string, bool) {
+	switch kind {
+	case abi.ClusterNodeName:
+		return nil, ni.Node().Name, true
+	case abi.ClusterNodeLabels:
+		b, ok := nodeList(ni, abi.NodeLabels)
+		return b, "", ok
+	case abi.ClusterNodeTaints:
+		b, ok := nodeList(ni, abi.NodeTaints)
+		return b, "", ok
+	}
+	return nil, "", false
+}

@@ -1,0 +1,285 @@
+package host
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+)
+
+// randomCluster is a cluster of n nodes (some without a zone label) with
+// pods of several namespaces and labels, some terminating, and namespaces
+// with labels (one namespace of the pods, "ghost", is unknown).
+type randomCluster struct {
+	nodes      []fwk.NodeInfo
+	namespaces map[string]map[string]string
+}
+
+var (
+	clusterNamespaces = []string{"default", "team-a", "team-b", "ghost"}
+	clusterKeys       = []string{"app", "team", "tier"}
+	clusterValues     = []string{"web", "db", "a", "b", ""}
+)
+
+func newRandomCluster(r *rand.Rand, n int) randomCluster {
+	c := randomCluster{namespaces: map[string]map[string]string{
+		"default": {"kubernetes.io/metadata.name": "default"},
+		"team-a":  {"kubernetes.io/metadata.name": "team-a", "team": "a", "env": "prod"},
+		"team-b":  {"kubernetes.io/metadata.name": "team-b", "team": "b"},
+	}}
+	deleted := metav1.Now()
+	for i := range n {
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), Labels: map[string]string{}}}
+		if r.IntN(5) > 0 {
+			node.Labels["zone"] = fmt.Sprintf("zone-%d", r.IntN(3))
+		}
+		var pods []*v1.Pod
+		for j := range r.IntN(6) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d-%d", i, j), Namespace: clusterNamespaces[r.IntN(len(clusterNamespaces))], Labels: randomLabels(r)},
+				Spec: v1.PodSpec{NodeName: node.Name}}
+			if r.IntN(6) == 0 {
+				p.DeletionTimestamp = &deleted
+			}
+			pods = append(pods, p)
+		}
+		ni := intree.NewNodeInfo(pods...)
+		ni.SetNode(node)
+		c.nodes = append(c.nodes, ni)
+	}
+	return c
+}
+
+func randomLabels(r *rand.Rand) map[string]string {
+	l := map[string]string{}
+	for _, k := range clusterKeys {
+		if r.IntN(3) > 0 {
+			l[k] = clusterValues[r.IntN(len(clusterValues))]
+		}
+	}
+	return l
+}
+
+// randomSelector is nil, empty, or a mix of matchLabels and every operator.
+func randomSelector(r *rand.Rand, keys, values []string) *metav1.LabelSelector {
+	switch r.IntN(8) {
+	case 0:
+		return nil
+	case 1:
+		return &metav1.LabelSelector{}
+	}
+	s := &metav1.LabelSelector{}
+	if r.IntN(2) == 0 {
+		s.MatchLabels = map[string]string{keys[r.IntN(len(keys))]: values[r.IntN(len(values))]}
+	}
+	for range r.IntN(3) {
+		req := metav1.LabelSelectorRequirement{Key: keys[r.IntN(len(keys))]}
+		switch r.IntN(4) {
+		case 0:
+			req.Operator = metav1.LabelSelectorOpIn
+		case 1:
+			req.Operator = metav1.LabelSelectorOpNotIn
+		case 2:
+			req.Operator = metav1.LabelSelectorOpExists
+		case 3:
+			req.Operator = metav1.LabelSelectorOpDoesNotExist
+		}
+		if req.Operator == metav1.LabelSelectorOpIn || req.Operator == metav1.LabelSelectorOpNotIn {
+			for range 1 + r.IntN(2) {
+				req.Values = append(req.Values, values[r.IntN(len(values))])
+			}
+		}
+		s.MatchExpressions = append(s.MatchExpressions, req)
+	}
+	return s
+}
+
+func randomTerm(r *rand.Rand) CountTerm {
+	t := CountTerm{LabelSelector: randomSelector(r, clusterKeys, clusterValues), IncludeTerminating: r.IntN(2) == 0}
+	if r.IntN(2) == 0 {
+		t.TopologyKey = "zone"
+	}
+	switch r.IntN(4) {
+	case 1:
+		t.Namespaces = []string{clusterNamespaces[r.IntN(len(clusterNamespaces))]}
+	case 2:
+		t.NamespaceSelector = randomSelector(r, []string{"team", "env", "kubernetes.io/metadata.name"}, []string{"a", "b", "prod", "default"})
+	case 3:
+		t.Namespaces = []string{"team-b"}
+		t.NamespaceSelector = randomSelector(r, []string{"team", "env"}, []string{"a", "prod"})
+	}
+	return t
+}
+
+// upstreamCount counts with the scheduler framework's own AffinityTerm
+// (what InterPodAffinity uses), per topology value of the nodes that have
+// the key, or per node name for an empty key.
+func upstreamCount(t *testing.T, c randomCluster, term CountTerm, pod *v1.Pod) map[string]int64 {
+	terms, err := intree.GetAffinityTerms(pod, []v1.PodAffinityTerm{{LabelSelector: term.LabelSelector, Namespaces: term.Namespaces, NamespaceSelector: term.NamespaceSelector, TopologyKey: term.TopologyKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, ni := range c.nodes {
+		value, ok := ni.Node().Name, true
+		if term.TopologyKey != "" {
+			value, ok = ni.Node().Labels[term.TopologyKey]
+		}
+		if !ok {
+			continue
+		}
+		n := out[value]
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			if p.DeletionTimestamp != nil && !term.IncludeTerminating {
+				continue
+			}
+			if terms[0].Matches(p, labels.Set(c.namespaces[p.Namespace])) {
+				n++
+			}
+		}
+		out[value] = n
+	}
+	return out
+}
+
+// count_pods counts what upstream's AffinityTerm matches, with the same
+// namespace rules (own namespace, a list, a selector, {} for all, an
+// unknown namespace without labels), on 300 random terms over random
+// clusters; the SDK's native CountPods and LabelSelector.Matches agree.
+func TestCountPodsMatchesUpstream(t *testing.T) {
+	r := rand.New(rand.NewPCG(20, 26))
+	pairs := 0
+	for round := range 30 {
+		c := newRandomCluster(r, 12)
+		view := &ClusterView{Nodes: c.nodes, NamespaceLabels: func(name string) (map[string]string, bool) {
+			l, ok := c.namespaces[name]
+			return l, ok
+		}}
+		native := &sdk.ClusterData{Namespaces: c.namespaces}
+		for _, ni := range c.nodes {
+			nd := &sdk.NodeData{Name: ni.Node().Name, Labels: ni.Node().Labels}
+			for _, pi := range ni.GetPods() {
+				p := pi.GetPod()
+				nd.Pods = append(nd.Pods, sdk.NodePod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Terminating: p.DeletionTimestamp != nil})
+			}
+			native.Nodes = append(native.Nodes, nd)
+		}
+		sdk.SetCluster(native)
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "incoming", Namespace: clusterNamespaces[round%3]}}
+		for range 10 {
+			term := randomTerm(r)
+			want := upstreamCount(t, c, term, pod)
+			if got := view.CountPods(&term, pod.Namespace); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("term %+v (pod in %s): host counted %v, upstream %v", term, pod.Namespace, got, want)
+			}
+			// The SDK encodes the term as a guest would and the host parses it.
+			b := sdkTerm(term).JSON()
+			parsed, err := ParseCountTerm(b)
+			if err != nil {
+				t.Fatalf("the SDK's encoding of %+v does not parse: %v\n%s", term, err, b)
+			}
+			if got := view.CountPods(parsed, pod.Namespace); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("term %s: host counted %v after the SDK's encoding, upstream %v", b, got, want)
+			}
+			sdk.RunPreFilter(&sdk.PodData{Name: pod.Name, Namespace: pod.Namespace}) // no PreFilter registered: it only sets the pod
+			if got := (sdk.Cluster{}).CountPods(sdkTerm(term)); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("term %s: the SDK counted %v natively, upstream %v", b, got, want)
+			}
+			pairs++
+		}
+	}
+	sdk.SetCluster(nil)
+	t.Logf("%d terms over 30 random clusters agree with upstream's AffinityTerm", pairs)
+}
+
+// The SDK's LabelSelector.Matches is metav1.LabelSelectorAsSelector's
+// Matches for every operator, nil and empty selectors.
+func TestSDKLabelSelectorMatchesUpstream(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 5000 {
+		s := randomSelector(r, clusterKeys, clusterValues)
+		l := randomLabels(r)
+		sel, err := metav1.LabelSelectorAsSelector(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, got := sel.Matches(labels.Set(l)), sdkSelector(s).Matches(l); got != want {
+			t.Fatalf("selector %+v on %v: SDK %v, upstream %v", s, l, got, want)
+		}
+	}
+	// Keys and values that are not valid label keys or values: upstream
+	// refuses the selector, and the SDK's matches nothing.
+	badKeys := append([]string{"-app", "example.com/", "Example.com/app", "a/b/c", "app"}, clusterKeys...)
+	badValues := append([]string{"-x", "x-", "has space", "", "a.b_c-d"}, clusterValues...)
+	refused := 0
+	for range 5000 {
+		s := randomSelector(r, badKeys, badValues)
+		l := randomLabels(r)
+		want := false
+		if sel, err := metav1.LabelSelectorAsSelector(s); err == nil {
+			want = sel.Matches(labels.Set(l))
+		} else {
+			refused++
+		}
+		if got := sdkSelector(s).Matches(l); got != want {
+			t.Fatalf("selector %+v on %v: SDK %v, upstream %v", s, l, got, want)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no selector was refused: the test does not cover invalid keys and values")
+	}
+	// Requirements upstream refuses match nothing in the SDK.
+	for _, req := range []sdk.LabelSelectorRequirement{{Key: "app", Operator: "In"}, {Key: "app", Operator: "NotIn"}, {Key: "app", Operator: "Exists", Values: []string{"x"}}, {Key: "app", Operator: "Gt", Values: []string{"1"}}} {
+		if (&sdk.LabelSelector{MatchExpressions: []sdk.LabelSelectorRequirement{req}}).Matches(map[string]string{"app": "web"}) {
+			t.Errorf("%+v matched; upstream refuses it", req)
+		}
+	}
+}
+
+func sdkSelector(s *metav1.LabelSelector) *sdk.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &sdk.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, sdk.LabelSelectorRequirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
+	}
+	return out
+}
+
+func sdkTerm(t CountTerm) sdk.CountTerm {
+	return sdk.CountTerm{LabelSelector: sdkSelector(t.LabelSelector), Namespaces: t.Namespaces, NamespaceSelector: sdkSelector(t.NamespaceSelector), TopologyKey: t.TopologyKey, IncludeTerminating: t.IncludeTerminating}
+}
+
+// BenchmarkCountPods is what the first count_pods of a term costs a cycle
+// (every later call of the cycle hits the view's cache): 5000 nodes with 20
+// pods each, counted per zone, from the term's bytes as a guest passes them.
+func BenchmarkCountPods(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 5))
+	var nodes []fwk.NodeInfo
+	for i := range 5000 {
+		var pods []*v1.Pod
+		for j := range 20 {
+			pods = append(pods, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d-%d", i, j), Namespace: "payments", Labels: map[string]string{"team": []string{"payments", "search"}[r.IntN(2)], "app": "web"}}})
+		}
+		ni := intree.NewNodeInfo(pods...)
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), Labels: map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)}}})
+		nodes = append(nodes, ni)
+	}
+	term := sdk.CountTerm{LabelSelector: &sdk.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}, TopologyKey: "topology.kubernetes.io/zone"}.JSON()
+	b.ResetTimer()
+	for range b.N {
+		v := &ClusterView{Nodes: nodes}
+		if _, ok := v.countPods(term, "payments"); !ok {
+			b.Fatal("term refused")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(5000*20), "ns/pod")
+}
