@@ -540,6 +540,31 @@ func SetCycleState(b []byte) { setCycleState(b) }
 // CycleState returns what SetCycleState stored in this cycle, or nil.
 func CycleState() []byte { return cycleState() }
 
+// Cycle identifies the scheduling cycle being run: the same for every call
+// about one pod in one cycle (on any node, single or batch form), different
+// in the next cycle, never 0. Natively a cycle starts at RunPreFilter or
+// when a Run function gets a different PodData.
+func Cycle() int64 { return currentCycle() }
+
+// PerCycle keeps one value per scheduling cycle in an instance, so that a
+// policy decodes what it needs from the pod (its requests, tolerations,
+// terms) once per cycle instead of once per node. Keep it in a global; each
+// instance has its own, so Get may compute the value once per instance and
+// cycle.
+type PerCycle[T any] struct {
+	cycle int64
+	value T
+}
+
+// Get returns the value computed in this cycle, calling compute the first
+// time in a cycle.
+func (c *PerCycle[T]) Get(compute func() T) T {
+	if id := Cycle(); id != c.cycle {
+		c.value, c.cycle = compute(), id
+	}
+	return c.value
+}
+
 // Log writes a structured log line through the scheduler's klog, with the
 // policy name attached. keysAndValues alternate keys and values.
 func Log(msg string, keysAndValues ...string) { logV(0, msg, keysAndValues) }

@@ -16,6 +16,7 @@ import (
 // safe for concurrent use: tests call the Run functions one at a time.
 
 var (
+	nativeCycle      int64
 	nativePod        *PodData
 	nativeNode       *NodeData
 	nativeConfig     string
@@ -28,6 +29,7 @@ func SetConfig(c string) { nativeConfig = c }
 // RunPreFilter runs the registered PreFilter natively and starts a new cycle
 // (clearing the cycle state). It returns Success when none is registered.
 func RunPreFilter(pod *PodData) Status {
+	nativeCycle++
 	nativePod, nativeNode, nativeCycleState = pod, nil, nil
 	nativePreFilterNodes, nativePreFilterNodesSet = nil, false
 	if preFilterFn == nil {
@@ -38,12 +40,14 @@ func RunPreFilter(pod *PodData) Status {
 
 // RunFilter runs the registered Filter natively. It panics when none is registered.
 func RunFilter(pod *PodData, node *NodeData) Status {
+	enterCycle(pod)
 	nativePod, nativeNode = pod, node
 	return filterFn(Pod{}, Node{})
 }
 
 // RunPreScore runs the registered PreScore natively, or returns Success.
 func RunPreScore(pod *PodData) Status {
+	enterCycle(pod)
 	nativePod, nativeNode = pod, nil
 	if preScoreFn == nil {
 		return Success()
@@ -53,6 +57,7 @@ func RunPreScore(pod *PodData) Status {
 
 // RunScore runs the registered Score natively. It panics when none is registered.
 func RunScore(pod *PodData, node *NodeData) (int64, Status) {
+	enterCycle(pod)
 	nativePod, nativeNode = pod, node
 	return scoreFn(Pod{}, Node{})
 }
@@ -78,12 +83,22 @@ func selectScored(i int) bool {
 // RunNormalizeScore runs the registered NormalizeScore natively on scores in
 // place, or returns Success when none is registered.
 func RunNormalizeScore(pod *PodData, scores []int64) Status {
+	enterCycle(pod)
 	nativePod, nativeNode = pod, nil
 	if normalizeFn == nil {
 		return Success()
 	}
 	return normalizeFn(Pod{}, scores)
 }
+
+// enterCycle starts a new cycle when a Run function gets another pod.
+func enterCycle(p *PodData) {
+	if p != nativePod || nativeCycle == 0 {
+		nativeCycle++
+	}
+}
+
+func currentCycle() int64 { return nativeCycle }
 
 // Capabilities reports which functions are registered, as the capabilities export does.
 func Capabilities() int32 { return capabilities() }

@@ -208,3 +208,28 @@ func TestPreFilterNodesNative(t *testing.T) {
 		t.Fatal("a PreFilter that names no nodes left a result")
 	}
 }
+
+// PerCycle computes once per cycle: every node of one pod's cycle shares
+// the value; the next pod's cycle, or a PreFilter, computes it again.
+func TestPerCycle(t *testing.T) {
+	var cached PerCycle[string]
+	computed := 0
+	RegisterFilter(func(pod Pod, node Node) Status {
+		v := cached.Get(func() string { computed++; return pod.Name() })
+		return Unschedulable(v)
+	})
+	defer RegisterFilter(nil)
+	a, b := &PodData{Name: "a"}, &PodData{Name: "b"}
+	run := func(p *PodData) string { return RunFilter(p, &NodeData{}).Reason }
+	if run(a) != "a" || run(a) != "a" || computed != 1 {
+		t.Fatalf("two nodes of pod a: computed %d times, want 1", computed)
+	}
+	c := Cycle()
+	if run(b) != "b" || computed != 2 || Cycle() == c || Cycle() == 0 {
+		t.Fatalf("pod b: computed %d times (want 2), cycle %d after %d", computed, Cycle(), c)
+	}
+	RunPreFilter(b)
+	if run(b) != "b" || computed != 3 {
+		t.Fatalf("a new cycle of pod b after PreFilter: computed %d times, want 3", computed)
+	}
+}

@@ -281,6 +281,8 @@ type cachedInt struct {
 	value int64
 }
 
+func currentCycle() int64 { return curCycle }
+
 func begin(cycle int64) {
 	if cycle == curCycle {
 		return
