@@ -21,6 +21,10 @@ POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit spread
 LDFLAGS       := $(shell $(K8SLIB); version_ldflags $(K8S_VERSION))
 GO_GUESTS     := $(foreach p,$(POLICIES),$(OUT)/guests/go/$(p).wasm)
 TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
+# Ports of kube-scheduler's default plugins (plugins-wasm/ports), checked
+# against upstream by test/ports.
+PORTS         := nodeunschedulable nodename tainttoleration nodeaffinity nodeports noderesourcesfit balancedallocation
+PORT_GUESTS   := $(foreach p,$(PORTS),$(OUT)/guests/go/$(p).wasm $(OUT)/guests/tinygo/$(p).wasm)
 # team-isolation written without the Go SDK: C without a libc, and hand-written WAT.
 OTHER_GUESTS  := $(OUT)/guests/c/team-isolation.wasm $(OUT)/guests/wat/team-isolation.wasm
 CLANG         ?= clang-19
@@ -31,7 +35,7 @@ WAT2WASM      ?= wat2wasm
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
-.PHONY: build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
+.PHONY: build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -74,6 +78,15 @@ guests-tinygo: $(TINYGO_GUESTS)
 $(OUT)/guests/tinygo/%.wasm: plugins-wasm/%/main.go $(GUEST_SRCS) | $(TINYGO)
 	@mkdir -p $(dir $@)
 	cd plugins-wasm/$* && $(TINYGO) build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $@ . 2> >(grep -v 'is not a recognized feature' >&2)
+
+## ports: the ports of kube-scheduler's default plugins, with Go and TinyGo
+ports: $(PORT_GUESTS)
+$(OUT)/guests/go/%.wasm: plugins-wasm/ports/%/main.go $(GUEST_SRCS)
+	@mkdir -p $(dir $@)
+	cd plugins-wasm/ports/$* && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $@ .
+$(OUT)/guests/tinygo/%.wasm: plugins-wasm/ports/%/main.go $(GUEST_SRCS) | $(TINYGO)
+	@mkdir -p $(dir $@)
+	cd plugins-wasm/ports/$* && $(TINYGO) build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $@ . 2> >(grep -v 'is not a recognized feature' >&2)
 
 ## guests-other: team-isolation in C (clang-19, no libc) and in hand-written
 ## WAT (wat2wasm); clang-19, lld-19 and wabt come from make deps
@@ -149,10 +162,14 @@ fixtures:
 ## test: everything CI runs: native SDK and policy tests, host and plugin tests
 ## under -race with real TinyGo and Go guests, the scheduler binary checks, and
 ## the end-to-end tests against a real kube-apiserver and etcd (make e2e)
-test: verify deps guests guests-tinygo guests-other build controlplane
+test: verify deps guests guests-tinygo guests-other ports build controlplane
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./... ./testdata/fields/
-	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf)
+	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports)
+	# The ports' differential test against the upstream plugins, without
+	# -race (it compares 12,000+ pairs per port); prints each port's pairs,
+	# agreement and the generated mix.
+	set -o pipefail; $(GO) test -count=1 -v ./test/ports/ | grep -E '(ports_test.go|generated:|pod:|^\s*--- |^ok|FAIL|^PASS)'
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
 	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial)_test.go|--- |ok|FAIL|PASS)'
@@ -186,18 +203,19 @@ e2e: build guests-tinygo controlplane
 BENCH_OUT := $(OUT)/bench
 # scheduler_perf runs are noisy on 2 cores: the doc shows the median of BENCH_COUNT runs.
 BENCH_COUNT ?= 3
-bench: build guests guests-tinygo controlplane $(ETCD_PATH)/etcd
+bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	mkdir -p $(BENCH_OUT)
 	set -o pipefail; $(GO) test -run XXX -bench . -benchmem ./test/perf/ | tee $(BENCH_OUT)/perf.txt
 	set -o pipefail; $(GO) test -run XXX -bench Cycle -benchtime 200x ./pkg/extender/ | tee $(BENCH_OUT)/extender.txt
+	set -o pipefail; $(GO) test -run XXX -bench Ports ./test/ports/ | tee $(BENCH_OUT)/ports.txt
 	rm -rf $(BENCH_OUT)/cluster && mkdir -p $(BENCH_OUT)/cluster
 	set -o pipefail; PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -count $(BENCH_COUNT) -timeout 90m ./test/perf/cluster/ \
 		-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/cluster 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | tee $(BENCH_OUT)/cluster.txt
 	$(GO) run ./hack/benchreport
 
 ## bench-smoke: each benchmark once, so they keep compiling and running
-bench-smoke: build guests guests-tinygo controlplane $(ETCD_PATH)/etcd
-	$(GO) test -run XXX -bench . -benchtime 1x ./test/perf/ ./pkg/extender/ ./host/
+bench-smoke: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
+	$(GO) test -run XXX -bench . -benchtime 1x ./test/perf/ ./pkg/extender/ ./host/ ./test/ports/
 	set -o pipefail; PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf/cluster/ \
 		-args -perf-scheduling-label-filter=smoke -data-items-dir $$(mktemp -d) 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | cut -c1-120
 
