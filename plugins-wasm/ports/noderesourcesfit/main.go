@@ -39,6 +39,11 @@ var (
 	scoreRequests sdk.PerCycle[map[string]int64]
 )
 
+var (
+	strategy string
+	parsed   bool
+)
+
 type request struct {
 	name     string
 	quantity int64
@@ -96,7 +101,9 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 // v1.34.10 and v1.37.2, noderesources/fit.go NewFit), so the score sums the
 // containers alone. NodeResourcesBalancedAllocation does count them.
 func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
-	strategy := sdk.ParseConfig(sdk.Config())["strategy"]
+	if !parsed { // the config never changes in an instance: parse it once
+		strategy, parsed = sdk.ParseConfig(sdk.Config())["strategy"], true
+	}
 	podReq := scoreRequests.Get(func() map[string]int64 {
 		return sdk.PodRequests(pod.Containers(), nil, pod.Overhead(), sdk.DefaultNonZeroRequests)
 	})
