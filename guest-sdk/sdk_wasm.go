@@ -234,19 +234,7 @@ func notDeclared(fn string, num int32) {
 }
 
 // itoa formats a small non-negative number without strconv.
-func itoa(n int32) string {
-	if n <= 0 {
-		return "0"
-	}
-	var b [10]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
-}
+func itoa(n int32) string { return itoaInt(int(n)) }
 
 // The pod is the same for every call of a cycle, and an instance serves many
 // calls of a cycle, so pod reads are cached until the cycle id changes.
