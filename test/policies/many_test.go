@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,6 +95,12 @@ func TestManyPoliciesInOnePlugin(t *testing.T) {
 	}
 	checked, scored := 0, 0
 	for _, ex := range testguests.Policies {
+		if slices.Contains(tables[ex].Reads, "Cluster") {
+			// Its cases each bring a cluster (counts over nodes other than
+			// the case's), which one Explain per case node cannot give it;
+			// TestExamplePoliciesAsWasm runs its table with the clusters.
+			continue
+		}
 		for _, c := range tables[ex].Cases {
 			ni, err := casetable.NodeInfo(c.Node)
 			if err != nil {
