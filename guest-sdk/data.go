@@ -22,6 +22,12 @@ type PodData struct {
 	PodResources map[string]int64
 	// ClaimNames are the persistentVolumeClaim volumes' claim names.
 	ClaimNames []string
+	// ImageVolumes are the image volumes' references.
+	ImageVolumes []string
+	// DefaultSpreadSelector is what Pod.DefaultSpreadSelector returns: in
+	// a scheduler, what the Services and the controller selecting the pod
+	// select.
+	DefaultSpreadSelector *LabelSelector
 	// CreationTimestamp and DeletionTimestamp are RFC 3339 in UTC, "" when unset.
 	CreationTimestamp, DeletionTimestamp string
 	// Affinity is spec.affinity; TopologySpreadConstraints are
@@ -124,6 +130,14 @@ type NodeCondition struct {
 type NodeImage struct {
 	Name      string
 	SizeBytes int64
+}
+
+// ImageState is one image name as the scheduler's snapshot has it for a
+// node (ImageStateSummary): its size, and how many nodes hold it.
+type ImageState struct {
+	Name      string
+	SizeBytes int64
+	NumNodes  int
 }
 
 // NodeAddress is one of the node's status.addresses.

@@ -333,6 +333,17 @@ func (Pod) ClaimNames() []string {
 	return out
 }
 
+// ImageVolumes returns the references of the pod's image volumes
+// (spec.volumes[].image.reference), in spec order.
+func (Pod) ImageVolumes() []string {
+	var out []string
+	r := abi.NewListReader(podList(abi.PodImageVolumes))
+	for r.Len() >= 1 {
+		out = append(out, next(&r, 1)[0])
+	}
+	return out
+}
+
 // next reads n strings of a record.
 func next(r *abi.ListReader, n int) []string {
 	f := make([]string, n)
@@ -458,6 +469,21 @@ func (Node) Images() []NodeImage {
 	for r.Len() >= 2 {
 		f := next(&r, 2)
 		is = append(is, NodeImage{Name: f[0], SizeBytes: parseInt([]byte(f[1]))})
+	}
+	return is
+}
+
+// ImageStates returns the scheduler's image states for the node, as
+// ImageLocality scores with them: one entry per image name, sorted by
+// name, with the number of nodes in the scheduler's snapshot that hold the
+// image. Needs `reads: [Cluster]` (the count reveals other nodes); the
+// host encodes it on every call, so read it once per call.
+func (Node) ImageStates() []ImageState {
+	var is []ImageState
+	r := abi.NewListReader(nodeList(abi.NodeImageStates))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		is = append(is, ImageState{Name: f[0], SizeBytes: parseInt([]byte(f[1])), NumNodes: int(parseInt([]byte(f[2])))})
 	}
 	return is
 }

@@ -186,7 +186,7 @@ func podList(kind int32) []byte {
 	case abi.PodOverhead:
 		return abi.EncodeInts(p.Overhead)
 	case abi.PodNodeAffinityRequired, abi.PodNodeAffinityPreferred, abi.PodAffinityRequired, abi.PodAffinityPreferred,
-		abi.PodAntiAffinityRequired, abi.PodAntiAffinityPreferred, abi.PodTopologySpread:
+		abi.PodAntiAffinityRequired, abi.PodAntiAffinityPreferred, abi.PodTopologySpread, abi.PodDefaultSpreadSelector:
 		return encodeTerms(p, kind)
 	case abi.PodResources:
 		return abi.EncodeInts(p.PodResources)
@@ -194,6 +194,12 @@ func podList(kind int32) []byte {
 		var rs [][]string
 		for _, c := range p.ClaimNames {
 			rs = append(rs, []string{c})
+		}
+		return encodeRecords(rs)
+	case abi.PodImageVolumes:
+		var rs [][]string
+		for _, ref := range p.ImageVolumes {
+			rs = append(rs, []string{ref})
 		}
 		return encodeRecords(rs)
 	case abi.PodSchedulingGates:
@@ -268,6 +274,8 @@ func nodeList(kind int32) []byte {
 			rs = append(rs, []string{im.Name, strconv.FormatInt(im.SizeBytes, 10)})
 		}
 		return encodeRecords(rs)
+	case abi.NodeImageStates:
+		return encodeImageStates(n)
 	case abi.NodeAddresses:
 		var rs [][]string
 		for _, a := range n.Addresses {
@@ -467,6 +475,36 @@ func cluster() *ClusterData {
 		panic("sdk: no cluster; call SetCluster before running a policy that reads Cluster")
 	}
 	return nativeCluster
+}
+
+// encodeImageStates gives node_list kind NodeImageStates natively: the
+// node's images, the first size seen for each name, and the number of the
+// cluster's nodes (SetCluster) that list the name.
+func encodeImageStates(n *NodeData) []byte {
+	c := cluster()
+	sizes := map[string]int64{}
+	var names []string
+	for _, im := range n.Images {
+		if _, ok := sizes[im.Name]; !ok {
+			sizes[im.Name] = im.SizeBytes
+			names = append(names, im.Name)
+		}
+	}
+	sort.Strings(names)
+	var rs [][]string
+	for _, name := range names {
+		num := 0
+		for _, cn := range c.Nodes {
+			for _, im := range cn.Images {
+				if im.Name == name {
+					num++
+					break
+				}
+			}
+		}
+		rs = append(rs, []string{name, strconv.FormatInt(sizes[name], 10), strconv.Itoa(num)})
+	}
+	return encodeRecords(rs)
 }
 
 func clusterNodes() int { return len(cluster().Nodes) }

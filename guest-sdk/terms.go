@@ -127,6 +127,20 @@ func (Pod) TopologySpreadConstraints() []TopologySpreadConstraint {
 	return out
 }
 
+// DefaultSpreadSelector returns the label selector PodTopologySpread's
+// default constraints count the pod's peers with: what the Services that
+// select the pod and its controlling ReplicationController, ReplicaSet or
+// StatefulSet select. nil when nothing selects the pod, and then the
+// default constraints do not apply. Needs `reads: [Cluster]`; natively it
+// is PodData.DefaultSpreadSelector.
+func (Pod) DefaultSpreadSelector() *LabelSelector {
+	ts := podTerms(abi.PodDefaultSpreadSelector)
+	if len(ts) == 0 {
+		return nil
+	}
+	return ts[0].LabelSelector
+}
+
 func podTerms(kind int32) []PodAffinityTerm {
 	var out []PodAffinityTerm
 	eachTermRow(podList(kind), func(i int, weight string, row []string) {
@@ -358,6 +372,11 @@ func encodeTerms(p *PodData, kind int32) []byte {
 			for _, k := range c.MatchLabelKeys {
 				add(i, "", abi.TermMatchLabelKeys, k, "", "")
 			}
+		}
+	case abi.PodDefaultSpreadSelector:
+		if s := p.DefaultSpreadSelector; s != nil && (len(s.MatchLabels) > 0 || len(s.MatchExpressions) > 0) {
+			add(0, "", abi.TermStart, "", "", "")
+			selector(0, abi.TermLabelSelector, s)
 		}
 	}
 	b := abi.AppendListHeader(nil, 6*len(rows))

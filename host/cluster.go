@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -28,6 +29,10 @@ type ClusterView struct {
 	// NamespaceLabels returns a namespace's labels and whether it exists; nil
 	// when the view has no namespaces (namespace_labels then answers -3).
 	NamespaceLabels func(name string) (map[string]string, bool)
+	// DefaultSpreadSelector returns the requirements of the selector
+	// PodTopologySpread's default constraints use for a pod (pod_list kind
+	// PodDefaultSpreadSelector); nil gives none.
+	DefaultSpreadSelector func(pod *v1.Pod) []metav1.LabelSelectorRequirement
 
 	mu     sync.Mutex
 	counts map[string][]byte // by term bytes

@@ -133,9 +133,26 @@ func (p *PodState) list(kind int32) ([]byte, bool) {
 				}
 			}
 			p.lists[kind] = appendStrings(abi.AppendListHeader(nil, len(names)), names...)
+		case abi.PodImageVolumes:
+			var refs []string
+			for _, v := range pod.Spec.Volumes {
+				if v.Image != nil {
+					refs = append(refs, v.Image.Reference)
+				}
+			}
+			p.lists[kind] = appendStrings(abi.AppendListHeader(nil, len(refs)), refs...)
 		case abi.PodNodeAffinityRequired, abi.PodNodeAffinityPreferred, abi.PodAffinityRequired, abi.PodAffinityPreferred,
 			abi.PodAntiAffinityRequired, abi.PodAntiAffinityPreferred, abi.PodTopologySpread:
 			p.lists[kind] = encodeTerms(pod, kind)
+		case abi.PodDefaultSpreadSelector:
+			var r termRows
+			if c := p.Cluster; c != nil && c.DefaultSpreadSelector != nil {
+				if reqs := c.DefaultSpreadSelector(pod); len(reqs) > 0 {
+					r.add(0, "", abi.TermStart, "", "", "")
+					r.selector(0, abi.TermLabelSelector, &metav1.LabelSelector{MatchExpressions: reqs})
+				}
+			}
+			p.lists[kind] = r.bytes()
 		case abi.PodSchedulingGates:
 			b := abi.AppendListHeader(nil, len(pod.Spec.SchedulingGates))
 			for _, g := range pod.Spec.SchedulingGates {
@@ -258,6 +275,12 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 	if kind < 0 || kind >= abi.NumNodeLists {
 		return nil, false
 	}
+	if kind == abi.NodeImageStates {
+		// Not cached with the node: an image's NumNodes counts other
+		// nodes, and the snapshot may change it without this node's
+		// generation changing.
+		return encodeImageStates(ni.GetImageStates()), true
+	}
 	e := nodes.entry(ni)
 	e.once[kind].Do(func() {
 		node := ni.Node()
@@ -344,6 +367,21 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 		}
 	})
 	return e.lists[kind], true
+}
+
+// encodeImageStates encodes node_list kind NodeImageStates, sorted by name.
+func encodeImageStates(states map[string]*fwk.ImageStateSummary) []byte {
+	names := make([]string, 0, len(states))
+	for name := range states {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	b := abi.AppendListHeader(nil, 3*len(names))
+	for _, name := range names {
+		st := states[name]
+		b = appendStrings(b, name, strconv.FormatInt(st.Size, 10), strconv.Itoa(st.NumNodes))
+	}
+	return b
 }
 
 func quantities(rl v1.ResourceList) map[string]int64 {

@@ -230,9 +230,19 @@ const (
 	PodAntiAffinityRequired  int32 = 17
 	PodAntiAffinityPreferred int32 = 18
 	PodTopologySpread        int32 = 19
+	// PodImageVolumes: the reference of each image volume
+	// (spec.volumes[].image.reference), one string each.
+	PodImageVolumes int32 = 20
+	// PodDefaultSpreadSelector: the label selector PodTopologySpread's
+	// default constraints count the pod's peers with (the selectors of the
+	// Services selecting the pod and of its controlling
+	// ReplicationController, ReplicaSet or StatefulSet), as term rows of
+	// one term: a TermStart row, then TermLabelSelector rows. No rows when
+	// nothing selects the pod (the default constraints do not apply).
+	PodDefaultSpreadSelector int32 = 21
 
 	// NumPodLists sizes tables indexed by pod_list kind.
-	NumPodLists = PodTopologySpread + 1
+	NumPodLists = PodDefaultSpreadSelector + 1
 )
 
 // Parts of a term row (docs/abi.md §4.2.1). A TermStart row opens term i
@@ -296,9 +306,15 @@ const (
 	// NodeResourcesFit scores them (a container without a cpu or memory
 	// request counts 100m / 200Mi), cpu and memory, name, decimal pairs.
 	NodeNonZeroRequested int32 = 13
+	// NodeImageStates: the scheduler's image states for the node, 3
+	// strings per image name: name, decimal size in bytes, decimal number
+	// of nodes in the scheduler's snapshot that hold the image (as
+	// ImageLocality reads them). Encoded on every call: the count depends
+	// on other nodes.
+	NodeImageStates int32 = 14
 
 	// NumNodeLists sizes tables indexed by node_list kind.
-	NumNodeLists = NodeNonZeroRequested + 1
+	NumNodeLists = NodeImageStates + 1
 )
 
 // Kinds for node_resource.

@@ -12,6 +12,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -118,6 +120,11 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 			continue
 		}
 		pod.Cluster = view
+		var clusterNodes []*v1.Node
+		for _, ni := range view.Nodes {
+			clusterNodes = append(clusterNodes, ni.Node())
+		}
+		intree.SetImageStates(nodes, clusterNodes)
 		pc := new(host.PolicyCycle)
 
 		filters, ferr := runFilter(ctx, v, pod, pc, nodes)
@@ -400,6 +407,9 @@ func Pod(d sdk.PodData) (*v1.Pod, error) {
 	for _, c := range d.ClaimNames {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: c, VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
 	}
+	for i, ref := range d.ImageVolumes {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: fmt.Sprintf("image-%d", i), VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: ref}}})
+	}
 	for _, ts := range []struct {
 		s   string
 		dst **metav1.Time
@@ -464,13 +474,22 @@ func Pod(d sdk.PodData) (*v1.Pod, error) {
 // clusterView is a case's cluster view: its cluster's nodes and
 // namespaces, or its own node alone, as natively (casetest.Case.Cluster).
 func clusterView(c *casetest.Case, own fwk.NodeInfo) (*host.ClusterView, error) {
+	// The case's pod says what selects it, as natively.
+	var spread []metav1.LabelSelectorRequirement
+	if s := labelSelector(c.Pod.DefaultSpreadSelector); s != nil {
+		for _, k := range slices.Sorted(maps.Keys(s.MatchLabels)) {
+			spread = append(spread, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{s.MatchLabels[k]}})
+		}
+		spread = append(spread, s.MatchExpressions...)
+	}
+	defaultSpread := func(*v1.Pod) []metav1.LabelSelectorRequirement { return spread }
 	if c.Cluster == nil {
-		return &host.ClusterView{Nodes: []fwk.NodeInfo{own}, NamespaceLabels: func(string) (map[string]string, bool) { return nil, false }}, nil
+		return &host.ClusterView{Nodes: []fwk.NodeInfo{own}, NamespaceLabels: func(string) (map[string]string, bool) { return nil, false }, DefaultSpreadSelector: defaultSpread}, nil
 	}
 	v := &host.ClusterView{NamespaceLabels: func(name string) (map[string]string, bool) {
 		l, ok := c.Cluster.Namespaces[name]
 		return l, ok
-	}}
+	}, DefaultSpreadSelector: defaultSpread}
 	for _, d := range c.Cluster.Nodes {
 		ni, err := NodeInfo(d)
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,6 +35,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/spread"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
@@ -153,6 +155,9 @@ type WasmPolicy struct {
 	// namespaces lists namespaces for namespace_labels and count_pods'
 	// namespaceSelector; nil outside a scheduler.
 	namespaces corelisters.NamespaceLister
+	// spread computes pod_list kind PodDefaultSpreadSelector; nil outside
+	// a scheduler (the kind then has no rows).
+	spread *spread.Listers
 }
 
 // policy is one configured policy: its args, its module runtime and source,
@@ -345,7 +350,16 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 	}
 	if w.clusterReads && h != nil {
 		if f := h.SharedInformerFactory(); f != nil {
+			// Asked for here, in New, so that the scheduler starts these
+			// informers with the others (as PodTopologySpread asks for its
+			// listers in New).
 			w.namespaces = f.Core().V1().Namespaces().Lister()
+			w.spread = &spread.Listers{
+				Services:               f.Core().V1().Services().Lister(),
+				ReplicationControllers: f.Core().V1().ReplicationControllers().Lister(),
+				ReplicaSets:            f.Apps().V1().ReplicaSets().Lister(),
+				StatefulSets:           f.Apps().V1().StatefulSets().Lister(),
+			}
 		}
 	}
 	w.start(ctx)
@@ -375,6 +389,11 @@ func (w *WasmPolicy) clusterView() *host.ClusterView {
 				return nil, false
 			}
 			return ns.Labels, true
+		}
+	}
+	if w.spread != nil {
+		v.DefaultSpreadSelector = func(pod *v1.Pod) []metav1.LabelSelectorRequirement {
+			return spread.Requirements(w.spread.DefaultSelector(pod))
 		}
 	}
 	return v

@@ -25,7 +25,8 @@ const benchNodes = 500
 func BenchmarkPorts(b *testing.B) {
 	for _, p := range ports {
 		r := rand.New(rand.NewPCG(uint64(len(p.module)), 7))
-		nodes, existing := generateNodes(r, benchNodes)
+		generated, existing := generateNodes(r, benchNodes)
+		snapshot, nodes := snapshotOf(generated, existing)
 		pods := make([]*v1.Pod, 32)
 		for i := range pods {
 			pods[i] = generatePod(r, fmt.Sprintf("p%d", i), nodes)
@@ -40,7 +41,7 @@ func BenchmarkPorts(b *testing.B) {
 		}
 		for _, v := range variants {
 			b.Run(p.String()+"/"+v.name, func(b *testing.B) {
-				fw := newFramework(b, p, v.module, nodes, existing)
+				fw := newFramework(b, p, v.module, snapshot)
 				i := 0
 				for b.Loop() {
 					runCycle(b, fw, pods[i%len(pods)], nodes)

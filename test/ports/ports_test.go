@@ -79,6 +79,7 @@ var ports = []port{
 	{name: "noderesourcesfit/RequestedToCapacityRatio", plugin: names.NodeResourcesFit, module: "noderesourcesfit", preScore: true, score: true, args: fitArgs(schedconfig.RequestedToCapacityRatio), config: "strategy=RequestedToCapacityRatio"},
 	{plugin: names.NodeResourcesBalancedAllocation, module: "balancedallocation", preScore: true, score: true,
 		args: &schedconfig.NodeResourcesBalancedAllocationArgs{Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}}}},
+	{plugin: names.ImageLocality, module: "imagelocality", score: true, reads: []string{"Cluster"}},
 }
 
 // fitArgs are NodeResourcesFit's default args with a scoring strategy;
@@ -120,9 +121,10 @@ func TestPortsMatchUpstream(t *testing.T) {
 				// At least minClusters; more while the pairs an extension
 				// point needs are short (Score sees only feasible nodes).
 				for c := 0; c < minClusters || (c < maxClusters && (st.filterPairs < minPairs || (p.score && st.scorePairs < minPairs))); c++ {
-					nodes, existing := generateNodes(r, clusterNodes)
-					upstream := newFramework(t, p, "", nodes, existing)
-					wasm := newFramework(t, p, module, nodes, existing)
+					generated, existing := generateNodes(r, clusterNodes)
+					snapshot, nodes := snapshotOf(generated, existing)
+					upstream := newFramework(t, p, "", snapshot)
+					wasm := newFramework(t, p, module, snapshot)
 					st.mix.nodes(nodes)
 					for i := range clusterPods {
 						pod := generatePod(r, fmt.Sprintf("p%d", i), nodes)
@@ -223,6 +225,7 @@ func (m *mix) nodes(infos []fwk.NodeInfo) {
 		m.add("nodes running pods", len(ni.GetPods()) > 0)
 		_, hasMem := n.Status.Allocatable[v1.ResourceMemory]
 		m.add("nodes without memory", !hasMem)
+		m.add("nodes with images", len(n.Status.Images) > 0)
 		(*m)["running pods"] += len(ni.GetPods()) // the map exists: add("nodes") made it
 	}
 }
@@ -239,6 +242,7 @@ func (m *mix) pod(pod *v1.Pod) {
 	m.add("with sidecars", slices.ContainsFunc(pod.Spec.InitContainers, func(c v1.Container) bool { return c.RestartPolicy != nil }))
 	m.add("with overhead", pod.Spec.Overhead != nil)
 	m.add("with pod-level resources", pod.Spec.Resources != nil)
+	m.add("with image volumes", len(pod.Spec.Volumes) > 0)
 	hostPort := false
 	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 		for _, p := range c.Ports {
@@ -313,7 +317,7 @@ func (s *stats) summary(score bool) string {
 func describe(pod *v1.Pod) string {
 	var cs []string
 	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
-		cs = append(cs, fmt.Sprintf("%s(sidecar=%v requests=%v ports=%v)", c.Name, c.RestartPolicy != nil, c.Resources.Requests, c.Ports))
+		cs = append(cs, fmt.Sprintf("%s(image=%s sidecar=%v requests=%v ports=%v)", c.Name, c.Image, c.RestartPolicy != nil, c.Resources.Requests, c.Ports))
 	}
 	return fmt.Sprintf("nodeName=%q nodeSelector=%v affinity=%+v tolerations=%+v containers=%v overhead=%v resources=%v",
 		pod.Spec.NodeName, pod.Spec.NodeSelector, pod.Spec.Affinity, pod.Spec.Tolerations, cs, pod.Spec.Overhead, pod.Spec.Resources)
@@ -322,7 +326,7 @@ func describe(pod *v1.Pod) string {
 // newFramework builds a framework over a snapshot of the cluster with one
 // plugin at the port's extension points: the upstream plugin (module ""),
 // or WasmPolicy running the port module.
-func newFramework(t testing.TB, p port, module string, infos []fwk.NodeInfo, existing []*v1.Pod) intree.Framework {
+func newFramework(t testing.TB, p port, module string, snapshot *cache.Snapshot) intree.Framework {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -357,11 +361,6 @@ func newFramework(t testing.TB, p port, module string, infos []fwk.NodeInfo, exi
 	if p.score {
 		pl.Score = schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: name, Weight: 1}}}
 	}
-	var nodes []*v1.Node
-	for _, ni := range infos {
-		nodes = append(nodes, ni.Node())
-	}
-	snapshot := cache.NewSnapshot(existing, nodes)
 	fw, err := frameworkruntime.NewFramework(ctx, registry, profile,
 		frameworkruntime.WithClientSet(fake.NewClientset()),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
@@ -372,6 +371,26 @@ func newFramework(t testing.TB, p port, module string, infos []fwk.NodeInfo, exi
 	}
 	t.Cleanup(func() { _ = fw.Close() })
 	return fw
+}
+
+// snapshotOf is the scheduler's snapshot of a generated cluster (both
+// frameworks read it), and its NodeInfos in the generated order: they, not
+// the generated ones, carry what the snapshot adds, such as image states.
+func snapshotOf(infos []fwk.NodeInfo, existing []*v1.Pod) (*cache.Snapshot, []fwk.NodeInfo) {
+	var nodes []*v1.Node
+	for _, ni := range infos {
+		nodes = append(nodes, ni.Node())
+	}
+	snapshot := cache.NewSnapshot(existing, nodes)
+	out := make([]fwk.NodeInfo, len(nodes))
+	for i, n := range nodes {
+		ni, err := snapshot.NodeInfos().Get(n.Name)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = ni
+	}
+	return snapshot, out
 }
 
 // The generated clusters draw from small sets so that matches and misses
@@ -405,6 +424,13 @@ func generateNodes(r *rand.Rand, n int) ([]fwk.NodeInfo, []*v1.Pod) {
 			}
 		}
 		node.Status.Capacity = node.Status.Allocatable
+		for range r.IntN(5) {
+			im := v1.ContainerImage{Names: []string{nodeImages[r.IntN(len(nodeImages))]}, SizeBytes: imageSizes[r.IntN(len(imageSizes))]}
+			if r.IntN(3) == 0 { // a second name (a digest or another tag) for the same image
+				im.Names = append(im.Names, nodeImages[r.IntN(len(nodeImages))])
+			}
+			node.Status.Images = append(node.Status.Images, im)
+		}
 		for range r.IntN(4) {
 			node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: taintKeys[r.IntN(len(taintKeys))], Value: taintValues[r.IntN(len(taintValues))], Effect: effects[r.IntN(len(effects))]})
 		}
@@ -452,7 +478,10 @@ func generatePod(r *rand.Rand, name string, nodes []fwk.NodeInfo) *v1.Pod {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tol)
 	}
 	for i := range 1 + r.IntN(2) {
-		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: fmt.Sprint("app", i), Ports: randomPorts(r), Resources: v1.ResourceRequirements{Requests: randomRequests(r)}})
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: fmt.Sprint("app", i), Image: podImages[r.IntN(len(podImages))], Ports: randomPorts(r), Resources: v1.ResourceRequirements{Requests: randomRequests(r)}})
+	}
+	for i := range r.IntN(3) / 2 { // an image volume in one pod of three
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: fmt.Sprint("image", i), VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: podImages[r.IntN(len(podImages))]}}})
 	}
 	if r.IntN(4) == 0 {
 		pod.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")}
@@ -461,7 +490,7 @@ func generatePod(r *rand.Rand, name string, nodes []fwk.NodeInfo) *v1.Pod {
 		pod.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3"), v1.ResourceMemory: resource.MustParse("6Gi")}}
 	}
 	if r.IntN(3) == 0 {
-		c := v1.Container{Name: "init", Ports: randomPorts(r), Resources: v1.ResourceRequirements{Requests: randomRequests(r)}}
+		c := v1.Container{Name: "init", Image: podImages[r.IntN(len(podImages))], Ports: randomPorts(r), Resources: v1.ResourceRequirements{Requests: randomRequests(r)}}
 		if r.IntN(2) == 0 {
 			always := v1.ContainerRestartPolicyAlways // a sidecar: its ports count
 			c.RestartPolicy = &always
@@ -498,6 +527,19 @@ func generatePod(r *rand.Rand, name string, nodes []fwk.NodeInfo) *v1.Pod {
 	}
 	return pod
 }
+
+// nodeImages are the names a node reports its images by (the runtime's
+// normalized names), imageSizes their sizes: below ImageLocality's 23 MiB
+// floor, inside its range and above 1000 MiB. podImages are what pods ask
+// for: with and without a tag, with a registry port, one that no node
+// holds.
+var (
+	nodeImages = []string{"nginx:latest", "nginx:1.27", "docker.io/library/nginx:latest", "registry.local:5000/app:latest",
+		"registry.local:5000/app:v2", "busybox:latest", "ml/model:v1", "ml/model@sha256:0f3c"}
+	imageSizes = []int64{5 << 20, 60 << 20, 300 << 20, 800 << 20, 3 << 30}
+	podImages  = []string{"nginx", "nginx:latest", "nginx:1.27", "docker.io/library/nginx", "registry.local:5000/app",
+		"registry.local:5000/app:v2", "busybox", "ml/model:v1", "ml/model@sha256:0f3c", "absent:1"}
+)
 
 // nodeResources are the values a node's allocatable takes per resource;
 // "" leaves the resource out (the node does not report it).

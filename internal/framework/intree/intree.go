@@ -38,5 +38,39 @@ func NodeInfos(nodes []*v1.Node, pods []*v1.Pod) []fwk.NodeInfo {
 		ni.SetNode(n)
 		out[i] = ni
 	}
+	SetImageStates(out, nodes)
 	return out
+}
+
+// SetImageStates gives each of infos (built by NewNodeInfo) the image
+// states a scheduler snapshot of cluster would give it, as ImageLocality
+// reads them: per name of each of its node's images, the image's size and
+// the number of cluster's nodes that list the name.
+func SetImageStates(infos []fwk.NodeInfo, cluster []*v1.Node) {
+	holders := map[string]map[string]bool{}
+	for _, n := range cluster {
+		for _, im := range n.Status.Images {
+			for _, name := range im.Names {
+				if holders[name] == nil {
+					holders[name] = map[string]bool{}
+				}
+				holders[name][n.Name] = true
+			}
+		}
+	}
+	for _, info := range infos {
+		ni, ok := info.(*k8sframework.NodeInfo)
+		if !ok || ni.Node() == nil {
+			continue
+		}
+		states := map[string]*fwk.ImageStateSummary{}
+		for _, im := range ni.Node().Status.Images {
+			for _, name := range im.Names {
+				if _, seen := states[name]; !seen {
+					states[name] = &fwk.ImageStateSummary{Size: im.SizeBytes, NumNodes: len(holders[name])}
+				}
+			}
+		}
+		ni.ImageStates = states
+	}
 }
