@@ -27,6 +27,7 @@ func BenchmarkPorts(b *testing.B) {
 		r := rand.New(rand.NewPCG(uint64(len(p.module)), 7))
 		generated, existing := generateNodes(r, benchNodes)
 		snapshot, nodes := snapshotOf(generated, existing)
+		objects := spreadObjects(r)
 		pods := make([]*v1.Pod, 32)
 		for i := range pods {
 			pods[i] = generatePod(r, fmt.Sprintf("p%d", i), nodes)
@@ -41,7 +42,7 @@ func BenchmarkPorts(b *testing.B) {
 		}
 		for _, v := range variants {
 			b.Run(p.String()+"/"+v.name, func(b *testing.B) {
-				fw := newFramework(b, p, v.module, snapshot)
+				fw := newFramework(b, p, v.module, snapshot, objects)
 				i := 0
 				for b.Loop() {
 					runCycle(b, fw, pods[i%len(pods)], nodes)

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+	"k8s.io/utils/ptr"
 
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
@@ -80,6 +82,8 @@ var ports = []port{
 	{plugin: names.NodeResourcesBalancedAllocation, module: "balancedallocation", preScore: true, score: true,
 		args: &schedconfig.NodeResourcesBalancedAllocationArgs{Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}}}},
 	{plugin: names.ImageLocality, module: "imagelocality", score: true, reads: []string{"Cluster"}},
+	{plugin: names.PodTopologySpread, module: "podtopologyspread", preFilter: true, filter: true, preScore: true, score: true, reads: []string{"Cluster"},
+		args: &schedconfig.PodTopologySpreadArgs{DefaultingType: schedconfig.SystemDefaulting}},
 }
 
 // fitArgs are NodeResourcesFit's default args with a scoring strategy;
@@ -123,8 +127,9 @@ func TestPortsMatchUpstream(t *testing.T) {
 				for c := 0; c < minClusters || (c < maxClusters && (st.filterPairs < minPairs || (p.score && st.scorePairs < minPairs))); c++ {
 					generated, existing := generateNodes(r, clusterNodes)
 					snapshot, nodes := snapshotOf(generated, existing)
-					upstream := newFramework(t, p, "", snapshot)
-					wasm := newFramework(t, p, module, snapshot)
+					objects := spreadObjects(r)
+					upstream := newFramework(t, p, "", snapshot, objects)
+					wasm := newFramework(t, p, module, snapshot, objects)
 					st.mix.nodes(nodes)
 					for i := range clusterPods {
 						pod := generatePod(r, fmt.Sprintf("p%d", i), nodes)
@@ -200,6 +205,9 @@ func runCycle(t testing.TB, fw intree.Framework, pod *v1.Pod, infos []fwk.NodeIn
 // stats counts what the differential test compared.
 type stats struct {
 	filterPairs, scorePairs, rejected, scoredPods, disagreements int
+	// rankedPods are scored pods whose nodes did not all score the same
+	// (upstream's scores), the cases where a score decides anything.
+	rankedPods int
 	mix                                                          mix
 }
 
@@ -227,6 +235,9 @@ func (m *mix) nodes(infos []fwk.NodeInfo) {
 		m.add("nodes without memory", !hasMem)
 		m.add("nodes with images", len(n.Status.Images) > 0)
 		(*m)["running pods"] += len(ni.GetPods()) // the map exists: add("nodes") made it
+		for _, p := range ni.GetPods() {
+			m.add("running pods terminating", p.GetPod().DeletionTimestamp != nil)
+		}
 	}
 }
 
@@ -243,6 +254,8 @@ func (m *mix) pod(pod *v1.Pod) {
 	m.add("with overhead", pod.Spec.Overhead != nil)
 	m.add("with pod-level resources", pod.Spec.Resources != nil)
 	m.add("with image volumes", len(pod.Spec.Volumes) > 0)
+	m.add("with spread constraints", len(pod.Spec.TopologySpreadConstraints) > 0)
+	m.add("with a controller", len(pod.OwnerReferences) > 0)
 	hostPort := false
 	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 		for _, p := range c.Ports {
@@ -281,6 +294,13 @@ func (s *stats) compare(t *testing.T, pod *v1.Pod, want, got outcome) {
 	}
 	if want.scored {
 		s.scoredPods++
+		distinct := map[int64]bool{}
+		for _, v := range want.scores {
+			distinct[v] = true
+		}
+		if len(distinct) > 1 {
+			s.rankedPods++
+		}
 	}
 	for name, w := range want.scores {
 		s.scorePairs++
@@ -304,7 +324,7 @@ func (s *stats) summary(score bool) string {
 	scored := ""
 	if score {
 		n += s.scorePairs
-		scored = fmt.Sprintf(", %d scored pairs over %d scored pods", s.scorePairs, s.scoredPods)
+		scored = fmt.Sprintf(", %d scored pairs over %d scored pods (%d with nodes scored differently)", s.scorePairs, s.scoredPods, s.rankedPods)
 	}
 	pct := 100.0
 	if n > 0 {
@@ -319,14 +339,14 @@ func describe(pod *v1.Pod) string {
 	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 		cs = append(cs, fmt.Sprintf("%s(image=%s sidecar=%v requests=%v ports=%v)", c.Name, c.Image, c.RestartPolicy != nil, c.Resources.Requests, c.Ports))
 	}
-	return fmt.Sprintf("nodeName=%q nodeSelector=%v affinity=%+v tolerations=%+v containers=%v overhead=%v resources=%v",
-		pod.Spec.NodeName, pod.Spec.NodeSelector, pod.Spec.Affinity, pod.Spec.Tolerations, cs, pod.Spec.Overhead, pod.Spec.Resources)
+	return fmt.Sprintf("namespace=%s labels=%v owners=%v nodeName=%q nodeSelector=%v affinity=%+v tolerations=%+v containers=%v overhead=%v resources=%v spread=%+v",
+		pod.Namespace, pod.Labels, pod.OwnerReferences, pod.Spec.NodeName, pod.Spec.NodeSelector, pod.Spec.Affinity, pod.Spec.Tolerations, cs, pod.Spec.Overhead, pod.Spec.Resources, pod.Spec.TopologySpreadConstraints)
 }
 
 // newFramework builds a framework over a snapshot of the cluster with one
 // plugin at the port's extension points: the upstream plugin (module ""),
 // or WasmPolicy running the port module.
-func newFramework(t testing.TB, p port, module string, snapshot *cache.Snapshot) intree.Framework {
+func newFramework(t testing.TB, p port, module string, snapshot *cache.Snapshot, objects []runtime.Object) intree.Framework {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -361,14 +381,20 @@ func newFramework(t testing.TB, p port, module string, snapshot *cache.Snapshot)
 	if p.score {
 		pl.Score = schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: name, Weight: 1}}}
 	}
+	client := fake.NewClientset(objects...)
+	informerFactory := informers.NewSharedInformerFactory(client, 0)
 	fw, err := frameworkruntime.NewFramework(ctx, registry, profile,
-		frameworkruntime.WithClientSet(fake.NewClientset()),
+		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithInformerFactory(informerFactory),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
 		frameworkruntime.WithParallelism(2),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The Services and controllers the default spread constraints read.
+	informerFactory.Start(ctx.Done())
+	informerFactory.WaitForCacheSync(ctx.Done())
 	t.Cleanup(func() { _ = fw.Close() })
 	return fw
 }
@@ -415,6 +441,14 @@ func generateNodes(r *rand.Rand, n int) ([]fwk.NodeInfo, []*v1.Pod) {
 				node.Labels[k] = labelValues[r.IntN(len(labelValues))]
 			}
 		}
+		// The spread ports' topology: usually a hostname and a zone (of
+		// three, or ""), sometimes neither.
+		if r.IntN(8) > 0 {
+			node.Labels[v1.LabelHostname] = node.Name
+		}
+		if r.IntN(6) > 0 {
+			node.Labels[v1.LabelTopologyZone] = zones[r.IntN(len(zones))]
+		}
 		node.Spec.Unschedulable = r.IntN(5) == 0
 		node.Status.Allocatable = v1.ResourceList{}
 		for _, name := range sortedNames(nodeResources) { // sorted: the same seed gives the same cluster
@@ -436,7 +470,11 @@ func generateNodes(r *rand.Rand, n int) ([]fwk.NodeInfo, []*v1.Pod) {
 		}
 		var pods []*v1.Pod
 		for j := range r.IntN(3) {
-			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("run-%d-%d", i, j), Namespace: "default", UID: types.UID(fmt.Sprintf("u-%d-%d", i, j))}, Spec: v1.PodSpec{NodeName: node.Name}}
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("run-%d-%d", i, j), Namespace: namespaces[r.IntN(len(namespaces))],
+				UID: types.UID(fmt.Sprintf("u-%d-%d", i, j)), Labels: randomLabels(r)}, Spec: v1.PodSpec{NodeName: node.Name}}
+			if r.IntN(10) == 0 {
+				p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000000, 0)}
+			}
 			p.Spec.Containers = []v1.Container{{Name: "c", Ports: randomPorts(r), Resources: v1.ResourceRequirements{Requests: randomRequests(r)}}}
 			pods = append(pods, p)
 		}
@@ -455,7 +493,13 @@ func generateNodes(r *rand.Rand, n int) ([]fwk.NodeInfo, []*v1.Pod) {
 // operator, matchFields included; always valid as the API server would
 // accept it.
 func generatePod(r *rand.Rand, name string, nodes []fwk.NodeInfo) *v1.Pod {
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)}}
+	pod := spreadPod(r, name)
+	pod.UID = types.UID("uid-" + name)
+	if r.IntN(2) == 0 {
+		for range 1 + r.IntN(2) {
+			pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, spreadConstraint(r))
+		}
+	}
 	for range r.IntN(4) {
 		tol := v1.Toleration{Key: taintKeys[r.IntN(len(taintKeys))], Value: taintValues[r.IntN(len(taintValues))]}
 		switch r.IntN(4) {
@@ -526,6 +570,46 @@ func generatePod(r *rand.Rand, name string, nodes []fwk.NodeInfo) *v1.Pod {
 		pod.Spec.Affinity = &v1.Affinity{NodeAffinity: na}
 	}
 	return pod
+}
+
+// zones are the values of topology.kubernetes.io/zone; namespaces those
+// of the running pods (the scheduled pods' are spreadPod's).
+var (
+	zones      = []string{"zone-a", "zone-b", "zone-c", ""}
+	namespaces = []string{"default", "default", "other"}
+)
+
+// spreadConstraint is a valid topology spread constraint: on the hostname,
+// the zone or another node label, either action, any maxSkew, selector
+// (nil, empty or random), minDomains, node inclusion policy and
+// matchLabelKeys.
+func spreadConstraint(r *rand.Rand) v1.TopologySpreadConstraint {
+	c := v1.TopologySpreadConstraint{
+		MaxSkew:           int32(1 + r.IntN(3)),
+		TopologyKey:       []string{v1.LabelHostname, v1.LabelTopologyZone, v1.LabelTopologyZone, "disk"}[r.IntN(4)],
+		WhenUnsatisfiable: []v1.UnsatisfiableConstraintAction{v1.DoNotSchedule, v1.ScheduleAnyway}[r.IntN(2)],
+	}
+	switch r.IntN(6) {
+	case 0: // nil: matches nothing
+	case 1:
+		c.LabelSelector = &metav1.LabelSelector{}
+	default:
+		c.LabelSelector = randomLabelSelector(r)
+	}
+	if c.WhenUnsatisfiable == v1.DoNotSchedule && r.IntN(4) == 0 {
+		c.MinDomains = ptr.To(int32(1 + r.IntN(4)))
+	}
+	policies := []v1.NodeInclusionPolicy{v1.NodeInclusionPolicyHonor, v1.NodeInclusionPolicyIgnore}
+	if r.IntN(3) == 0 {
+		c.NodeAffinityPolicy = &policies[r.IntN(2)]
+	}
+	if r.IntN(3) == 0 {
+		c.NodeTaintsPolicy = &policies[r.IntN(2)]
+	}
+	if c.LabelSelector != nil && r.IntN(4) == 0 {
+		c.MatchLabelKeys = []string{spreadKeys[r.IntN(len(spreadKeys))]}
+	}
+	return c
 }
 
 // nodeImages are the names a node reports its images by (the runtime's

@@ -1,0 +1,448 @@
+// Command podtopologyspread is kube-scheduler's PodTopologySpread plugin as
+// a wasmsched policy, with the system default constraints (the default
+// profile's defaultingType System: hostname maxSkew 3 and zone maxSkew 5,
+// both ScheduleAnyway, for pods without constraints of their own).
+//
+// A constraint counts the pods in the pod's namespace, not terminating,
+// that its selector matches (with matchLabelKeys' values from the pod
+// merged in; an empty selector counts nothing), per value of its topology
+// key, over the snapshot's nodes that carry every constraint's key and pass
+// its nodeAffinityPolicy (Honor by default: the pod's nodeSelector and
+// required node affinity) and nodeTaintsPolicy (Ignore by default).
+//
+// PreFilter (DoNotSchedule constraints; Skip without any) counts once per
+// cycle and hands the counts to Filter in cycle state. Filter: a node
+// without a constraint's key is UnschedulableAndUnresolvable; a node where
+// count + 1 (if the pod matches its own selector) - the smallest count
+// exceeds maxSkew is Unschedulable. The smallest count is 0 while there are
+// fewer domains than minDomains.
+//
+// PreScore (ScheduleAnyway constraints; Skip without any), Score and
+// NormalizeScore: upstream takes its domains from the nodes that passed
+// Filter, which a policy first learns in NormalizeScore (ScoredNode), so
+// Score returns 0 and NormalizeScore computes every node's score: per
+// constraint whose key the node has, count × log(domains + 2) + maxSkew - 1
+// (for the hostname key, the node's own count and the number of scored
+// nodes), rounded; then 100 × (highest + lowest - score) / highest, and 0
+// for a node missing a key of the pod's own constraints.
+//
+// It declares `reads: [Cluster]`: the cluster's nodes, pod counts, and the
+// selector of the default constraints.
+package main
+
+import (
+	"math"
+	"strconv"
+
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+func init() {
+	sdk.RegisterPreFilter(preFilter)
+	sdk.RegisterFilter(filter)
+	sdk.RegisterPreScore(preScore)
+	sdk.RegisterScore(score)
+	sdk.RegisterNormalizeScore(normalize)
+}
+
+const (
+	hostnameKey = "kubernetes.io/hostname"
+	zoneKey     = "topology.kubernetes.io/zone"
+
+	reasonConstraints  = "node(s) didn't match pod topology spread constraints"
+	reasonMissingLabel = reasonConstraints + " (missing required label)"
+)
+
+// systemDefaults are upstream's defaults for defaultingType System.
+var systemDefaults = []sdk.TopologySpreadConstraint{
+	{TopologyKey: hostnameKey, WhenUnsatisfiable: "ScheduleAnyway", MaxSkew: 3},
+	{TopologyKey: zoneKey, WhenUnsatisfiable: "ScheduleAnyway", MaxSkew: 5},
+}
+
+// constraint is a spread constraint as upstream evaluates it.
+type constraint struct {
+	maxSkew    int32
+	key        string
+	selector   *sdk.LabelSelector // nil matches nothing
+	minDomains int32
+	// Node inclusion: honorAffinity (default true) counts only nodes the
+	// pod's nodeSelector and required node affinity accept; honorTaints
+	// (default false) only nodes whose NoSchedule/NoExecute taints the pod
+	// tolerates.
+	honorAffinity, honorTaints bool
+}
+
+// constraints are the pod's constraints with whenUnsatisfiable action, or,
+// when the pod has none at all, the system defaults with that action and
+// the default selector (none if nothing selects the pod). fromPod says
+// which.
+func constraints(pod sdk.Pod, action string) (cs []constraint, fromPod bool) {
+	own := pod.TopologySpreadConstraints()
+	if len(own) == 0 {
+		sel := pod.DefaultSpreadSelector()
+		if sel == nil {
+			return nil, false
+		}
+		for _, d := range systemDefaults {
+			if d.WhenUnsatisfiable == action {
+				cs = append(cs, constraint{maxSkew: d.MaxSkew, key: d.TopologyKey, selector: sel, minDomains: 1, honorAffinity: true})
+			}
+		}
+		return cs, false
+	}
+	labels := pod.Labels()
+	for _, c := range own {
+		if c.WhenUnsatisfiable != action {
+			continue
+		}
+		cs = append(cs, constraint{
+			maxSkew:       c.MaxSkew,
+			key:           c.TopologyKey,
+			selector:      mergeMatchLabelKeys(c.LabelSelector, c.MatchLabelKeys, labels),
+			minDomains:    max(c.MinDomains, 1),
+			honorAffinity: c.NodeAffinityPolicy != "Ignore",
+			honorTaints:   c.NodeTaintsPolicy == "Honor",
+		})
+	}
+	return cs, true
+}
+
+// mergeMatchLabelKeys adds "key In (the pod's value)" for each of keys the
+// pod has a label for, as upstream merges matchLabelKeys. A nil selector
+// stays nil: upstream's selector that matches nothing has no requirements
+// to merge into.
+func mergeMatchLabelKeys(sel *sdk.LabelSelector, keys []string, podLabels map[string]string) *sdk.LabelSelector {
+	if sel == nil || len(keys) == 0 {
+		return sel
+	}
+	out := &sdk.LabelSelector{MatchLabels: sel.MatchLabels, MatchExpressions: append([]sdk.LabelSelectorRequirement(nil), sel.MatchExpressions...)}
+	for _, k := range keys {
+		if v, ok := podLabels[k]; ok {
+			out.MatchExpressions = append(out.MatchExpressions, sdk.LabelSelectorRequirement{Key: k, Operator: "In", Values: []string{v}})
+		}
+	}
+	return out
+}
+
+// empty reports a selector without requirements: upstream counts no pod
+// for it (though the pod still matches it itself).
+func empty(s *sdk.LabelSelector) bool {
+	return s != nil && len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0
+}
+
+// perNode is how many of the pods on each node (by name) a constraint
+// counts; nil counts none.
+func perNode(c constraint) map[string]int64 {
+	if c.selector == nil || empty(c.selector) {
+		return nil
+	}
+	return sdk.Cluster{}.CountPods(sdk.CountTerm{LabelSelector: c.selector})
+}
+
+// requiredAffinity is the pod's nodeSelector and required node affinity,
+// as upstream's GetRequiredNodeAffinity matches them (a malformed term
+// matches nothing).
+type requiredAffinity struct {
+	selector map[string]string
+	terms    []sdk.NodeSelectorTerm
+}
+
+func (r requiredAffinity) matches(name string, labels map[string]string) bool {
+	for k, v := range r.selector {
+		if got, ok := labels[k]; !ok || !sdk.Equal(got, v) {
+			return false
+		}
+	}
+	return r.terms == nil || sdk.MatchNodeSelectorTerms(r.terms, name, labels)
+}
+
+// untolerated reports a NoSchedule or NoExecute taint no toleration tolerates.
+func untolerated(taints []sdk.Taint, tolerations []sdk.Toleration) bool {
+	for _, t := range taints {
+		if t.Effect != "NoSchedule" && t.Effect != "NoExecute" {
+			continue
+		}
+		ok := false
+		for _, tol := range tolerations {
+			if tol.Tolerates(t) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// clusterNode is one node of the snapshot as the counting reads it.
+type clusterNode struct {
+	name   string
+	labels map[string]string
+	taints []sdk.Taint
+}
+
+func clusterNodes() []clusterNode {
+	c := sdk.Cluster{}
+	out := make([]clusterNode, c.NodeCount())
+	for i := range out {
+		out[i] = clusterNode{name: c.NodeName(i), labels: c.NodeLabels(i)}
+	}
+	return out
+}
+
+// counter decides which nodes count for a pod's constraints.
+type counter struct {
+	cs          []constraint
+	affinity    requiredAffinity
+	tolerations []sdk.Toleration
+	taintsRead  bool
+}
+
+func newCounter(pod sdk.Pod, cs []constraint) *counter {
+	k := &counter{cs: cs, affinity: requiredAffinity{selector: pod.NodeSelector(), terms: pod.NodeAffinityRequired()}}
+	for _, c := range cs {
+		if c.honorTaints {
+			k.tolerations, k.taintsRead = pod.Tolerations(), true
+		}
+	}
+	return k
+}
+
+// hasKeys reports whether labels carry every constraint's topology key.
+func hasKeys(cs []constraint, labels map[string]string) bool {
+	for _, c := range cs {
+		if _, ok := labels[c.key]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// includes reports whether constraint c counts the pods of node n.
+func (k *counter) includes(c constraint, n *clusterNode, i int) bool {
+	if c.honorAffinity && !k.affinity.matches(n.name, n.labels) {
+		return false
+	}
+	if c.honorTaints {
+		if n.taints == nil {
+			n.taints = sdk.Cluster{}.NodeTaints(i)
+		}
+		if untolerated(n.taints, k.tolerations) {
+			return false
+		}
+	}
+	return true
+}
+
+// filterState is what PreFilter hands Filter, per constraint.
+type filterState struct {
+	key       string
+	maxSkew   int64
+	selfMatch int64
+	minMatch  int64
+	counts    map[string]int64
+}
+
+func preFilter(pod sdk.Pod) sdk.Status {
+	cs, _ := constraints(pod, "DoNotSchedule")
+	if len(cs) == 0 {
+		return sdk.Skip()
+	}
+	k := newCounter(pod, cs)
+	nodes := clusterNodes()
+	labels := pod.Labels()
+	states := make([]filterState, len(cs))
+	for i, c := range cs {
+		states[i] = filterState{key: c.key, maxSkew: int64(c.maxSkew), counts: map[string]int64{}}
+		if c.selector.Matches(labels) {
+			states[i].selfMatch = 1
+		}
+	}
+	for i, c := range cs {
+		counts := perNode(c)
+		for j := range nodes {
+			n := &nodes[j]
+			if !hasKeys(cs, n.labels) || !k.includes(c, n, j) {
+				continue
+			}
+			states[i].counts[n.labels[c.key]] += counts[n.name]
+		}
+		m := int64(math.MaxInt32)
+		for _, v := range states[i].counts {
+			m = min(m, v)
+		}
+		if len(states[i].counts) < int(c.minDomains) {
+			m = 0
+		}
+		states[i].minMatch = m
+	}
+	sdk.SetCycleState(encodeState(states))
+	return sdk.Success()
+}
+
+// encodeState writes the states as a string list: per constraint key,
+// maxSkew, selfMatch, minMatch, the number of domains, then (domain,
+// count) pairs.
+func encodeState(states []filterState) []byte {
+	n := 0
+	for _, s := range states {
+		n += 5 + 2*len(s.counts)
+	}
+	b := abi.AppendListHeader(nil, n)
+	for _, s := range states {
+		b = abi.AppendString(b, s.key)
+		for _, v := range []int64{s.maxSkew, s.selfMatch, s.minMatch, int64(len(s.counts))} {
+			b = abi.AppendString(b, strconv.FormatInt(v, 10))
+		}
+		for d, c := range s.counts {
+			b = abi.AppendString(abi.AppendString(b, d), strconv.FormatInt(c, 10))
+		}
+	}
+	return b
+}
+
+func decodeState(b []byte) []filterState {
+	r := abi.NewListReader(b)
+	next := func() string { s, _ := r.Next(); return string(s) }
+	num := func() int64 { v, _ := strconv.ParseInt(next(), 10, 64); return v }
+	var out []filterState
+	for r.Len() >= 5 {
+		s := filterState{key: next(), maxSkew: num(), selfMatch: num(), minMatch: num()}
+		n := int(num())
+		s.counts = make(map[string]int64, n)
+		for range n {
+			d := next()
+			s.counts[d] = num()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// state is PreFilter's result, decoded once per cycle per instance.
+var state sdk.PerCycle[[]filterState]
+
+func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
+	states := state.Get(func() []filterState { return decodeState(sdk.CycleState()) })
+	if len(states) == 0 {
+		return sdk.Success()
+	}
+	labels := node.Labels()
+	for _, s := range states {
+		v, ok := labels[s.key]
+		if !ok {
+			return sdk.UnschedulableAndUnresolvable(reasonMissingLabel)
+		}
+		if s.counts[v]+s.selfMatch-s.minMatch > s.maxSkew {
+			return sdk.Unschedulable(reasonConstraints)
+		}
+	}
+	return sdk.Success()
+}
+
+func preScore(pod sdk.Pod) sdk.Status {
+	if cs, _ := constraints(pod, "ScheduleAnyway"); len(cs) == 0 {
+		return sdk.Skip()
+	}
+	return sdk.Success()
+}
+
+// score leaves the scoring to normalize, which knows the scored nodes.
+func score(sdk.Pod, sdk.Node) (int64, sdk.Status) { return 0, sdk.Success() }
+
+func normalize(pod sdk.Pod, scores []int64) sdk.Status {
+	cs, fromPod := constraints(pod, "ScheduleAnyway")
+	if len(cs) == 0 {
+		return sdk.Success()
+	}
+	// The scored nodes: those that passed Filter.
+	type scored struct {
+		name    string
+		labels  map[string]string
+		ignored bool
+	}
+	feasible := make([]scored, len(scores))
+	ignored := 0
+	for i := range scores {
+		node, _ := sdk.ScoredNode(i)
+		f := scored{name: node.Name(), labels: node.Labels()}
+		if fromPod && !hasKeys(cs, f.labels) {
+			f.ignored = true
+			ignored++
+		}
+		feasible[i] = f
+	}
+	// Domains among the scored nodes, and each constraint's weight.
+	domains := make([]map[string]int64, len(cs))
+	weights := make([]float64, len(cs))
+	for i, c := range cs {
+		domains[i] = map[string]int64{}
+		for _, f := range feasible {
+			if !f.ignored && c.key != hostnameKey {
+				domains[i][f.labels[c.key]] = 0
+			}
+		}
+		size := len(domains[i])
+		if c.key == hostnameKey {
+			size = len(feasible) - ignored
+		}
+		weights[i] = math.Log(float64(size + 2))
+	}
+	// Counts per domain over every node of the snapshot that counts.
+	k := newCounter(pod, cs)
+	nodes := clusterNodes()
+	counts := make([]map[string]int64, len(cs))
+	for i, c := range cs {
+		counts[i] = perNode(c)
+		if c.key == hostnameKey {
+			continue
+		}
+		for j := range nodes {
+			n := &nodes[j]
+			if (fromPod && !hasKeys(cs, n.labels)) || !k.includes(c, n, j) {
+				continue
+			}
+			d := n.labels[c.key]
+			if _, ok := domains[i][d]; ok {
+				domains[i][d] += counts[i][n.name]
+			}
+		}
+	}
+	// Raw scores, then upstream's normalization (fewer pods: higher score).
+	lowest, highest := int64(math.MaxInt64), int64(0)
+	for j, f := range feasible {
+		if f.ignored {
+			continue
+		}
+		var s float64
+		for i, c := range cs {
+			v, ok := f.labels[c.key]
+			if !ok {
+				continue
+			}
+			cnt := domains[i][v]
+			if c.key == hostnameKey {
+				cnt = counts[i][f.name]
+			}
+			s += float64(cnt)*weights[i] + float64(c.maxSkew-1)
+		}
+		scores[j] = int64(math.Round(s))
+		lowest, highest = min(lowest, scores[j]), max(highest, scores[j])
+	}
+	for j, f := range feasible {
+		switch {
+		case f.ignored:
+			scores[j] = 0
+		case highest == 0:
+			scores[j] = 100
+		default:
+			scores[j] = 100 * (highest + lowest - scores[j]) / highest
+		}
+	}
+	return sdk.Success()
+}
+
+func main() {}
