@@ -208,7 +208,7 @@ type stats struct {
 	// rankedPods are scored pods whose nodes did not all score the same
 	// (upstream's scores), the cases where a score decides anything.
 	rankedPods int
-	mix                                                          mix
+	mix        mix
 }
 
 // mix counts what the generated clusters held, for the test's log: how
