@@ -45,6 +45,43 @@ func (Cluster) NodeTaints(i int) []Taint {
 // or node asks; the SDK keeps the answer for the rest of the cycle.
 func (Cluster) CountPods(term CountTerm) map[string]int64 { return countPods(&term) }
 
+// Kinds of Cluster.ExistingTerms: which terms of the pods already on
+// nodes.
+const (
+	ExistingAntiAffinityRequired  = abi.ExistingAntiAffinityRequired
+	ExistingAffinityRequired      = abi.ExistingAffinityRequired
+	ExistingAffinityPreferred     = abi.ExistingAffinityPreferred
+	ExistingAntiAffinityPreferred = abi.ExistingAntiAffinityPreferred
+)
+
+// TopologySum is a sum for one topology pair: the nodes whose label Key
+// has Value.
+type TopologySum struct {
+	Key, Value string
+	Sum        int64
+}
+
+// ExistingTerms looks the other way from CountPods: it takes the affinity
+// terms of one kind (ExistingAntiAffinityRequired and its siblings) of the
+// pods already on the snapshot's nodes, keeps those the pod being
+// scheduled matches, and sums them per topology pair of the node each
+// term's pod runs on (1 per required term, the weight of a preferred one).
+// A term matches with upstream's rules: its namespaces hold the pod's
+// namespace, or its namespace selector matches the labels of the pod's
+// namespace (none when the scheduler does not know it), and its selector
+// matches the pod's labels. This is what InterPodAffinity checks against
+// the existing pods' anti-affinity, and adds to its scores. Sorted by key
+// and value; only pairs with a match. Computed by the host once per cycle.
+func (Cluster) ExistingTerms(kind int32) []TopologySum {
+	var out []TopologySum
+	r := abi.NewListReader(existingTerms(kind))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		out = append(out, TopologySum{Key: f[0], Value: f[1], Sum: parseInt([]byte(f[2]))})
+	}
+	return out
+}
+
 // NamespaceLabels returns the labels of a namespace, and false when the
 // scheduler knows no such namespace.
 func (Cluster) NamespaceLabels(namespace string) (map[string]string, bool) {

@@ -156,6 +156,9 @@ type NodePod struct {
 	// HostPorts are the pod's containers' host ports (natively they make
 	// Node.UsedPorts; in case tables, the pod's container ports).
 	HostPorts []HostPort
+	// Affinity is the pod's spec.affinity: its pod affinity and
+	// anti-affinity terms are what Cluster.ExistingTerms matches.
+	Affinity *Affinity
 }
 
 // HostPort is a host port in use on the node. IP is "0.0.0.0" and

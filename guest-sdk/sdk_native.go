@@ -507,6 +507,74 @@ func encodeImageStates(n *NodeData) []byte {
 	return encodeRecords(rs)
 }
 
+// existingTerms computes existing_terms natively over the cluster's nodes'
+// Pods, with the SDK's own selector matching; host.TestExistingTermsMatch
+// holds the host's computation to upstream's.
+func existingTerms(kind int32) []byte {
+	c, p := cluster(), pod()
+	nsLabels := c.Namespaces[p.Namespace]
+	sums := map[[2]string]int64{}
+	for _, n := range c.Nodes {
+		for _, ep := range nodePods(n) {
+			a := ep.Affinity
+			if a == nil {
+				continue
+			}
+			var terms []WeightedPodAffinityTerm
+			switch kind {
+			case abi.ExistingAntiAffinityRequired, abi.ExistingAffinityRequired:
+				req := a.PodAntiAffinityRequired
+				if kind == abi.ExistingAffinityRequired {
+					req = a.PodAffinityRequired
+				}
+				for _, t := range req {
+					terms = append(terms, WeightedPodAffinityTerm{Weight: 1, PodAffinityTerm: t})
+				}
+			case abi.ExistingAffinityPreferred:
+				terms = a.PodAffinityPreferred
+			case abi.ExistingAntiAffinityPreferred:
+				terms = a.PodAntiAffinityPreferred
+			}
+			for _, t := range terms {
+				v, ok := n.Labels[t.TopologyKey]
+				if ok && termMatches(&t.PodAffinityTerm, ep.Namespace, p, nsLabels) {
+					sums[[2]string{t.TopologyKey, v}] += int64(t.Weight)
+				}
+			}
+		}
+	}
+	keys := make([][2]string, 0, len(sums))
+	for k := range sums {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	var rs [][]string
+	for _, k := range keys {
+		rs = append(rs, []string{k[0], k[1], strconv.FormatInt(sums[k], 10)})
+	}
+	return encodeRecords(rs)
+}
+
+// termMatches is upstream's AffinityTerm.Matches for a term of a pod in
+// namespace ownerNS: no namespaces and no namespace selector mean ownerNS.
+func termMatches(t *PodAffinityTerm, ownerNS string, p *PodData, nsLabels map[string]string) bool {
+	in := false
+	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
+		in = p.Namespace == ownerNS
+	} else {
+		for _, ns := range t.Namespaces {
+			in = in || ns == p.Namespace
+		}
+		in = in || t.NamespaceSelector.Matches(nsLabels)
+	}
+	return in && t.LabelSelector.Matches(p.Labels)
+}
+
 func clusterNodes() int { return len(cluster().Nodes) }
 
 func clusterNode(i int, kind int32) []byte {

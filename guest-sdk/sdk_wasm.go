@@ -88,6 +88,9 @@ func hostCountPods(tptr, tlen, buf, capacity uint32) int32
 //go:wasmimport wasmsched namespace_labels
 func hostNamespaceLabels(nptr, nlen, buf, capacity uint32) int32
 
+//go:wasmimport wasmsched existing_terms
+func hostExistingTerms(kind int32, buf, capacity uint32) int32
+
 //go:wasmimport wasmsched select_node
 func hostSelectNode(i int32) int32
 
@@ -609,6 +612,23 @@ func countPods(t *CountTerm) map[string]int64 {
 	m := decodeInts(scratch[:n])
 	counts = append(counts, cachedCount{string(term), m})
 	return m
+}
+
+// existingTerms reads existing_terms into scratch (valid until the next
+// read); nil on any error.
+func existingTerms(kind int32) []byte {
+	n := hostExistingTerms(kind, ptrOf(scratch), uint32(len(scratch)))
+	if n >= 0 && int(n) > len(scratch) {
+		scratch = make([]byte, int(n)+256)
+		n = hostExistingTerms(kind, ptrOf(scratch), uint32(len(scratch)))
+	}
+	if n == abi.NotDeclared {
+		notDeclared(abi.FnExistingTerms, kind)
+	}
+	if n < 0 || int(n) > len(scratch) {
+		return nil
+	}
+	return scratch[:n]
 }
 
 func namespaceLabels(ns string) (map[string]string, bool) {

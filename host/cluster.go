@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -34,8 +35,9 @@ type ClusterView struct {
 	// PodDefaultSpreadSelector); nil gives none.
 	DefaultSpreadSelector func(pod *v1.Pod) []metav1.LabelSelectorRequirement
 
-	mu     sync.Mutex
-	counts map[string][]byte // by term bytes
+	mu       sync.Mutex
+	counts   map[string][]byte // by term bytes
+	existing [abi.NumExistingTerms][]byte
 }
 
 // CountTerm is what count_pods counts: a PodAffinityTerm as the API spells
@@ -165,6 +167,80 @@ func (c *ClusterView) countPods(term []byte, podNS string) ([]byte, bool) {
 		b = abi.AppendString(b, strconv.FormatInt(counts[k], 10))
 	}
 	c.counts[string(term)] = b
+	return b, true
+}
+
+// existingTerms answers existing_terms for pod (docs/abi.md §4.6.2): the
+// terms of one kind of the pods on the view's nodes that pod matches,
+// summed per (topologyKey, value) of the node each term's pod is on, as
+// InterPodAffinity counts them: a term matches when its namespaces hold the
+// pod's namespace or its namespace selector matches that namespace's
+// labels (none for a namespace the view does not know), and its selector
+// matches the pod's labels. Encoded once per view per kind; ok is false
+// for an unknown kind.
+func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
+	if kind < 0 || kind >= abi.NumExistingTerms {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.existing[kind]; b != nil {
+		return b, true
+	}
+	var nsLabels labels.Set
+	if c.NamespaceLabels != nil {
+		if l, ok := c.NamespaceLabels(pod.Namespace); ok {
+			nsLabels = l
+		}
+	}
+	type pair struct{ key, value string }
+	sums := map[pair]int64{}
+	for _, ni := range c.Nodes {
+		node := ni.Node()
+		if node == nil || len(node.Labels) == 0 {
+			continue
+		}
+		add := func(t *fwk.AffinityTerm, weight int32) {
+			if v, ok := node.Labels[t.TopologyKey]; ok && t.Matches(pod, nsLabels) {
+				sums[pair{t.TopologyKey, v}] += int64(weight)
+			}
+		}
+		for _, pi := range ni.GetPods() {
+			switch kind {
+			case abi.ExistingAntiAffinityRequired, abi.ExistingAffinityRequired:
+				terms := pi.GetRequiredAntiAffinityTerms()
+				if kind == abi.ExistingAffinityRequired {
+					terms = pi.GetRequiredAffinityTerms()
+				}
+				for i := range terms {
+					add(&terms[i], 1)
+				}
+			default:
+				terms := pi.GetPreferredAffinityTerms()
+				if kind == abi.ExistingAntiAffinityPreferred {
+					terms = pi.GetPreferredAntiAffinityTerms()
+				}
+				for i := range terms {
+					add(&terms[i].AffinityTerm, terms[i].Weight)
+				}
+			}
+		}
+	}
+	pairs := make([]pair, 0, len(sums))
+	for p := range sums {
+		pairs = append(pairs, p)
+	}
+	slices.SortFunc(pairs, func(a, b pair) int {
+		if a.key != b.key {
+			return strings.Compare(a.key, b.key)
+		}
+		return strings.Compare(a.value, b.value)
+	})
+	b := abi.AppendListHeader(nil, 3*len(pairs))
+	for _, p := range pairs {
+		b = appendStrings(b, p.key, p.value, strconv.FormatInt(sums[p], 10))
+	}
+	c.existing[kind] = b
 	return b, true
 }
 

@@ -3,6 +3,8 @@ package host
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,6 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 )
 
@@ -282,4 +285,157 @@ func BenchmarkCountPods(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(5000*20), "ns/pod")
+}
+
+// existing_terms sums the terms of the pods already on nodes that the
+// incoming pod matches as InterPodAffinity does (upstream's AffinityTerm
+// with the incoming pod's namespace labels, per topology pair of the
+// term's pod's node), and the SDK's native ExistingTerms, written apart
+// from the host's, gives the same bytes: 30 random clusters whose pods
+// carry random required and preferred affinity and anti-affinity terms
+// (every selector shape and namespace rule, unknown namespaces included),
+// every kind, 10 incoming pods each.
+func TestExistingTermsMatchUpstream(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 26))
+	nonEmpty := 0
+	for round := range 30 {
+		c := newRandomCluster(r, 10)
+		native := &sdk.ClusterData{Namespaces: c.namespaces}
+		var nodes []fwk.NodeInfo
+		for _, ni := range c.nodes {
+			nd := &sdk.NodeData{Name: ni.Node().Name, Labels: ni.Node().Labels}
+			var pods []*v1.Pod
+			for _, pi := range ni.GetPods() {
+				p := pi.GetPod().DeepCopy()
+				a, sa := &v1.Affinity{PodAffinity: &v1.PodAffinity{}, PodAntiAffinity: &v1.PodAntiAffinity{}}, &sdk.Affinity{}
+				for range r.IntN(3) {
+					term := randomTerm(r)
+					st := sdkTerm(term)
+					vt := v1.PodAffinityTerm{LabelSelector: term.LabelSelector, Namespaces: term.Namespaces, NamespaceSelector: term.NamespaceSelector, TopologyKey: term.TopologyKey}
+					spt := sdk.PodAffinityTerm{LabelSelector: st.LabelSelector, Namespaces: st.Namespaces, NamespaceSelector: st.NamespaceSelector, TopologyKey: st.TopologyKey}
+					w := int32(1 + r.IntN(100))
+					switch r.IntN(4) {
+					case 0:
+						a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, vt)
+						sa.PodAntiAffinityRequired = append(sa.PodAntiAffinityRequired, spt)
+					case 1:
+						a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, vt)
+						sa.PodAffinityRequired = append(sa.PodAffinityRequired, spt)
+					case 2:
+						a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, v1.WeightedPodAffinityTerm{Weight: w, PodAffinityTerm: vt})
+						sa.PodAffinityPreferred = append(sa.PodAffinityPreferred, sdk.WeightedPodAffinityTerm{Weight: w, PodAffinityTerm: spt})
+					case 3:
+						a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, v1.WeightedPodAffinityTerm{Weight: w, PodAffinityTerm: vt})
+						sa.PodAntiAffinityPreferred = append(sa.PodAntiAffinityPreferred, sdk.WeightedPodAffinityTerm{Weight: w, PodAffinityTerm: spt})
+					}
+				}
+				p.Spec.Affinity = a
+				pods = append(pods, p)
+				nd.Pods = append(nd.Pods, sdk.NodePod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Terminating: p.DeletionTimestamp != nil, Affinity: sa})
+			}
+			withTerms := intree.NewNodeInfo(pods...)
+			withTerms.SetNode(ni.Node())
+			nodes = append(nodes, withTerms)
+			native.Nodes = append(native.Nodes, nd)
+		}
+		sdk.SetCluster(native)
+		for i := range 10 {
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("incoming-", i), Namespace: clusterNamespaces[r.IntN(len(clusterNamespaces))], Labels: randomLabels(r)}}
+			view := &ClusterView{Nodes: nodes, NamespaceLabels: func(name string) (map[string]string, bool) {
+				l, ok := c.namespaces[name]
+				return l, ok
+			}}
+			sdk.RunPreFilter(&sdk.PodData{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels}) // sets the pod natively
+			for kind := range abi.NumExistingTerms {
+				got, ok := view.existingTerms(kind, pod)
+				if !ok {
+					t.Fatalf("kind %d refused", kind)
+				}
+				if want := upstreamExisting(nodes, kind, pod, labels.Set(c.namespaces[pod.Namespace])); fmt.Sprint(decodeSums(got)) != fmt.Sprint(want) {
+					t.Fatalf("round %d, pod %v in %s, kind %d: host %v, upstream %v", round, pod.Labels, pod.Namespace, kind, decodeSums(got), want)
+				}
+				if n := (sdk.Cluster{}).ExistingTerms(kind); fmt.Sprint(n) != fmt.Sprint(sdkSums(decodeSums(got))) {
+					t.Fatalf("round %d, pod %v in %s, kind %d: SDK natively %v, host %v", round, pod.Labels, pod.Namespace, kind, n, decodeSums(got))
+				}
+				if len(got) > 4 {
+					nonEmpty++
+				}
+			}
+		}
+	}
+	sdk.SetCluster(nil)
+	if nonEmpty < 100 {
+		t.Fatalf("only %d non-empty answers; the generator is too sparse", nonEmpty)
+	}
+	t.Logf("%d non-empty answers of 1200 agree", nonEmpty)
+}
+
+type sum struct {
+	key, value string
+	sum        int64
+}
+
+func decodeSums(b []byte) []sum {
+	var out []sum
+	r := abi.NewListReader(b)
+	for r.Len() >= 3 {
+		k, _ := r.Next()
+		v, _ := r.Next()
+		n, _ := r.Next()
+		var x int64
+		fmt.Sscan(string(n), &x)
+		out = append(out, sum{string(k), string(v), x})
+	}
+	return out
+}
+
+func sdkSums(s []sum) []sdk.TopologySum {
+	var out []sdk.TopologySum
+	for _, e := range s {
+		out = append(out, sdk.TopologySum{Key: e.key, Value: e.value, Sum: e.sum})
+	}
+	return out
+}
+
+// upstreamExisting is InterPodAffinity's loop over the existing pods
+// (getExistingAntiAffinityCounts for required anti-affinity,
+// processExistingPod for the rest), sorted.
+func upstreamExisting(nodes []fwk.NodeInfo, kind int32, pod *v1.Pod, nsLabels labels.Set) []sum {
+	m := map[[2]string]int64{}
+	for _, ni := range nodes {
+		node := ni.Node()
+		for _, pi := range ni.GetPods() {
+			var terms []fwk.WeightedAffinityTerm
+			switch kind {
+			case abi.ExistingAntiAffinityRequired:
+				for _, t := range pi.GetRequiredAntiAffinityTerms() {
+					terms = append(terms, fwk.WeightedAffinityTerm{AffinityTerm: t, Weight: 1})
+				}
+			case abi.ExistingAffinityRequired:
+				for _, t := range pi.GetRequiredAffinityTerms() {
+					terms = append(terms, fwk.WeightedAffinityTerm{AffinityTerm: t, Weight: 1})
+				}
+			case abi.ExistingAffinityPreferred:
+				terms = pi.GetPreferredAffinityTerms()
+			case abi.ExistingAntiAffinityPreferred:
+				terms = pi.GetPreferredAntiAffinityTerms()
+			}
+			for _, t := range terms {
+				if v, ok := node.Labels[t.TopologyKey]; ok && t.Matches(pod, nsLabels) {
+					m[[2]string{t.TopologyKey, v}] += int64(t.Weight)
+				}
+			}
+		}
+	}
+	var out []sum
+	for k, v := range m {
+		out = append(out, sum{k[0], k[1], v})
+	}
+	slices.SortFunc(out, func(a, b sum) int {
+		if a.key != b.key {
+			return strings.Compare(a.key, b.key)
+		}
+		return strings.Compare(a.value, b.value)
+	})
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
@@ -31,6 +32,10 @@ func TestEveryFieldHasAReader(t *testing.T) {
 		abi.FnNodeObject:   func(n int32) bool { _, ok := nodeObject(ni, n); return ok },
 		abi.FnNodeResource: func(n int32) bool { _, ok := nodeResource(ni, n, "cpu"); return ok },
 		abi.FnClusterNode:  func(n int32) bool { _, _, ok := clusterNodeField(ni, n); return ok },
+		abi.FnExistingTerms: func(n int32) bool {
+			_, ok := (&ClusterView{Nodes: []fwk.NodeInfo{ni}}).existingTerms(n, pod.Pod)
+			return ok
+		},
 	}
 	numbered := map[string]bool{}
 	for _, f := range fields.Fields {

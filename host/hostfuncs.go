@@ -432,6 +432,25 @@ var hostFuncs = map[string]api.GoModuleFunc{
 		}
 		s[0] = writeOut(m, s[2], s[3], b)
 	},
+	abi.FnExistingTerms: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		c := in.cluster()
+		if c == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		kind := int32(s[0])
+		if !in.v.p.permits(fields.ScopeCluster, abi.FnExistingTerms, kind) {
+			s[0] = retNotDeclared
+			return
+		}
+		b, ok := c.existingTerms(kind, in.pod.Pod)
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[1], s[2], b)
+	},
 	abi.FnNamespaceLabels: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		c := in.cluster()

@@ -124,6 +124,11 @@ const (
 	// pods matching a term (JSON, a PodAffinityTerm) per topology value,
 	// computed by the host once per cycle per distinct term.
 	FnCountPods = "count_pods"
+	// FnExistingTerms is `existing_terms(kind, buf, cap) -> i32`: the
+	// affinity terms of one kind of the pods already on nodes that the pod
+	// being scheduled matches, summed per topology pair (docs/abi.md
+	// §4.6.2), what InterPodAffinity checks in the other direction.
+	FnExistingTerms = "existing_terms"
 	// FnNamespaceLabels is `namespace_labels(name_ptr, name_len, buf, cap)
 	// -> i32`: a namespace's labels.
 	FnNamespaceLabels = "namespace_labels"
@@ -315,6 +320,22 @@ const (
 
 	// NumNodeLists sizes tables indexed by node_list kind.
 	NumNodeLists = NodeImageStates + 1
+)
+
+// Kinds for existing_terms: which terms of the pods already on nodes.
+const (
+	// ExistingAntiAffinityRequired: required pod anti-affinity terms;
+	// each matching term adds 1.
+	ExistingAntiAffinityRequired int32 = 0
+	// ExistingAffinityRequired: required pod affinity terms; each adds 1.
+	ExistingAffinityRequired int32 = 1
+	// ExistingAffinityPreferred and ExistingAntiAffinityPreferred:
+	// preferred terms; each adds its weight.
+	ExistingAffinityPreferred     int32 = 2
+	ExistingAntiAffinityPreferred int32 = 3
+
+	// NumExistingTerms sizes tables indexed by existing_terms kind.
+	NumExistingTerms = ExistingAntiAffinityPreferred + 1
 )
 
 // Kinds for node_resource.

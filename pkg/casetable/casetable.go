@@ -548,7 +548,7 @@ func NodeInfo(d sdk.NodeData) (fwk.NodeInfo, error) {
 		return nil, fmt.Errorf("node %s: give its Pods, or Requested and PodCount, not both", node.Name)
 	}
 	for _, np := range d.Pods {
-		p, _ := Pod(sdk.PodData{Name: np.Name, Namespace: np.Namespace, Labels: np.Labels, Priority: np.Priority, OwnerReferences: np.OwnerReferences})
+		p, _ := Pod(sdk.PodData{Name: np.Name, Namespace: np.Namespace, Labels: np.Labels, Priority: np.Priority, OwnerReferences: np.OwnerReferences, Affinity: np.Affinity})
 		p.UID = types.UID(np.UID)
 		if np.Terminating {
 			now := metav1.Now()

@@ -223,6 +223,14 @@ var Fields = []Field{
 	{ObjectCluster, "node[i] spec.taints", abi.FnClusterNode, abi.ClusterNodeTaints, WireRecords, []string{"key", "value", "effect"}, CostPerNodeGeneration, "Cluster.NodeTaints", "", ScopeCluster},
 	{ObjectCluster, "pods matching a term, per topology value", abi.FnCountPods, NoNum, WirePairs, nil, CostPerCycle, "Cluster.CountPods",
 		"value, decimal count; terminating pods excluded unless the term asks", ScopeCluster},
+	{ObjectCluster, "existing pods' required anti-affinity terms the pod matches", abi.FnExistingTerms, abi.ExistingAntiAffinityRequired, WireRecords, []string{"topologyKey", "value", "sum"}, CostPerCycle, "Cluster.ExistingTerms",
+		"each matching term adds 1 to its topology pair on its pod's node", ScopeCluster},
+	{ObjectCluster, "existing pods' required affinity terms the pod matches", abi.FnExistingTerms, abi.ExistingAffinityRequired, WireRecords, []string{"topologyKey", "value", "sum"}, CostPerCycle, "Cluster.ExistingTerms",
+		"each matching term adds 1", ScopeCluster},
+	{ObjectCluster, "existing pods' preferred affinity terms the pod matches", abi.FnExistingTerms, abi.ExistingAffinityPreferred, WireRecords, []string{"topologyKey", "value", "sum"}, CostPerCycle, "Cluster.ExistingTerms",
+		"each matching term adds its weight", ScopeCluster},
+	{ObjectCluster, "existing pods' preferred anti-affinity terms the pod matches", abi.FnExistingTerms, abi.ExistingAntiAffinityPreferred, WireRecords, []string{"topologyKey", "value", "sum"}, CostPerCycle, "Cluster.ExistingTerms",
+		"each matching term adds its weight", ScopeCluster},
 	{ObjectCluster, "namespace metadata.labels", abi.FnNamespaceLabels, NoNum, WirePairs, nil, CostPerCall, "Cluster.NamespaceLabels", "-1 if there is no such namespace", ScopeNamespaces},
 }
 
