@@ -104,6 +104,11 @@ type CountTerm struct {
 	NamespaceSelector  *LabelSelector
 	TopologyKey        string
 	IncludeTerminating bool
+	// AlsoMatching are further terms a pod must match too to count (their
+	// LabelSelector, Namespaces and NamespaceSelector; leave the other
+	// fields unset): InterPodAffinity counts the pods that match all of a
+	// pod's required affinity terms.
+	AlsoMatching []CountTerm
 }
 
 // LabelSelector is metav1.LabelSelector: MatchLabels and MatchExpressions
@@ -190,6 +195,16 @@ func (t *CountTerm) appendJSON(b []byte) []byte {
 	b = appendJSONString(b, t.TopologyKey)
 	if t.IncludeTerminating {
 		b = append(b, `,"includeTerminating":true`...)
+	}
+	if len(t.AlsoMatching) > 0 {
+		b = append(b, `,"alsoMatching":[`...)
+		for i := range t.AlsoMatching {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = t.AlsoMatching[i].appendJSON(b)
+		}
+		b = append(b, ']')
 	}
 	return append(b, '}')
 }

@@ -603,17 +603,15 @@ func clusterNode(i int, kind int32) []byte {
 func countPods(t *CountTerm) map[string]int64 {
 	c := cluster()
 	podNS := pod().Namespace
-	inNamespace := func(ns string) bool {
+	matches := func(t *CountTerm, p *NodePod) bool {
+		in := false
 		if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
-			return ns == podNS
+			in = p.Namespace == podNS
+		} else {
+			// An unknown namespace has no labels.
+			in = contains(t.Namespaces, p.Namespace) || t.NamespaceSelector.Matches(c.Namespaces[p.Namespace])
 		}
-		if contains(t.Namespaces, ns) {
-			return true
-		}
-		if t.NamespaceSelector == nil {
-			return false
-		}
-		return t.NamespaceSelector.Matches(c.Namespaces[ns]) // an unknown namespace has no labels
+		return in && t.LabelSelector.Matches(p.Labels)
 	}
 	out := map[string]int64{}
 	for _, n := range c.Nodes {
@@ -626,9 +624,16 @@ func countPods(t *CountTerm) map[string]int64 {
 			value = v
 		}
 		count := out[value]
-		for _, p := range n.Pods {
-			if (p.Terminating && !t.IncludeTerminating) || !inNamespace(p.Namespace) || !t.LabelSelector.Matches(p.Labels) {
+	pods:
+		for i := range n.Pods {
+			p := &n.Pods[i]
+			if (p.Terminating && !t.IncludeTerminating) || !matches(t, p) {
 				continue
+			}
+			for j := range t.AlsoMatching {
+				if !matches(&t.AlsoMatching[j], p) {
+					continue pods
+				}
 			}
 			count++
 		}

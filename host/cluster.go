@@ -52,6 +52,11 @@ type CountTerm struct {
 	NamespaceSelector  *metav1.LabelSelector `json:"namespaceSelector"`
 	TopologyKey        string                `json:"topologyKey"`
 	IncludeTerminating bool                  `json:"includeTerminating"`
+	// AlsoMatching are further terms a pod must match too (their
+	// labelSelector, namespaces and namespaceSelector; the other fields
+	// must be unset), as InterPodAffinity counts the pods that match all
+	// of a pod's required affinity terms.
+	AlsoMatching []CountTerm `json:"alsoMatching"`
 }
 
 // ParseCountTerm decodes a count_pods term strictly: an unknown field or a
@@ -72,6 +77,17 @@ func ParseCountTerm(b []byte) (*CountTerm, error) {
 	if _, err := metav1.LabelSelectorAsSelector(t.NamespaceSelector); err != nil {
 		return nil, fmt.Errorf("count_pods term: namespaceSelector: %w", err)
 	}
+	for i, a := range t.AlsoMatching {
+		if a.TopologyKey != "" || a.IncludeTerminating || len(a.AlsoMatching) > 0 {
+			return nil, fmt.Errorf("count_pods term: alsoMatching[%d]: only labelSelector, namespaces and namespaceSelector may be set", i)
+		}
+		if _, err := metav1.LabelSelectorAsSelector(a.LabelSelector); err != nil {
+			return nil, fmt.Errorf("count_pods term: alsoMatching[%d].labelSelector: %w", i, err)
+		}
+		if _, err := metav1.LabelSelectorAsSelector(a.NamespaceSelector); err != nil {
+			return nil, fmt.Errorf("count_pods term: alsoMatching[%d].namespaceSelector: %w", i, err)
+		}
+	}
 	return &t, nil
 }
 
@@ -81,36 +97,31 @@ func ParseCountTerm(b []byte) (*CountTerm, error) {
 // present, with 0 when no pod matches. A nil labelSelector matches no pod
 // and an empty one every pod, as in upstream.
 func (c *ClusterView) CountPods(t *CountTerm, podNS string) map[string]int64 {
-	sel, _ := metav1.LabelSelectorAsSelector(t.LabelSelector)
-	var nsSel labels.Selector = labels.Nothing()
-	if t.NamespaceSelector != nil {
-		nsSel, _ = metav1.LabelSelectorAsSelector(t.NamespaceSelector)
-	}
-	names := sets.New(t.Namespaces...)
-	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
-		names.Insert(podNS)
-	}
-	nsMatch := map[string]bool{}
-	inNamespace := func(ns string) bool {
-		if names.Has(ns) {
-			return true
-		}
-		if t.NamespaceSelector == nil {
-			return false
-		}
-		m, seen := nsMatch[ns]
+	nsLabels := map[string]labels.Set{}
+	namespaceLabels := func(ns string) labels.Set {
+		l, seen := nsLabels[ns]
 		if !seen {
 			// A namespace the view does not know has no labels, as for
 			// upstream's namespace snapshot: {} and selectors that only
 			// exclude still match it.
-			var l map[string]string
 			if c.NamespaceLabels != nil {
 				l, _ = c.NamespaceLabels(ns)
 			}
-			m = nsSel.Matches(labels.Set(l))
-			nsMatch[ns] = m
+			nsLabels[ns] = l
 		}
-		return m
+		return l
+	}
+	matchers := []func(*v1.Pod) bool{t.matcher(podNS, namespaceLabels)}
+	for i := range t.AlsoMatching {
+		matchers = append(matchers, t.AlsoMatching[i].matcher(podNS, namespaceLabels))
+	}
+	matches := func(p *v1.Pod) bool {
+		for _, m := range matchers {
+			if !m(p) {
+				return false
+			}
+		}
+		return true
 	}
 	out := map[string]int64{}
 	for _, ni := range c.Nodes {
@@ -129,7 +140,7 @@ func (c *ClusterView) CountPods(t *CountTerm, podNS string) map[string]int64 {
 		n := out[value]
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
-			if (p.DeletionTimestamp != nil && !t.IncludeTerminating) || !inNamespace(p.Namespace) || !sel.Matches(labels.Set(p.Labels)) {
+			if (p.DeletionTimestamp != nil && !t.IncludeTerminating) || !matches(p) {
 				continue
 			}
 			n++
@@ -137,6 +148,27 @@ func (c *ClusterView) CountPods(t *CountTerm, podNS string) map[string]int64 {
 		out[value] = n
 	}
 	return out
+}
+
+// matcher is the term's test of a pod: its namespace (the term's
+// namespaces, or podNS when it names none and has no namespace selector,
+// or a namespace whose labels the selector matches), then its labels.
+func (t *CountTerm) matcher(podNS string, namespaceLabels func(string) labels.Set) func(*v1.Pod) bool {
+	sel, _ := metav1.LabelSelectorAsSelector(t.LabelSelector)
+	var nsSel labels.Selector = labels.Nothing()
+	if t.NamespaceSelector != nil {
+		nsSel, _ = metav1.LabelSelectorAsSelector(t.NamespaceSelector)
+	}
+	names := sets.New(t.Namespaces...)
+	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
+		names.Insert(podNS)
+	}
+	return func(p *v1.Pod) bool {
+		if !names.Has(p.Namespace) && (t.NamespaceSelector == nil || !nsSel.Matches(namespaceLabels(p.Namespace))) {
+			return false
+		}
+		return sel.Matches(labels.Set(p.Labels))
+	}
 }
 
 // countPods answers count_pods for the term's bytes: encoded once per view

@@ -117,6 +117,13 @@ func randomTerm(r *rand.Rand) CountTerm {
 		t.Namespaces = []string{"team-b"}
 		t.NamespaceSelector = randomSelector(r, []string{"team", "env"}, []string{"a", "prod"})
 	}
+	if r.IntN(4) == 0 {
+		for range 1 + r.IntN(2) {
+			a := randomTerm(r)
+			a.TopologyKey, a.IncludeTerminating, a.AlsoMatching = "", false, nil
+			t.AlsoMatching = append(t.AlsoMatching, a)
+		}
+	}
 	return t
 }
 
@@ -124,9 +131,21 @@ func randomTerm(r *rand.Rand) CountTerm {
 // (what InterPodAffinity uses), per topology value of the nodes that have
 // the key, or per node name for an empty key.
 func upstreamCount(t *testing.T, c randomCluster, term CountTerm, pod *v1.Pod) map[string]int64 {
-	terms, err := intree.GetAffinityTerms(pod, []v1.PodAffinityTerm{{LabelSelector: term.LabelSelector, Namespaces: term.Namespaces, NamespaceSelector: term.NamespaceSelector, TopologyKey: term.TopologyKey}})
+	vterms := []v1.PodAffinityTerm{{LabelSelector: term.LabelSelector, Namespaces: term.Namespaces, NamespaceSelector: term.NamespaceSelector, TopologyKey: term.TopologyKey}}
+	for _, a := range term.AlsoMatching {
+		vterms = append(vterms, v1.PodAffinityTerm{LabelSelector: a.LabelSelector, Namespaces: a.Namespaces, NamespaceSelector: a.NamespaceSelector})
+	}
+	terms, err := intree.GetAffinityTerms(pod, vterms)
 	if err != nil {
 		t.Fatal(err)
+	}
+	matchesAll := func(p *v1.Pod, nsLabels labels.Set) bool {
+		for i := range terms {
+			if !terms[i].Matches(p, nsLabels) {
+				return false
+			}
+		}
+		return true
 	}
 	out := map[string]int64{}
 	for _, ni := range c.nodes {
@@ -143,7 +162,7 @@ func upstreamCount(t *testing.T, c randomCluster, term CountTerm, pod *v1.Pod) m
 			if p.DeletionTimestamp != nil && !term.IncludeTerminating {
 				continue
 			}
-			if terms[0].Matches(p, labels.Set(c.namespaces[p.Namespace])) {
+			if matchesAll(p, labels.Set(c.namespaces[p.Namespace])) {
 				n++
 			}
 		}
@@ -258,7 +277,11 @@ func sdkSelector(s *metav1.LabelSelector) *sdk.LabelSelector {
 }
 
 func sdkTerm(t CountTerm) sdk.CountTerm {
-	return sdk.CountTerm{LabelSelector: sdkSelector(t.LabelSelector), Namespaces: t.Namespaces, NamespaceSelector: sdkSelector(t.NamespaceSelector), TopologyKey: t.TopologyKey, IncludeTerminating: t.IncludeTerminating}
+	out := sdk.CountTerm{LabelSelector: sdkSelector(t.LabelSelector), Namespaces: t.Namespaces, NamespaceSelector: sdkSelector(t.NamespaceSelector), TopologyKey: t.TopologyKey, IncludeTerminating: t.IncludeTerminating}
+	for _, a := range t.AlsoMatching {
+		out.AlsoMatching = append(out.AlsoMatching, sdkTerm(a))
+	}
+	return out
 }
 
 // BenchmarkCountPods is what the first count_pods of a term costs a cycle
