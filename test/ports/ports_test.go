@@ -84,6 +84,8 @@ var ports = []port{
 	{plugin: names.ImageLocality, module: "imagelocality", score: true, reads: []string{"Cluster"}},
 	{plugin: names.PodTopologySpread, module: "podtopologyspread", preFilter: true, filter: true, preScore: true, score: true, reads: []string{"Cluster"},
 		args: &schedconfig.PodTopologySpreadArgs{DefaultingType: schedconfig.SystemDefaulting}},
+	{plugin: names.InterPodAffinity, module: "interpodaffinity", preFilter: true, filter: true, preScore: true, score: true, reads: []string{"Cluster", "Namespaces"},
+		args: &schedconfig.InterPodAffinityArgs{HardPodAffinityWeight: 1}},
 }
 
 // fitArgs are NodeResourcesFit's default args with a scoring strategy;
@@ -237,6 +239,7 @@ func (m *mix) nodes(infos []fwk.NodeInfo) {
 		(*m)["running pods"] += len(ni.GetPods()) // the map exists: add("nodes") made it
 		for _, p := range ni.GetPods() {
 			m.add("running pods terminating", p.GetPod().DeletionTimestamp != nil)
+			m.add("running pods with pod (anti-)affinity", p.GetPod().Spec.Affinity != nil)
 		}
 	}
 }
@@ -256,6 +259,10 @@ func (m *mix) pod(pod *v1.Pod) {
 	m.add("with image volumes", len(pod.Spec.Volumes) > 0)
 	m.add("with spread constraints", len(pod.Spec.TopologySpreadConstraints) > 0)
 	m.add("with a controller", len(pod.OwnerReferences) > 0)
+	m.add("with required pod affinity", a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)
+	m.add("with required pod anti-affinity", a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)
+	m.add("with preferred pod (anti-)affinity", a != nil && ((a.PodAffinity != nil && len(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0) ||
+		(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0)))
 	hostPort := false
 	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 		for _, p := range c.Ports {
@@ -475,6 +482,9 @@ func generateNodes(r *rand.Rand, n int) ([]fwk.NodeInfo, []*v1.Pod) {
 			if r.IntN(10) == 0 {
 				p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000000, 0)}
 			}
+			if r.IntN(3) == 0 {
+				p.Spec.Affinity = podAffinity(r, &v1.Affinity{})
+			}
 			p.Spec.Containers = []v1.Container{{Name: "c", Ports: randomPorts(r), Resources: v1.ResourceRequirements{Requests: randomRequests(r)}}}
 			pods = append(pods, p)
 		}
@@ -569,7 +579,72 @@ func generatePod(r *rand.Rand, name string, nodes []fwk.NodeInfo) *v1.Pod {
 		}
 		pod.Spec.Affinity = &v1.Affinity{NodeAffinity: na}
 	}
+	if r.IntN(2) == 0 {
+		if pod.Spec.Affinity == nil {
+			pod.Spec.Affinity = &v1.Affinity{}
+		}
+		podAffinity(r, pod.Spec.Affinity)
+		if r.IntN(4) == 0 {
+			// The first pod of a group: it selects itself alone, which
+			// upstream lets start a domain.
+			pod.Labels["group"] = name
+			t := podAffinityTerm(r)
+			t.LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"group": name}}
+			pa := pod.Spec.Affinity.PodAffinity
+			pa.RequiredDuringSchedulingIgnoredDuringExecution = append(pa.RequiredDuringSchedulingIgnoredDuringExecution, t)
+		}
+	}
 	return pod
+}
+
+// podAffinity adds random pod affinity and anti-affinity terms, required
+// and preferred, to a.
+func podAffinity(r *rand.Rand, a *v1.Affinity) *v1.Affinity {
+	a.PodAffinity, a.PodAntiAffinity = &v1.PodAffinity{}, &v1.PodAntiAffinity{}
+	if r.IntN(3) == 0 {
+		for range 1 + r.IntN(2) {
+			a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, podAffinityTerm(r))
+		}
+	}
+	if r.IntN(3) == 0 {
+		a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, podAffinityTerm(r))
+	}
+	for range r.IntN(3) {
+		a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+			v1.WeightedPodAffinityTerm{Weight: int32(1 + r.IntN(100)), PodAffinityTerm: podAffinityTerm(r)})
+	}
+	for range r.IntN(3) {
+		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+			v1.WeightedPodAffinityTerm{Weight: int32(1 + r.IntN(100)), PodAffinityTerm: podAffinityTerm(r)})
+	}
+	return a
+}
+
+// podAffinityTerm is a valid pod affinity term: on the hostname, the zone
+// or another node label; a nil, empty or random selector; the pod's own
+// namespace, a list, an empty namespace selector (every namespace) or one
+// that selects by labels.
+func podAffinityTerm(r *rand.Rand) v1.PodAffinityTerm {
+	t := v1.PodAffinityTerm{TopologyKey: []string{v1.LabelHostname, v1.LabelTopologyZone, v1.LabelTopologyZone, "disk"}[r.IntN(4)]}
+	switch r.IntN(6) {
+	case 0: // nil: matches nothing
+	case 1:
+		t.LabelSelector = &metav1.LabelSelector{}
+	default:
+		t.LabelSelector = randomLabelSelector(r)
+	}
+	switch r.IntN(6) {
+	case 1:
+		t.Namespaces = []string{"other"}
+	case 2:
+		t.NamespaceSelector = &metav1.LabelSelector{}
+	case 3:
+		t.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}
+	case 4:
+		t.Namespaces = []string{"default"}
+		t.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"b"}}}}
+	}
+	return t
 }
 
 // zones are the values of topology.kubernetes.io/zone; namespaces those

@@ -97,11 +97,15 @@ func randomLabelSelector(r *rand.Rand) *metav1.LabelSelector {
 	return s
 }
 
-// spreadObjects are a namespace's worth of workloads, in "default" and
-// "other": Services (some with no selector, which selects nothing, some
+// spreadObjects are the namespaces "default" and "other" and a
+// namespace's worth of workloads in each: Services (some with no selector, which selects nothing, some
 // with an empty one) and two controllers of each kind.
 func spreadObjects(r *rand.Rand) []runtime.Object {
-	var objs []runtime.Object
+	// The namespaces, with labels for namespace selectors.
+	objs := []runtime.Object{
+		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"kubernetes.io/metadata.name": "default", "env": "prod"}}},
+		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other", Labels: map[string]string{"kubernetes.io/metadata.name": "other", "team": "b"}}},
+	}
 	for _, ns := range []string{"default", "other"} {
 		for i := range 4 {
 			svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("svc", i), Namespace: ns}}

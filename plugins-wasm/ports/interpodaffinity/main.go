@@ -1,0 +1,255 @@
+// Command interpodaffinity is kube-scheduler's InterPodAffinity plugin as a
+// wasmsched policy (default args: hardPodAffinityWeight 1, preferred terms
+// of existing pods honoured).
+//
+// Filter, in upstream's order:
+//   - required pod affinity: the node must carry every term's topology key,
+//     and in each term's domain some pod must match all the terms; a pod
+//     that matches its own terms may start a domain while no such pod runs
+//     anywhere. Else UnschedulableAndUnresolvable.
+//   - required pod anti-affinity: no pod matching a term in the term's
+//     domain. Else Unschedulable.
+//   - the placed pods' required anti-affinity: no placed pod whose term
+//     the pod matches in any of the node's domains. Else Unschedulable.
+//
+// PreFilter is Skip when none of the three can reject. Counts come from
+// count_pods (terminating pods included, as upstream counts them) and
+// existing_terms, both computed by the host once per cycle.
+//
+// Score: per topology pair, the weights of the pod's preferred affinity
+// terms times the pods they match, minus the same for its preferred
+// anti-affinity terms, plus the placed pods' required affinity (× 1) and
+// preferred affinity terms the pod matches, minus their preferred
+// anti-affinity ones; a node scores the sum over its labels. PreScore is
+// Skip when nothing matched at all. NormalizeScore: 100 × (score - lowest)
+// / (highest - lowest), 0 for all when they are equal.
+//
+// It declares `reads: [Cluster, Namespaces]`: the counts, and the labels of
+// the pod's own namespace (whether its terms' namespace selectors take in
+// the pod itself).
+package main
+
+import (
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+)
+
+func init() {
+	sdk.RegisterPreFilter(preFilter)
+	sdk.RegisterFilter(filter)
+	sdk.RegisterPreScore(preScore)
+	sdk.RegisterScore(score)
+	sdk.RegisterNormalizeScore(normalize)
+}
+
+const (
+	reasonAffinity     = "node(s) didn't match pod affinity rules"
+	reasonAntiAffinity = "node(s) didn't match pod anti-affinity rules"
+	reasonExistingAnti = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+	hardPodAffinityWeight = 1
+)
+
+// countTerm is a pod affinity term as count_pods takes it.
+func countTerm(t sdk.PodAffinityTerm) sdk.CountTerm {
+	return sdk.CountTerm{LabelSelector: t.LabelSelector, Namespaces: t.Namespaces, NamespaceSelector: t.NamespaceSelector,
+		TopologyKey: t.TopologyKey, IncludeTerminating: true}
+}
+
+// filterState is what Filter checks each node against, computed once per
+// cycle per instance (the host computes the counts once per cycle).
+type filterState struct {
+	affinity []sdk.PodAffinityTerm
+	// affinityCounts[i]: per value of term i's key, the pods that match
+	// all the affinity terms; anyMatch: some count is above 0.
+	affinityCounts []map[string]int64
+	anyMatch       bool
+	// selfMatch: the pod matches all its own affinity terms.
+	selfMatch  bool
+	anti       []sdk.PodAffinityTerm
+	antiCounts []map[string]int64
+	// existing: the placed pods' required anti-affinity terms that match
+	// the pod, per (key, value).
+	existing map[[2]string]int64
+}
+
+var filterStates sdk.PerCycle[*filterState]
+
+func stateOf(pod sdk.Pod) *filterState {
+	return filterStates.Get(func() *filterState {
+		c := sdk.Cluster{}
+		s := &filterState{affinity: pod.PodAffinityRequired(), anti: pod.PodAntiAffinityRequired(), existing: map[[2]string]int64{}}
+		for i, t := range s.affinity {
+			ct := countTerm(t)
+			for j, o := range s.affinity {
+				if j != i {
+					ct.AlsoMatching = append(ct.AlsoMatching, sdk.CountTerm{LabelSelector: o.LabelSelector, Namespaces: o.Namespaces, NamespaceSelector: o.NamespaceSelector})
+				}
+			}
+			counts := c.CountPods(ct)
+			for _, n := range counts {
+				s.anyMatch = s.anyMatch || n > 0
+			}
+			s.affinityCounts = append(s.affinityCounts, counts)
+		}
+		s.selfMatch = len(s.affinity) > 0 && matchesOwnTerms(pod, s.affinity)
+		for _, t := range s.anti {
+			s.antiCounts = append(s.antiCounts, c.CountPods(countTerm(t)))
+		}
+		for _, e := range c.ExistingTerms(sdk.ExistingAntiAffinityRequired) {
+			s.existing[[2]string{e.Key, e.Value}] += e.Sum
+		}
+		return s
+	})
+}
+
+// matchesOwnTerms reports whether the pod matches all of its own terms:
+// its namespace is named, or taken in by an empty namespace selector, or
+// by a selector its (known) namespace's labels match; and its labels
+// match the term's selector.
+func matchesOwnTerms(pod sdk.Pod, terms []sdk.PodAffinityTerm) bool {
+	ns, labels := pod.Namespace(), pod.Labels()
+	for _, t := range terms {
+		in := len(t.Namespaces) == 0 && t.NamespaceSelector == nil
+		for _, n := range t.Namespaces {
+			in = in || n == ns
+		}
+		if !in && t.NamespaceSelector != nil {
+			s := t.NamespaceSelector
+			if len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0 {
+				in = true
+			} else if l, known := (sdk.Cluster{}).NamespaceLabels(ns); known {
+				in = s.Matches(l)
+			}
+		}
+		if !in || !t.LabelSelector.Matches(labels) {
+			return false
+		}
+	}
+	return true
+}
+
+func preFilter(pod sdk.Pod) sdk.Status {
+	s := stateOf(pod)
+	if len(s.existing) == 0 && len(s.affinity) == 0 && len(s.anti) == 0 {
+		return sdk.Skip()
+	}
+	return sdk.Success()
+}
+
+func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
+	s := stateOf(pod)
+	labels := node.Labels()
+	if len(s.affinity) > 0 {
+		podsExist := true
+		for i, t := range s.affinity {
+			v, ok := labels[t.TopologyKey]
+			if !ok {
+				return sdk.UnschedulableAndUnresolvable(reasonAffinity)
+			}
+			if s.affinityCounts[i][v] <= 0 {
+				podsExist = false
+			}
+		}
+		if !podsExist && (s.anyMatch || !s.selfMatch) {
+			return sdk.UnschedulableAndUnresolvable(reasonAffinity)
+		}
+	}
+	for i, t := range s.anti {
+		if v, ok := labels[t.TopologyKey]; ok && s.antiCounts[i][v] > 0 {
+			return sdk.Unschedulable(reasonAntiAffinity)
+		}
+	}
+	if len(s.existing) > 0 {
+		for k, v := range labels {
+			if s.existing[[2]string{k, v}] > 0 {
+				return sdk.Unschedulable(reasonExistingAnti)
+			}
+		}
+	}
+	return sdk.Success()
+}
+
+// scoreState is the score per topology key and value; matched says
+// whether anything matched at all (else PreScore skips).
+type scoreState struct {
+	topology map[string]map[string]int64
+	matched  bool
+}
+
+var scoreStates sdk.PerCycle[*scoreState]
+
+func scoresOf(pod sdk.Pod) *scoreState {
+	return scoreStates.Get(func() *scoreState {
+		c := sdk.Cluster{}
+		s := &scoreState{topology: map[string]map[string]int64{}}
+		add := func(key, value string, w int64) {
+			if s.topology[key] == nil {
+				s.topology[key] = map[string]int64{}
+			}
+			s.topology[key][value] += w
+			s.matched = true
+		}
+		for _, t := range pod.PodAffinityPreferred() {
+			for v, n := range c.CountPods(countTerm(t.PodAffinityTerm)) {
+				if n > 0 {
+					add(t.TopologyKey, v, int64(t.Weight)*n)
+				}
+			}
+		}
+		for _, t := range pod.PodAntiAffinityPreferred() {
+			for v, n := range c.CountPods(countTerm(t.PodAffinityTerm)) {
+				if n > 0 {
+					add(t.TopologyKey, v, -int64(t.Weight)*n)
+				}
+			}
+		}
+		for _, e := range c.ExistingTerms(sdk.ExistingAffinityRequired) {
+			add(e.Key, e.Value, hardPodAffinityWeight*e.Sum)
+		}
+		for _, e := range c.ExistingTerms(sdk.ExistingAffinityPreferred) {
+			add(e.Key, e.Value, e.Sum)
+		}
+		for _, e := range c.ExistingTerms(sdk.ExistingAntiAffinityPreferred) {
+			add(e.Key, e.Value, -e.Sum)
+		}
+		return s
+	})
+}
+
+func preScore(pod sdk.Pod) sdk.Status {
+	if !scoresOf(pod).matched {
+		return sdk.Skip()
+	}
+	return sdk.Success()
+}
+
+func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
+	var sum int64
+	labels := node.Labels()
+	for key, values := range scoresOf(pod).topology {
+		if v, ok := labels[key]; ok {
+			sum += values[v]
+		}
+	}
+	return sum, sdk.Success()
+}
+
+func normalize(_ sdk.Pod, scores []int64) sdk.Status {
+	if len(scores) == 0 {
+		return sdk.Success()
+	}
+	lowest, highest := scores[0], scores[0]
+	for _, s := range scores {
+		lowest, highest = min(lowest, s), max(highest, s)
+	}
+	for i, s := range scores {
+		f := 0.0
+		if highest > lowest {
+			f = 100 * (float64(s-lowest) / float64(highest-lowest))
+		}
+		scores[i] = int64(f)
+	}
+	return sdk.Success()
+}
+
+func main() {}
