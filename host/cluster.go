@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,11 +189,7 @@ func (c *ClusterView) countPods(term []byte, podNS string) ([]byte, bool) {
 		return nil, false
 	}
 	counts := c.CountPods(t, podNS)
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(counts))
 	b := abi.AppendListHeader(nil, 2*len(keys))
 	for _, k := range keys {
 		b = abi.AppendString(b, k)

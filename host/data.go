@@ -3,6 +3,8 @@ package host
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -371,11 +373,7 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 
 // encodeImageStates encodes node_list kind NodeImageStates, sorted by name.
 func encodeImageStates(states map[string]*fwk.ImageStateSummary) []byte {
-	names := make([]string, 0, len(states))
-	for name := range states {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(states))
 	b := abi.AppendListHeader(nil, 3*len(names))
 	for _, name := range names {
 		st := states[name]
