@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 )
@@ -35,14 +36,14 @@ func RunPreFilter(pod *PodData) Status {
 	if preFilterFn == nil {
 		return Success()
 	}
-	return preFilterFn(Pod{})
+	return asReported(preFilterFn(Pod{}))
 }
 
 // RunFilter runs the registered Filter natively. It panics when none is registered.
 func RunFilter(pod *PodData, node *NodeData) Status {
 	enterCycle(pod)
 	nativePod, nativeNode = pod, node
-	return filterFn(Pod{}, Node{})
+	return asReported(filterFn(Pod{}, Node{}))
 }
 
 // RunPreScore runs the registered PreScore natively, or returns Success.
@@ -52,14 +53,15 @@ func RunPreScore(pod *PodData) Status {
 	if preScoreFn == nil {
 		return Success()
 	}
-	return preScoreFn(Pod{})
+	return asReported(preScoreFn(Pod{}))
 }
 
 // RunScore runs the registered Score natively. It panics when none is registered.
 func RunScore(pod *PodData, node *NodeData) (int64, Status) {
 	enterCycle(pod)
 	nativePod, nativeNode = pod, node
-	return scoreFn(Pod{}, Node{})
+	score, st := scoreFn(Pod{}, Node{})
+	return score, asReported(st)
 }
 
 // RunNormalizeScoreOn is RunNormalizeScore with the node of each score, for
@@ -88,7 +90,19 @@ func RunNormalizeScore(pod *PodData, scores []int64) Status {
 	if normalizeFn == nil {
 		return Success()
 	}
-	return normalizeFn(Pod{}, scores)
+	return asReported(normalizeFn(Pod{}, scores))
+}
+
+// asReported is a status as the host reports it: the reason cut at
+// abi.MaxReasonLength bytes, each invalid UTF-8 byte then U+FFFD.
+func asReported(st Status) Status {
+	if len(st.Reason) > abi.MaxReasonLength {
+		st.Reason = st.Reason[:abi.MaxReasonLength]
+	}
+	if !utf8.ValidString(st.Reason) {
+		st.Reason = string([]rune(st.Reason))
+	}
+	return st
 }
 
 // enterCycle starts a new cycle when a Run function gets another pod.

@@ -234,3 +234,20 @@ func TestPerCycle(t *testing.T) {
 		t.Fatalf("a new cycle of pod b after PreFilter: computed %d times, want 3", computed)
 	}
 }
+
+// A reason longer than the host keeps comes back natively as the scheduler
+// would report it: cut at abi.MaxReasonLength bytes, the split character
+// replaced by U+FFFD (the host's rule, host.TestAdversarialModules).
+func TestNativeReasonIsCutAsTheHostCutsIt(t *testing.T) {
+	old := filterFn
+	defer func() { filterFn = old }()
+	reason := strings.Repeat("a", abi.MaxReasonLength-1) + "\u00e9" + strings.Repeat("b", 100)
+	RegisterFilter(func(Pod, Node) Status { return Unschedulable(reason) })
+	st := RunFilter(&PodData{Name: "p"}, &NodeData{Name: "n"})
+	if want := strings.Repeat("a", abi.MaxReasonLength-1) + "\uFFFD"; st.Reason != want {
+		t.Fatalf("reason of %d bytes ends %q, want %d bytes ending %q", len(st.Reason), st.Reason[len(st.Reason)-4:], len(want), want[len(want)-4:])
+	}
+	if st.Code != CodeUnschedulable {
+		t.Fatalf("code %d", st.Code)
+	}
+}

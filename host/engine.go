@@ -24,6 +24,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 )
 
 // Limits that apply to every policy regardless of its args. They bound what a
@@ -33,7 +35,7 @@ const (
 	MaxModuleSize = 32 << 20
 	// MaxReasonLength is the longest reason string kept from a guest; longer
 	// reasons are truncated so events and logs stay readable.
-	MaxReasonLength = 1024
+	MaxReasonLength = abi.MaxReasonLength
 	// MaxCycleStateSize bounds what prefilter/prescore may store per cycle.
 	MaxCycleStateSize = 1 << 20
 	// MaxLogSize bounds one log call from a guest.

@@ -322,6 +322,13 @@ const (
 	NumNodeLists = NodeImageStates + 1
 )
 
+// MaxReasonLength is the longest status reason the host keeps: it cuts a
+// longer one at this many bytes (then replaces each byte that is not valid
+// UTF-8, including a character the cut split, with U+FFFD). The SDK's
+// native backend does the same, so a policy's unit tests see what the
+// scheduler would report.
+const MaxReasonLength = 1024
+
 // Kinds for existing_terms: which terms of the pods already on nodes.
 const (
 	// ExistingAntiAffinityRequired: required pod anti-affinity terms;
