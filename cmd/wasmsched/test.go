@@ -266,6 +266,17 @@ func caseTable(tw *tabwriter.Writer, r *casetable.Report) {
 		if !c.Passed() {
 			result = "FAIL: " + strings.Join(c.Problems, "; ")
 		}
+		if len(c.Nodes) > 0 {
+			// A case with several nodes: a row per node, the result on the first.
+			for i, n := range c.Nodes {
+				name, res := c.Name, result
+				if i > 0 {
+					name, res = "", ""
+				}
+				row(tw, name, n.Node, n.Filter, optInt(n.Score), res)
+			}
+			continue
+		}
 		f := c.Filter
 		if f == "" {
 			f = "-"

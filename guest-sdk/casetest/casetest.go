@@ -22,13 +22,29 @@ type File struct {
 	Cases []Case   `json:"cases"`
 }
 
-// Case is one pod on one node with the expected verdicts. Nil expectations are not checked.
+// Case is one pod on one node with the expected verdicts, or one pod in
+// front of several nodes in one scheduling cycle (Nodes). Nil expectations
+// are not checked.
 type Case struct {
 	Name   string       `json:"name"`
 	Pod    sdk.PodData  `json:"pod"`
 	Node   sdk.NodeData `json:"node"`
 	Filter *Expect      `json:"filter,omitempty"`
 	Score  *int64       `json:"score,omitempty"`
+	// Nodes, instead of Node, runs the case's pod through one whole cycle
+	// over these nodes, as the scheduler does: prefilter (its node subset
+	// included), filter on each node, then prescore, score and
+	// normalize_score over the nodes that passed. Filters and Scores give
+	// the expectations per node name.
+	Nodes []sdk.NodeData `json:"nodes,omitempty"`
+	// Filters are the expected verdicts (prefilter, then filter) by node
+	// name; a node outside prefilter's node subset is
+	// UnschedulableAndUnresolvable (code 3) with no reason.
+	Filters map[string]Expect `json:"filters,omitempty"`
+	// Scores are the expected final scores, after normalize_score, of the
+	// nodes that passed, by node name; every such node must be listed. A
+	// prescore Skip scores every node 0.
+	Scores map[string]int64 `json:"scores,omitempty"`
 	// Cluster is what sdk.Cluster sees in the case: its nodes (with their
 	// pods) and namespaces. Without it the cluster is the case's node
 	// alone, with no namespaces.
@@ -44,6 +60,13 @@ type Cluster struct {
 // ClusterData is the case's cluster for the native backend.
 func (c *Case) ClusterData() *sdk.ClusterData {
 	if c.Cluster == nil {
+		if len(c.Nodes) > 0 {
+			out := &sdk.ClusterData{}
+			for i := range c.Nodes {
+				out.Nodes = append(out.Nodes, &c.Nodes[i])
+			}
+			return out
+		}
 		return &sdk.ClusterData{Nodes: []*sdk.NodeData{&c.Node}}
 	}
 	out := &sdk.ClusterData{Namespaces: c.Cluster.Namespaces}
@@ -73,5 +96,42 @@ func Load(path string) (*File, error) {
 	if err := dec.Decode(f); err != nil {
 		return nil, fmt.Errorf("%s: %w (the fields are those of docs/abi.md §8)", path, err)
 	}
+	for _, c := range f.Cases {
+		if err := c.check(); err != nil {
+			return nil, fmt.Errorf("%s: case %q: %w (docs/abi.md §8)", path, c.Name, err)
+		}
+	}
 	return f, nil
+}
+
+// check refuses a case that mixes the one-node and several-node forms, or
+// expects something of a node it does not have.
+func (c *Case) check() error {
+	if len(c.Nodes) == 0 {
+		if c.Filters != nil || c.Scores != nil {
+			return fmt.Errorf("filters and scores need nodes; with node, use filter and score")
+		}
+		return nil
+	}
+	if c.Filter != nil || c.Score != nil || c.Node.Name != "" {
+		return fmt.Errorf("with nodes, give filters and scores by node name, not node, filter or score")
+	}
+	names := map[string]bool{}
+	for _, n := range c.Nodes {
+		if n.Name == "" || names[n.Name] {
+			return fmt.Errorf("every node needs a name of its own (%q)", n.Name)
+		}
+		names[n.Name] = true
+	}
+	for name := range c.Filters {
+		if !names[name] {
+			return fmt.Errorf("filters names node %q, which is not in nodes", name)
+		}
+	}
+	for name := range c.Scores {
+		if !names[name] {
+			return fmt.Errorf("scores names node %q, which is not in nodes", name)
+		}
+	}
+	return nil
 }

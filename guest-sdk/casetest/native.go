@@ -3,9 +3,11 @@
 package casetest
 
 import (
+	"fmt"
 	"testing"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 )
 
 // RunNative runs every case of the file against the registered functions.
@@ -17,6 +19,10 @@ func RunNative(t *testing.T, path string) {
 	}
 	sdk.SetConfig(f.Config)
 	for _, c := range f.Cases {
+		if len(c.Nodes) > 0 {
+			t.Run(c.Name, func(t *testing.T) { runNodes(t, &c) })
+			continue
+		}
 		t.Run(c.Name, func(t *testing.T) {
 			pod, node := c.Pod, c.Node
 			sdk.SetCluster(c.ClusterData())
@@ -42,5 +48,71 @@ func RunNative(t *testing.T, path string) {
 				}
 			}
 		})
+	}
+}
+
+// runNodes runs a case with several nodes through one cycle natively:
+// prefilter (and its node subset), filter on each node, then prescore,
+// score and normalize_score over the nodes that passed.
+func runNodes(t *testing.T, c *Case) {
+	t.Helper()
+	pod := c.Pod
+	sdk.SetCluster(c.ClusterData())
+	defer sdk.SetCluster(nil)
+	caps := sdk.Capabilities()
+	pre := sdk.RunPreFilter(&pod)
+	subset, subsetSet := sdk.PreFilterResult()
+	allowed := map[string]bool{}
+	for _, n := range subset {
+		allowed[n] = true
+	}
+	var feasible []*sdk.NodeData
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		st := pre
+		switch {
+		case !pre.IsSuccess() && pre.Code != sdk.CodeSkip:
+		case subsetSet && !allowed[n.Name]:
+			st = sdk.Status{Code: sdk.CodeUnschedulableAndUnresolvable}
+		case pre.Code != sdk.CodeSkip && caps&abi.Filter.Cap() != 0:
+			st = sdk.RunFilter(&pod, n)
+		default:
+			st = sdk.Success()
+		}
+		if st.Code == sdk.CodeSkip {
+			st = sdk.Success()
+		}
+		if want, ok := c.Filters[n.Name]; ok && (int32(st.Code) != want.Code || (want.Reason != "" && st.Reason != want.Reason)) {
+			t.Errorf("filter on %s = %d %q, want %d %q", n.Name, st.Code, st.Reason, want.Code, want.Reason)
+		}
+		if st.IsSuccess() {
+			feasible = append(feasible, n)
+		}
+	}
+	if c.Scores == nil {
+		return
+	}
+	scores := make([]int64, len(feasible))
+	if st := sdk.RunPreScore(&pod); st.Code != sdk.CodeSkip && caps&abi.Score.Cap() != 0 {
+		if !st.IsSuccess() {
+			t.Fatalf("prescore = %+v", st)
+		}
+		for j, n := range feasible {
+			s, st := sdk.RunScore(&pod, n)
+			if !st.IsSuccess() {
+				t.Fatalf("score on %s = %+v", n.Name, st)
+			}
+			scores[j] = s
+		}
+		if st := sdk.RunNormalizeScoreOn(&pod, feasible, scores); !st.IsSuccess() {
+			t.Fatalf("normalize_score = %+v", st)
+		}
+	}
+	got := map[string]int64{}
+	for j, n := range feasible {
+		got[n.Name] = scores[j]
+	}
+	if fmt.Sprint(got) != fmt.Sprint(c.Scores) {
+		t.Errorf("scores = %v, want %v", got, c.Scores)
 	}
 }

@@ -36,10 +36,13 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/utils/ptr"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/casetable"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
@@ -811,5 +814,63 @@ func TestEveryPortIsTested(t *testing.T) {
 	tested = slices.Compact(tested)
 	if strings.Join(have, ",") != strings.Join(tested, ",") {
 		t.Fatalf("ports in plugins-wasm/ports: %v; tested: %v", have, tested)
+	}
+}
+
+// The ports' case tables (plugins-wasm/ports/*/testdata.json, run natively
+// by each port's go test) hold for the compiled ports too, both
+// toolchains: several nodes per case, prefilter subsets and NormalizeScore
+// through the host as the scheduler runs them.
+func TestPortCaseTables(t *testing.T) {
+	root, err := testguests.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := filepath.Glob(filepath.Join(root, "plugins-wasm", "ports", "*", "testdata.json"))
+	if err != nil || len(tables) == 0 {
+		t.Fatalf("no case tables under plugins-wasm/ports (%v)", err)
+	}
+	engine, err := host.NewEngine(host.EngineOptions{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	for _, tc := range testguests.Toolchains {
+		for _, table := range tables {
+			name := filepath.Base(filepath.Dir(table))
+			t.Run(string(tc)+"/"+name, func(t *testing.T) {
+				file, err := casetest.Load(table)
+				if err != nil {
+					t.Fatal(err)
+				}
+				module, err := testguests.Build(tc, filepath.Join("plugins-wasm", "ports", name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				wasm, err := os.ReadFile(module)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := engine.NewPolicy(context.Background(), host.PolicySpec{Name: name, Config: file.Config, Timeout: time.Second, MaxInstances: 2, Reads: file.Reads})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Close(context.Background())
+				v, err := p.Load(context.Background(), wasm, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := casetable.Run(context.Background(), v, file)
+				for _, c := range r.Cases {
+					if !c.Passed() {
+						t.Errorf("%s: %s", c.Name, strings.Join(c.Problems, "; "))
+					}
+				}
+				for _, d := range r.Disagreements {
+					t.Errorf("batch and single forms disagree: %s", d)
+				}
+				t.Log(r.Summary())
+			})
+		}
 	}
 }
