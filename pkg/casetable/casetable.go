@@ -139,12 +139,7 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 			r.Cases = append(r.Cases, res)
 			continue
 		}
-		pod.Cluster = view
-		var clusterNodes []*v1.Node
-		for _, ni := range view.Nodes {
-			clusterNodes = append(clusterNodes, ni.Node())
-		}
-		intree.SetImageStates(nodes, clusterNodes)
+		useView(pod, view, nodes)
 		pc := new(host.PolicyCycle)
 
 		filters, ferr := runFilter(ctx, v, pod, pc, nodes)
@@ -227,12 +222,7 @@ func runNodes(ctx context.Context, v *host.Version, c casetest.Case, r *Report) 
 	if c.Cluster == nil {
 		view.Nodes = nodes
 	}
-	pod.Cluster = view
-	var clusterNodes []*v1.Node
-	for _, ni := range view.Nodes {
-		clusterNodes = append(clusterNodes, ni.Node())
-	}
-	intree.SetImageStates(nodes, clusterNodes)
+	useView(pod, view, nodes)
 	pc := new(host.PolicyCycle)
 	filters, ferr := runFilter(ctx, v, pod, pc, nodes)
 	if ferr != nil {
@@ -638,6 +628,17 @@ func Pod(d sdk.PodData) (*v1.Pod, error) {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tol)
 	}
 	return pod, nil
+}
+
+// useView gives the pod its cycle's cluster view, and nodes the image
+// states a scheduler snapshot of the view's nodes would give them.
+func useView(pod *host.PodState, view *host.ClusterView, nodes []fwk.NodeInfo) {
+	pod.Cluster = view
+	var clusterNodes []*v1.Node
+	for _, ni := range view.Nodes {
+		clusterNodes = append(clusterNodes, ni.Node())
+	}
+	intree.SetImageStates(nodes, clusterNodes)
 }
 
 // clusterView is a case's cluster view: its cluster's nodes and
