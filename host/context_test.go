@@ -81,12 +81,14 @@ var contextFns = []struct {
 	{"prefilter_nodes", prefilterOnly(0), prefilterOnly(badArgs)},
 	// The cluster view: one node (n1), no pods; namespace "default" has
 	// one label. Good: node 0's name; a count per node name (("n1", "0"):
-	// 15 bytes); the namespace's labels (46 bytes). Bad: node 99, terms
-	// and names outside memory.
+	// 15 bytes); the namespace's labels (46 bytes); no placed pod's terms
+	// (an empty list: 4 bytes). Bad: node 99, terms and names outside
+	// memory, existing_terms kind 99.
 	{"cluster_nodes", pod(1), nil},
 	{"cluster_node", pod(2), pod(badArgs)},
 	{"count_pods", pod(15), pod(badArgs)},
 	{"namespace_labels", pod(46), pod(badArgs)},
+	{"existing_terms", pod(4), pod(badArgs)},
 }
 
 // prefilterOnly answers v in prefilter and NotAvailable everywhere else.
