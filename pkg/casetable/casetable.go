@@ -454,6 +454,21 @@ func verdict(r host.Result) string {
 	return s
 }
 
+// Failures lists what failed, one line each: every failed case with its
+// problems, then every batch disagreement.
+func (r *Report) Failures() []string {
+	var out []string
+	for _, c := range r.Cases {
+		if !c.Passed() {
+			out = append(out, c.Name+": "+strings.Join(c.Problems, "; "))
+		}
+	}
+	for _, d := range r.Disagreements {
+		out = append(out, "batch and single forms disagree: "+d)
+	}
+	return out
+}
+
 // Summary is one line about the report, for a terminal.
 func (r *Report) Summary() string {
 	passed := 0

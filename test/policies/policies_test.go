@@ -8,7 +8,6 @@ package policies
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -49,13 +48,8 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 				}
 				t.Logf("%s built with %s: %d bytes, exports %s, loaded in %s", name, tc, v.Size(), v.Exports(), v.LoadDuration())
 				r := casetable.Run(context.Background(), v, file)
-				for _, c := range r.Cases {
-					if !c.Passed() {
-						t.Errorf("%s: %s", c.Name, strings.Join(c.Problems, "; "))
-					}
-				}
-				for _, d := range r.Disagreements {
-					t.Errorf("batch and single forms disagree: %s", d)
+				for _, f := range r.Failures() {
+					t.Error(f)
 				}
 				if len(r.Batches) == 0 {
 					t.Errorf("%s has no batch forms: the SDK exports filter_nodes or score_nodes for every policy", name)

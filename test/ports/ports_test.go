@@ -861,13 +861,8 @@ func TestPortCaseTables(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := casetable.Run(context.Background(), v, file)
-				for _, c := range r.Cases {
-					if !c.Passed() {
-						t.Errorf("%s: %s", c.Name, strings.Join(c.Problems, "; "))
-					}
-				}
-				for _, d := range r.Disagreements {
-					t.Errorf("batch and single forms disagree: %s", d)
+				for _, f := range r.Failures() {
+					t.Error(f)
 				}
 				t.Log(r.Summary())
 			})
