@@ -4,7 +4,9 @@
 //
 //	_output/bench/perf.txt       go test -bench ./test/perf/
 //	_output/bench/extender.txt   go test -bench Cycle ./pkg/extender/
+//	_output/bench/ports.txt      go test -bench Ports ./test/ports/
 //	_output/bench/cluster/*.json scheduler_perf data items (test/perf/cluster)
+//	_output/bench/cluster.txt    the same run's benchmark lines (placement measures)
 //
 // and replaces the text between the "bench:begin" and "bench:end" markers.
 package main
@@ -75,16 +77,60 @@ type clusterItem struct {
 // clusterRow is one profile × workload; with several runs (-count), each
 // value is the median of the runs.
 type clusterRow struct {
-	profile, workload      string
-	runs                   int
-	podsPerSec             float64
-	filterP50, filterP99   float64
-	scoreP50, scoreP99     float64
-	attemptP50, attemptP99 float64
+	runs                      int
+	podsPerSec                float64
+	filterP50, filterP99      float64
+	scoreP50, scoreP99        float64
+	attemptP50, attemptP99    float64
+	preFilterP50, preScoreP50 float64
+	// duration is the time from the first measured pod's creation to the
+	// last one's scheduling (SchedulingDuration, in seconds).
+	duration float64
 }
 
 // samples collects each metric's values over the runs.
 type samples map[string][]float64
+
+// parseRuns reads benchmark lines that may repeat (-count): each
+// benchmark's metrics, every run's value, by unit, and the benchmarks in
+// the order they first appear. A "--- FAIL: name" line adds a sample of
+// unit "FAIL".
+func parseRuns(path string) (map[string]samples, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string]samples{}
+	var order []string
+	add := func(name string) samples {
+		if out[name] == nil {
+			out[name] = samples{}
+			order = append(order, name)
+		}
+		return out[name]
+	}
+	re := regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+(\d+)\s+(.*)$`)
+	fail := regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := fail.FindStringSubmatch(line); m != nil {
+			s := add(m[1])
+			s["FAIL"] = append(s["FAIL"], 1)
+			continue
+		}
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		add(m[1])
+		fields := strings.Fields(m[4])
+		for i := 0; i+1 < len(fields); i += 2 {
+			if v, err := strconv.ParseFloat(fields[i], 64); err == nil {
+				out[m[1]][fields[i+1]] = append(out[m[1]][fields[i+1]], v)
+			}
+		}
+	}
+	return out, order, nil
+}
 
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
@@ -118,12 +164,14 @@ func parseCluster(dir string) (map[string]*clusterRow, error) {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		for _, it := range doc.DataItems {
-			// Name: BenchmarkPerfScheduling/<profile>/<workload>/namespace-N
+			// Name: BenchmarkPerfScheduling/<profile>/<workload>/namespace-N,
+			// or BenchmarkPerfSchedulingPorts/<case>/<profile>/<workload>/namespace-N;
+			// the key is what lies between the benchmark and the namespace.
 			parts := strings.Split(it.Labels["Name"], "/")
-			if len(parts) < 3 || it.Data == nil {
+			if len(parts) < 4 || it.Data == nil {
 				continue
 			}
-			key := parts[1] + "/" + parts[2]
+			key := strings.Join(parts[1:len(parts)-1], "/")
 			if all[key] == nil {
 				all[key] = samples{}
 			}
@@ -134,6 +182,10 @@ func parseCluster(dir string) (map[string]*clusterRow, error) {
 				runs[key]++
 			case "scheduler_framework_extension_point_duration_seconds":
 				switch it.Labels["extension_point"] {
+				case "PreFilter":
+					add("pf50", it.Data["Perc50"])
+				case "PreScore":
+					add("ps50", it.Data["Perc50"])
 				case "Filter":
 					add("f50", it.Data["Perc50"])
 					add("f99", it.Data["Perc99"])
@@ -141,6 +193,8 @@ func parseCluster(dir string) (map[string]*clusterRow, error) {
 					add("s50", it.Data["Perc50"])
 					add("s99", it.Data["Perc99"])
 				}
+			case "SchedulingDuration":
+				add("duration", it.Data["Duration"])
 			case "scheduler_scheduling_attempt_duration_seconds":
 				add("a50", it.Data["Perc50"])
 				add("a99", it.Data["Perc99"])
@@ -149,10 +203,10 @@ func parseCluster(dir string) (map[string]*clusterRow, error) {
 	}
 	rows := map[string]*clusterRow{}
 	for key, s := range all {
-		p, w, _ := strings.Cut(key, "/")
-		rows[key] = &clusterRow{profile: p, workload: w, runs: runs[key], podsPerSec: median(s["pods"]),
+		rows[key] = &clusterRow{runs: runs[key], podsPerSec: median(s["pods"]),
 			filterP50: median(s["f50"]), filterP99: median(s["f99"]), scoreP50: median(s["s50"]), scoreP99: median(s["s99"]),
-			attemptP50: median(s["a50"]), attemptP99: median(s["a99"])}
+			attemptP50: median(s["a50"]), attemptP99: median(s["a99"]), duration: median(s["duration"]),
+			preFilterP50: median(s["pf50"]), preScoreP50: median(s["ps50"])}
 	}
 	return rows, nil
 }
@@ -280,10 +334,10 @@ func run() error {
 
 	// Cluster.
 	w("### Cluster: scheduler_perf, SchedulingBasic-like (pods/s, extension point latency)\n\n")
-	if clusterErr != nil {
+	if nat := cluster["Native/500Nodes"]; clusterErr != nil || nat == nil {
 		w("Not measured in this run: %v.\n\n", clusterErr)
 	} else {
-		w("Each value is the median of %d runs (pods/s is each run's average).\n\n", cluster["Native/500Nodes"].runs)
+		w("Each value is the median of %d runs (pods/s is each run's average).\n\n", nat.runs)
 		w("![cluster](perf/cluster.svg)\n\n| workload | profile | pods/s | vs native | Filter p50 / p99 (ms) | Score p50 / p99 (ms) | attempt p50 / p99 (ms) |\n|---|---|---|---|---|---|---|\n")
 		for _, wl := range []string{"500Nodes", "5000Nodes"} {
 			nat := cluster["Native/"+wl]
@@ -300,6 +354,74 @@ func run() error {
 			}
 		}
 		w("\nProfiles: *Default* = kube-scheduler's default plugins; *Native* = default + the native team-isolation and bin-packing plugins; *WasmTinyGo* / *WasmGo* = default + WasmPolicy running the same two policies; *Extender* = default + the same TinyGo policies behind the HTTP extender (nodeCacheCapable). 500 nodes: 500 initial pods, 1000 measured; 5000 nodes: 1000 initial, 1000 measured.\n\n")
+	}
+
+	// Ports, per node.
+	w("### Ports of the default plugins: cost per node\n\n")
+	if ports, order, err := parseRuns(filepath.Join(root, "_output/bench/ports.txt")); err != nil {
+		w("Not measured in this run: %v.\n\n", err)
+	} else {
+		w("Each port's extension points for one scheduling cycle over the same generated 500-node cluster, per node, next to the upstream plugin (`go test -bench Ports ./test/ports/`; the plugin and extension points of each port: [plugins-wasm/ports](../plugins-wasm/ports)).\n\n")
+		w("| port | upstream | TinyGo (ratio) | Go (ratio) |\n|---|---|---|---|\n")
+		for _, name := range order {
+			port, ok := strings.CutSuffix(strings.TrimPrefix(name, "BenchmarkPorts/"), "/upstream")
+			if !ok {
+				continue
+			}
+			up := median(ports[name]["ns/node"])
+			t, g := median(ports["BenchmarkPorts/"+port+"/tinygo"]["ns/node"]), median(ports["BenchmarkPorts/"+port+"/go"]["ns/node"])
+			w("| `%s` | %s | %s (%s) | %s (%s) |\n", port, ns(up), ns(t), ratio(t, up), ns(g), ratio(g, up))
+		}
+		w("\n")
+	}
+
+	// Ports in upstream's scheduler_perf workloads.
+	w("### Ports in upstream scheduler_perf workloads (500 nodes)\n\n")
+	if clusterErr != nil {
+		w("Not measured in this run: %v.\n\n", clusterErr)
+	} else {
+		runs, _, err := parseRuns(filepath.Join(root, "_output/bench/cluster.txt"))
+		if err != nil {
+			return err
+		}
+		w("kube-scheduler's own test cases at their 500Nodes size (`BenchmarkPerfSchedulingPorts` in test/perf/cluster): the default profile, and the same profile with its ten Filter/Score plugins replaced by WasmPolicy running the ports. After every run the placement is read back and checked: every pod scheduled, no node over its resources, every required constraint held. Placement also shows how the preferred constraints came out: the largest skew of the ScheduleAnyway spread constraint, and the share of pods with a preferred pod-affinity partner in their domain. pods/s is the measured pods over the time from the first one's creation to the last one's scheduling (scheduler_perf's SchedulingDuration); medians of the runs.\n\n")
+		w("| test case | profile | pods/s | vs default | p50 (ms): PreFilter, Filter, PreScore, Score | attempt p50 / p99 (ms) | placement |\n|---|---|---|---|---|---|---|\n")
+		for _, c := range []string{"SchedulingNodeAffinity", "TopologySpreading", "PreferredTopologySpreading", "SchedulingPodAntiAffinity", "SchedulingPreferredPodAffinity"} {
+			// pods/s: measured pods over SchedulingDuration, which also
+			// covers runs shorter than the throughput collector's first
+			// one-second sample.
+			podsPerSec := func(p string) float64 {
+				r, s := cluster[c+"/"+p+"/500Nodes"], runs["BenchmarkPerfSchedulingPorts/"+c+"/"+p+"/500Nodes"]
+				if r == nil || r.duration <= 0 {
+					return 0
+				}
+				return median(s["measured_pods"]) / r.duration
+			}
+			def := podsPerSec("Default")
+			for _, p := range []string{"Default", "PortsTinyGo", "PortsGo"} {
+				r := cluster[c+"/"+p+"/500Nodes"]
+				if r == nil {
+					continue
+				}
+				vs := "–"
+				if def > 0 {
+					vs = fmt.Sprintf("%.0f%%", 100*podsPerSec(p)/def)
+				}
+				s := runs["BenchmarkPerfSchedulingPorts/"+c+"/"+p+"/500Nodes"]
+				place := fmt.Sprintf("%.0f pods; held in %d of %d runs", median(s["pods_checked"]), len(s["pods_checked"]), len(s["pods_checked"])+len(s["FAIL"]))
+				if len(s["FAIL"]) > 0 {
+					place = fmt.Sprintf("**violated in %d of %d runs**", len(s["FAIL"]), len(s["pods_checked"])+len(s["FAIL"]))
+				}
+				if v := s["soft_skew"]; len(v) > 0 {
+					place += fmt.Sprintf("; preferred skew %.0f", median(v))
+				}
+				if v := s["preferred_affinity_met_%"]; len(v) > 0 {
+					place += fmt.Sprintf("; %.0f%% with a preferred partner", median(v))
+				}
+				w("| %s | %s | %.0f | %s | %.2f, %.2f, %.2f, %.2f | %.1f / %.1f | %s |\n", c, p, podsPerSec(p), vs, r.preFilterP50, r.filterP50, r.preScoreP50, r.scoreP50, r.attemptP50, r.attemptP99, place)
+			}
+		}
+		w("\n")
 	}
 
 	// Memory, load, reload.
