@@ -83,9 +83,6 @@ type clusterRow struct {
 	scoreP50, scoreP99        float64
 	attemptP50, attemptP99    float64
 	preFilterP50, preScoreP50 float64
-	// duration is the time from the first measured pod's creation to the
-	// last one's scheduling (SchedulingDuration, in seconds).
-	duration float64
 }
 
 // samples collects each metric's values over the runs.
@@ -93,8 +90,10 @@ type samples map[string][]float64
 
 // parseRuns reads benchmark lines that may repeat (-count): each
 // benchmark's metrics, every run's value, by unit, and the benchmarks in
-// the order they first appear. A "--- FAIL: name" line adds a sample of
-// unit "FAIL".
+// the order they first appear. Each failed run adds a sample of unit
+// "FAIL": go test reports it as "--- FAIL: name" (at the start of a line,
+// or after the "name-N" that opens the run's result line) and again as
+// "--- FAIL: name-N", which is not counted.
 func parseRuns(path string) (map[string]samples, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -110,11 +109,14 @@ func parseRuns(path string) (map[string]samples, []string, error) {
 		return out[name]
 	}
 	re := regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+(\d+)\s+(.*)$`)
-	fail := regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
+	fail := regexp.MustCompile(`--- FAIL: (Benchmark\S+)`)
+	suffix := regexp.MustCompile(`-\d+$`)
 	for _, line := range strings.Split(string(data), "\n") {
 		if m := fail.FindStringSubmatch(line); m != nil {
-			s := add(m[1])
-			s["FAIL"] = append(s["FAIL"], 1)
+			if !suffix.MatchString(m[1]) {
+				s := add(m[1])
+				s["FAIL"] = append(s["FAIL"], 1)
+			}
 			continue
 		}
 		m := re.FindStringSubmatch(line)
@@ -193,8 +195,6 @@ func parseCluster(dir string) (map[string]*clusterRow, error) {
 					add("s50", it.Data["Perc50"])
 					add("s99", it.Data["Perc99"])
 				}
-			case "SchedulingDuration":
-				add("duration", it.Data["Duration"])
 			case "scheduler_scheduling_attempt_duration_seconds":
 				add("a50", it.Data["Perc50"])
 				add("a99", it.Data["Perc99"])
@@ -205,8 +205,7 @@ func parseCluster(dir string) (map[string]*clusterRow, error) {
 	for key, s := range all {
 		rows[key] = &clusterRow{runs: runs[key], podsPerSec: median(s["pods"]),
 			filterP50: median(s["f50"]), filterP99: median(s["f99"]), scoreP50: median(s["s50"]), scoreP99: median(s["s99"]),
-			attemptP50: median(s["a50"]), attemptP99: median(s["a99"]), duration: median(s["duration"]),
-			preFilterP50: median(s["pf50"]), preScoreP50: median(s["ps50"])}
+			attemptP50: median(s["a50"]), attemptP99: median(s["a99"]), preFilterP50: median(s["pf50"]), preScoreP50: median(s["ps50"])}
 	}
 	return rows, nil
 }
@@ -335,7 +334,11 @@ func run() error {
 	// Cluster.
 	w("### Cluster: scheduler_perf, SchedulingBasic-like (pods/s, extension point latency)\n\n")
 	if nat := cluster["Native/500Nodes"]; clusterErr != nil || nat == nil {
-		w("Not measured in this run: %v.\n\n", clusterErr)
+		why := "no Native/500Nodes result"
+		if clusterErr != nil {
+			why = clusterErr.Error()
+		}
+		w("Not measured in this run: %s.\n\n", why)
 	} else {
 		w("Each value is the median of %d runs (pods/s is each run's average).\n\n", nat.runs)
 		w("![cluster](perf/cluster.svg)\n\n| workload | profile | pods/s | vs native | Filter p50 / p99 (ms) | Score p50 / p99 (ms) | attempt p50 / p99 (ms) |\n|---|---|---|---|---|---|---|\n")
@@ -384,33 +387,29 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		w("kube-scheduler's own test cases at their 500Nodes size (`BenchmarkPerfSchedulingPorts` in test/perf/cluster): the default profile, and the same profile with its ten Filter/Score plugins replaced by WasmPolicy running the ports. After every run the placement is read back and checked: every pod scheduled, no node over its resources, every required constraint held. Placement also shows how the preferred constraints came out: the largest skew of the ScheduleAnyway spread constraint, and the share of pods with a preferred pod-affinity partner in their domain. pods/s is the measured pods over the time from the first one's creation to the last one's scheduling (scheduler_perf's SchedulingDuration); medians of the runs.\n\n")
+		w("kube-scheduler's own test cases at their 500Nodes size (`BenchmarkPerfSchedulingPorts` in test/perf/cluster): the default profile, and the same profile with its ten Filter/Score plugins replaced by WasmPolicy running the ports. After every run the placement is read back and checked: every pod scheduled, no node over its resources, every required constraint held. Placement also shows how the preferred constraints came out: the largest skew of the ScheduleAnyway spread constraint, and the share of pods with a preferred pod-affinity partner in their domain. pods/s is the rate at which the measured pods were bound, from a pod watch opened before the run (the first to the last of them; scheduler_perf's own throughput needs runs of several seconds, and the Default runs here take one or two); medians of the runs.\n\n")
 		w("| test case | profile | pods/s | vs default | p50 (ms): PreFilter, Filter, PreScore, Score | attempt p50 / p99 (ms) | placement |\n|---|---|---|---|---|---|---|\n")
 		for _, c := range []string{"SchedulingNodeAffinity", "TopologySpreading", "PreferredTopologySpreading", "SchedulingPodAntiAffinity", "SchedulingPreferredPodAffinity"} {
-			// pods/s: measured pods over SchedulingDuration, which also
-			// covers runs shorter than the throughput collector's first
-			// one-second sample.
 			podsPerSec := func(p string) float64 {
-				r, s := cluster[c+"/"+p+"/500Nodes"], runs["BenchmarkPerfSchedulingPorts/"+c+"/"+p+"/500Nodes"]
-				if r == nil || r.duration <= 0 {
-					return 0
-				}
-				return median(s["measured_pods"]) / r.duration
+				return median(runs["BenchmarkPerfSchedulingPorts/"+c+"/"+p+"/500Nodes"]["observed_pods/s"])
 			}
 			def := podsPerSec("Default")
 			for _, p := range []string{"Default", "PortsTinyGo", "PortsGo"} {
+				s := runs["BenchmarkPerfSchedulingPorts/"+c+"/"+p+"/500Nodes"]
 				r := cluster[c+"/"+p+"/500Nodes"]
 				if r == nil {
-					continue
+					if len(s["FAIL"]) == 0 {
+						continue
+					}
+					r = &clusterRow{}
 				}
 				vs := "–"
 				if def > 0 {
 					vs = fmt.Sprintf("%.0f%%", 100*podsPerSec(p)/def)
 				}
-				s := runs["BenchmarkPerfSchedulingPorts/"+c+"/"+p+"/500Nodes"]
 				place := fmt.Sprintf("%.0f pods; held in %d of %d runs", median(s["pods_checked"]), len(s["pods_checked"]), len(s["pods_checked"])+len(s["FAIL"]))
 				if len(s["FAIL"]) > 0 {
-					place = fmt.Sprintf("**violated in %d of %d runs**", len(s["FAIL"]), len(s["pods_checked"])+len(s["FAIL"]))
+					place = fmt.Sprintf("**failed in %d of %d runs** (the placement or the run: see _output/bench/cluster.txt)", len(s["FAIL"]), len(s["pods_checked"])+len(s["FAIL"]))
 				}
 				if v := s["soft_skew"]; len(v) > 0 {
 					place += fmt.Sprintf("; preferred skew %.0f", median(v))

@@ -8,8 +8,15 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	clientset "k8s.io/client-go/kubernetes"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
@@ -84,8 +91,12 @@ func portsSchedulerConfig(profile, dir string) string {
 		fmt.Fprintf(&b, "      - name: %s\n", p)
 	}
 	fmt.Fprintf(&b, "  pluginConfig:\n  - name: WasmPolicy\n    args:\n      compilationCacheDir: %s\n      policies:\n", filepath.Join(dir, "cache"))
+	// Each policy gets a 1s timeout (the default is 100ms): CI shares 2
+	// cores with the apiserver and etcd, and a timed-out call would reject a
+	// node or fail an attempt, which would show here as an unscheduled pod,
+	// not as the port's cost.
 	for _, p := range portPolicies {
-		fmt.Fprintf(&b, "      - name: %s\n        source: {file: %q}\n", p.module, filepath.Join(dir, string(tc), p.module+".wasm"))
+		fmt.Fprintf(&b, "      - name: %s\n        source: {file: %q}\n        timeout: 1s\n", p.module, filepath.Join(dir, string(tc), p.module+".wasm"))
 		if p.weight != 0 {
 			fmt.Fprintf(&b, "        weight: %d\n", p.weight)
 		}
@@ -149,20 +160,7 @@ func portsPerformanceConfig(dir string) (string, error) {
 		if c == nil {
 			return "", fmt.Errorf("scheduler_perf in %s has no test case %s", up, pc.name)
 		}
-		abs := func(m map[string]any, key string) {
-			if p, ok := m[key].(string); ok && !filepath.IsAbs(p) {
-				m[key] = filepath.Join(c["__dir"].(string), p)
-			}
-		}
-		abs(c, "defaultPodTemplatePath")
-		ops, _ := c["workloadTemplate"].([]any)
-		for _, op := range ops {
-			if m, ok := op.(map[string]any); ok {
-				for _, key := range []string{"nodeTemplatePath", "podTemplatePath", "templatePath"} {
-					abs(m, key)
-				}
-			}
-		}
+		absPaths(c, c["__dir"].(string))
 		var perfParams any
 		for _, w := range c["workloads"].([]any) {
 			if m := w.(map[string]any); m["name"] == "500Nodes" {
@@ -203,17 +201,48 @@ func portsPerformanceConfig(dir string) (string, error) {
 }
 
 // measuredPods is each workload's number of measured pods, by
-// "<case>/<profile>/<workload>", reported with the placement so that pods/s
-// can be computed from scheduler_perf's SchedulingDuration even when a run
-// is too short for its once-a-second throughput samples.
+// "<case>/<profile>/<workload>": the last pods scheduled, whose rate
+// schedulingWatch measures.
 var measuredPods = map[string]int{}
+
+// absPaths makes the template paths of a test case absolute, relative to
+// dir, wherever they are: every string under a key ending in "Path" and
+// every string of a list under a key ending in "Paths".
+func absPaths(v any, dir string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			switch {
+			case strings.HasSuffix(k, "Path"):
+				if p, ok := x.(string); ok && !filepath.IsAbs(p) {
+					v[k] = filepath.Join(dir, p)
+				}
+			case strings.HasSuffix(k, "Paths"):
+				if l, ok := x.([]any); ok {
+					for i, e := range l {
+						if p, ok := e.(string); ok && !filepath.IsAbs(p) {
+							l[i] = filepath.Join(dir, p)
+						}
+					}
+				}
+			default:
+				absPaths(x, dir)
+			}
+		}
+	case []any:
+		for _, x := range v {
+			absPaths(x, dir)
+		}
+	}
+}
 
 // BenchmarkPerfSchedulingPorts runs upstream scheduler_perf workloads that
 // exercise node affinity, topology spreading and inter-pod affinity under
 // the default profile and under the ports profile (TinyGo, then Go), and
 // after each workload checks the placement: every pod scheduled, no node
 // over its resources, and every required constraint of every pod holding
-// (see placement.violations). It also reports how well the preferred
+// (see placement.violations). It also reports the measured pods' rate
+// (observed_pods/s, see schedulingWatch) and how well the preferred
 // constraints were met (soft_skew, preferred_affinity_met_%), so the ports'
 // scoring can be compared with the default plugins'.
 //
@@ -265,7 +294,10 @@ func checkPlacementAfter[C interface {
 	Errorf(string, ...any)
 }](tCtx C) error {
 	b := benchmarkOf(tCtx)
+	ctx, cancel := context.WithCancel(context.Background())
+	watch := watchScheduling(ctx, tCtx.Client())
 	tCtx.Cleanup(func() {
+		defer cancel()
 		p, err := readPlacement(context.Background(), tCtx.Client())
 		if err != nil {
 			tCtx.Errorf("reading the placement back: %v", err)
@@ -281,8 +313,18 @@ func checkPlacementAfter[C interface {
 		}
 		if b != nil {
 			_, workload, _ := strings.Cut(tCtx.Name(), "/")
-			if n := measuredPods[workload]; n > 0 {
-				b.ReportMetric(float64(n), "measured_pods")
+			if n := measuredPods[workload]; n > 1 {
+				scheduled := 0
+				for _, pod := range p.pods {
+					if pod.Spec.NodeName != "" {
+						scheduled++
+					}
+				}
+				if rate, err := watch.rate(scheduled, n); err != nil {
+					tCtx.Errorf("measuring pods/s: %v", err)
+				} else {
+					b.ReportMetric(rate, "observed_pods/s")
+				}
 			}
 			b.ReportMetric(float64(len(p.pods)), "pods_checked")
 			skew, met := p.preferred()
@@ -295,6 +337,88 @@ func checkPlacementAfter[C interface {
 		}
 	})
 	return nil
+}
+
+// schedulingWatch records when each pod is first seen bound to a node,
+// from a watch opened before the workload creates any pod. The measured
+// pods are the last ones scheduled (scheduler_perf waits for each
+// createPods op to be scheduled before the next), so their rate is their
+// number over the time between the first and the last of them: exact to
+// the watch's delivery, where scheduler_perf's SchedulingThroughput needs
+// a run of several seconds (one-second samples) and its SchedulingDuration
+// ends at a poll once a second.
+type schedulingWatch struct {
+	mu    sync.Mutex
+	times []time.Time
+	err   error
+}
+
+func watchScheduling(ctx context.Context, c clientset.Interface) *schedulingWatch {
+	w := &schedulingWatch{}
+	fail := func(err error) {
+		w.mu.Lock()
+		w.err = err
+		w.mu.Unlock()
+	}
+	list, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fail(err)
+		return w
+	}
+	go func() {
+		seen := map[types.UID]bool{}
+		// The apiserver ends a watch after a while; each new one resumes
+		// from the last resource version seen.
+		for rv := list.ResourceVersion; ctx.Err() == nil; {
+			wi, err := c.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+			if err != nil {
+				if ctx.Err() == nil {
+					fail(fmt.Errorf("watching pods: %w", err))
+				}
+				return
+			}
+			for ev := range wi.ResultChan() {
+				if ev.Type == watch.Error {
+					wi.Stop()
+					fail(fmt.Errorf("watching pods: %v", apierrors.FromObject(ev.Object)))
+					return
+				}
+				pod, ok := ev.Object.(*v1.Pod)
+				if !ok {
+					continue
+				}
+				rv = pod.ResourceVersion
+				if pod.Spec.NodeName == "" || seen[pod.UID] {
+					continue
+				}
+				seen[pod.UID] = true
+				w.mu.Lock()
+				w.times = append(w.times, time.Now())
+				w.mu.Unlock()
+			}
+			wi.Stop()
+		}
+	}()
+	return w
+}
+
+// rate waits (up to 10s) until the watch has seen scheduled pods bound, and
+// returns the pods/s of the last n of them.
+func (w *schedulingWatch) rate(scheduled, n int) (float64, error) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w.mu.Lock()
+		times, err := w.times, w.err
+		w.mu.Unlock()
+		switch {
+		case err != nil:
+			return 0, err
+		case len(times) >= scheduled && len(times) >= n:
+			last := times[len(times)-n:]
+			return float64(n-1) / last[n-1].Sub(last[0]).Seconds(), nil
+		case time.Now().After(deadline):
+			return 0, fmt.Errorf("the pod watch saw %d of %d scheduled pods", len(times), scheduled)
+		}
+	}
 }
 
 // benchmarkOf returns the *testing.B behind a scheduler_perf test context, to
