@@ -43,9 +43,10 @@ func NodeInfos(nodes []*v1.Node, pods []*v1.Pod) []fwk.NodeInfo {
 }
 
 // SetImageStates gives each of infos (built by NewNodeInfo) the image
-// states a scheduler snapshot of cluster would give it, as ImageLocality
-// reads them: per name of each of its node's images, the image's size and
-// the number of cluster's nodes that list the name.
+// states a scheduler snapshot of cluster would give it (the scheduler's
+// NewSnapshot), as ImageLocality reads them: per name of each of its node's
+// images, the image's size and the number of cluster's nodes that list the
+// name.
 func SetImageStates(infos []fwk.NodeInfo, cluster []*v1.Node) {
 	holders := map[string]map[string]bool{}
 	for _, n := range cluster {
@@ -66,9 +67,7 @@ func SetImageStates(infos []fwk.NodeInfo, cluster []*v1.Node) {
 		states := map[string]*fwk.ImageStateSummary{}
 		for _, im := range ni.Node().Status.Images {
 			for _, name := range im.Names {
-				if _, seen := states[name]; !seen {
-					states[name] = &fwk.ImageStateSummary{Size: im.SizeBytes, NumNodes: len(holders[name])}
-				}
+				states[name] = &fwk.ImageStateSummary{Size: im.SizeBytes, NumNodes: len(holders[name])}
 			}
 		}
 		ni.ImageStates = states
