@@ -198,7 +198,7 @@ fuzz:
 e2e: build guests-tinygo controlplane
 	set -o pipefail; $(GO) test -count=1 -v ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 
-## bench: every benchmark at full length (about 10 minutes); regenerates
+## bench: every benchmark at full length (about 40 minutes); regenerates
 ## the tables of docs/performance.md and the charts in docs/perf/
 BENCH_OUT := $(OUT)/bench
 # scheduler_perf runs are noisy on 2 cores: the doc shows the median of BENCH_COUNT runs.

@@ -5,8 +5,8 @@
 //	_output/bench/perf.txt       go test -bench ./test/perf/
 //	_output/bench/extender.txt   go test -bench Cycle ./pkg/extender/
 //	_output/bench/ports.txt      go test -bench Ports ./test/ports/
-//	_output/bench/cluster/*.json scheduler_perf data items (test/perf/cluster)
-//	_output/bench/cluster.txt    the same run's benchmark lines (placement measures)
+//	_output/bench/cluster/*.json scheduler_perf data items (test/perf/cluster),
+//	                             and placement-*.json, the ports workloads' checked placements
 //
 // and replaces the text between the "bench:begin" and "bench:end" markers.
 package main
@@ -85,15 +85,41 @@ type clusterRow struct {
 	preFilterP50, preScoreP50 float64
 }
 
+// placementRecord is one run's record from test/perf/cluster
+// (BenchmarkPerfSchedulingPorts): its placement checked after the run.
+type placementRecord struct {
+	Name                 string   `json:"name"`
+	Pods                 int      `json:"pods"`
+	Violations           []string `json:"violations"`
+	PodsPerSecond        float64  `json:"podsPerSecond"`
+	SoftSkew             int      `json:"softSkew"`
+	PreferredAffinityMet float64  `json:"preferredAffinityMet"`
+}
+
+// parsePlacements reads the placement records in dir, by name.
+func parsePlacements(dir string) (map[string][]placementRecord, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "placement-*.json"))
+	out := map[string][]placementRecord{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var r placementRecord
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out[r.Name] = append(out[r.Name], r)
+	}
+	return out, nil
+}
+
 // samples collects each metric's values over the runs.
 type samples map[string][]float64
 
 // parseRuns reads benchmark lines that may repeat (-count): each
 // benchmark's metrics, every run's value, by unit, and the benchmarks in
-// the order they first appear. Each failed run adds a sample of unit
-// "FAIL": go test reports it as "--- FAIL: name" (at the start of a line,
-// or after the "name-N" that opens the run's result line) and again as
-// "--- FAIL: name-N", which is not counted.
+// the order they first appear.
 func parseRuns(path string) (map[string]samples, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -109,16 +135,7 @@ func parseRuns(path string) (map[string]samples, []string, error) {
 		return out[name]
 	}
 	re := regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+(\d+)\s+(.*)$`)
-	fail := regexp.MustCompile(`--- FAIL: (Benchmark\S+)`)
-	suffix := regexp.MustCompile(`-\d+$`)
 	for _, line := range strings.Split(string(data), "\n") {
-		if m := fail.FindStringSubmatch(line); m != nil {
-			if !suffix.MatchString(m[1]) {
-				s := add(m[1])
-				s["FAIL"] = append(s["FAIL"], 1)
-			}
-			continue
-		}
 		m := re.FindStringSubmatch(line)
 		if m == nil {
 			continue
@@ -383,7 +400,7 @@ func run() error {
 	if clusterErr != nil {
 		w("Not measured in this run: %v.\n\n", clusterErr)
 	} else {
-		runs, _, err := parseRuns(filepath.Join(root, "_output/bench/cluster.txt"))
+		records, err := parsePlacements(filepath.Join(root, "_output/bench/cluster"))
 		if err != nil {
 			return err
 		}
@@ -391,31 +408,49 @@ func run() error {
 		w("| test case | profile | pods/s | vs default | p50 (ms): PreFilter, Filter, PreScore, Score | attempt p50 / p99 (ms) | placement |\n|---|---|---|---|---|---|---|\n")
 		for _, c := range []string{"SchedulingNodeAffinity", "TopologySpreading", "PreferredTopologySpreading", "SchedulingPodAntiAffinity", "SchedulingPreferredPodAffinity"} {
 			podsPerSec := func(p string) float64 {
-				return median(runs["BenchmarkPerfSchedulingPorts/"+c+"/"+p+"/500Nodes"]["observed_pods/s"])
+				var v []float64
+				for _, r := range records[c+"/"+p+"/500Nodes"] {
+					v = append(v, r.PodsPerSecond)
+				}
+				return median(v)
 			}
 			def := podsPerSec("Default")
 			for _, p := range []string{"Default", "PortsTinyGo", "PortsGo"} {
-				s := runs["BenchmarkPerfSchedulingPorts/"+c+"/"+p+"/500Nodes"]
+				recs := records[c+"/"+p+"/500Nodes"]
 				r := cluster[c+"/"+p+"/500Nodes"]
+				if r == nil && len(recs) == 0 {
+					continue
+				}
 				if r == nil {
-					if len(s["FAIL"]) == 0 {
-						continue
-					}
 					r = &clusterRow{}
 				}
 				vs := "–"
 				if def > 0 {
 					vs = fmt.Sprintf("%.0f%%", 100*podsPerSec(p)/def)
 				}
-				place := fmt.Sprintf("%.0f pods; held in %d of %d runs", median(s["pods_checked"]), len(s["pods_checked"]), len(s["pods_checked"])+len(s["FAIL"]))
-				if len(s["FAIL"]) > 0 {
-					place = fmt.Sprintf("**failed in %d of %d runs** (the placement or the run: see _output/bench/cluster.txt)", len(s["FAIL"]), len(s["pods_checked"])+len(s["FAIL"]))
+				var pods, skew, met []float64
+				held := 0
+				for _, rec := range recs {
+					if len(rec.Violations) == 0 {
+						held++
+					}
+					pods = append(pods, float64(rec.Pods))
+					if rec.SoftSkew >= 0 {
+						skew = append(skew, float64(rec.SoftSkew))
+					}
+					if rec.PreferredAffinityMet >= 0 {
+						met = append(met, 100*rec.PreferredAffinityMet)
+					}
 				}
-				if v := s["soft_skew"]; len(v) > 0 {
-					place += fmt.Sprintf("; preferred skew %.0f", median(v))
+				place := fmt.Sprintf("%.0f pods; held in %d of %d runs", median(pods), held, len(recs))
+				if held < len(recs) {
+					place = fmt.Sprintf("%.0f pods; **failed in %d of %d runs** (placement-*.json in _output/bench/cluster)", median(pods), len(recs)-held, len(recs))
 				}
-				if v := s["preferred_affinity_met_%"]; len(v) > 0 {
-					place += fmt.Sprintf("; %.0f%% with a preferred partner", median(v))
+				if len(skew) > 0 {
+					place += fmt.Sprintf("; preferred skew %.0f", median(skew))
+				}
+				if len(met) > 0 {
+					place += fmt.Sprintf("; %.0f%% with a preferred partner", median(met))
 				}
 				w("| %s | %s | %.0f | %s | %.2f, %.2f, %.2f, %.2f | %.1f / %.1f | %s |\n", c, p, podsPerSec(p), vs, r.preFilterP50, r.filterP50, r.preScoreP50, r.scoreP50, r.attemptP50, r.attemptP99, place)
 			}
