@@ -156,8 +156,18 @@ func (p *placement) firstOfGroup(pod *v1.Pod, terms []v1.PodAffinityTerm) bool {
 		}
 		return true
 	}
+	// As upstream counts them: a matching pod counts only on a node that
+	// has one of the terms' topology keys.
+	hasAKey := func(n *v1.Node) bool {
+		for _, t := range terms {
+			if _, ok := n.Labels[t.TopologyKey]; ok {
+				return true
+			}
+		}
+		return false
+	}
 	for _, q := range p.pods {
-		if q.UID != pod.UID && p.nodes[q.Spec.NodeName] != nil && matchesAll(q) {
+		if n := p.nodes[q.Spec.NodeName]; q.UID != pod.UID && n != nil && hasAKey(n) && matchesAll(q) {
 			return false
 		}
 	}
@@ -184,9 +194,10 @@ func tolerates(pod *v1.Pod, t v1.Taint) bool {
 	return false
 }
 
-// portConflicts lists nodes on which two pods hold the same host port and
-// protocol on overlapping IPs (0.0.0.0 overlaps every IP), counting
-// containers and restartable init containers, as NodePorts does.
+// portConflicts reports the first node found on which two pods hold the
+// same host port and protocol on overlapping IPs (0.0.0.0 overlaps every
+// IP), counting containers and restartable init containers, as NodePorts
+// does.
 func (p *placement) portConflicts() []string {
 	type use struct {
 		ip, proto string
@@ -248,6 +259,12 @@ func constraints(pod *v1.Pod, kind v1.UnsatisfiableConstraintAction) []v1.Topolo
 // nodeAffinityPolicy is Ignore, and whose taints it tolerates when
 // nodeTaintsPolicy is Honor. Fewer domains than minDomains count the
 // minimum as 0, as the scheduler does.
+//
+// Checking the final skew assumes what holds in the workloads checked
+// here: every pod the selector matches carries the same constraint, and
+// none was deleted. The scheduler only keeps each placement within
+// maxSkew of the minimum at that moment; matching pods placed without the
+// constraint, or deletions, could leave a valid placement with more skew.
 func (p *placement) skew(pod *v1.Pod, c v1.TopologySpreadConstraint, same []v1.TopologySpreadConstraint) int {
 	sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
 	if err != nil {

@@ -295,11 +295,13 @@ type placementRecord struct {
 	Name string `json:"name"`
 	// Pods is how many pods were read back and checked.
 	Pods int `json:"pods"`
-	// Violations are the broken constraints (placement.violations) and
-	// any error reading the placement or measuring; empty for a valid run.
+	// Violations are the broken constraints (placement.violations), or
+	// the error reading the placement back; empty for a valid run.
 	Violations []string `json:"violations,omitempty"`
-	// PodsPerSecond is the measured pods' rate (schedulingWatch).
+	// PodsPerSecond is the measured pods' rate (schedulingWatch); 0 with
+	// RateError when it could not be measured.
 	PodsPerSecond float64 `json:"podsPerSecond"`
+	RateError     string  `json:"rateError,omitempty"`
 	// SoftSkew and PreferredAffinityMet are placement.preferred's measures
 	// (-1: the workload has no such preference).
 	SoftSkew             int     `json:"softSkew"`
@@ -340,20 +342,18 @@ func checkPlacementAfter[C interface {
 			tCtx.Errorf("placement: %s", s)
 		}
 		rec.SoftSkew, rec.PreferredAffinityMet = p.preferred()
-		if n := measuredPods[name]; n > 1 {
-			scheduled := 0
-			for _, pod := range p.pods {
-				if pod.Spec.NodeName != "" {
-					scheduled++
-				}
-			}
-			if rate, err := watch.rate(scheduled, n); err != nil {
-				rec.Violations = append(rec.Violations, fmt.Sprintf("measuring pods/s: %v", err))
-				tCtx.Errorf("placement: measuring pods/s: %v", err)
-			} else {
-				rec.PodsPerSecond = rate
+		scheduled := 0
+		for _, pod := range p.pods {
+			if pod.Spec.NodeName != "" {
+				scheduled++
 			}
 		}
+		rate, err := watch.rate(scheduled, measuredPods[name])
+		if err != nil {
+			rec.RateError = err.Error()
+			tCtx.Errorf("measuring pods/s: %v", err)
+		}
+		rec.PodsPerSecond = rate
 	})
 	return nil
 }
@@ -438,18 +438,22 @@ func watchScheduling(ctx context.Context, c clientset.Interface) *schedulingWatc
 }
 
 // rate waits (up to 10s) until the watch has seen scheduled pods bound, and
-// returns the pods/s of the last n of them.
+// returns the pods/s of the last n of them (n: the workload's measured
+// pods, at least 2).
 func (w *schedulingWatch) rate(scheduled, n int) (float64, error) {
+	if n < 2 {
+		return 0, fmt.Errorf("%d measured pods: not a workload of this benchmark", n)
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		w.mu.Lock()
 		times, err := w.times, w.err
 		w.mu.Unlock()
 		switch {
-		case err != nil:
-			return 0, err
 		case len(times) >= scheduled && len(times) >= n:
 			last := times[len(times)-n:]
 			return float64(n-1) / last[n-1].Sub(last[0]).Seconds(), nil
+		case err != nil:
+			return 0, err
 		case time.Now().After(deadline):
 			return 0, fmt.Errorf("the pod watch saw %d of %d scheduled pods", len(times), scheduled)
 		}
