@@ -230,22 +230,17 @@ func (o *testOptions) runCases(cmd *cobra.Command, g *globalOptions, module stri
 	defer engine.Close()
 	reads := table.Reads
 	if len(o.reads) == 1 {
-		reads = splitList(o.reads[0])
+		// Non-nil even when empty: --reads "" declares no reads.
+		reads = append([]string{}, splitList(o.reads[0])...)
 	}
 	clock, err := o.parseClock()
 	if err != nil {
 		return err
 	}
-	p, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: table.Config, Timeout: o.timeout, MaxInstances: 1, Reads: reads, Clock: clock})
-	if err != nil {
-		return err
-	}
-	defer p.Close(ctx)
-	v, err := p.Load(ctx, src, "")
+	r, err := casetable.RunModule(ctx, engine, host.PolicySpec{Name: name, Timeout: o.timeout, MaxInstances: 1, Reads: reads, Clock: clock}, src, table)
 	if err != nil {
 		return fmt.Errorf("policy %q (%s): %w", name, module, err)
 	}
-	r := casetable.Run(ctx, v, table)
 	if err := print(cmd.OutOrStdout(), g.output, r, func(tw *tabwriter.Writer) { caseTable(tw, r) }); err != nil {
 		return err
 	}

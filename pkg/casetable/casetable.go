@@ -44,6 +44,10 @@ type Report struct {
 	// Disagreements are the (pod, node) pairs where a batch form and its
 	// single form differ, over every case's pod on every case's node.
 	Disagreements []string `json:"disagreements,omitempty"`
+	// Size and LoadDuration describe the module RunModule loaded (zero
+	// after Run).
+	Size         int           `json:"-"`
+	LoadDuration time.Duration `json:"-"`
 }
 
 // Failed reports whether any case failed or any batch disagreed.
@@ -83,6 +87,32 @@ type NodeOutcome struct {
 
 // Passed reports whether the case's expectations held.
 func (c Case) Passed() bool { return len(c.Problems) == 0 }
+
+// RunModule loads wasm as a policy of e with spec, then runs the case table
+// f against it and frees the policy. An empty spec.Config or spec.Reads
+// takes the table's, so the module sees the config its native test saw
+// (a non-nil empty Reads declares no reads).
+// The returned error is about loading; case failures are in the Report.
+func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm []byte, f *casetest.File) (*Report, error) {
+	if spec.Config == "" {
+		spec.Config = f.Config
+	}
+	if spec.Reads == nil {
+		spec.Reads = f.Reads
+	}
+	p, err := e.NewPolicy(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close(ctx)
+	v, err := p.Load(ctx, wasm, "")
+	if err != nil {
+		return nil, err
+	}
+	r := Run(ctx, v, f)
+	r.Size, r.LoadDuration = v.Size(), v.LoadDuration()
+	return r, nil
+}
 
 // Run runs every case of f against v, a loaded module whose policy has the
 // table's config. Each case's pod is evaluated, as one scheduling cycle, on

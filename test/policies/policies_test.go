@@ -35,19 +35,11 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 					t.Fatal(err)
 				}
 				wasm := testguests.PolicyBytes(t, tc, name)
-				p, err := engine.NewPolicy(context.Background(), host.PolicySpec{
-					Name: name, Config: file.Config, Timeout: time.Second, MaxInstances: 4, Reads: file.Reads,
-				})
+				r, err := casetable.RunModule(context.Background(), engine, host.PolicySpec{Name: name, Timeout: time.Second, MaxInstances: 4}, wasm, file)
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer p.Close(context.Background())
-				v, err := p.Load(context.Background(), wasm, "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("%s built with %s: %d bytes, exports %s, loaded in %s", name, tc, v.Size(), v.Exports(), v.LoadDuration())
-				r := casetable.Run(context.Background(), v, file)
+				t.Logf("%s built with %s: %d bytes, exports %s, loaded in %s", name, tc, r.Size, r.Exports, r.LoadDuration)
 				for _, f := range r.Failures() {
 					t.Error(f)
 				}

@@ -851,16 +851,10 @@ func TestPortCaseTables(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p, err := engine.NewPolicy(context.Background(), host.PolicySpec{Name: name, Config: file.Config, Timeout: time.Second, MaxInstances: 2, Reads: file.Reads})
+				r, err := casetable.RunModule(context.Background(), engine, host.PolicySpec{Name: name, Timeout: time.Second, MaxInstances: 2}, wasm, file)
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer p.Close(context.Background())
-				v, err := p.Load(context.Background(), wasm, "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				r := casetable.Run(context.Background(), v, file)
 				for _, f := range r.Failures() {
 					t.Error(f)
 				}
