@@ -1,0 +1,260 @@
+package fuel
+
+import "fmt"
+
+// Opcodes the rewriter acts on; every other opcode is copied with its
+// immediates unchanged.
+const (
+	opBlock        = 0x02
+	opLoop         = 0x03
+	opIf           = 0x04
+	opEnd          = 0x0b
+	opCall         = 0x10
+	opReturnCall   = 0x12
+	opGlobalGet    = 0x23
+	opGlobalSet    = 0x24
+	opI32Const     = 0x41
+	opI32Eqz       = 0x45
+	opI32Sub       = 0x6b
+	opRefFunc      = 0xd2
+	prefixMisc     = 0xfc
+	prefixSIMD     = 0xfd
+	prefixAtomic   = 0xfe
+	blockTypeEmpty = 0x40
+)
+
+// exprRewriter copies instructions, shifting function indices and adding a
+// fuel check after every loop header.
+type exprRewriter struct {
+	// shift maps an old function index to the new one.
+	shift func(uint32) uint32
+	// check is the fuel check to insert after each loop's block type
+	// (nil: none, as in constant expressions).
+	check []byte
+	// types and globals are how many the input module has. A reference
+	// past them is refused: the rewrite adds a type and a global at those
+	// indices and would otherwise turn an invalid module into a valid one.
+	types, globals uint32
+}
+
+// rewrite copies instructions from r to out until r reaches end (a function
+// body), or, when end < 0, through the first end opcode at nesting depth 0
+// (a constant expression). Unchanged instructions are copied byte for byte,
+// non-canonical LEB128s included.
+func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
+	depth := 0
+	for {
+		if end >= 0 && r.pos >= end {
+			if r.pos > end {
+				return nil, fmt.Errorf("instruction runs past the end of its function body")
+			}
+			return out, nil
+		}
+		start := r.pos
+		op, err := r.byte()
+		if err != nil {
+			return nil, err
+		}
+		switch op {
+		case opCall, opReturnCall, opRefFunc:
+			f, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			out = appendU32(append(out, op), x.shift(f))
+			continue
+		case opLoop:
+			if err := x.blockType(r); err != nil {
+				return nil, err
+			}
+			depth++
+			out = append(out, r.b[start:r.pos]...)
+			out = append(out, x.check...)
+			continue
+		case opBlock, opIf:
+			depth++
+		case opEnd:
+			if depth == 0 && end < 0 {
+				return append(out, op), nil
+			}
+			depth--
+		}
+		if err := x.skipImmediates(r, op); err != nil {
+			return nil, fmt.Errorf("opcode 0x%02x at offset %d: %w", op, start, err)
+		}
+		out = append(out, r.b[start:r.pos]...)
+	}
+}
+
+// skipImmediates reads past the immediates of op, whose opcode byte has been
+// read. It knows every instruction of WebAssembly 2.0 and of the proposals
+// wazero implements (tail calls, threads, extended constants); it refuses
+// anything else rather than guess its length.
+func (x *exprRewriter) skipImmediates(r *reader, op byte) error {
+	switch {
+	case op == 0x00 || op == 0x01 || op == 0x05 || op == opEnd || op == 0x0f ||
+		op == 0x1a || op == 0x1b || (op >= 0x45 && op <= 0xc4) || op == 0xd1:
+		// unreachable, nop, else, end, return, drop, select, numeric,
+		// ref.is_null: no immediates.
+		return nil
+	case op == opBlock || op == opLoop || op == opIf:
+		return x.blockType(r)
+	case op == 0x0c || op == 0x0d: // br, br_if
+		_, err := r.u32()
+		return err
+	case op == 0x0e: // br_table
+		n, err := r.vecLen(1)
+		if err != nil {
+			return err
+		}
+		for i := uint32(0); i <= n; i++ { // n labels and the default
+			if _, err := r.u32(); err != nil {
+				return err
+			}
+		}
+		return nil
+	case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect: type, table
+		typ, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if typ >= x.types {
+			return fmt.Errorf("unknown type %d", typ)
+		}
+		_, err = r.u32()
+		return err
+	case op == 0x1c: // select t*
+		n, err := r.vecLen(1)
+		if err != nil {
+			return err
+		}
+		_, err = r.bytes(uint64(n))
+		return err
+	case op == opGlobalGet || op == opGlobalSet:
+		g, err := r.u32()
+		if err == nil && g >= x.globals {
+			err = fmt.Errorf("unknown global %d", g)
+		}
+		return err
+	case op >= 0x20 && op <= 0x26: // local.*, table.get/set
+		_, err := r.u32()
+		return err
+	case op >= 0x28 && op <= 0x3e: // loads and stores
+		return memarg(r)
+	case op == 0x3f || op == 0x40: // memory.size, memory.grow
+		_, err := r.u32()
+		return err
+	case op == opI32Const:
+		_, err := r.sleb(32)
+		return err
+	case op == 0x42:
+		_, err := r.sleb(64)
+		return err
+	case op == 0x43:
+		_, err := r.bytes(4)
+		return err
+	case op == 0x44:
+		_, err := r.bytes(8)
+		return err
+	case op == 0xd0: // ref.null t
+		_, err := r.byte()
+		return err
+	case op == prefixMisc:
+		return skipMisc(r)
+	case op == prefixSIMD:
+		return skipSIMD(r)
+	case op == prefixAtomic:
+		return skipAtomic(r)
+	}
+	return fmt.Errorf("unknown or unsupported opcode")
+}
+
+// blockType reads a block type: empty, a value type (negative), or a type
+// index, which must exist.
+func (x *exprRewriter) blockType(r *reader) error {
+	bt, err := r.sleb(33)
+	if err == nil && bt >= 0 && uint64(bt) >= uint64(x.types) {
+		err = fmt.Errorf("unknown type %d", bt)
+	}
+	return err
+}
+
+// memarg reads a memory argument: alignment (with the multi-memory bit, a
+// memory index) and offset.
+func memarg(r *reader) error {
+	align, err := r.u32()
+	if err != nil {
+		return err
+	}
+	if align&0x40 != 0 {
+		if _, err := r.u32(); err != nil {
+			return err
+		}
+	}
+	_, err = r.uleb(64)
+	return err
+}
+
+func skipMisc(r *reader) error {
+	sub, err := r.u32()
+	if err != nil {
+		return err
+	}
+	n := 0
+	switch {
+	case sub <= 7: // saturating truncations
+	case sub == 9 || sub == 11 || sub == 13 || (sub >= 15 && sub <= 17):
+		n = 1 // data.drop, memory.fill, elem.drop, table.grow/size/fill
+	case sub == 8 || sub == 10 || sub == 12 || sub == 14:
+		n = 2 // memory.init, memory.copy, table.init, table.copy
+	default:
+		return fmt.Errorf("unknown 0xfc sub-opcode %d", sub)
+	}
+	for ; n > 0; n-- {
+		if _, err := r.u32(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func skipSIMD(r *reader) error {
+	sub, err := r.u32()
+	if err != nil {
+		return err
+	}
+	switch {
+	case sub <= 11 || sub == 92 || sub == 93: // v128 loads and stores
+		return memarg(r)
+	case sub == 12 || sub == 13: // v128.const, i8x16.shuffle
+		_, err := r.bytes(16)
+		return err
+	case sub >= 21 && sub <= 34: // extract_lane, replace_lane
+		_, err := r.byte()
+		return err
+	case sub >= 84 && sub <= 91: // load/store lane
+		if err := memarg(r); err != nil {
+			return err
+		}
+		_, err := r.byte()
+		return err
+	case sub <= 0x113: // every other SIMD and relaxed SIMD instruction
+		return nil
+	}
+	return fmt.Errorf("unknown 0xfd sub-opcode %d", sub)
+}
+
+func skipAtomic(r *reader) error {
+	sub, err := r.u32()
+	if err != nil {
+		return err
+	}
+	switch {
+	case sub == 3: // atomic.fence
+		_, err := r.byte()
+		return err
+	case sub <= 2 || (sub >= 0x10 && sub <= 0x4e):
+		return memarg(r)
+	}
+	return fmt.Errorf("unknown 0xfe sub-opcode %d", sub)
+}

@@ -1,0 +1,134 @@
+package fuel
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// seeds are modules of every shape this repository holds: the host's
+// hand-written fixtures (traps, loops, memory bombs, bad signatures) and
+// a few of the specification suite's.
+func seeds(t testing.TB) [][]byte {
+	files, _ := filepath.Glob("../../testdata/*.wasm")
+	root := wazeroDir(t)
+	for _, n := range []string{"v2/testdata/names.0.wasm", "v2/testdata/elem.0.wasm", "v2/testdata/simd_lane.0.wasm", "v2/testdata/bulk.0.wasm", "v1/testdata/loop.0.wasm", "v2/testdata/ref_func.1.wasm"} {
+		files = append(files, filepath.Join(root, n))
+	}
+	var out [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	if len(out) < 10 {
+		t.Fatalf("only %d seed modules", len(out))
+	}
+	return out
+}
+
+// The rewrite keeps what tools read from a module: exports by name and
+// kind, function names (the name section, shifted past the added import),
+// and the imports it had, plus exactly the one it adds.
+func TestInstrumentKeepsInterface(t *testing.T) {
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
+	defer rt.Close(ctx)
+	for i, wasm := range seeds(t) {
+		before, err := rt.CompileModule(ctx, wasm)
+		if err != nil {
+			continue // fixtures that are invalid on purpose
+		}
+		out, err := Instrument(wasm)
+		if err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		after, err := rt.CompileModule(ctx, out)
+		if err != nil {
+			t.Fatalf("seed %d: the instrumented module does not compile: %v", i, err)
+		}
+		bf, af := before.ExportedFunctions(), after.ExportedFunctions()
+		if len(bf) != len(af) {
+			t.Errorf("seed %d: %d exported functions, %d after", i, len(bf), len(af))
+		}
+		for name, d := range bf {
+			a := af[name]
+			if a == nil || a.Name() != d.Name() || !equalTypes(a.ParamTypes(), d.ParamTypes()) || !equalTypes(a.ResultTypes(), d.ResultTypes()) {
+				t.Errorf("seed %d: export %q was %s%v->%v, is %v", i, name, d.Name(), d.ParamTypes(), d.ResultTypes(), a)
+			}
+		}
+		bi, ai := before.ImportedFunctions(), after.ImportedFunctions()
+		if len(ai) != len(bi)+1 {
+			t.Fatalf("seed %d: %d imports, %d after", i, len(bi), len(ai))
+		}
+		if mod, name, _ := ai[len(bi)].Import(); mod != ImportModule || name != ImportName || len(ai[len(bi)].ParamTypes()) != 0 || !equalTypes(ai[len(bi)].ResultTypes(), []api.ValueType{api.ValueTypeI32}) {
+			t.Errorf("seed %d: added import %s.%s %v->%v", i, mod, name, ai[len(bi)].ParamTypes(), ai[len(bi)].ResultTypes())
+		}
+		_ = before.Close(ctx)
+		_ = after.Close(ctx)
+	}
+}
+
+func equalTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A module may not import the instrumentation's host function itself.
+func TestInstrumentRefusesReservedImport(t *testing.T) {
+	out, err := Instrument(seeds(t)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Instrument(out); !errors.Is(err, ErrReserved) {
+		t.Fatalf("instrumenting twice: %v, want ErrReserved", err)
+	}
+}
+
+// DWARF describes code offsets the rewrite moves: it is dropped, while the
+// other custom sections stay.
+func TestInstrumentDropsDWARF(t *testing.T) {
+	wasm := append([]byte(nil), seeds(t)[0]...)
+	wasm = appendSection(wasm, secCustom, appendName(nil, ".debug_info"))
+	wasm = appendSection(wasm, secCustom, append(appendName(nil, "producers"), 0))
+	out, err := Instrument(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	r := &reader{b: out, pos: 8}
+	for r.left() > 0 {
+		id, _ := r.byte()
+		size, _ := r.u32()
+		content, err := r.bytes(uint64(size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == secCustom {
+			name, _ := (&reader{b: content}).name()
+			names = append(names, name)
+		}
+	}
+	for _, n := range names {
+		if n == ".debug_info" {
+			t.Errorf("custom sections after the rewrite: %v; .debug_info should be gone", names)
+		}
+	}
+	if len(names) == 0 || names[len(names)-1] != "producers" {
+		t.Errorf("custom sections after the rewrite: %v; producers should stay", names)
+	}
+}
