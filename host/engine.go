@@ -47,8 +47,9 @@ const (
 // compilation cache and the memory budget. One Engine per process; it is
 // safe for concurrent use.
 type Engine struct {
-	cache  wazero.CompilationCache
-	budget *memoryBudget
+	cache        wazero.CompilationCache
+	budget       *memoryBudget
+	interruption Interruption
 	// measurements is where the host heap measured for each module is kept
 	// across restarts ("" without a cache dir): measuring takes garbage
 	// collections, which a restart need not pay again.
@@ -112,6 +113,31 @@ type EngineOptions struct {
 	// IdleInstanceTimeout closes instances that have not been used for this
 	// long; 0 means DefaultIdleInstanceTimeout.
 	IdleInstanceTimeout time.Duration
+	// Interruption is how a call is stopped at its deadline: the zero value,
+	// InterruptFuel, is the one to run with.
+	Interruption Interruption
+}
+
+// Interruption is how the engine stops a guest call at its deadline.
+type Interruption int
+
+const (
+	// InterruptFuel instruments every module (host/internal/fuel) to check
+	// its deadline in its own code every few microseconds: no exit from
+	// native code per loop iteration and no goroutine per call.
+	InterruptFuel Interruption = iota
+	// InterruptCloseOnDone runs modules as uploaded with wazero's
+	// close-on-context-done and a timer per instance: how the host worked
+	// before, kept so benchmarks and tests can compare the two in one run.
+	InterruptCloseOnDone
+)
+
+// String names the mode in benchmark and test names.
+func (i Interruption) String() string {
+	if i == InterruptCloseOnDone {
+		return "close-on-done"
+	}
+	return "fuel"
 }
 
 // DefaultIdleInstanceTimeout is how long an unused instance is kept.
@@ -127,12 +153,16 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	if opts.IdleInstanceTimeout <= 0 {
 		opts.IdleInstanceTimeout = DefaultIdleInstanceTimeout
 	}
+	if opts.Interruption != InterruptFuel && opts.Interruption != InterruptCloseOnDone {
+		return nil, fmt.Errorf("unknown interruption mode %d", opts.Interruption)
+	}
 	e := &Engine{
-		budget:     newMemoryBudget(opts.MemoryBudget),
-		runtimes:   map[uint32]wazero.Runtime{},
-		modules:    map[moduleKey]*sharedModule{},
-		stopReaper: make(chan struct{}),
-		reaperDone: make(chan struct{}),
+		interruption: opts.Interruption,
+		budget:       newMemoryBudget(opts.MemoryBudget),
+		runtimes:     map[uint32]wazero.Runtime{},
+		modules:      map[moduleKey]*sharedModule{},
+		stopReaper:   make(chan struct{}),
+		reaperDone:   make(chan struct{}),
 	}
 	if opts.CacheDir == "" {
 		e.cache = wazero.NewCompilationCache()
@@ -165,7 +195,7 @@ func (e *Engine) runtimeLocked(ctx context.Context, pages uint32) (wazero.Runtim
 	}
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(e.cache).
-		WithCloseOnContextDone(true).
+		WithCloseOnContextDone(e.interruption == InterruptCloseOnDone).
 		WithMemoryLimitPages(pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
@@ -175,6 +205,10 @@ func (e *Engine) runtimeLocked(ctx context.Context, pages uint32) (wazero.Runtim
 	if err := instantiateHostModule(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("host module: %w", err)
+	}
+	if err := instantiateFuelModule(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("fuel module: %w", err)
 	}
 	e.runtimes[pages] = rt
 	return rt, nil
@@ -241,6 +275,15 @@ func (e *Engine) module(ctx context.Context, pages uint32, digest string, wasm [
 func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule, wasm []byte) {
 	measureMu.Lock()
 	defer measureMu.Unlock()
+	if e.interruption == InterruptFuel {
+		var reason string
+		var err error
+		if wasm, reason, err = instrument(ctx, rt, wasm); err != nil {
+			m.reason, m.err = reason, err
+			return
+		}
+		defer holdSource(wasm)()
+	}
 	known, ok := e.loadMeasurement(m.key)
 	var heap0, released int64
 	if !ok {
@@ -250,7 +293,7 @@ func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
 	cm, err := rt.CompileModule(cctx, wasm)
 	if err != nil {
-		m.reason, m.err = "Compile", fmt.Errorf("%w (upload the complete .wasm built for wasip1; if the error is about memory, raise the policy's memoryLimit)", err)
+		m.reason, m.err = "Compile", compileError(err)
 		return
 	}
 	ex, err := checkModule(cm)

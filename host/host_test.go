@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,9 +27,25 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
+// interruptionFlag runs the package's tests with another interruption mode:
+// go test ./host -args -interruption=close-on-done runs them the way the
+// host stopped calls before in-module fuel checks, for comparison.
+var interruptionFlag = flag.String("interruption", "fuel", "fuel or close-on-done")
+
+func testInterruption(t testing.TB) Interruption {
+	switch *interruptionFlag {
+	case "fuel":
+		return InterruptFuel
+	case "close-on-done":
+		return InterruptCloseOnDone
+	}
+	t.Fatalf("-interruption=%q: want fuel or close-on-done", *interruptionFlag)
+	return 0
+}
+
 func newEngine(t testing.TB) *Engine {
 	t.Helper()
-	e, err := NewEngine(EngineOptions{CacheDir: t.TempDir()})
+	e, err := NewEngine(EngineOptions{CacheDir: t.TempDir(), Interruption: testInterruption(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,16 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 )
 
-// callCtx is the context every guest call of one instance runs with. It is
-// allocated once per instance: Done is closed by the instance's deadline
-// timer, which makes wazero (WithCloseOnContextDone) stop the guest, and
-// Value hands host functions their instance. Reusing it keeps the per-call
-// cost to a timer reset instead of a context.WithTimeout allocation.
+// callCtx is the context every guest call of one instance runs with,
+// allocated once per instance: Value hands host functions (and the fuel
+// check, refuel) their instance. It is never done: the runtime does not
+// watch contexts (no close-on-context-done, no goroutine per call); a call
+// ends at its deadline because the instrumented guest reaches refuel every
+// few microseconds and refuel traps it (host/internal/fuel).
 type callCtx struct {
-	in   *instance
+	in *instance
+	// done is closed at the deadline under InterruptCloseOnDone (nil
+	// otherwise), which makes wazero stop the guest.
 	done chan struct{}
 	// parent answers other keys while the module is being instantiated
 	// (wazero reads the memory allocator from it); nil afterwards.
@@ -35,7 +38,7 @@ func (c *callCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *callCtx) Done() <-chan struct{}       { return c.done }
 func (c *callCtx) Err() error {
 	select {
-	case <-c.done:
+	case <-c.done: // never, for a nil channel
 		return context.DeadlineExceeded
 	default:
 		return nil
@@ -60,13 +63,17 @@ type instance struct {
 	fn    [NumCallKinds]api.Function
 	stack [2]uint64
 
-	cctx  callCtx
+	cctx callCtx
+	// timer closes cctx.done at the deadline (InterruptCloseOnDone only).
 	timer *time.Timer
-	// mu orders arm, disarm and expire; started is when the current call
-	// or batch node began, limit how long it may run.
+	// mu orders arm, disarm, interrupt and the deadline checks; started is
+	// when the current call or batch node began, limit how long it may run.
 	mu      sync.Mutex
 	started atomic.Int64
 	limit   time.Duration
+	// ticks counts host function calls since the last deadline check
+	// (hostCheckEvery).
+	ticks uint32
 	// lastMem is the memory size last accounted in Version.memBytes,
 	// charged what was last charged to the memory budget (trackMemory).
 	lastMem, charged int64
@@ -76,13 +83,18 @@ type instance struct {
 	scratch []byte
 	// lastReason is the last reason string, reused when a guest repeats it.
 	lastReason string
-	armed      atomic.Uint64
-	seq        uint64
+	// armed is true while a call may run; whoever ends it first (disarm
+	// when the call returns, a deadline check, interrupt) sets it false.
+	armed atomic.Bool
 	// deadline is the budget's end of the current call on the monotonic
 	// clock (0: none); expiredBy says what ended a call that did not finish
 	// in time. Both under mu.
 	deadline  int64
 	expiredBy expiry
+	// killed is set when a deadline check trapped the guest in the middle
+	// of its code: its memory may be half-updated, so the instance is
+	// discarded even when the outcome would let it be reused.
+	killed bool
 	// stopReq is set when the call's budget stopped: a call in flight is
 	// interrupted, and one not yet armed does not start.
 	stopReq atomic.Bool
@@ -158,9 +170,12 @@ var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newM
 func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{v: v}
 	v.created.Add(1)
-	in.cctx = callCtx{in: in, done: make(chan struct{})}
-	in.timer = time.AfterFunc(time.Hour, in.expire)
-	in.timer.Stop()
+	in.cctx = callCtx{in: in}
+	if v.p.e.interruption == InterruptCloseOnDone {
+		in.cctx.done = make(chan struct{})
+		in.timer = time.AfterFunc(time.Hour, in.timerFired)
+		in.timer.Stop()
+	}
 
 	p := v.p
 	cfg := p.moduleConfig.WithName("").
@@ -228,65 +243,120 @@ func (in *instance) arm(d time.Duration, deadline int64) bool {
 	if in.stopReq.Load() {
 		return false
 	}
-	in.seq++
 	in.limit = d
 	in.deadline = deadline
 	in.expiredBy = expiredByTimeout
+	in.ticks = 0
 	now := monotonic()
 	in.started.Store(now)
-	in.armed.Store(in.seq)
-	if deadline != 0 && time.Duration(deadline-now) < d {
-		d = time.Duration(deadline - now)
+	in.armed.Store(true)
+	if in.timer != nil {
+		if deadline != 0 && time.Duration(deadline-now) < d {
+			d = time.Duration(deadline - now)
+		}
+		in.timer.Reset(d)
 	}
-	in.timer.Reset(d)
 	return true
 }
 
-// disarm stops the deadline and reports whether the call finished in time.
-// A false answer means the instance must not be used again.
+// disarm ends the call and reports whether it finished in time. A false
+// answer means a deadline check or an interrupt ended it first, or it
+// returned past its deadline: a late answer is not used, as when the
+// deadline stopped it.
 func (in *instance) disarm() bool {
 	in.mu.Lock()
-	ok := in.armed.CompareAndSwap(in.seq, 0)
-	in.timer.Stop()
-	in.mu.Unlock()
-	return ok
+	defer in.mu.Unlock()
+	if in.timer != nil {
+		in.timer.Stop()
+	}
+	if !in.armed.Swap(false) {
+		return false
+	}
+	if by, late := in.overdue(monotonic()); late {
+		in.expiredBy = by
+		return false
+	}
+	return true
 }
 
-// expire runs on the timer goroutine when the deadline timer fires. The
-// deadline counts from the last arm or select_node (each node of a batch
-// gets the full limit), capped by the budget's deadline: select_node only
-// records its start, and a timer that fires early for a later node is
-// re-armed for what is left. That keeps the per-node cost of a batch to one
-// clock read instead of a timer reset. A fire left over from a previous
-// call re-arms for the current one.
-func (in *instance) expire() {
+// overdue reports whether the call is past its deadline at now, and which
+// deadline came first: the call's (or batch node's) timeout or the budget's.
+func (in *instance) overdue(now int64) (expiry, bool) {
+	left := in.limit - time.Duration(now-in.started.Load())
+	if in.deadline != 0 && time.Duration(in.deadline-now) < left {
+		return expiredByBudget, in.deadline <= now
+	}
+	return expiredByTimeout, left <= 0
+}
+
+// errDeadline is what a deadline check panics with to unwind the guest;
+// wazero returns it, wrapped, from the call, and disarm's false answer
+// classifies the call.
+var errDeadline = errors.New("wasmsched: call stopped at its deadline")
+
+// checkDeadline runs on the calling goroutine, from refuel and every
+// hostCheckEvery host calls. The deadline counts from the last arm or
+// select_node (each node of a batch gets the full limit), capped by the
+// budget's deadline. A call past it, or one interrupted because its
+// budget stopped, is unwound by a panic, which wazero turns into the
+// call's error; the budget is stopped so the cycle's other calls end too.
+func (in *instance) checkDeadline() {
+	if in.armed.Load() && !in.stopReq.Load() {
+		if _, late := in.overdue(monotonic()); !late {
+			return
+		}
+	}
 	in.mu.Lock()
-	seq := in.armed.Load()
-	if seq == 0 {
+	by, fired := in.expiredBy, false
+	if in.armed.Load() {
+		if in.stopReq.Load() {
+			by = expiredByStop
+		} else {
+			by, _ = in.overdue(monotonic())
+		}
+		fired = in.armed.Swap(false)
+		in.expiredBy = by
+	}
+	in.killed = true
+	b := in.budget
+	in.mu.Unlock()
+	if fired && b != nil && by != expiredByStop {
+		cause := &CallError{Outcome: OutcomeTimeout, Err: context.DeadlineExceeded}
+		if by == expiredByBudget {
+			cause = b.spentError()
+		}
+		b.Stop(cause)
+	}
+	panic(errDeadline)
+}
+
+// timerFired runs on the timer goroutine under InterruptCloseOnDone. A
+// batch node's deadline moves with select_node, which only records its
+// start: a timer that fires early re-arms for what is left.
+func (in *instance) timerFired() {
+	in.mu.Lock()
+	if !in.armed.Load() {
 		in.mu.Unlock()
 		return
 	}
 	now := monotonic()
-	left, by := in.limit-time.Duration(now-in.started.Load()), expiredByTimeout
-	if in.deadline != 0 && time.Duration(in.deadline-now) < left {
-		left, by = time.Duration(in.deadline-now), expiredByBudget
-	}
-	if left > 0 {
+	by, late := in.overdue(now)
+	if !late {
+		left := in.limit - time.Duration(now-in.started.Load())
+		if in.deadline != 0 && time.Duration(in.deadline-now) < left {
+			left = time.Duration(in.deadline - now)
+		}
 		in.timer.Reset(left)
 		in.mu.Unlock()
 		return
 	}
-	fired := in.armed.CompareAndSwap(seq, 0)
-	if fired {
-		in.expiredBy = by
-		close(in.cctx.done)
-	}
+	in.armed.Store(false)
+	in.expiredBy = by
+	in.killed = true
+	close(in.cctx.done)
 	b := in.budget
 	in.mu.Unlock()
-	if fired && b != nil {
-		// Stop the cycle's other calls now, from the timer, rather than
-		// when this call's goroutine gets to run again: on a busy machine
-		// that can be long after the deadline.
+	if b != nil {
 		cause := &CallError{Outcome: OutcomeTimeout, Err: context.DeadlineExceeded}
 		if by == expiredByBudget {
 			cause = b.spentError()
@@ -296,14 +366,19 @@ func (in *instance) expire() {
 }
 
 // interrupt stops the instance's call because its budget stopped. Called
-// with the budget's lock held, only for a call the budget has in flight.
+// with the budget's lock held, only for a call the budget has in flight:
+// the guest is trapped at its next deadline check, and a call that
+// returns before reaching one still counts as stopped.
 func (in *instance) interrupt() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.stopReq.Store(true)
-	if seq := in.armed.Load(); seq != 0 && in.armed.CompareAndSwap(seq, 0) {
+	if in.armed.Swap(false) {
 		in.expiredBy = expiredByStop
-		close(in.cctx.done)
+		if in.cctx.done != nil {
+			in.killed = true // wazero closes the module
+			close(in.cctx.done)
+		}
 	}
 }
 
@@ -452,16 +527,9 @@ func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (u
 	return in.stack[0], nil
 }
 
-// interrupted reports whether the instance's call context was ended (by a
-// deadline or an interrupt): wazero closed the module, so it cannot run again.
-func (in *instance) interrupted() bool {
-	select {
-	case <-in.cctx.done:
-		return true
-	default:
-		return false
-	}
-}
+// interrupted reports whether a deadline check trapped the guest in the
+// middle of its code, which leaves the instance unfit to run again.
+func (in *instance) interrupted() bool { return in.killed }
 
 // expired classifies a call its deadline ended (after disarm), and says how
 // late after the deadline it returned.
@@ -482,7 +550,9 @@ func (in *instance) expired(err error) *CallError {
 
 func (in *instance) close() {
 	releases.Add(1)
-	in.timer.Stop()
+	if in.timer != nil {
+		in.timer.Stop()
+	}
 	if in.mod != nil {
 		_ = in.mod.Close(context.Background())
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host/internal/fuel"
 )
 
 // wasiModule is the WASI preview1 import module name.
@@ -196,6 +197,9 @@ func compile(ctx context.Context, rt wazero.Runtime, wasm []byte, limits Compile
 func checkModule(cm wazero.CompiledModule) (Exports, error) {
 	var bad []string
 	for _, f := range cm.ImportedFunctions() {
+		if instrumented(f) {
+			continue // added by the rewriter, which refuses modules importing it
+		}
 		if problem := importProblem(f); problem != "" {
 			bad = append(bad, problem)
 		}
@@ -260,6 +264,12 @@ func importProblem(f api.FunctionDefinition) string {
 		return ""
 	}
 	return mod + "." + name
+}
+
+// instrumented reports whether f is the import host/internal/fuel adds.
+func instrumented(f api.FunctionDefinition) bool {
+	mod, name, _ := f.Import()
+	return mod == fuel.ImportModule && name == fuel.ImportName
 }
 
 func sameTypes(a, b []api.ValueType) bool {

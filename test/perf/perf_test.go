@@ -114,6 +114,11 @@ var (
 	engineOnce sync.Once
 	engine     *host.Engine
 	cacheDir   string
+	// closeOnDone is an engine stopping calls the way the host did before
+	// it instrumented modules (host.InterruptCloseOnDone), for rows that
+	// compare the two in one run.
+	closeOnDoneOnce sync.Once
+	closeOnDone     *host.Engine
 )
 
 func sharedEngine(b *testing.B) *host.Engine {
@@ -127,9 +132,39 @@ func sharedEngine(b *testing.B) *host.Engine {
 	return engine
 }
 
+func engineFor(b *testing.B, mode host.Interruption) *host.Engine {
+	if mode == host.InterruptFuel {
+		return sharedEngine(b)
+	}
+	sharedEngine(b) // for cacheDir
+	closeOnDoneOnce.Do(func() {
+		var err error
+		if closeOnDone, err = host.NewEngine(host.EngineOptions{CacheDir: cacheDir, Interruption: host.InterruptCloseOnDone}); err != nil {
+			panic(err)
+		}
+	})
+	return closeOnDone
+}
+
+// guestName names a toolchain's rows: "tinygo", or "tinygo-close-on-done"
+// for the engine that runs modules uninstrumented.
+func guestName(tc testguests.Toolchain, mode host.Interruption) string {
+	if mode == host.InterruptFuel {
+		return string(tc)
+	}
+	return string(tc) + "-" + mode.String()
+}
+
+// interruptions are the modes the per-node rows compare.
+var interruptions = []host.Interruption{host.InterruptFuel, host.InterruptCloseOnDone}
+
 func loadVersion(b *testing.B, tc testguests.Toolchain, policy, cfg string, instances int) (*host.Policy, *host.Version) {
+	return loadVersionIn(b, host.InterruptFuel, tc, policy, cfg, instances)
+}
+
+func loadVersionIn(b *testing.B, mode host.Interruption, tc testguests.Toolchain, policy, cfg string, instances int) (*host.Policy, *host.Version) {
 	b.Helper()
-	p, err := sharedEngine(b).NewPolicy(context.Background(), host.PolicySpec{Name: policy, Config: cfg, Timeout: time.Second, MaxInstances: instances})
+	p, err := engineFor(b, mode).NewPolicy(context.Background(), host.PolicySpec{Name: policy, Config: cfg, Timeout: time.Second, MaxInstances: instances})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,7 +179,8 @@ func loadVersion(b *testing.B, tc testguests.Toolchain, policy, cfg string, inst
 // BenchmarkFilter is one Filter evaluation per op (ns/op is per node) of the
 // team-isolation logic on an admitted node: the native plugin, and the wasm
 // policy through the host with one guest call per node or 32 nodes per call
-// (what the plugin does).
+// (what the plugin does); each guest instrumented (how the host runs it)
+// and as uploaded under close-on-context-done (how it ran before).
 func BenchmarkFilter(b *testing.B) {
 	ni := realisticNode(0)
 	pod := benchPod("p")
@@ -157,8 +193,10 @@ func BenchmarkFilter(b *testing.B) {
 		}
 	})
 	for _, tc := range testguests.Toolchains {
-		_, v := loadVersion(b, tc, "team-isolation", "key=team", 1)
-		benchGuest(b, string(tc), v, host.CallFilter, pod, ni)
+		for _, mode := range interruptions {
+			_, v := loadVersionIn(b, mode, tc, "team-isolation", "key=team", 1)
+			benchGuest(b, guestName(tc, mode), v, host.CallFilter, pod, ni)
+		}
 	}
 }
 
@@ -176,8 +214,10 @@ func BenchmarkScore(b *testing.B) {
 		}
 	})
 	for _, tc := range testguests.Toolchains {
-		_, v := loadVersion(b, tc, "bin-packing", "cpu=1,memory=1", 1)
-		benchGuest(b, string(tc), v, host.CallScore, pod, ni)
+		for _, mode := range interruptions {
+			_, v := loadVersionIn(b, mode, tc, "bin-packing", "cpu=1,memory=1", 1)
+			benchGuest(b, guestName(tc, mode), v, host.CallScore, pod, ni)
+		}
 	}
 }
 

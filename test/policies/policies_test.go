@@ -2,11 +2,14 @@
 // native test uses) against the policy compiled with TinyGo and with Go,
 // through the real host and real NodeInfos, with the conformance kit that
 // `wasmsched test --cases` runs: expectations, and batch forms against
-// single forms on every case's pod and node.
+// single forms on every case's pod and node; and the same verdicts and
+// scores from the module instrumented (how the host runs it) and as
+// uploaded.
 package policies
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,6 +30,14 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer engine.Close()
+	// The same modules run as uploaded, stopped by close-on-context-done
+	// (how the host ran before it instrumented modules): every verdict and
+	// score must be the same.
+	plain, err := host.NewEngine(host.EngineOptions{CacheDir: t.TempDir(), Interruption: host.InterruptCloseOnDone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
 	for _, tc := range testguests.Toolchains {
 		for _, name := range testguests.Policies {
 			t.Run(string(tc)+"/"+name, func(t *testing.T) {
@@ -43,6 +54,13 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 				for _, f := range r.Failures() {
 					t.Error(f)
 				}
+				r2, err := casetable.RunModule(context.Background(), plain, host.PolicySpec{Name: name, Timeout: time.Second, MaxInstances: 4}, wasm, file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a, b := reportJSON(t, r), reportJSON(t, r2); a != b {
+					t.Errorf("instrumented and plain modules disagree:\ninstrumented: %s\nplain:        %s", a, b)
+				}
 				if len(r.Batches) == 0 {
 					t.Errorf("%s has no batch forms: the SDK exports filter_nodes or score_nodes for every policy", name)
 				}
@@ -50,4 +68,12 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 			})
 		}
 	}
+}
+
+func reportJSON(t *testing.T, r *casetable.Report) string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

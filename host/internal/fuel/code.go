@@ -43,12 +43,15 @@ type exprRewriter struct {
 // non-canonical LEB128s included.
 func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
 	depth := 0
+	// Unchanged instructions are copied in runs: copied is where the
+	// bytes not yet appended to out begin.
+	copied := r.pos
 	for {
 		if end >= 0 && r.pos >= end {
 			if r.pos > end {
 				return nil, fmt.Errorf("instruction runs past the end of its function body")
 			}
-			return out, nil
+			return append(out, r.b[copied:r.pos]...), nil
 		}
 		start := r.pos
 		op, err := r.byte()
@@ -61,28 +64,30 @@ func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
+			out = append(out, r.b[copied:start]...)
 			out = appendU32(append(out, op), x.shift(f))
+			copied = r.pos
 			continue
 		case opLoop:
 			if err := x.blockType(r); err != nil {
 				return nil, err
 			}
 			depth++
-			out = append(out, r.b[start:r.pos]...)
+			out = append(out, r.b[copied:r.pos]...)
 			out = append(out, x.check...)
+			copied = r.pos
 			continue
 		case opBlock, opIf:
 			depth++
 		case opEnd:
 			if depth == 0 && end < 0 {
-				return append(out, op), nil
+				return append(out, r.b[copied:r.pos]...), nil
 			}
 			depth--
 		}
 		if err := x.skipImmediates(r, op); err != nil {
 			return nil, fmt.Errorf("opcode 0x%02x at offset %d: %w", op, start, err)
 		}
-		out = append(out, r.b[start:r.pos]...)
 	}
 }
 

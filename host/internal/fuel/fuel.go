@@ -138,6 +138,9 @@ func parse(wasm []byte) (*module, error) {
 		default:
 			return nil, fmt.Errorf("unknown or unsupported section id %d", id)
 		}
+		if err == nil && (id == secType || id == secImport) && sr.left() != 0 {
+			err = errors.New("section size mismatch") // the rewrite appends to these two
+		}
 		if err != nil {
 			return nil, fmt.Errorf("section %d: %w", id, err)
 		}
@@ -347,6 +350,9 @@ func (m *module) checkFunctionTypes(content []byte) error {
 		if typ >= m.numTypes {
 			return fmt.Errorf("function %d: unknown type %d", i, typ)
 		}
+	}
+	if r.left() != 0 {
+		return errors.New("section size mismatch")
 	}
 	return nil
 }
