@@ -32,7 +32,9 @@ WAT2WASM      ?= wat2wasm
 # Tests that run alone and without -race: the deadline tests (no other test
 # binary may compete for the cores while they measure), and the warm-start
 # crash test (50 starts of 40 Go policies: 50 s, several minutes under -race).
-TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts
+TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts|TestSpinningGuestLeavesTheProcessRunning|TestRefuelLetsGarbageCollectionStopTheGuest
+# Tests that run without -race: 65,000 guest calls (5x slower under the race detector).
+NORACE_TESTS  := TestSpecSuiteDifferential
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
 .PHONY: build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
@@ -165,14 +167,18 @@ fixtures:
 test: verify deps guests guests-tinygo guests-other ports build controlplane
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./... ./testdata/fields/
-	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports)
+	$(GO) test -race -count=1 -skip '$(TIMING_TESTS)|$(NORACE_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports)
+	# The instrumentation rewriter against the WebAssembly spec suite in
+	# wazero's module: every module instrumented, every command's outcome
+	# the same as the module's own.
+	set -o pipefail; $(GO) test -count=1 -v -run '$(NORACE_TESTS)' ./host/internal/fuel/ | grep -E '(spectest_test.go|^ok|FAIL|^PASS)'
 	# The ports' differential test against the upstream plugins, without
 	# -race (it compares 12,000+ pairs per port); prints each port's pairs,
 	# agreement and the generated mix.
 	set -o pipefail; $(GO) test -count=1 -v ./test/ports/ | grep -E '(ports_test.go|generated:|pod:|^\s*--- |^ok|FAIL|^PASS)'
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
-	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial)_test.go|--- |ok|FAIL|PASS)'
+	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./host/internal/fuel/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial|interrupt|gc)_test.go|--- |ok|FAIL|PASS)'
 	set -o pipefail; $(GO) test -count=1 -v -run 'TestExamplePoliciesAsWasm' ./test/policies/ | grep -E '^(\s+--- |\s+policies_test.go|ok|FAIL|PASS)'
 	# The conformance kit as an author runs it: team-isolation's case table
 	# against its Go, TinyGo, C and WAT builds (docs/sdk.md).
@@ -185,13 +191,14 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane
 ## test-deadlines-loaded: the deadline tests while busy loops load every core
 ## (hack/with-cpu-load.sh): the timing claims must hold on a busy machine
 test-deadlines-loaded: guests guests-tinygo
-	./hack/with-cpu-load.sh $(GO) test -count=1 -v -run '$(TIMING_TESTS)|TestDeadlineCheckCatchesUninterruptibleStep' ./host/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+\w+_test.go:[0-9]+: .*(overrun|FAIL|want)|--- |ok|FAIL|PASS)'
+	./hack/with-cpu-load.sh $(GO) test -count=1 -v -run '$(TIMING_TESTS)|TestDeadlineCheckCatchesUninterruptibleStep' ./host/ ./host/internal/fuel/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+\w+_test.go:[0-9]+: .*(overrun|FAIL|want)|--- |ok|FAIL|PASS)'
 
 ## fuzz: each fuzz target for FUZZTIME (seed corpora in testdata/fuzz run in every go test)
 FUZZTIME ?= 10s
 fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host/
 	$(GO) test -run XXX -fuzz '^FuzzHostFunctions$$' -fuzztime $(FUZZTIME) ./host/
+	$(GO) test -run XXX -fuzz '^FuzzInstrument$$' -fuzztime $(FUZZTIME) ./host/
 	$(GO) test -run XXX -fuzz '^FuzzArgs$$' -fuzztime $(FUZZTIME) ./pkg/apis/config/scheme/
 
 ## e2e: bin/kube-scheduler against a real kube-apiserver and etcd on 127.0.0.1

@@ -158,10 +158,6 @@ func guestName(tc testguests.Toolchain, mode host.Interruption) string {
 // interruptions are the modes the per-node rows compare.
 var interruptions = []host.Interruption{host.InterruptFuel, host.InterruptCloseOnDone}
 
-func loadVersion(b *testing.B, tc testguests.Toolchain, policy, cfg string, instances int) (*host.Policy, *host.Version) {
-	return loadVersionIn(b, host.InterruptFuel, tc, policy, cfg, instances)
-}
-
 func loadVersionIn(b *testing.B, mode host.Interruption, tc testguests.Toolchain, policy, cfg string, instances int) (*host.Policy, *host.Version) {
 	b.Helper()
 	p, err := engineFor(b, mode).NewPolicy(context.Background(), host.PolicySpec{Name: policy, Config: cfg, Timeout: time.Second, MaxInstances: instances})
