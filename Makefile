@@ -33,8 +33,10 @@ WAT2WASM      ?= wat2wasm
 # binary may compete for the cores while they measure), and the warm-start
 # crash test (50 starts of 40 Go policies: 50 s, several minutes under -race).
 TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts|TestSpinningGuestLeavesTheProcessRunning|TestRefuelLetsGarbageCollectionStopTheGuest
-# Tests that run without -race: 65,000 guest calls (5x slower under the race detector).
-NORACE_TESTS  := TestSpecSuiteDifferential
+# Tests that run without -race only: the spec-suite differential (65,000
+# guest calls, 5x slower under the race detector) and the example policies'
+# case tables, which make test runs on their own stage anyway.
+NORACE_TESTS  := TestSpecSuiteDifferential|TestExamplePoliciesAsWasm
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
 .PHONY: build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
@@ -210,6 +212,8 @@ e2e: build guests-tinygo controlplane
 BENCH_OUT := $(OUT)/bench
 # scheduler_perf runs are noisy on 2 cores: the doc shows the median of BENCH_COUNT runs.
 BENCH_COUNT ?= 3
+# Native / WasmTinyGo pairs at 5000 nodes, run alternately (median and spread of the ratios).
+BENCH_PAIRS ?= 5
 bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	mkdir -p $(BENCH_OUT)
 	set -o pipefail; $(GO) test -run XXX -bench . -benchmem ./test/perf/ | tee $(BENCH_OUT)/perf.txt
@@ -218,6 +222,14 @@ bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	rm -rf $(BENCH_OUT)/cluster && mkdir -p $(BENCH_OUT)/cluster
 	set -o pipefail; PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -count $(BENCH_COUNT) -timeout 90m ./test/perf/cluster/ \
 		-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/cluster 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)|placement:' | tee $(BENCH_OUT)/cluster.txt
+	@# A/B alternation for the 5000-node target: BENCH_PAIRS runs of the
+	@# native profile and WasmTinyGo one after the other (go test's -count
+	@# repeats each case back to back, which is not a pair).
+	rm -rf $(BENCH_OUT)/pairs
+	set -o pipefail; for i in $$(seq $(BENCH_PAIRS)); do \
+		PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run XXX -bench 'BenchmarkPerfScheduling$$/^(Native|WasmTinyGo)$$/^5000Nodes$$' -benchtime 1ns -count 1 -timeout 30m ./test/perf/cluster/ \
+			-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/pairs/$$i 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | tee -a $(BENCH_OUT)/pairs.txt || exit 1; \
+	done
 	$(GO) run ./hack/benchreport
 
 ## bench-smoke: each benchmark once, so they keep compiling and running
