@@ -78,12 +78,8 @@ type clusterItem struct {
 // clusterRow is one profile × workload; with several runs (-count), each
 // value is the median of the runs.
 type clusterRow struct {
-	runs       int
-	podsPerSec float64
-	// byRun is pods/s per scheduler_perf run (one results file per
-	// -count iteration, every profile in it): rows of the same run ran
-	// minutes apart, so their ratio is a pair of an A/B alternation.
-	byRun                     map[string]float64
+	runs                      int
+	podsPerSec                float64
 	filterP50, filterP99      float64
 	scoreP50, scoreP99        float64
 	attemptP50, attemptP99    float64
