@@ -133,12 +133,21 @@ func exportFilterNodes(cycle int64, n int32) {
 	if filterFn == nil {
 		return
 	}
-	for i := int32(0); i < n; i++ {
-		if hostSelectNode(i) != 0 {
-			return
+	inBatch = true
+	if tableStart(n) {
+		for i := int32(0); i < n; i++ {
+			tableSelect(i)
+			reportRow(filterFn(Pod{}, Node{}), 0)
 		}
-		report(filterFn(Pod{}, Node{}))
+	} else {
+		for i := int32(0); i < n; i++ {
+			if hostSelectNode(i) != 0 {
+				break
+			}
+			report(filterFn(Pod{}, Node{}))
+		}
 	}
+	tableEnd()
 }
 
 // score_nodes runs Score for a batch of nodes and reports the scores at once.
@@ -152,9 +161,20 @@ func exportScoreNodes(cycle int64, n int32) {
 	if cap(batchScores) < int(n) {
 		batchScores = make([]int64, n)
 	}
+	inBatch = true
+	if tableStart(n) {
+		for i := int32(0); i < n; i++ {
+			tableSelect(i)
+			s, st := scoreFn(Pod{}, Node{})
+			reportRow(st, s)
+		}
+		tableEnd()
+		return
+	}
 	scores := batchScores[:n]
 	for i := int32(0); i < n; i++ {
 		if hostSelectNode(i) != 0 {
+			tableEnd()
 			return
 		}
 		s, st := scoreFn(Pod{}, Node{})
@@ -162,6 +182,7 @@ func exportScoreNodes(cycle int64, n int32) {
 		scores[i] = s
 	}
 	hostScoresSet(uint32(uintptr(unsafe.Pointer(unsafe.SliceData(scores)))), n)
+	tableEnd()
 }
 
 var batchScores []int64
@@ -233,6 +254,10 @@ func notDeclared(fn string, num int32) {
 		read += "(" + itoa(num) + ")"
 	}
 	msg := "policy read " + read + ", which its args do not declare: add the declaration the scheduler's log names to policies[].reads"
+	if inTable {
+		rowError = msg // the row's verdict would replace a set_status
+		return
+	}
 	hostSetStatus(int32(CodeError), strPtr(msg), uint32(len(msg)))
 }
 
@@ -310,6 +335,10 @@ var opNames = [...]string{opConfig: abi.FnConfig, opPodString: abi.FnPodString, 
 // hostRead calls one host read function. TinyGo cannot take an imported
 // function as a value, hence the switch.
 func hostRead(op int, arg int32, kp, kl, buf, capacity uint32) int32 {
+	switch op {
+	case opNodeString, opNodeList, opNodeLabel, opNodeAnnotation:
+		selectForHost()
+	}
 	switch op {
 	case opConfig:
 		return hostConfig(buf, capacity)
@@ -462,6 +491,7 @@ func podObject() []byte {
 }
 
 func nodeObject() []byte {
+	selectForHost()
 	n := hostNodeObject(abi.ObjectJSON, 0, 0)
 	if n == abi.NotDeclared {
 		notDeclared(abi.FnNodeObject, abi.ObjectJSON)
@@ -477,13 +507,26 @@ func nodeObject() []byte {
 }
 
 func nodeName() string {
+	if v, _, ok := tableKeyed(abi.ColName, ""); ok {
+		return v
+	}
 	b, _ := read(opNodeString, abi.NodeName, "")
 	return intern(b)
 }
 
-func nodeLabel(key string) (string, bool) { return keyed(opNodeLabel, key) }
+func nodeLabel(key string) (string, bool) {
+	if v, found, ok := tableKeyed(abi.ColLabel, key); ok {
+		return v, found
+	}
+	return keyed(opNodeLabel, key)
+}
 
-func nodeAnnotation(key string) (string, bool) { return keyed(opNodeAnnotation, key) }
+func nodeAnnotation(key string) (string, bool) {
+	if v, found, ok := tableKeyed(abi.ColAnnotation, key); ok {
+		return v, found
+	}
+	return keyed(opNodeAnnotation, key)
+}
 
 func nodeList(kind int32) []byte {
 	b, _ := read(opNodeList, kind, "")
@@ -496,6 +539,7 @@ func nodeList(kind int32) []byte {
 // node_taint (docs/abi.md §7). The linker keeps this import only in guests
 // that call Node.Taint.
 func nodeTaint(key string) []byte {
+	selectForHost()
 	kp, kl := strPtr(key), uint32(len(key))
 	n := hostNodeTaint(kp, kl, ptrOf(scratch), uint32(len(scratch)))
 	if n < 0 {
@@ -510,13 +554,34 @@ func nodeTaint(key string) []byte {
 	return scratch[:n]
 }
 
+// resourceColumns are the table columns of node_resource's kinds.
+var resourceColumns = [...]string{abi.ResourceAllocatable: abi.ColAllocatable, abi.ResourceCapacity: abi.ColCapacity, abi.ResourceRequested: abi.ColRequested}
+
 func nodeResource(kind int32, name string) int64 {
+	if kind >= 0 && int(kind) < len(resourceColumns) {
+		if v, ok := tableInt(resourceColumns[kind], name); ok {
+			return v
+		}
+	}
+	selectForHost()
 	return hostNodeResource(kind, strPtr(name), uint32(len(name)))
 }
 
-func nodePodCount() int { return int(max(0, hostNodePodCount())) }
+func nodePodCount() int {
+	if v, ok := tableInt(abi.ColPodCount, ""); ok {
+		return int(v)
+	}
+	selectForHost()
+	return int(max(0, hostNodePodCount()))
+}
 
-func nodeUnschedulable() bool { return hostNodeUnschedulable() == 1 }
+func nodeUnschedulable() bool {
+	if v, ok := tableInt(abi.ColUnschedulable, ""); ok {
+		return v == 1
+	}
+	selectForHost()
+	return hostNodeUnschedulable() == 1
+}
 
 func config() string {
 	if configValue == nil {

@@ -89,6 +89,27 @@ var contextFns = []struct {
 	{"count_pods", pod(15), pod(badArgs)},
 	{"namespace_labels", pod(46), pod(badArgs)},
 	{"existing_terms", pod(4), pod(badArgs)},
+	// ABI v2 (§3.2). node_table: the row size of one column (24) anywhere;
+	// bad: an unknown column. reason_register: "team" is id 1 on every
+	// instance; bad: a reason outside memory. intern_string: the pod's
+	// team label ("payments", 8 bytes) from its id where there is a pod,
+	// else the id is -3 and unknown (-1); bad: a buffer outside memory.
+	// pod_label_id: an id (stored as 1) where there is a pod; bad: a key
+	// outside memory.
+	{"node_table", func(int) int64 { return 24 }, func(int) int64 { return badArgs }},
+	{"reason_register", func(int) int64 { return 1 }, func(int) int64 { return badArgs }},
+	{"intern_string", podOr(8, notFound), podOr(badArgs, notFound)},
+	{"pod_label_id", pod(1), pod(badArgs)},
+}
+
+// podOr answers v where there is a pod and none in _initialize.
+func podOr(v, none int64) func(int) int64 {
+	return func(c int) int64 {
+		if c == ctxInit {
+			return none
+		}
+		return v
+	}
 }
 
 // prefilterOnly answers v in prefilter and NotAvailable everywhere else.

@@ -42,6 +42,10 @@ type PodState struct {
 
 	objOnce sync.Once
 	obj     []byte
+
+	// rows are the node's node-table rows, one per layout (table.go).
+	rowsMu sync.Mutex
+	rows   []cachedRow
 }
 
 // object is the whole pod as JSON (pod_object), encoded on first use.
@@ -227,6 +231,10 @@ type nodeEntry struct {
 
 	objOnce sync.Once
 	obj     []byte
+
+	// rows are the node's node-table rows, one per layout (table.go).
+	rowsMu sync.Mutex
+	rows   []cachedRow
 }
 
 // nodeObject is the whole node as JSON (node_object), encoded once per

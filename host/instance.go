@@ -119,6 +119,17 @@ type instance struct {
 	scoresSet bool
 	// kind is the entry point of the call in flight.
 	kind CallKind
+
+	// ABI v2 node tables (table.go): the table the guest declared, the one
+	// the batch in flight was filled with (nil: none), the highest node
+	// index the guest reported evaluating in it, and the interner epoch
+	// it was filled in.
+	table, callTable *table
+	tableCur         int32
+	tableEpoch       uint32
+	// reasons registered with reason_register, by id - 1.
+	reasons   []string
+	reasonIDs map[string]int32
 }
 
 // codeUnselected marks a batch node the guest has not selected yet; it never
@@ -301,6 +312,9 @@ var errDeadline = errors.New("wasmsched: call stopped at its deadline")
 // budget stopped, is unwound by a panic, which wazero turns into the
 // call's error; the budget is stopped so the cycle's other calls end too.
 func (in *instance) checkDeadline() {
+	if in.callTable != nil {
+		in.tableProgress()
+	}
 	if in.armed.Load() && !in.stopReq.Load() {
 		if _, late := in.overdue(monotonic()); !late {
 			return

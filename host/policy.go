@@ -297,9 +297,11 @@ func checkABIVersion(in *instance) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", abi.ExportAbiVersion, err)
 	}
-	if got := int32(res[0]); got != abi.Version {
-		return fmt.Errorf("module implements ABI v%d, this host implements v%d; rebuild the policy with a matching guest SDK", got, abi.Version)
+	got := int32(res[0])
+	if got < abi.MinVersion || got > abi.Version {
+		return fmt.Errorf("module implements ABI v%d, this host implements v%d to v%d; rebuild the policy with a matching guest SDK", got, abi.MinVersion, abi.Version)
 	}
+	in.v.abiVersion = got
 	return nil
 }
 
@@ -351,6 +353,8 @@ func (p *Policy) Close(ctx context.Context) error {
 // scheduling cycle pins the Version it starts with, so every call of the
 // cycle sees the same module even if a reload lands mid-cycle.
 type Version struct {
+	// abiVersion is what the module's abi_version export reported.
+	abiVersion   int32
 	p            *Policy
 	sm           *sharedModule
 	rt           wazero.Runtime
@@ -373,9 +377,11 @@ type Version struct {
 	// created counts instances over the version's life, discarded those
 	// discarded after a call (failed, or grown past the recycle mark).
 	created, discarded atomic.Int64
-	inUse              atomic.Int64
-	memBytes           atomic.Int64
-	chargedBytes       atomic.Int64
+	// tableBatches counts the batch calls served from a node table.
+	tableBatches atomic.Int64
+	inUse        atomic.Int64
+	memBytes     atomic.Int64
+	chargedBytes atomic.Int64
 	// lastUsed is when a call last took an instance (monotonic).
 	lastUsed atomic.Int64
 	retired  atomic.Bool
@@ -390,6 +396,15 @@ func (v *Version) SHA256() string { return v.sha256 }
 
 // Size is the module's size in bytes.
 func (v *Version) Size() int { return v.size }
+
+// TableBatches reports how many batch calls ran with the nodes in the
+// guest's node table (ABI v2, abi.md §3.2): zero for a v1 guest, and for a
+// v2 guest until its first batch has shown the SDK what it reads.
+func (v *Version) TableBatches() int64 { return v.tableBatches.Load() }
+
+// ABIVersion is the ABI version the module reported (abi.MinVersion to
+// abi.Version).
+func (v *Version) ABIVersion() int { return int(v.abiVersion) }
 
 // LoadDuration is how long compiling and initializing the Version took.
 func (v *Version) LoadDuration() time.Duration { return v.loadDuration }
@@ -645,20 +660,41 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		clear(scores)
 		in.scores = scores
 	}
+	// An ABI v2 guest that declared a node table large enough gets the
+	// nodes' declared fields in its memory (abi.md §3.2).
+	var t *table
+	if in.table != nil && len(nodes) <= in.table.rows && v.abiVersion >= 2 && in.fillTable(in.table, nodes) {
+		t = in.table
+		in.callTable, in.tableCur, in.tableEpoch = t, -1, interned.current()
+		v.tableBatches.Add(1)
+	}
 	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)), deadline)
-	done = in.cur
+	done = max(in.cur, int(in.tableCur))
 	scoresSet := in.scoresSet
-	in.batch, in.results, in.cur = nil, nil, -1
+	var fromTable []bool
+	if t != nil {
+		fromTable = make([]bool, len(nodes))
+		n := len(nodes)
+		if cerr != nil {
+			n = max(done, 0) // the node being evaluated gets the failure
+		}
+		var sc []int64
+		if kind == CallScore {
+			sc = scores
+		}
+		in.tableVerdicts(t, n, results, sc, fromTable)
+	}
+	in.batch, in.results, in.cur, in.callTable = nil, nil, -1, nil
 	cerr = v.end(in, pc, cerr)
 	if cerr != nil {
 		done = max(done, 0)
-		unselected(results[:done], nodes, batchKind)
+		unselected(results[:done], nodes, batchKind, t != nil)
 		return done, cerr
 	}
-	unselected(results, nodes, batchKind)
+	unselected(results, nodes, batchKind, t != nil)
 	if kind == CallScore && !scoresSet {
 		for i := range results {
-			if results[i].Code == abi.CodeSuccess {
+			if results[i].Code == abi.CodeSuccess && (fromTable == nil || !fromTable[i]) {
 				results[i] = Result{Code: abi.CodeError, Reason: "score_nodes returned without reporting its scores with scores_set"}
 			}
 		}
@@ -669,14 +705,18 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 // unselected gives the nodes of a batch the guest never selected an Error
 // verdict: a guest that returns early must not pass nodes it did not look
 // at (abi.md §3.1), so the policy's failurePolicy decides for them.
-func unselected(results []Result, nodes []fwk.NodeInfo, batchKind CallKind) {
+func unselected(results []Result, nodes []fwk.NodeInfo, batchKind CallKind, table bool) {
+	what := "selecting"
+	if table {
+		what = "a verdict in its node table or selecting"
+	}
 	for i := range results {
 		if results[i].Code == codeUnselected {
 			name := ""
 			if n := nodes[i].Node(); n != nil {
 				name = n.Name
 			}
-			results[i] = Result{Code: abi.CodeError, Reason: fmt.Sprintf("%s returned without selecting node %d (%s)", abi.Points[batchKind].Export, i, name)}
+			results[i] = Result{Code: abi.CodeError, Reason: fmt.Sprintf("%s returned without %s node %d (%s)", abi.Points[batchKind].Export, what, i, name)}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/casetable"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
@@ -42,7 +43,7 @@ func TestValidate(t *testing.T) {
 				if err := json.Unmarshal([]byte(out), &r); err != nil {
 					t.Fatal(err)
 				}
-				if !r.Valid || r.ABIVersion != 1 || len(r.SHA256) != 64 || len(r.Checks) != 5 {
+				if !r.Valid || r.ABIVersion != abi.Version || len(r.SHA256) != 64 || len(r.Checks) != 5 {
 					t.Fatalf("report %+v", r)
 				}
 			})
@@ -50,7 +51,7 @@ func TestValidate(t *testing.T) {
 	}
 	bad := map[string]string{
 		"pathopen":      "outside the sandbox allow-list: wasi_snapshot_preview1.path_open",
-		"abiv2":         "abi",
+		"abiv3":         "abi",
 		"noentry":       "neither",
 		"unknownimport": "outside the sandbox allow-list",
 	}

@@ -140,8 +140,8 @@ func validateFile(ctx context.Context, path string) (*ValidateReport, error) {
 	switch {
 	case err == nil:
 		r.LoadTime = time.Since(start)
-		r.ABIVersion = int(abi.Version)
-		add("abi", true, fmt.Sprintf("ABI v%d; entry points %s", abi.Version, v.Exports().String()))
+		r.ABIVersion = v.ABIVersion()
+		add("abi", true, fmt.Sprintf("ABI v%d; entry points %s", r.ABIVersion, v.Exports().String()))
 		add("instantiate", true, fmt.Sprintf("compiled and initialized in %s", r.LoadTime.Round(time.Millisecond)))
 	case errors.As(err, &le) && le.Reason == "ABIVersion":
 		add("abi", false, le.Err.Error())

@@ -88,6 +88,15 @@ var HostFunctions = []HostFunction{
 	{FnSelectNode, SectionBatch, []Param{{"i", I32}}, i32Result,
 		"in `filter_nodes`/`score_nodes`: make node `i` of the batch current and start its deadline; in `normalize_score`: make the node of score `i` current (the call keeps its deadline); 0, or -2 if `i` is out of range or elsewhere"},
 
+	{FnNodeTable, SectionBatch, []Param{{"cols_ptr", I32}, {"cols_len", I32}, {"table_ptr", I32}, {"max_rows", I32}}, i32Result,
+		"ABI v2: declares this instance's node table (§3.2): the columns, a string list (§5) of column names, and `max_rows` rows at `table_ptr`, which the guest keeps for the host to write. Returns the row size in bytes; -2 for a malformed list, an unknown column, more than 64 columns, `max_rows` outside 1..1024, or a table outside memory. `cols_len` 0 removes the table. Takes effect at the next batch call"},
+	{FnReasonRegister, SectionBatch, []Param{{"ptr", I32}, {"len", I32}}, i32Result,
+		"ABI v2: registers a reason for this instance and returns its id (≥ 1), the same id for the same bytes, for a table row's reason (§3.2). Cut at 1024 bytes like `set_status`'s; -2 for bad arguments or past 4096 distinct reasons"},
+	{FnInternString, SectionBatch, []Param{{"epoch", I32}, {"id", I32}, {"buf", I32}, {"cap", I32}}, i32Result,
+		"ABI v2: the string with id `id` in epoch `epoch` (the table header's); -1 if the id is unknown or the epoch no longer answers. Ids are the same for every instance and policy of the scheduler: equal strings have equal ids within an epoch"},
+	{FnPodLabelID, SectionBatch, []Param{{"key_ptr", I32}, {"key_len", I32}}, i32Result,
+		"ABI v2: the string id (in the current epoch) of the pod's label `key`, comparable with a table's `label:` columns; 0 if the pod has no such label"},
+
 	{FnCycleStateSet, SectionCycleState, []Param{{"ptr", I32}, {"len", I32}}, nil,
 		"stores bytes for this policy and cycle (at most 1 MiB). Meant for `prefilter`/`prescore`"},
 	{FnCycleStateGet, SectionCycleState, bufParams, i32Result,

@@ -56,7 +56,7 @@ func render(doc []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := map[string]string{"abi-points": points(), "abi-capabilities": capabilities(), "abi-signatures": sigs, "abi-fields": fieldTable()}
+	blocks := map[string]string{"abi-points": points(), "abi-capabilities": capabilities(), "abi-signatures": sigs, "abi-fields": fieldTable(), "abi-table-columns": tableColumns()}
 	for s := range abi.SectionTitles {
 		blocks[fmt.Sprintf("abi-functions-%d", s)] = functions(s)
 	}
@@ -123,7 +123,7 @@ func signatures() (string, error) {
 	var b strings.Builder
 	b.WriteString("| kind | module | name | signature | |\n|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| export | | %s | memory | required; all pointers refer to it |\n", code("memory"))
-	fmt.Fprintf(&b, "| export | | %s | %s | required; returns %d |\n", code(abi.ExportAbiVersion), code("() -> i32"), abi.Version)
+	fmt.Fprintf(&b, "| export | | %s | %s | required; returns %d to %d |\n", code(abi.ExportAbiVersion), code("() -> i32"), abi.MinVersion, abi.Version)
 	fmt.Fprintf(&b, "| export | | %s | %s | optional; capability bits (§3) |\n", code(abi.ExportCapabilities), code("() -> i32"))
 	fmt.Fprintf(&b, "| export | | %s | %s | optional; reactor initializer |\n", code(abi.ExportInitialize), code("() -> ()"))
 	fmt.Fprintf(&b, "| export | | %s | %s | optional; used if there is no %s; must return |\n", code(abi.ExportStart), code("() -> ()"), code(abi.ExportInitialize))
@@ -210,6 +210,20 @@ func fieldTable() string {
 			scope = code(string(f.Scope))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", f.Object, path, fn, wire, f.Cost, scope, code(f.Accessor))
+	}
+	return b.String()
+}
+
+// tableColumns is the table of node table columns (abi.TableColumns).
+func tableColumns() string {
+	var b strings.Builder
+	b.WriteString("| column | slot (8 bytes) |\n|---|---|\n")
+	for _, c := range abi.TableColumns {
+		name := c.Kind
+		if c.Arg != "" {
+			name += ":<" + c.Arg + ">"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", name, c.Slot)
 	}
 	return b.String()
 }

@@ -48,6 +48,9 @@ type Report struct {
 	// after Run).
 	Size         int           `json:"-"`
 	LoadDuration time.Duration `json:"-"`
+	// TableBatches is how many batch calls RunModule's module served from
+	// its node table (ABI v2).
+	TableBatches int64 `json:"-"`
 }
 
 // Failed reports whether any case failed or any batch disagreed.
@@ -110,7 +113,7 @@ func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm [
 		return nil, err
 	}
 	r := Run(ctx, v, f)
-	r.Size, r.LoadDuration = v.Size(), v.LoadDuration()
+	r.Size, r.LoadDuration, r.TableBatches = v.Size(), v.LoadDuration(), v.TableBatches()
 	return r, nil
 }
 

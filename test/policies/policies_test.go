@@ -61,6 +61,16 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 				if a, b := reportJSON(t, r), reportJSON(t, r2); a != b {
 					t.Errorf("instrumented and plain modules disagree:\ninstrumented: %s\nplain:        %s", a, b)
 				}
+				// An SDK guest learns in its first batch what it reads and
+				// then gets it in its node table (ABI v2): the batch forms
+				// above ran from the table, and agreed with single calls.
+				// node-health and team-pod-cap read only lists (conditions,
+				// the node's pods), which no column carries: they declare no
+				// table and run every batch with host calls.
+				if listsOnly := name == "node-health" || name == "team-pod-cap"; listsOnly != (r.TableBatches == 0) {
+					t.Errorf("%s ran %d batches from its node table, want none only for policies reading lists alone", name, r.TableBatches)
+				}
+				t.Logf("%d batch calls from the node table", r.TableBatches)
 				if len(r.Batches) == 0 {
 					t.Errorf("%s has no batch forms: the SDK exports filter_nodes or score_nodes for every policy", name)
 				}

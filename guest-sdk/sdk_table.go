@@ -1,0 +1,286 @@
+//go:build wasip1
+
+package sdk
+
+import (
+	"unsafe"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// Node tables (ABI v2, docs/abi.md §3.2). The SDK learns which node fields
+// a policy reads in batches: the first batch reads them with host calls
+// and records them as columns; at its end the SDK declares a table of
+// those columns, and from the next batch on the host writes them into the
+// table before the call. A read then costs a load, and each node's verdict
+// is written into its row instead of a set_status call. A read of a field
+// the table does not have falls back to a host call (and becomes a column
+// for the next batch); so does every field a column cannot carry (taint
+// values, lists, objects).
+
+//go:wasmimport wasmsched node_table
+func hostNodeTable(colsPtr, colsLen, tablePtr uint32, maxRows int32) int32
+
+//go:wasmimport wasmsched reason_register
+func hostReasonRegister(ptr, n uint32) int32
+
+//go:wasmimport wasmsched intern_string
+func hostInternString(epoch, id int32, buf, capacity uint32) int32
+
+// tableRows is how many rows the SDK's table holds: more than a batch has
+// today (32), so larger batches keep the table.
+const tableRows = 128
+
+// column is one declared column, found by kind and argument.
+type column struct {
+	kind string
+	arg  string
+}
+
+var (
+	// columns are the declared columns, in table order; wanted are columns
+	// learned since, declared at the end of the batch that learned them.
+	columns, wanted []column
+	// table is the header and rows the host fills; rowSize its row size.
+	table   []byte
+	rowSize int
+	// inTable is set while a batch runs from the table; row is the
+	// current node's row (a slice of table), rowIndex its index.
+	inTable  bool
+	row      []byte
+	rowIndex int32
+	// selected is the node select_node made current in this batch (-1),
+	// for the reads that fall back to a host call.
+	selected int32
+	// inBatch is set during filter_nodes and score_nodes: only their reads
+	// are learned as columns.
+	inBatch bool
+	// epoch is the string ids' epoch the id cache holds.
+	epoch uint32
+	// rowError is the Error a read that was not declared in the policy's
+	// args set for the current node (notDeclared): a Success verdict
+	// leaves it, a rejection replaces it, as with set_status.
+	rowError string
+)
+
+// idCache maps string ids to strings, direct-mapped: label values repeat
+// across nodes, so a small cache answers almost every read.
+var idCache [1024]struct {
+	id uint32
+	s  string
+}
+
+// reasonCache remembers registered reasons: policies return the same few.
+var reasonCache [16]struct {
+	id int32
+	s  string
+}
+
+// tableStart reports whether the host filled the table for this batch of
+// n nodes (it writes n into the header; the SDK clears it after each
+// batch, so a stale header never counts).
+func tableStart(n int32) bool {
+	if table == nil || n < 1 || n > tableRows || readU32(table, abi.HeaderRows) != uint32(n) {
+		return false
+	}
+	if e := readU32(table, abi.HeaderEpoch); e != epoch {
+		epoch = e
+		idCache = [1024]struct {
+			id uint32
+			s  string
+		}{}
+	}
+	inTable, selected = true, -1
+	return true
+}
+
+// tableSelect makes node i the current one and tells the host, which
+// restarts the node's deadline from it.
+func tableSelect(i int32) {
+	rowIndex = i
+	row = table[abi.TableHeader+int(i)*rowSize:][:rowSize]
+	writeU32(table, abi.HeaderCurrent, uint32(i))
+	rowError = ""
+}
+
+// tableEnd ends a batch: the header no longer counts, and columns learned
+// during the batch are declared for the next one.
+func tableEnd() {
+	if table != nil {
+		writeU32(table, abi.HeaderRows, 0)
+	}
+	inTable, row, inBatch = false, nil, false
+	declareWanted()
+}
+
+// reportRow writes the current node's verdict into its row.
+func reportRow(st Status, score int64) {
+	if rowError != "" && st.Code == CodeSuccess {
+		st = Status{Code: CodeError, Reason: rowError}
+	}
+	writeU32(row, abi.RowCode, uint32(st.Code))
+	var id int32
+	if st.Code != CodeSuccess && st.Reason != "" {
+		id = reasonID(st.Reason)
+	}
+	writeU32(row, abi.RowReason, uint32(id))
+	writeU64(row, abi.RowScore, uint64(score))
+}
+
+func reasonID(s string) int32 {
+	for i := range reasonCache {
+		if reasonCache[i].id != 0 && Equal(reasonCache[i].s, s) {
+			return reasonCache[i].id
+		}
+	}
+	id := hostReasonRegister(strPtr(s), uint32(len(s)))
+	if id <= 0 {
+		return 0
+	}
+	slot := &reasonCache[int(id)%len(reasonCache)]
+	slot.id, slot.s = id, s
+	return id
+}
+
+// col returns the index of a declared column, or -1 after recording it as
+// wanted for the next batch.
+func col(kind, arg string) int {
+	for i := range columns {
+		if Equal(columns[i].kind, kind) && Equal(columns[i].arg, arg) {
+			return i
+		}
+	}
+	want(kind, arg)
+	return -1
+}
+
+func want(kind, arg string) {
+	if !inBatch || len(columns)+len(wanted) >= abi.MaxColumns {
+		return
+	}
+	for i := range columns {
+		if Equal(columns[i].kind, kind) && Equal(columns[i].arg, arg) {
+			return // declared, but this batch was not filled (say, larger than the table)
+		}
+	}
+	for i := range wanted {
+		if Equal(wanted[i].kind, kind) && Equal(wanted[i].arg, arg) {
+			return
+		}
+	}
+	wanted = append(wanted, column{kind, arg})
+}
+
+// declareWanted declares the table with the learned columns added. If the
+// host refuses it, the SDK keeps reading with host calls.
+func declareWanted() {
+	if len(wanted) == 0 {
+		return
+	}
+	cols := append(append([]column(nil), columns...), wanted...)
+	wanted = wanted[:0]
+	list := abi.AppendListHeader(nil, len(cols))
+	for _, c := range cols {
+		name := c.kind
+		if c.arg != "" {
+			name += ":" + c.arg
+		}
+		list = abi.AppendString(list, name)
+	}
+	size := abi.RowSize(len(cols))
+	buf := make([]byte, abi.TableHeader+tableRows*size)
+	if hostNodeTable(ptrOf(list), uint32(len(list)), ptrOf(buf), tableRows) != int32(size) {
+		return
+	}
+	columns, table, rowSize = cols, buf, size
+}
+
+// colU64 reads column i of the current row.
+func colU64(i int) uint64 { return readU64(row, abi.RowHeader+i*abi.ColumnSize) }
+
+// tableString returns the string of a string column of the current row.
+func tableString(i int) (string, bool) {
+	id := uint32(colU64(i))
+	if id == 0 {
+		return "", false
+	}
+	slot := &idCache[id%uint32(len(idCache))]
+	if slot.id == id {
+		return slot.s, true
+	}
+	n := hostInternString(int32(epoch), int32(id), ptrOf(scratch), uint32(len(scratch)))
+	if int(n) > len(scratch) {
+		scratch = make([]byte, int(n)+256)
+		n = hostInternString(int32(epoch), int32(id), ptrOf(scratch), uint32(len(scratch)))
+	}
+	if n < 0 || int(n) > len(scratch) {
+		return "", false // the epoch moved on: the caller falls back to a host call
+	}
+	s := string(scratch[:n])
+	slot.id, slot.s = id, s
+	return s, true
+}
+
+// selectForHost makes the current table node the host's current node
+// before a read that needs a host call.
+func selectForHost() {
+	if inTable && selected != rowIndex {
+		hostSelectNode(rowIndex)
+		selected = rowIndex
+	}
+}
+
+// tableLabel answers node_label and node_annotation from the table when
+// it can; ok is false when the caller must ask the host.
+func tableKeyed(kind, key string) (v string, found, ok bool) {
+	if !inTable {
+		want(kind, key)
+		return "", false, false
+	}
+	i := col(kind, key)
+	if i < 0 {
+		selectForHost()
+		return "", false, false
+	}
+	if uint32(colU64(i)) == 0 {
+		return "", false, true
+	}
+	if v, found = tableString(i); !found {
+		selectForHost()
+	}
+	return v, found, found
+}
+
+// tableInt answers an integer column from the table; ok is false when the
+// caller must ask the host.
+func tableInt(kind, arg string) (int64, bool) {
+	if !inTable {
+		want(kind, arg)
+		return 0, false
+	}
+	i := col(kind, arg)
+	if i < 0 {
+		return 0, false
+	}
+	return int64(colU64(i)), true
+}
+
+func readU32(b []byte, off int) uint32 {
+	_ = b[off+3]
+	return *(*uint32)(unsafe.Pointer(&b[off]))
+}
+
+func readU64(b []byte, off int) uint64 {
+	_ = b[off+7]
+	return *(*uint64)(unsafe.Pointer(&b[off]))
+}
+
+func writeU32(b []byte, off int, v uint32) {
+	_ = b[off+3]
+	*(*uint32)(unsafe.Pointer(&b[off])) = v
+}
+
+func writeU64(b []byte, off int, v uint64) {
+	_ = b[off+7]
+	*(*uint64)(unsafe.Pointer(&b[off])) = v
+}

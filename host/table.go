@@ -1,0 +1,431 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/tetratelabs/wazero/api"
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// Node tables (ABI v2, docs/abi.md §3.2): a guest declares the node fields
+// it reads in batches, and before each batch call the host writes them,
+// one row per node, into the guest's memory. A row is built once per
+// NodeInfo generation and layout and then copied, so a node that did not
+// change costs a map lookup and a copy; strings travel as ids of one
+// process-wide interner, so comparing a node's label with the pod's is an
+// integer compare for a guest that wants it.
+
+// tableLayout is a parsed node_table declaration. Instances declaring the
+// same columns share it, and with it the rows cached for each node.
+type tableLayout struct {
+	key     string
+	cols    []tableCol
+	rowSize int
+}
+
+type tableCol struct {
+	kind string
+	arg  string
+}
+
+var layouts = struct {
+	sync.Mutex
+	m map[string]*tableLayout
+}{m: map[string]*tableLayout{}}
+
+// maxLayouts bounds the layouts kept; past it the map starts over (cached
+// rows of a dropped layout are rebuilt when it is declared again).
+const maxLayouts = 1024
+
+// parseLayout reads node_table's column list: nil for a malformed list, an
+// unknown column or too many columns.
+func parseLayout(b []byte) *tableLayout {
+	r := abi.NewListReader(b)
+	if r.Len() < 1 || r.Len() > abi.MaxColumns {
+		return nil
+	}
+	cols := make([]tableCol, 0, r.Len())
+	for r.Len() > 0 {
+		c, ok := r.Next()
+		if !ok {
+			return nil
+		}
+		kind, arg, hasArg := strings.Cut(string(c), ":")
+		known := false
+		for _, tc := range abi.TableColumns {
+			if tc.Kind == kind && (tc.Arg != "") == hasArg && (!hasArg || arg != "") {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return nil
+		}
+		cols = append(cols, tableCol{kind: kind, arg: arg})
+	}
+	key := string(b)
+	layouts.Lock()
+	defer layouts.Unlock()
+	if l := layouts.m[key]; l != nil {
+		return l
+	}
+	if len(layouts.m) >= maxLayouts {
+		layouts.m = map[string]*tableLayout{}
+	}
+	l := &tableLayout{key: key, cols: cols, rowSize: abi.RowSize(len(cols))}
+	layouts.m[key] = l
+	return l
+}
+
+// interner gives strings process-wide ids (≥ 1) within an epoch. When it
+// holds maxInterned strings it starts a new epoch; the previous epoch
+// still answers intern_string, so a guest reading a table filled just
+// before the change gets the right strings.
+type interner struct {
+	mu    sync.RWMutex
+	epoch uint32
+	ids   map[string]uint32
+	strs  []string
+	prev  []string
+}
+
+// maxInterned bounds the interner: label values of a churning cluster
+// (hostnames) would otherwise grow it forever.
+const maxInterned = 1 << 20
+
+var interned = &interner{epoch: 1, ids: map[string]uint32{}}
+
+// id returns s's id in the current epoch, adding it if new.
+func (t *interner) id(s string) (epoch, id uint32) {
+	t.mu.RLock()
+	id, ok := t.ids[s]
+	epoch = t.epoch
+	t.mu.RUnlock()
+	if ok {
+		return epoch, id
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.ids[s]; ok {
+		return t.epoch, id
+	}
+	if len(t.strs) >= maxInterned {
+		t.prev, t.strs, t.ids = t.strs, nil, map[string]uint32{}
+		t.epoch++
+	}
+	t.strs = append(t.strs, s)
+	id = uint32(len(t.strs))
+	t.ids[s] = id
+	return t.epoch, id
+}
+
+func (t *interner) current() uint32 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.epoch
+}
+
+// str returns the string of id in epoch, which must be the current or the
+// previous one.
+func (t *interner) str(epoch, id uint32) (string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	strs := t.strs
+	switch epoch {
+	case t.epoch:
+	case t.epoch - 1:
+		strs = t.prev
+	default:
+		return "", false
+	}
+	if id < 1 || int(id) > len(strs) {
+		return "", false
+	}
+	return strs[id-1], true
+}
+
+// cachedRow is a node's row for one layout, in one interner epoch.
+type cachedRow struct {
+	layout *tableLayout
+	epoch  uint32
+	b      []byte
+}
+
+// row returns ni's row for layout in the current epoch: from the node's
+// cache entry when the NodeInfo generation and the epoch are unchanged,
+// else built and cached.
+func (l *tableLayout) row(ni fwk.NodeInfo) ([]byte, uint32) {
+	e := nodes.entry(ni)
+	epoch := interned.current()
+	e.rowsMu.Lock()
+	for _, r := range e.rows {
+		if r.layout == l && r.epoch == epoch {
+			e.rowsMu.Unlock()
+			return r.b, epoch
+		}
+	}
+	e.rowsMu.Unlock()
+	b, epoch := l.build(ni)
+	e.rowsMu.Lock()
+	kept := false
+	for i := range e.rows {
+		if e.rows[i].layout == l {
+			e.rows[i] = cachedRow{l, epoch, b}
+			kept = true
+		}
+	}
+	if !kept && len(e.rows) < 8 {
+		e.rows = append(e.rows, cachedRow{l, epoch, b})
+	}
+	e.rowsMu.Unlock()
+	return b, epoch
+}
+
+// build encodes ni's columns (the row without its verdict header).
+func (l *tableLayout) build(ni fwk.NodeInfo) ([]byte, uint32) {
+	b := make([]byte, len(l.cols)*abi.ColumnSize)
+	node := ni.Node()
+	epoch := interned.current()
+	str := func(s string, ok bool) uint64 {
+		if !ok {
+			return 0
+		}
+		e, id := interned.id(s)
+		epoch = e
+		return uint64(id)
+	}
+	for i, c := range l.cols {
+		var v uint64
+		switch c.kind {
+		case abi.ColName:
+			v = str(node.Name, true)
+		case abi.ColLabel:
+			s, ok := node.Labels[c.arg]
+			v = str(s, ok)
+		case abi.ColAnnotation:
+			s, ok := node.Annotations[c.arg]
+			v = str(s, ok)
+		case abi.ColAllocatable:
+			r, _ := nodeResource(ni, abi.ResourceAllocatable, c.arg)
+			v = uint64(r)
+		case abi.ColCapacity:
+			r, _ := nodeResource(ni, abi.ResourceCapacity, c.arg)
+			v = uint64(r)
+		case abi.ColRequested:
+			r, _ := nodeResource(ni, abi.ResourceRequested, c.arg)
+			v = uint64(r)
+		case abi.ColPodCount:
+			v = uint64(len(ni.GetPods()))
+		case abi.ColUnschedulable:
+			if node.Spec.Unschedulable {
+				v = 1
+			}
+		case abi.ColTaint:
+			for _, t := range node.Spec.Taints {
+				if t.Key == c.arg {
+					v |= taintBit(t.Effect)
+				}
+			}
+		}
+		binary.LittleEndian.PutUint64(b[i*abi.ColumnSize:], v)
+	}
+	return b, epoch
+}
+
+func taintBit(e v1.TaintEffect) uint64 {
+	switch e {
+	case v1.TaintEffectNoSchedule:
+		return abi.TaintNoSchedule
+	case v1.TaintEffectPreferNoSchedule:
+		return abi.TaintPreferNoSchedule
+	case v1.TaintEffectNoExecute:
+		return abi.TaintNoExecute
+	}
+	return 0
+}
+
+// table is an instance's declared node table.
+type table struct {
+	layout *tableLayout
+	ptr    uint32
+	rows   int
+}
+
+// fillTable writes the header and one row per node into the instance's
+// table, for a batch call. It returns false, writing nothing the guest
+// could mistake for rows, when the table does not fit in memory.
+func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
+	mem := in.mod.Memory()
+	size := uint32(abi.TableHeader + t.rows*t.layout.rowSize)
+	buf, ok := mem.Read(t.ptr, size)
+	if !ok {
+		return false
+	}
+	for {
+		epoch := interned.current()
+		for i, ni := range nodes {
+			row := buf[abi.TableHeader+i*t.layout.rowSize:]
+			cols, e := t.layout.row(ni)
+			if e != epoch {
+				epoch = 0 // the interner moved on while filling: fill again
+			}
+			binary.LittleEndian.PutUint64(row[abi.RowCode:], 0xffffffff) // code NoVerdict (-1), reason 0
+			binary.LittleEndian.PutUint64(row[abi.RowScore:], 0)
+			copy(row[abi.RowHeader:t.layout.rowSize], cols)
+		}
+		if epoch != 0 && epoch == interned.current() {
+			binary.LittleEndian.PutUint32(buf[abi.HeaderEpoch:], epoch)
+			binary.LittleEndian.PutUint32(buf[abi.HeaderCurrent:], uint32(0xffffffff))
+			binary.LittleEndian.PutUint32(buf[abi.HeaderRows:], uint32(len(nodes)))
+			return true
+		}
+	}
+}
+
+// tableVerdicts reads the verdicts the guest wrote into the first n rows:
+// results[i] (and scores[i] for a score batch) for each row with one, and
+// fromTable[i] set. Unknown codes become the policy's Error, as with
+// set_status.
+func (in *instance) tableVerdicts(t *table, n int, results []Result, scores []int64, fromTable []bool) {
+	mem := in.mod.Memory()
+	if mem == nil {
+		return
+	}
+	buf, ok := mem.Read(t.ptr+abi.TableHeader, uint32(n*t.layout.rowSize))
+	if !ok {
+		return
+	}
+	for i := 0; i < n; i++ {
+		row := buf[i*t.layout.rowSize:]
+		code := int32(binary.LittleEndian.Uint32(row[abi.RowCode:]))
+		if code == abi.NoVerdict {
+			continue
+		}
+		reason := ""
+		if id := int32(binary.LittleEndian.Uint32(row[abi.RowReason:])); id != 0 {
+			if id > 0 && int(id) <= len(in.reasons) {
+				reason = in.reasons[id-1]
+			} else {
+				code, reason = abi.CodeError, fmt.Sprintf("table row %d names reason id %d, which the policy never registered", i, id)
+			}
+		}
+		if !validCode(code) {
+			reason = fmt.Sprintf("invalid status code %d (valid: 0 Success, 1 Error, 2 Unschedulable, 3 UnschedulableAndUnresolvable, 5 Skip); reason %q", code, reason)
+			code = abi.CodeError
+		}
+		results[i] = Result{Code: code, Reason: reason}
+		if scores != nil {
+			scores[i] = int64(binary.LittleEndian.Uint64(row[abi.RowScore:]))
+		}
+		fromTable[i] = true
+	}
+}
+
+// tableProgress reads which node of a table batch the guest evaluates, so
+// its deadline restarts as select_node's does in a batch without a table.
+// Only an index past the last one counts: a guest cannot extend a node's
+// deadline by writing the same or an earlier index.
+func (in *instance) tableProgress() {
+	t := in.callTable
+	if t == nil {
+		return
+	}
+	cur, ok := in.mod.Memory().ReadUint32Le(t.ptr + abi.HeaderCurrent)
+	if !ok {
+		return
+	}
+	if c := int32(cur); c > in.tableCur && int(c) < len(in.batch) {
+		in.tableCur = c
+		in.started.Store(monotonic())
+	}
+}
+
+// Host functions of the node table.
+func init() {
+	hostFuncs[abi.FnNodeTable] = func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		colsPtr, colsLen, ptr, rows := uint32(s[0]), uint32(s[1]), uint32(s[2]), int32(s[3])
+		if colsLen == 0 {
+			in.table = nil
+			s[0] = 0
+			return
+		}
+		cols, ok := m.Memory().Read(colsPtr, colsLen)
+		if !ok || rows < 1 || rows > abi.MaxTableRows {
+			s[0] = retBadArgs
+			return
+		}
+		l := parseLayout(cols)
+		if l == nil {
+			s[0] = retBadArgs
+			return
+		}
+		if _, ok := m.Memory().Read(ptr, uint32(abi.TableHeader+int(rows)*l.rowSize)); !ok {
+			s[0] = retBadArgs
+			return
+		}
+		in.table = &table{layout: l, ptr: ptr, rows: int(rows)}
+		s[0] = uint64(uint32(l.rowSize))
+	}
+	hostFuncs[abi.FnReasonRegister] = func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		b, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		if id, ok := in.reasonIDs[string(b)]; ok {
+			s[0] = uint64(uint32(id))
+			return
+		}
+		if len(in.reasons) >= abi.MaxReasons {
+			s[0] = retBadArgs
+			return
+		}
+		if in.reasonIDs == nil {
+			in.reasonIDs = map[string]int32{}
+		}
+		in.reasons = append(in.reasons, safeString(b))
+		id := int32(len(in.reasons))
+		in.reasonIDs[string(b)] = id
+		s[0] = uint64(uint32(id))
+	}
+	hostFuncs[abi.FnInternString] = func(ctx context.Context, m api.Module, s []uint64) {
+		str, ok := interned.str(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			s[0] = retNotFound
+			return
+		}
+		s[0] = writeOutString(m, s[2], s[3], str)
+	}
+	hostFuncs[abi.FnPodLabelID] = func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		if in.pod == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		key, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		v, ok := in.pod.Pod.Labels[string(key)]
+		if !ok {
+			s[0] = 0
+			return
+		}
+		epoch, id := interned.id(v)
+		if in.callTable != nil && epoch != in.tableEpoch {
+			s[0] = retNotFound // the interner moved on since the table was filled: compare strings
+			return
+		}
+		s[0] = uint64(id)
+	}
+}
