@@ -669,20 +669,25 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		v.tableBatches.Add(1)
 	}
 	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)), deadline)
-	done = max(in.cur, int(in.tableCur))
+	done = in.cur
 	scoresSet := in.scoresSet
 	var fromTable []bool
 	if t != nil {
 		fromTable = make([]bool, len(nodes))
-		n := len(nodes)
-		if cerr != nil {
-			n = max(done, 0) // the node being evaluated gets the failure
-		}
 		var sc []int64
 		if kind == CallScore {
 			sc = scores
 		}
-		in.tableVerdicts(t, n, results, sc, fromTable)
+		in.tableVerdicts(t, len(nodes), results, sc, fromTable)
+		if cerr != nil {
+			// The nodes the guest gave a verdict, in order, keep it; the
+			// first without one was being evaluated and gets the failure.
+			lead := 0
+			for lead < len(nodes) && fromTable[lead] {
+				lead++
+			}
+			done = max(done, lead)
+		}
 	}
 	in.batch, in.results, in.cur, in.callTable = nil, nil, -1, nil
 	cerr = v.end(in, pc, cerr)

@@ -94,11 +94,17 @@ type interner struct {
 	ids   map[string]uint32
 	strs  []string
 	prev  []string
+	// bytes is the size of strs' strings.
+	bytes int
 }
 
-// maxInterned bounds the interner: label values of a churning cluster
-// (hostnames) would otherwise grow it forever.
-const maxInterned = 1 << 20
+// maxInterned and maxInternedBytes bound the interner: label values of a
+// churning cluster (hostnames) would otherwise grow it forever, and a
+// column of a large annotation (up to 256 KiB each) would grow it fast.
+const (
+	maxInterned      = 1 << 20
+	maxInternedBytes = 64 << 20
+)
 
 var interned = &interner{epoch: 1, ids: map[string]uint32{}}
 
@@ -116,11 +122,12 @@ func (t *interner) id(s string) (epoch, id uint32) {
 	if id, ok := t.ids[s]; ok {
 		return t.epoch, id
 	}
-	if len(t.strs) >= maxInterned {
-		t.prev, t.strs, t.ids = t.strs, nil, map[string]uint32{}
+	if len(t.strs) >= maxInterned || t.bytes+len(s) > maxInternedBytes {
+		t.prev, t.strs, t.ids, t.bytes = t.strs, nil, map[string]uint32{}, 0
 		t.epoch++
 	}
 	t.strs = append(t.strs, s)
+	t.bytes += len(s)
 	id = uint32(len(t.strs))
 	t.ids[s] = id
 	return t.epoch, id
@@ -268,7 +275,11 @@ func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
 	if !ok {
 		return false
 	}
-	for {
+	// A batch's rows must share one epoch. If the interner starts a new
+	// one while they are built, build them again; a cluster whose columns
+	// hold more distinct strings than the interner keeps would do that
+	// forever, so after three tries the batch runs without its table.
+	for try := 0; try < 3; try++ {
 		epoch := interned.current()
 		for i, ni := range nodes {
 			row := buf[abi.TableHeader+i*t.layout.rowSize:]
@@ -287,6 +298,8 @@ func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
 			return true
 		}
 	}
+	binary.LittleEndian.PutUint32(buf[abi.HeaderRows:], 0)
+	return false
 }
 
 // tableVerdicts reads the verdicts the guest wrote into the first n rows:
