@@ -353,6 +353,9 @@ func (in *instance) timerFired() {
 		in.mu.Unlock()
 		return
 	}
+	// (A table batch's progress restarts a node's deadline only under
+	// InterruptFuel, where the guest's checks see it as it happens: seen
+	// from here, at the deadline, it would restart a late node's clock.)
 	now := monotonic()
 	by, late := in.overdue(now)
 	if !late {

@@ -307,6 +307,9 @@ func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
 // fromTable[i] set. Unknown codes become the policy's Error, as with
 // set_status.
 func (in *instance) tableVerdicts(t *table, n int, results []Result, scores []int64, fromTable []bool) {
+	if in.mod.IsClosed() || in.killed && in.cctx.done != nil {
+		return // closed by close-on-done at its deadline: its memory is gone
+	}
 	mem := in.mod.Memory()
 	if mem == nil {
 		return
