@@ -43,9 +43,10 @@ type PodState struct {
 	objOnce sync.Once
 	obj     []byte
 
-	// rows are the node's node-table rows, one per layout (table.go).
+	// rows are the node's node-table rows, one per layout (table.go):
+	// read without a lock, replaced under rowsMu.
 	rowsMu sync.Mutex
-	rows   []cachedRow
+	rows   atomic.Pointer[[]cachedRow]
 }
 
 // object is the whole pod as JSON (pod_object), encoded on first use.
@@ -232,9 +233,10 @@ type nodeEntry struct {
 	objOnce sync.Once
 	obj     []byte
 
-	// rows are the node's node-table rows, one per layout (table.go).
+	// rows are the node's node-table rows, one per layout (table.go):
+	// read without a lock, replaced under rowsMu.
 	rowsMu sync.Mutex
-	rows   []cachedRow
+	rows   atomic.Pointer[[]cachedRow]
 }
 
 // nodeObject is the whole node as JSON (node_object), encoded once per

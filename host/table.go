@@ -165,34 +165,36 @@ type cachedRow struct {
 	b      []byte
 }
 
-// row returns ni's row for layout in the current epoch: from the node's
-// cache entry when the NodeInfo generation and the epoch are unchanged,
-// else built and cached.
-func (l *tableLayout) row(ni fwk.NodeInfo) ([]byte, uint32) {
+// row returns ni's row for layout in epoch: from the node's cache entry
+// when the NodeInfo generation and the epoch are unchanged (no lock: the
+// entry's rows are replaced, never changed), else built and cached.
+func (l *tableLayout) row(ni fwk.NodeInfo, epoch uint32) ([]byte, uint32) {
 	e := nodes.entry(ni)
-	epoch := interned.current()
-	e.rowsMu.Lock()
-	for _, r := range e.rows {
-		if r.layout == l && r.epoch == epoch {
-			e.rowsMu.Unlock()
-			return r.b, epoch
+	rows := e.rows.Load()
+	if rows != nil {
+		for _, r := range *rows {
+			if r.layout == l && r.epoch == epoch {
+				return r.b, epoch
+			}
 		}
 	}
-	e.rowsMu.Unlock()
-	b, epoch := l.build(ni)
+	b, built := l.build(ni)
 	e.rowsMu.Lock()
-	kept := false
-	for i := range e.rows {
-		if e.rows[i].layout == l {
-			e.rows[i] = cachedRow{l, epoch, b}
-			kept = true
+	var next []cachedRow
+	if old := e.rows.Load(); old != nil {
+		next = make([]cachedRow, 0, len(*old)+1)
+		for _, r := range *old {
+			if r.layout != l {
+				next = append(next, r)
+			}
 		}
 	}
-	if !kept && len(e.rows) < 8 {
-		e.rows = append(e.rows, cachedRow{l, epoch, b})
+	if len(next) < 8 {
+		next = append(next, cachedRow{l, built, b})
 	}
+	e.rows.Store(&next)
 	e.rowsMu.Unlock()
-	return b, epoch
+	return b, built
 }
 
 // build encodes ni's columns (the row without its verdict header).
@@ -283,7 +285,7 @@ func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
 		epoch := interned.current()
 		for i, ni := range nodes {
 			row := buf[abi.TableHeader+i*t.layout.rowSize:]
-			cols, e := t.layout.row(ni)
+			cols, e := t.layout.row(ni, epoch)
 			if e != epoch {
 				epoch = 0 // the interner moved on while filling: fill again
 			}
