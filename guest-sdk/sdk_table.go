@@ -1,4 +1,4 @@
-//go:build wasip1
+//go:build wasip1 && !wasmsched_abi1
 
 package sdk
 
@@ -26,6 +26,11 @@ func hostReasonRegister(ptr, n uint32) int32
 
 //go:wasmimport wasmsched intern_string
 func hostInternString(epoch, id int32, buf, capacity uint32) int32
+
+// sdkABIVersion is what abi_version reports: 2, node tables. Built with
+// -tags wasmsched_abi1 the SDK reports 1 and never declares a table
+// (sdk_table_abi1.go), which is how benchmarks put both side by side.
+const sdkABIVersion = abi.Version
 
 // tableRows is how many rows the SDK's table holds: more than a batch has
 // today (32), so larger batches keep the table.
@@ -75,6 +80,9 @@ var reasonCache [16]struct {
 	id int32
 	s  string
 }
+
+// batchStart marks a batch call: its reads are learned as columns.
+func batchStart() { inBatch = true }
 
 // tableStart reports whether the host filled the table for this batch of
 // n nodes (it writes n into the header; the SDK clears it after each

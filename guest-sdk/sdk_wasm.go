@@ -103,7 +103,7 @@ func hostScoresSet(buf uint32, n int32) int32
 // Exports.
 
 //go:wasmexport abi_version
-func exportAbiVersion() int32 { return abi.Version }
+func exportAbiVersion() int32 { return sdkABIVersion }
 
 //go:wasmexport capabilities
 func exportCapabilities() int32 { return capabilities() }
@@ -133,7 +133,7 @@ func exportFilterNodes(cycle int64, n int32) {
 	if filterFn == nil {
 		return
 	}
-	inBatch = true
+	batchStart()
 	if tableStart(n) {
 		for i := int32(0); i < n; i++ {
 			tableSelect(i)
@@ -161,7 +161,7 @@ func exportScoreNodes(cycle int64, n int32) {
 	if cap(batchScores) < int(n) {
 		batchScores = make([]int64, n)
 	}
-	inBatch = true
+	batchStart()
 	if tableStart(n) {
 		for i := int32(0); i < n; i++ {
 			tableSelect(i)

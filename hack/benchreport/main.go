@@ -380,8 +380,13 @@ func run() error {
 	w("| policy | variant | time per node | vs native | allocs |\n|---|---|---|---|---|\n")
 	for _, pt := range []struct{ bench, policy string }{{"BenchmarkFilter", "team-isolation (Filter)"}, {"BenchmarkScore", "bin-packing (Score)"}} {
 		nat := get(perf, pt.bench+"/native", "ns/op")
-		for _, v := range []struct{ key, label string }{{"native", "native Go plugin"}, {"tinygo/batch32", "TinyGo, 32 nodes per call (the plugin's way)"}, {"tinygo/single", "TinyGo, one call per node"}, {"go/batch32", "Go, 32 nodes per call"}, {"go/single", "Go, one call per node"},
-			{"tinygo-close-on-done/batch32", "TinyGo, 32 per call, uninstrumented with close-on-done (before)"}, {"tinygo-close-on-done/single", "TinyGo, one per call, close-on-done (before)"}, {"go-close-on-done/batch32", "Go, 32 per call, close-on-done (before)"}, {"go-close-on-done/single", "Go, one per call, close-on-done (before)"}} {
+		for _, v := range []struct{ key, label string }{{"native", "native Go plugin"},
+			{"tinygo/batch32", "TinyGo, 32 nodes per call (the plugin's way): node tables (ABI v2), fuel checks"}, {"tinygo/single", "TinyGo, one call per node"},
+			{"tinygo-abi1/batch32", "TinyGo, 32 per call, host reads (ABI v1), fuel checks"}, {"tinygo-close-on-done/batch32", "TinyGo, 32 per call, node tables, close-on-done"},
+			{"tinygo-abi1-close-on-done/batch32", "TinyGo, 32 per call, host reads, close-on-done: before issue 14"},
+			{"go/batch32", "Go, 32 per call: node tables, fuel checks"}, {"go/single", "Go, one call per node"},
+			{"go-abi1/batch32", "Go, 32 per call, host reads, fuel checks"}, {"go-close-on-done/batch32", "Go, 32 per call, node tables, close-on-done"},
+			{"go-abi1-close-on-done/batch32", "Go, 32 per call, host reads, close-on-done: before issue 14"}} {
 			r := perf[pt.bench+"/"+v.key]
 			if r == nil {
 				continue

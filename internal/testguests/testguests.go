@@ -102,7 +102,25 @@ func PolicyBytes(t testing.TB, tc Toolchain, name string) []byte {
 
 // Build compiles the main package in dir (relative to plugins-wasm's module
 // or the repository root) with a toolchain into _output/guests/<tc>/.
-func Build(tc Toolchain, dir string) (string, error) {
+func Build(tc Toolchain, dir string) (string, error) { return build(tc, dir, "") }
+
+// PolicyBytesABI1 is PolicyBytes for the policy built against the SDK as it
+// was before node tables (-tags wasmsched_abi1: ABI v1, every node read a
+// host call), for benchmarks that show both in one run.
+func PolicyBytesABI1(t testing.TB, tc Toolchain, name string) []byte {
+	t.Helper()
+	p, err := build(tc, filepath.Join("plugins-wasm", name), "wasmsched_abi1")
+	if err != nil {
+		t.Fatalf("building %s with %s (ABI v1): %v", name, tc, err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func build(tc Toolchain, dir, tags string) (string, error) {
 	r, err := Root()
 	if err != nil {
 		return "", err
@@ -110,7 +128,11 @@ func Build(tc Toolchain, dir string) (string, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	src := filepath.Join(r, dir)
-	out := filepath.Join(r, "_output", "guests", string(tc), filepath.Base(dir)+".wasm")
+	variant := string(tc)
+	if tags != "" {
+		variant += "-" + tags
+	}
+	out := filepath.Join(r, "_output", "guests", variant, filepath.Base(dir)+".wasm")
 	if fresh(out, src, filepath.Join(r, "guest-sdk")) {
 		return out, nil
 	}
@@ -121,14 +143,14 @@ func Build(tc Toolchain, dir string) (string, error) {
 	var cmd *exec.Cmd
 	switch tc {
 	case Go:
-		cmd = exec.Command("go", "build", "-buildmode=c-shared", "-o", tmp, ".")
+		cmd = exec.Command("go", "build", "-buildmode=c-shared", "-tags="+tags, "-o", tmp, ".")
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-buildvcs=false")
 	case TinyGo:
 		tg, err := TinyGoPath()
 		if err != nil {
 			return "", err
 		}
-		cmd = exec.Command(tg, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-opt=2", "-o", tmp, ".")
+		cmd = exec.Command(tg, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-opt=2", "-tags="+tags, "-o", tmp, ".")
 		cmd.Env = os.Environ()
 	default:
 		return "", fmt.Errorf("unknown toolchain %q", tc)

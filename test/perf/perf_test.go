@@ -159,13 +159,17 @@ func guestName(tc testguests.Toolchain, mode host.Interruption) string {
 var interruptions = []host.Interruption{host.InterruptFuel, host.InterruptCloseOnDone}
 
 func loadVersionIn(b *testing.B, mode host.Interruption, tc testguests.Toolchain, policy, cfg string, instances int) (*host.Policy, *host.Version) {
+	return loadModule(b, mode, policy, cfg, instances, testguests.PolicyBytes(b, tc, policy))
+}
+
+func loadModule(b *testing.B, mode host.Interruption, policy, cfg string, instances int, wasm []byte) (*host.Policy, *host.Version) {
 	b.Helper()
 	p, err := engineFor(b, mode).NewPolicy(context.Background(), host.PolicySpec{Name: policy, Config: cfg, Timeout: time.Second, MaxInstances: instances})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = p.Close(context.Background()) })
-	v, err := p.Load(context.Background(), testguests.PolicyBytes(b, tc, policy), "")
+	v, err := p.Load(context.Background(), wasm, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -176,7 +180,8 @@ func loadVersionIn(b *testing.B, mode host.Interruption, tc testguests.Toolchain
 // team-isolation logic on an admitted node: the native plugin, and the wasm
 // policy through the host with one guest call per node or 32 nodes per call
 // (what the plugin does); each guest instrumented (how the host runs it)
-// and as uploaded under close-on-context-done (how it ran before).
+// and as uploaded under close-on-context-done (how it ran before), and
+// built against the SDK without node tables (-abi1: ABI v1).
 func BenchmarkFilter(b *testing.B) {
 	ni := realisticNode(0)
 	pod := benchPod("p")
@@ -192,6 +197,10 @@ func BenchmarkFilter(b *testing.B) {
 		for _, mode := range interruptions {
 			_, v := loadVersionIn(b, mode, tc, "team-isolation", "key=team", 1)
 			benchGuest(b, guestName(tc, mode), v, host.CallFilter, pod, ni)
+		}
+		for _, mode := range interruptions {
+			_, v := loadModule(b, mode, "team-isolation", "key=team", 1, testguests.PolicyBytesABI1(b, tc, "team-isolation"))
+			benchGuest(b, guestName(tc+"-abi1", mode), v, host.CallFilter, pod, ni)
 		}
 	}
 }
@@ -213,6 +222,10 @@ func BenchmarkScore(b *testing.B) {
 		for _, mode := range interruptions {
 			_, v := loadVersionIn(b, mode, tc, "bin-packing", "cpu=1,memory=1", 1)
 			benchGuest(b, guestName(tc, mode), v, host.CallScore, pod, ni)
+		}
+		for _, mode := range interruptions {
+			_, v := loadModule(b, mode, "bin-packing", "cpu=1,memory=1", 1, testguests.PolicyBytesABI1(b, tc, "bin-packing"))
+			benchGuest(b, guestName(tc+"-abi1", mode), v, host.CallScore, pod, ni)
 		}
 	}
 }
