@@ -43,10 +43,6 @@ type PodState struct {
 	objOnce sync.Once
 	obj     []byte
 
-	// rows are the node's node-table rows, one per layout (table.go):
-	// read without a lock, replaced under rowsMu.
-	rowsMu sync.Mutex
-	rows   atomic.Pointer[[]cachedRow]
 }
 
 // object is the whole pod as JSON (pod_object), encoded on first use.
