@@ -42,7 +42,6 @@ type PodState struct {
 
 	objOnce sync.Once
 	obj     []byte
-
 }
 
 // object is the whole pod as JSON (pod_object), encoded on first use.
