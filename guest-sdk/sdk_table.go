@@ -150,11 +150,27 @@ func reasonID(s string) int32 {
 	return id
 }
 
+// colCache remembers where col found a field, by the addresses of the
+// strings naming it: a policy names its fields with the same strings for
+// every node (constants, its config), so a lookup is two pointer compares.
+// The entries keep their strings alive, so an address cannot be reused by
+// another string while it is cached.
+var colCache [16]struct {
+	kind, arg string
+	i         int
+}
+
 // col returns the index of a declared column, or -1 after recording it as
 // wanted for the next batch.
 func col(kind, arg string) int {
+	kp, ap := unsafe.StringData(kind), unsafe.StringData(arg)
+	c := &colCache[(uintptr(unsafe.Pointer(ap))>>3^uintptr(unsafe.Pointer(kp))>>5^uintptr(len(arg)))&15]
+	if unsafe.StringData(c.arg) == ap && len(c.arg) == len(arg) && unsafe.StringData(c.kind) == kp && len(c.kind) == len(kind) && c.i < len(columns) {
+		return c.i
+	}
 	for i := range columns {
 		if Equal(columns[i].kind, kind) && Equal(columns[i].arg, arg) {
+			c.kind, c.arg, c.i = kind, arg, i
 			return i
 		}
 	}
