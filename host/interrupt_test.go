@@ -1,8 +1,6 @@
 package host
 
 import (
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"testing"
 	"time"
@@ -40,7 +38,7 @@ func TestSpinningGuestLeavesTheProcessRunning(t *testing.T) {
 
 	var gcs []time.Duration
 	for i := 0; i < 9; i++ {
-		gcs = append(gcs, gcPause())
+		gcs = append(gcs, testguests.GCPause())
 	}
 	calls := 0
 	for time.Since(start) < timeout/2 {
@@ -67,20 +65,4 @@ func TestSpinningGuestLeavesTheProcessRunning(t *testing.T) {
 	if calls < 100 {
 		t.Errorf("only %d calls of another policy completed in %s while a guest spun", calls, timeout/2)
 	}
-}
-
-// gcPause runs a garbage collection and returns its longest stop-the-world
-// pause, which includes the wait for every goroutine to stop (the
-// concurrent marking, which depends on the heap and the machine's load,
-// is not a pause).
-func gcPause() time.Duration {
-	var before, after debug.GCStats
-	debug.ReadGCStats(&before)
-	runtime.GC()
-	debug.ReadGCStats(&after)
-	var longest time.Duration
-	for _, p := range after.Pause[:min(len(after.Pause), int(after.NumGC-before.NumGC))] {
-		longest = max(longest, p)
-	}
-	return longest
 }

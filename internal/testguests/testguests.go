@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -233,4 +235,21 @@ func OtherGuest(t testing.TB, language string) string {
 		t.Fatalf("team-isolation in %s is not built: run `make guests-other` (%v)", language, err)
 	}
 	return p
+}
+
+// GCPause runs a garbage collection and returns its longest stop-the-world
+// pause: from asking every goroutine to stop until the world starts again
+// (the concurrent marking, which depends on the heap and the machine's
+// load, is not a pause). A goroutine in native code that never calls into
+// Go holds the pause until it does.
+func GCPause() time.Duration {
+	var before, after debug.GCStats
+	debug.ReadGCStats(&before)
+	runtime.GC()
+	debug.ReadGCStats(&after)
+	var longest time.Duration
+	for _, p := range after.Pause[:min(len(after.Pause), int(after.NumGC-before.NumGC))] {
+		longest = max(longest, p)
+	}
+	return longest
 }

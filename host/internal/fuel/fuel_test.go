@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -60,7 +61,7 @@ func TestInstrumentKeepsInterface(t *testing.T) {
 		}
 		for name, d := range bf {
 			a := af[name]
-			if a == nil || a.Name() != d.Name() || !equalTypes(a.ParamTypes(), d.ParamTypes()) || !equalTypes(a.ResultTypes(), d.ResultTypes()) {
+			if a == nil || a.Name() != d.Name() || !slices.Equal(a.ParamTypes(), d.ParamTypes()) || !slices.Equal(a.ResultTypes(), d.ResultTypes()) {
 				t.Errorf("seed %d: export %q was %s%v->%v, is %v", i, name, d.Name(), d.ParamTypes(), d.ResultTypes(), a)
 			}
 		}
@@ -68,24 +69,12 @@ func TestInstrumentKeepsInterface(t *testing.T) {
 		if len(ai) != len(bi)+1 {
 			t.Fatalf("seed %d: %d imports, %d after", i, len(bi), len(ai))
 		}
-		if mod, name, _ := ai[len(bi)].Import(); mod != ImportModule || name != ImportName || len(ai[len(bi)].ParamTypes()) != 0 || !equalTypes(ai[len(bi)].ResultTypes(), []api.ValueType{api.ValueTypeI32}) {
+		if mod, name, _ := ai[len(bi)].Import(); mod != ImportModule || name != ImportName || len(ai[len(bi)].ParamTypes()) != 0 || !slices.Equal(ai[len(bi)].ResultTypes(), []api.ValueType{api.ValueTypeI32}) {
 			t.Errorf("seed %d: added import %s.%s %v->%v", i, mod, name, ai[len(bi)].ParamTypes(), ai[len(bi)].ResultTypes())
 		}
 		_ = before.Close(ctx)
 		_ = after.Close(ctx)
 	}
-}
-
-func equalTypes(a, b []api.ValueType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // A module may not import the instrumentation's host function itself.

@@ -3,14 +3,14 @@ package fuel
 import (
 	"context"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
 // Why the refuel call matters beyond deadlines: Go cannot preempt a
@@ -21,7 +21,7 @@ import (
 // every few thousand iterations, and that host call is where the runtime
 // stops it. This test runs the same spin loop, for about 300 ms, plain and
 // instrumented, and measures the stop-the-world pauses of a runtime.GC()
-// started while it runs (gcPause: the pauses, which include the wait for
+// started while it runs (testguests.GCPause: the pauses, which include the wait for
 // every goroutine to stop, not the concurrent marking, which depends on
 // the heap and the machine's load).
 func TestRefuelLetsGarbageCollectionStopTheGuest(t *testing.T) {
@@ -72,7 +72,7 @@ func TestRefuelLetsGarbageCollectionStopTheGuest(t *testing.T) {
 		}()
 		<-started
 		time.Sleep(30 * time.Millisecond)
-		gc = gcPause()
+		gc = testguests.GCPause()
 		return gc, <-done
 	}
 	median := func(d []time.Duration) time.Duration {
@@ -99,19 +99,4 @@ func TestRefuelLetsGarbageCollectionStopTheGuest(t *testing.T) {
 	if m, worst := median(instGC), slices.Max(instGC); m > 5*time.Millisecond || worst > 50*time.Millisecond {
 		t.Errorf("GC pause during an instrumented spin: %s median, %s worst (%v); want at most 5 ms and 50 ms", m, worst, instGC)
 	}
-}
-
-// gcPause runs a garbage collection and returns its longest stop-the-world
-// pause: the time from asking every goroutine to stop until the world
-// starts again.
-func gcPause() time.Duration {
-	var before, after debug.GCStats
-	debug.ReadGCStats(&before)
-	runtime.GC()
-	debug.ReadGCStats(&after)
-	var longest time.Duration
-	for _, p := range after.Pause[:min(len(after.Pause), int(after.NumGC-before.NumGC))] {
-		longest = max(longest, p)
-	}
-	return longest
 }
