@@ -59,8 +59,8 @@ func TestSpinningGuestLeavesTheProcessRunning(t *testing.T) {
 	slices.Sort(gcs)
 	median, worst := gcs[len(gcs)/2], gcs[len(gcs)-1]
 	t.Logf("while the guest spun: %d calls of another policy in %s; GC stop-the-world pause median %s, worst %s; the spinning call ended after %s", calls, timeout/2, median, worst, time.Since(start).Round(time.Millisecond))
-	if median > 5*time.Millisecond || worst > 100*time.Millisecond {
-		t.Errorf("GC stop-the-world pauses while a guest spins: median %s, worst %s (all %v); want at most 5 ms and 100 ms", median, worst, gcs)
+	if median > 10*time.Millisecond || worst > 100*time.Millisecond {
+		t.Errorf("GC stop-the-world pauses while a guest spins: median %s, worst %s (all %v); want at most 10 ms and 100 ms", median, worst, gcs)
 	}
 	if calls < 100 {
 		t.Errorf("only %d calls of another policy completed in %s while a guest spun", calls, timeout/2)

@@ -95,8 +95,9 @@ func TestRefuelLetsGarbageCollectionStopTheGuest(t *testing.T) {
 		t.Errorf("GC pause during a plain spin: %s (median of %v); expected it to wait for the guest, or this test proves nothing", m, plainGC)
 	}
 	// The instrumented guest reaches refuel every 10,000 iterations (tens
-	// of microseconds): the collection takes what it takes with no guest.
-	if m, worst := median(instGC), slices.Max(instGC); m > 5*time.Millisecond || worst > 50*time.Millisecond {
-		t.Errorf("GC pause during an instrumented spin: %s median, %s worst (%v); want at most 5 ms and 50 ms", m, worst, instGC)
+	// of microseconds): the pause is what it is with no guest, 0.1-0.2 ms
+	// on a quiet machine and a few ms when the test shares the cores.
+	if m, worst := median(instGC), slices.Max(instGC); m > 10*time.Millisecond || worst > 50*time.Millisecond {
+		t.Errorf("GC pause during an instrumented spin: %s median, %s worst (%v); want at most 10 ms and 50 ms (the plain spin holds it for hundreds)", m, worst, instGC)
 	}
 }
