@@ -10,8 +10,8 @@ package sdk
 const sdkABIVersion = 1
 
 var (
-	inTable  bool
-	rowError string
+	inTable, inBatch bool
+	rowError         string
 )
 
 func batchStart()                                    {}

@@ -335,9 +335,11 @@ var opNames = [...]string{opConfig: abi.FnConfig, opPodString: abi.FnPodString, 
 // hostRead calls one host read function. TinyGo cannot take an imported
 // function as a value, hence the switch.
 func hostRead(op int, arg int32, kp, kl, buf, capacity uint32) int32 {
-	switch op {
-	case opNodeString, opNodeList, opNodeLabel, opNodeAnnotation:
-		selectForHost()
+	if inTable {
+		switch op {
+		case opNodeString, opNodeList, opNodeLabel, opNodeAnnotation:
+			selectForHost()
+		}
 	}
 	switch op {
 	case opConfig:
@@ -491,7 +493,9 @@ func podObject() []byte {
 }
 
 func nodeObject() []byte {
-	selectForHost()
+	if inTable {
+		selectForHost()
+	}
 	n := hostNodeObject(abi.ObjectJSON, 0, 0)
 	if n == abi.NotDeclared {
 		notDeclared(abi.FnNodeObject, abi.ObjectJSON)
@@ -507,23 +511,29 @@ func nodeObject() []byte {
 }
 
 func nodeName() string {
-	if v, _, ok := tableKeyed(abi.ColName, ""); ok {
-		return v
+	if inTable || inBatch {
+		if v, _, ok := tableKeyed(abi.ColName, ""); ok {
+			return v
+		}
 	}
 	b, _ := read(opNodeString, abi.NodeName, "")
 	return intern(b)
 }
 
 func nodeLabel(key string) (string, bool) {
-	if v, found, ok := tableKeyed(abi.ColLabel, key); ok {
-		return v, found
+	if inTable || inBatch {
+		if v, found, ok := tableKeyed(abi.ColLabel, key); ok {
+			return v, found
+		}
 	}
 	return keyed(opNodeLabel, key)
 }
 
 func nodeAnnotation(key string) (string, bool) {
-	if v, found, ok := tableKeyed(abi.ColAnnotation, key); ok {
-		return v, found
+	if inTable || inBatch {
+		if v, found, ok := tableKeyed(abi.ColAnnotation, key); ok {
+			return v, found
+		}
 	}
 	return keyed(opNodeAnnotation, key)
 }
@@ -539,7 +549,9 @@ func nodeList(kind int32) []byte {
 // node_taint (docs/abi.md §7). The linker keeps this import only in guests
 // that call Node.Taint.
 func nodeTaint(key string) []byte {
-	selectForHost()
+	if inTable {
+		selectForHost()
+	}
 	kp, kl := strPtr(key), uint32(len(key))
 	n := hostNodeTaint(kp, kl, ptrOf(scratch), uint32(len(scratch)))
 	if n < 0 {
@@ -558,28 +570,32 @@ func nodeTaint(key string) []byte {
 var resourceColumns = [...]string{abi.ResourceAllocatable: abi.ColAllocatable, abi.ResourceCapacity: abi.ColCapacity, abi.ResourceRequested: abi.ColRequested}
 
 func nodeResource(kind int32, name string) int64 {
-	if kind >= 0 && int(kind) < len(resourceColumns) {
+	if (inTable || inBatch) && kind >= 0 && int(kind) < len(resourceColumns) {
 		if v, ok := tableInt(resourceColumns[kind], name); ok {
 			return v
 		}
+		selectForHost()
 	}
-	selectForHost()
 	return hostNodeResource(kind, strPtr(name), uint32(len(name)))
 }
 
 func nodePodCount() int {
-	if v, ok := tableInt(abi.ColPodCount, ""); ok {
-		return int(v)
+	if inTable || inBatch {
+		if v, ok := tableInt(abi.ColPodCount, ""); ok {
+			return int(v)
+		}
+		selectForHost()
 	}
-	selectForHost()
 	return int(max(0, hostNodePodCount()))
 }
 
 func nodeUnschedulable() bool {
-	if v, ok := tableInt(abi.ColUnschedulable, ""); ok {
-		return v == 1
+	if inTable || inBatch {
+		if v, ok := tableInt(abi.ColUnschedulable, ""); ok {
+			return v == 1
+		}
+		selectForHost()
 	}
-	selectForHost()
 	return hostNodeUnschedulable() == 1
 }
 
