@@ -277,7 +277,20 @@ func (m *module) rewrite() ([]byte, error) {
 			}
 		}
 	}
-	for _, s := range m.sections {
+	// Custom sections after the last known section stay last: wazero reads
+	// a module differently depending on what follows a custom section (an
+	// empty one at the very end is refused, the same one before another
+	// section accepted), so the added sections go before them.
+	lastKnown := -1
+	for i, s := range m.sections {
+		if s.id != secCustom {
+			lastKnown = i
+		}
+	}
+	for i, s := range m.sections {
+		if i == lastKnown+1 {
+			emitMissing(secGlobal + 1)
+		}
 		if s.id != secCustom {
 			// Every section the rewrite may add (type, import, global)
 			// has a smaller id than the sections that must follow it.
