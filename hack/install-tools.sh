@@ -23,6 +23,7 @@ TOOLS=(
   deepcopy-gen=k8s.io/code-generator/cmd/deepcopy-gen
   conversion-gen=k8s.io/code-generator/cmd/conversion-gen
   defaulter-gen=k8s.io/code-generator/cmd/defaulter-gen
+  controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen
 )
 
 wanted() {

@@ -18,3 +18,10 @@ HEADER=hack/boilerplate.go.txt
     -e 'the following fields need manual conversion' -e '^E[0-9].*conversion.go:[0-9]*\]       - ' >&2)
 "$BIN/defaulter-gen" --output-file zz_generated.defaults.go --go-header-file "$HEADER" \
   ./pkg/apis/config/v1
+
+# The policy.wasmsched.io API (pkg/apis/policy): deep copies and the CRDs in
+# manifests/crds, with their schemas, CEL rules and printer columns, from the
+# Go types and their markers (sigs.k8s.io/controller-tools).
+CG="$(hack/install-tools.sh controller-gen)/controller-gen"
+"$CG" object:headerFile="$HEADER" crd:crdVersions=v1,maxDescLen=1000 \
+  paths=./pkg/apis/policy/... output:crd:artifacts:config=manifests/crds

@@ -50,7 +50,10 @@ done
 
 step "generated files"
 gen=(pkg/apis/config/zz_generated.deepcopy.go pkg/apis/config/v1/zz_generated.deepcopy.go
-     pkg/apis/config/v1/zz_generated.conversion.go pkg/apis/config/v1/zz_generated.defaults.go)
+     pkg/apis/config/v1/zz_generated.conversion.go pkg/apis/config/v1/zz_generated.defaults.go
+     pkg/apis/policy/v1alpha1/zz_generated.deepcopy.go
+     manifests/crds/policy.wasmsched.io_clusterschedulingpolicies.yaml
+     manifests/crds/policy.wasmsched.io_schedulingpolicies.yaml)
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 for f in "${gen[@]}"; do mkdir -p "$tmp/$(dirname "$f")"; cp "$f" "$tmp/$f" 2>/dev/null || : > "$tmp/$f.missing"; done

@@ -1,0 +1,301 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterSchedulingPolicy is a policy the cluster's operators ship: it may
+// take its module from a file on the scheduler's host or from a ConfigMap in
+// any namespace the scheduler can read, and may apply to pods of every
+// namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=csp,categories=wasmsched
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="SHA256",type=string,JSONPath=`.status.activeSHA256`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterSchedulingPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterSchedulingPolicySpec `json:"spec"`
+	Status SchedulingPolicyStatus      `json:"status,omitempty"`
+}
+
+// ClusterSchedulingPolicySpec is what a cluster policy runs and where.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.source.configMap) || has(self.source.configMap.__namespace__)",message="source.configMap.namespace is required in a ClusterSchedulingPolicy: name the namespace of the ConfigMap that holds the module",fieldPath=".source.configMap"
+type ClusterSchedulingPolicySpec struct {
+	// Source is where the module comes from: exactly one of file (a path on
+	// the scheduler's host) or configMap.
+	Source Source `json:"source"`
+
+	PolicySettings `json:",inline"`
+
+	// NamespaceSelector limits the policy to pods in namespaces whose labels
+	// match. Unset: every namespace.
+	// +optional
+	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
+
+	PolicyScope `json:",inline"`
+}
+
+// ClusterSchedulingPolicyList is a list of ClusterSchedulingPolicy.
+//
+// +kubebuilder:object:root=true
+type ClusterSchedulingPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterSchedulingPolicy `json:"items"`
+}
+
+// SchedulingPolicy is a policy a team ships for the pods of its own
+// namespace. It applies to no other pods, and takes its module only from a
+// ConfigMap in its own namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,shortName=sp,categories=wasmsched
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="SHA256",type=string,JSONPath=`.status.activeSHA256`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SchedulingPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SchedulingPolicySpec   `json:"spec"`
+	Status SchedulingPolicyStatus `json:"status,omitempty"`
+}
+
+// SchedulingPolicySpec is what a namespaced policy runs and for which of its
+// namespace's pods.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.source.file)",message="a SchedulingPolicy takes its module from a ConfigMap in its own namespace (source.configMap); file sources are for ClusterSchedulingPolicy",fieldPath=".source.file"
+type SchedulingPolicySpec struct {
+	// Source is where the module comes from: a configMap in the policy's
+	// own namespace (namespace may be left out).
+	Source Source `json:"source"`
+
+	PolicySettings `json:",inline"`
+	PolicyScope    `json:",inline"`
+}
+
+// SchedulingPolicyList is a list of SchedulingPolicy.
+//
+// +kubebuilder:object:root=true
+type SchedulingPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SchedulingPolicy `json:"items"`
+}
+
+// Source says where a module comes from: exactly one field is set.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.file) != has(self.configMap)",message="set exactly one of file or configMap"
+type Source struct {
+	// File is an absolute path on the scheduler's host (hostPath or a
+	// mounted volume). ClusterSchedulingPolicy only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^/`
+	File string `json:"file,omitempty"`
+	// ConfigMap names a key of a ConfigMap whose binaryData (or data) holds
+	// the module, raw or gzipped.
+	// +optional
+	ConfigMap *ConfigMapSource `json:"configMap,omitempty"`
+}
+
+// ConfigMapSource names a key of a ConfigMap.
+type ConfigMapSource struct {
+	// Namespace of the ConfigMap. Required in a ClusterSchedulingPolicy; in
+	// a SchedulingPolicy it may only be the policy's own namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Label().validate(self).hasValue()",message="must be a namespace name (a DNS label)"
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="must be a ConfigMap name (a DNS subdomain)"
+	Name string `json:"name"`
+	// Key of binaryData (or data) that holds the module, for example policy.wasm.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// PolicySettings are how the policy runs; each has the meaning and default
+// of the field of the same name in the WasmPolicy args (README, args
+// reference).
+type PolicySettings struct {
+	// SHA256 pins the module: hex sha256 of the .wasm bytes (before any
+	// gzip). A module with another digest is refused (Ready=False, reason
+	// SHA256Mismatch) and the last good one keeps serving.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^(sha256:)?[0-9a-fA-F]{64}$`
+	SHA256 string `json:"sha256,omitempty"`
+	// Config is an opaque string handed to the guest (sdk.Config()).
+	// +optional
+	// +kubebuilder:validation:MaxLength=262144
+	Config string `json:"config,omitempty"`
+	// Weight of the policy's score among the plugin's policies. Default 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Weight *int32 `json:"weight,omitempty"`
+	// Mode is Enforce (default) or Audit (report what it would do, change nothing).
+	// +optional
+	// +kubebuilder:validation:Enum=Enforce;Audit
+	Mode string `json:"mode,omitempty"`
+	// FailurePolicy is Fail (default) or Ignore: what a failed call does.
+	// +optional
+	// +kubebuilder:validation:Enum=Fail;Ignore
+	FailurePolicy string `json:"failurePolicy,omitempty"`
+	// Timeout bounds each call into the policy. Default 100ms, at most 10s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="must be greater than 0 and at most 10s, for example 100ms"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// CycleBudget bounds the policy's time in one pod's scheduling cycle.
+	// Default twice the timeout, at most 1m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1m')",message="must be greater than 0 and at most 1m, and at least the timeout"
+	CycleBudget *metav1.Duration `json:"cycleBudget,omitempty"`
+	// MemoryLimit caps each instance's linear memory. Default 64Mi.
+	// +optional
+	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+	// RealClock gives the guest the host's clock.
+	// +optional
+	RealClock bool `json:"realClock,omitempty"`
+	// RealRandom gives the guest crypto/rand.
+	// +optional
+	RealRandom bool `json:"realRandom,omitempty"`
+	// Reads declares what the policy may read beyond the pod and the node:
+	// NodePods, WholeObjects, Cluster, Namespaces.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:Enum=NodePods;WholeObjects;Cluster;Namespaces
+	Reads []string `json:"reads,omitempty"`
+}
+
+// PolicyScope says which pods a policy applies to. A pod outside its scope
+// never calls the policy.
+type PolicyScope struct {
+	// PodSelector limits the policy to pods whose labels match. Unset: every pod.
+	// +optional
+	PodSelector *LabelSelector `json:"podSelector,omitempty"`
+	// Profiles limits the policy to the named scheduler profiles
+	// (schedulerName). Unset: every profile that enables WasmPolicy.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	Profiles []string `json:"profiles,omitempty"`
+}
+
+// LabelSelector selects by labels, as metav1.LabelSelector does and with
+// the same JSON, but bounded: the apiserver checks its keys, operators and
+// values when the object is applied, which its CEL rules can only do within
+// a cost budget, that is, on bounded lists and strings.
+//
+// +structType=atomic
+type LabelSelector struct {
+	// MatchLabels are label key/value pairs that must all match.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && !format.qualifiedName().validate(k).hasValue())",message="matchLabels keys must be label keys: an optional DNS-subdomain prefix and '/', then a name of at most 63 characters, alphanumeric at both ends"
+	MatchLabels map[string]LabelValue `json:"matchLabels,omitempty"`
+	// MatchExpressions are label requirements that must all match.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// LabelValue is a label value: at most 63 characters, alphanumeric at
+// both ends, with '-', '_' and '.' between.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
+
+// LabelSelectorRequirement is one requirement of a LabelSelector.
+//
+// +kubebuilder:validation:XValidation:rule="(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)",message="In and NotIn need values; Exists and DoesNotExist take none"
+type LabelSelectorRequirement struct {
+	// Key is the label key.
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="!format.qualifiedName().validate(self).hasValue()",message="must be a label key: an optional DNS-subdomain prefix and '/', then a name of at most 63 characters, alphanumeric at both ends"
+	Key string `json:"key"`
+	// Operator is In, NotIn, Exists or DoesNotExist.
+	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+	Operator metav1.LabelSelectorOperator `json:"operator"`
+	// Values for In and NotIn.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Values []LabelValue `json:"values,omitempty"`
+}
+
+// AsMeta returns the selector as a metav1.LabelSelector; nil stays nil.
+func (s *LabelSelector) AsMeta() *metav1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &metav1.LabelSelector{}
+	if s.MatchLabels != nil {
+		out.MatchLabels = make(map[string]string, len(s.MatchLabels))
+		for k, v := range s.MatchLabels {
+			out.MatchLabels[k] = string(v)
+		}
+	}
+	for _, r := range s.MatchExpressions {
+		req := metav1.LabelSelectorRequirement{Key: r.Key, Operator: r.Operator}
+		for _, v := range r.Values {
+			req.Values = append(req.Values, string(v))
+		}
+		out.MatchExpressions = append(out.MatchExpressions, req)
+	}
+	return out
+}
+
+// SchedulingPolicyStatus is what the scheduler reports about a policy. Only
+// the replica holding the status lease writes it.
+type SchedulingPolicyStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ActiveSHA256 is the digest of the module serving now ("" before one loads).
+	// +optional
+	ActiveSHA256 string `json:"activeSHA256,omitempty"`
+	// Conditions: Ready (True when the spec's module serves; reasons
+	// Loaded, SHA256Mismatch, CompileError, SourceMissing, InvalidSpec,
+	// Loading, NotInProfile).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastError is the last load or validation error ("" after a success).
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Condition types and reasons of SchedulingPolicyStatus.
+const (
+	ConditionReady = "Ready"
+
+	ReasonLoaded         = "Loaded"
+	ReasonLoading        = "Loading"
+	ReasonSHA256Mismatch = "SHA256Mismatch"
+	ReasonCompileError   = "CompileError"
+	ReasonSourceMissing  = "SourceMissing"
+	ReasonInvalidSpec    = "InvalidSpec"
+)
