@@ -29,6 +29,24 @@ type WasmPolicyArgs struct {
 	// MemoryBudget bounds the memory of all policies together, in bytes;
 	// 0 means no budget.
 	MemoryBudget int64
+	// PolicyObjects turns on policies from ClusterSchedulingPolicy and
+	// SchedulingPolicy objects.
+	PolicyObjects PolicyObjects
+}
+
+// PolicyObjects configures policies from Kubernetes objects
+// (policy.wasmsched.io).
+type PolicyObjects struct {
+	// Enabled makes the plugin watch the policy objects.
+	Enabled bool
+	// StatusLease is the Lease whose holder writes the objects' status.
+	StatusLease LeaseRef
+}
+
+// LeaseRef names a coordination.k8s.io Lease.
+type LeaseRef struct {
+	Namespace string
+	Name      string
 }
 
 // CircuitBreaker shapes each policy's circuit breaker. A zero field means
@@ -59,6 +77,23 @@ type Policy struct {
 	// the policy may make (fields.Scopes: NodePods, WholeObjects, Cluster,
 	// Namespaces).
 	Reads []string
+	// Scope limits the pods the policy applies to.
+	Scope Scope
+}
+
+// Scope says which pods a policy applies to; a zero Scope applies to all.
+// A pod outside a policy's scope never calls it.
+type Scope struct {
+	// NamespaceSelector matches the labels of the pod's namespace; nil: any.
+	NamespaceSelector *metav1.LabelSelector
+	// PodSelector matches the pod's labels; nil: any.
+	PodSelector *metav1.LabelSelector
+	// Profiles are the scheduler profiles (schedulerName) the policy runs
+	// in; empty: all.
+	Profiles []string
+	// Namespace, when set, limits the policy to pods of that namespace (a
+	// namespaced SchedulingPolicy). Not settable in the args.
+	Namespace string
 }
 
 // Source says where a policy's module comes from; exactly one field is set.

@@ -122,3 +122,9 @@ func stringValue(s *string) string {
 	}
 	return *s
 }
+
+// Convert_config_Scope_To_v1_Scope converts a scope back; Namespace (set for
+// namespaced policy objects) has no place in the args and is dropped.
+func Convert_config_Scope_To_v1_Scope(in *config.Scope, out *Scope, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	return autoConvert_config_Scope_To_v1_Scope(in, out, s)
+}

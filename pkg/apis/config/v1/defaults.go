@@ -22,10 +22,12 @@ const (
 	DefaultFailurePolicy               = "Fail"
 	DefaultMode                        = "Enforce"
 	// DefaultCycleBudgetFactor times the timeout is a policy's default cycle budget.
-	DefaultCycleBudgetFactor       = 2
-	DefaultFailureThreshold  int32 = 3
-	DefaultBreakerBackoff          = time.Second
-	DefaultBreakerMaxBackoff       = 5 * time.Minute
+	DefaultCycleBudgetFactor          = 2
+	DefaultFailureThreshold     int32 = 3
+	DefaultBreakerBackoff             = time.Second
+	DefaultBreakerMaxBackoff          = 5 * time.Minute
+	DefaultStatusLeaseNamespace       = "kube-system"
+	DefaultStatusLeaseName            = "wasmsched-policy-status"
 )
 
 // SetDefaults_WasmPolicyArgs fills unset fields with their defaults.
@@ -56,6 +58,12 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 	if l.MaxLocals == nil {
 		v := int64(host.DefaultMaxLocals)
 		l.MaxLocals = &v
+	}
+	if l := &obj.PolicyObjects.StatusLease; l.Namespace == "" {
+		l.Namespace = DefaultStatusLeaseNamespace
+	}
+	if l := &obj.PolicyObjects.StatusLease; l.Name == "" {
+		l.Name = DefaultStatusLeaseName
 	}
 	cb := &obj.CircuitBreaker
 	if cb.FailureThreshold == nil {

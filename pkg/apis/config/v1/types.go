@@ -41,6 +41,28 @@ type WasmPolicyArgs struct {
 	// which leaves room for the scheduler in the deployment's 1Gi limit;
 	// 0 means no budget.
 	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
+	// PolicyObjects turns on policies from ClusterSchedulingPolicy and
+	// SchedulingPolicy objects (policy.wasmsched.io), which teams create,
+	// change and delete while the scheduler runs. Off by default, so a
+	// scheduler that cannot reach the objects' API (the replace-default
+	// static pod) runs from its args alone.
+	PolicyObjects PolicyObjects `json:"policyObjects,omitempty"`
+}
+
+// PolicyObjects configures policies from Kubernetes objects.
+type PolicyObjects struct {
+	// Enabled makes the plugin watch ClusterSchedulingPolicy and
+	// SchedulingPolicy objects and run them next to the policies above.
+	Enabled bool `json:"enabled,omitempty"`
+	// StatusLease is the Lease that elects the one replica writing the
+	// objects' status. Default kube-system/wasmsched-policy-status.
+	StatusLease LeaseRef `json:"statusLease,omitempty"`
+}
+
+// LeaseRef names a coordination.k8s.io Lease.
+type LeaseRef struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
 }
 
 // CircuitBreaker shapes each policy's circuit breaker (docs/security.md).
@@ -103,6 +125,21 @@ type Policy struct {
 	// (NotDeclared) to the guest and is logged once.
 	// +listType=set
 	Reads []string `json:"reads,omitempty"`
+	// Scope limits the pods the policy applies to; a pod outside it never
+	// calls the policy.
+	Scope Scope `json:"scope,omitempty"`
+}
+
+// Scope says which pods a policy applies to. Unset fields match every pod.
+type Scope struct {
+	// NamespaceSelector matches the labels of the pod's namespace.
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// PodSelector matches the pod's labels.
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+	// Profiles are the scheduler profiles (their schedulerName) the policy
+	// runs in.
+	// +listType=set
+	Profiles []string `json:"profiles,omitempty"`
 }
 
 // Source says where a module comes from.

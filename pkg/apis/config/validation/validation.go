@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -45,8 +46,8 @@ var sha256Re = regexp.MustCompile(`^(sha256:)?[0-9a-fA-F]{64}$`)
 func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field.ErrorList {
 	var errs field.ErrorList
 	pp := path.Child("policies")
-	if len(args.Policies) == 0 {
-		errs = append(errs, field.Required(pp, "add at least one policy with a name and a source"))
+	if len(args.Policies) == 0 && !args.PolicyObjects.Enabled {
+		errs = append(errs, field.Required(pp, "add at least one policy with a name and a source, or set policyObjects.enabled to run policies from ClusterSchedulingPolicy and SchedulingPolicy objects"))
 	}
 	if len(args.Policies) > MaxPolicies {
 		errs = append(errs, &field.Error{Type: field.ErrorTypeTooMany, Field: pp.String(), BadValue: len(args.Policies),
@@ -56,7 +57,7 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 	for i := range args.Policies {
 		p := &args.Policies[i]
 		ip := pp.Index(i)
-		errs = append(errs, validatePolicy(ip, p)...)
+		errs = append(errs, ValidatePolicy(ip, p)...)
 		if j, dup := seen[p.Name]; dup && p.Name != "" {
 			errs = append(errs, field.Duplicate(ip.Child("name"), fmt.Sprintf("%s (also policies[%d].name): give each policy a unique name", p.Name, j)))
 		}
@@ -97,19 +98,36 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 	if cb.MaxBackoff != 0 && (cb.MaxBackoff < cb.Backoff || cb.MaxBackoff > MaxBreakerBackoff) {
 		errs = append(errs, field.Invalid(bp.Child("maxBackoff"), cb.MaxBackoff.String(), fmt.Sprintf("must be at least backoff (%s) and at most %s, for example 5m (unset: 5m)", cb.Backoff, MaxBreakerBackoff)))
 	}
+	if po := args.PolicyObjects; po.Enabled {
+		lp := path.Child("policyObjects", "statusLease")
+		if msgs := validation.IsDNS1123Label(po.StatusLease.Namespace); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(lp.Child("namespace"), po.StatusLease.Namespace, "must be a namespace name, for example kube-system (the scheduler's namespace): "+strings.Join(msgs, "; ")))
+		}
+		if msgs := validation.IsDNS1123Subdomain(po.StatusLease.Name); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(lp.Child("name"), po.StatusLease.Name, "must be a Lease name, for example wasmsched-policy-status: "+strings.Join(msgs, "; ")))
+		}
+	}
 	if d := args.CompilationCacheDir; d != "" && !filepath.IsAbs(d) {
 		errs = append(errs, field.Invalid(path.Child("compilationCacheDir"), d, "must be an absolute path, for example /var/cache/wasmsched"))
 	}
 	return errs
 }
 
-func validatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
+// ValidatePolicy validates one policy found at path: a policy of the args,
+// or the policy the plugin builds from a policy object (whose name is
+// <namespace>/<name> for a namespaced SchedulingPolicy).
+func ValidatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	var errs field.ErrorList
+	name := p.Name
+	if ns, n, ok := strings.Cut(p.Name, "/"); ok && ns == p.Scope.Namespace {
+		name = n
+	}
 	if p.Name == "" {
 		errs = append(errs, field.Required(path.Child("name"), "name the policy; it appears in FailedScheduling reasons as WasmPolicy/<name>"))
-	} else if msgs := validation.IsDNS1123Label(p.Name); len(msgs) > 0 {
+	} else if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
 		errs = append(errs, field.Invalid(path.Child("name"), p.Name, "must be a DNS label such as team-isolation: "+strings.Join(msgs, "; ")))
 	}
+	errs = append(errs, validateScope(path.Child("scope"), &p.Scope)...)
 	sp := path.Child("source")
 	switch {
 	case p.Source.File == "" && p.Source.ConfigMap == nil, p.Source.File != "" && p.Source.ConfigMap != nil:
@@ -190,4 +208,26 @@ func sourceString(s config.Source) string {
 	default:
 		return "{file, configMap}"
 	}
+}
+
+func validateScope(path *field.Path, sc *config.Scope) field.ErrorList {
+	var errs field.ErrorList
+	opts := metav1validation.LabelSelectorValidationOptions{}
+	if sc.NamespaceSelector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(sc.NamespaceSelector, opts, path.Child("namespaceSelector"))...)
+	}
+	if sc.PodSelector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(sc.PodSelector, opts, path.Child("podSelector"))...)
+	}
+	seen := map[string]bool{}
+	for i, pr := range sc.Profiles {
+		switch msgs := validation.IsDNS1123Subdomain(pr); {
+		case len(msgs) > 0:
+			errs = append(errs, field.Invalid(path.Child("profiles").Index(i), pr, "must be a profile's schedulerName, for example default-scheduler: "+strings.Join(msgs, "; ")))
+		case seen[pr]:
+			errs = append(errs, field.Duplicate(path.Child("profiles").Index(i), pr))
+		}
+		seen[pr] = true
+	}
+	return errs
 }
