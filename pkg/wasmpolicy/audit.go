@@ -87,7 +87,7 @@ func (w *WasmPolicy) reportAudit(ctx context.Context, state fwk.CycleState, pod 
 		if msg == "" {
 			continue
 		}
-		name := w.policies[i].cfg.Name
+		name := c.policies[i].cfg.Name
 		note := fmt.Sprintf("WasmPolicy/%s (Audit) %s", name, msg)
 		logger.Info("Audited policy verdict", "policy", name, "pod", klog.KObj(pod), "node", nodeName, "verdict", msg)
 		if w.handle != nil && w.handle.EventRecorder() != nil {

@@ -83,7 +83,8 @@ func TestCircuitBreaker(t *testing.T) {
 				tr.mu.Unlock()
 				changed(from, to, why, pod)
 			}
-			w.policies = []*policy{p}
+			w.static = []*policy{p}
+			w.publish(nil)
 			nodes := fakeNodes(40)
 
 			// cycle runs one pod's cycle and returns the status of node n0

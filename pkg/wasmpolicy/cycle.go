@@ -16,6 +16,9 @@ import (
 // PostFilter). Slices indexed by policy have one element per policy.
 type cycleData struct {
 	pod *host.PodState
+	// policies are the policies this cycle runs: those of the set
+	// published when it started whose scope takes the pod.
+	policies []*policy
 	// modules are the module versions the policies run for this whole cycle.
 	modules []module
 	// pcs are each policy's state for the cycle: what its guest stored with
@@ -60,9 +63,11 @@ func (c *cycleData) Clone() fwk.StateData { return c }
 
 // newCycle pins every policy's serving module for a new cycle of pod.
 func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
-	n := len(w.policies)
+	policies := w.current().forPod(pod, w.nsLabels)
+	n := len(policies)
 	c := &cycleData{
 		pod:           host.NewPodState(pod),
+		policies:      policies,
 		modules:       make([]module, n),
 		pcs:           make([]host.PolicyCycle, n),
 		stopped:       make([]string, n),
@@ -72,7 +77,7 @@ func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
 		batching:      batching,
 	}
 	c.pod.Cluster = w.clusterView()
-	for i, p := range w.policies {
+	for i, p := range policies {
 		c.modules[i] = p.runtime.Current()
 		c.pcs[i].Budget = host.NewBudget(p.budget)
 		if why := p.breaker.admit(pod); why != "" && c.modules[i] != nil {

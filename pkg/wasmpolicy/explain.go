@@ -3,6 +3,7 @@ package wasmpolicy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -31,6 +32,9 @@ type Explanation struct {
 	// when policies exporting filter_nodes/score_nodes were called in
 	// batches, as the scheduler calls them.
 	SingleCalls bool `json:"singleCalls"`
+	// OutOfScope names the policies whose scope does not take the pod:
+	// they were not called.
+	OutOfScope []string `json:"outOfScope,omitempty"`
 }
 
 // ExplainOptions choose how Explain calls the guests.
@@ -103,15 +107,20 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 // that a module's batch forms agree with its single forms.
 func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo, o ExplainOptions) *Explanation {
 	ex := &Explanation{Pod: klog.KObj(pod).String(), Nodes: make([]NodeExplanation, len(nodes)), SingleCalls: o.SingleCalls}
-	for j, ni := range nodes {
-		ex.Nodes[j] = NodeExplanation{Node: ni.Node().Name, Feasible: true, Policies: make([]PolicyVerdict, len(w.policies))}
-	}
 	c := w.newCycle(pod, !o.SingleCalls)
+	for _, p := range w.current().all {
+		if !slices.Contains(c.policies, p) {
+			ex.OutOfScope = append(ex.OutOfScope, p.cfg.Name)
+		}
+	}
+	for j, ni := range nodes {
+		ex.Nodes[j] = NodeExplanation{Node: ni.Node().Name, Feasible: true, Policies: make([]PolicyVerdict, len(c.policies))}
+	}
 	c.nodes = nodes
 	viewNodes(c, nodes)
-	c.filterBatches = make([][]batch, len(w.policies))
+	c.filterBatches = make([][]batch, len(c.policies))
 	defer func() { ex.Policies = w.policyStates(c) }()
-	for i, p := range w.policies {
+	for i, p := range c.policies {
 		mode := string(p.mode())
 		pre := w.preFilterPolicy(ctx, c, i, true)
 		var named sets.Set[string] // the nodes its prefilter_nodes named, if it did
@@ -186,7 +195,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 		list[k] = framework.NodeScore{Name: ni.Node().Name}
 	}
 	sum := newScoreSum(len(feasible))
-	for i, p := range w.policies {
+	for i, p := range c.policies {
 		if v := w.preScorePolicy(ctx, c, i, true); !v.ok() || c.scoreSkipped[i] {
 			continue // skipped, or failed (an ignored failure skips the policy too)
 		}
@@ -232,8 +241,8 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 
 // policyStates reports each policy's budget and breaker after cycle c.
 func (w *WasmPolicy) policyStates(c *cycleData) []PolicyState {
-	out := make([]PolicyState, len(w.policies))
-	for i, p := range w.policies {
+	out := make([]PolicyState, len(c.policies))
+	for i, p := range c.policies {
 		state, failures := p.breaker.snapshot()
 		b := c.pcs[i].Budget
 		out[i] = PolicyState{Policy: p.cfg.Name, Breaker: state.String(), ConsecutiveFailures: failures,
@@ -274,7 +283,7 @@ func NewClientHandle(client kubernetes.Interface, recorder framework.EventRecord
 // Unloaded lists the policies that have no module loaded, with their source.
 func (w *WasmPolicy) Unloaded() []string {
 	var out []string
-	for _, p := range w.policies {
+	for _, p := range w.current().all {
 		if p.runtime.Current() == nil {
 			s := p.cfg.Name + " (" + p.source.String() + ")"
 			if why := p.loadError.Load(); why != nil {
@@ -288,7 +297,7 @@ func (w *WasmPolicy) Unloaded() []string {
 
 // Serving returns the sha256 of the module a policy serves, "" if none.
 func (w *WasmPolicy) Serving(policy string) string {
-	for _, p := range w.policies {
+	for _, p := range w.current().all {
 		if p.cfg.Name == policy {
 			if v := p.runtime.Current(); v != nil {
 				return v.SHA256()
@@ -304,7 +313,7 @@ func (w *WasmPolicy) MemoryUse() host.MemoryUse { return w.engine.MemoryBudget()
 // HasBatchForms reports whether a policy's serving module exports
 // filter_nodes or score_nodes, whose verdicts must equal the single forms'.
 func (w *WasmPolicy) HasBatchForms() bool {
-	for _, p := range w.policies {
+	for _, p := range w.current().all {
 		if v := p.runtime.Current(); v != nil && (v.Exports().Has(host.CallFilterNodes) || v.Exports().Has(host.CallScoreNodes)) {
 			return true
 		}

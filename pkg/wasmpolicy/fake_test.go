@@ -190,7 +190,9 @@ func fakePolicy(name string, m *fakeModule, edit func(*config.Policy)) *policy {
 
 func fakePlugin(policies ...*policy) *WasmPolicy {
 	registerMetrics()
-	return &WasmPolicy{policies: policies}
+	w := &WasmPolicy{static: policies}
+	w.publish(nil)
+	return w
 }
 
 func fakeNodes(n int) []fwk.NodeInfo {

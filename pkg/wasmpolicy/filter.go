@@ -15,7 +15,7 @@ import (
 func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	c := w.cycleFor(state, pod)
 	pos := -2 // not looked up yet; -1: not in the PreFilter list
-	for i, p := range w.policies {
+	for i, p := range c.policies {
 		if c.filterSkipped[i] {
 			continue
 		}
@@ -31,7 +31,7 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 // cycle batches and the node is in the PreFilter list. *pos caches the
 // node's position across the policies (-2: not looked up yet).
 func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, pos *int, enforce bool) verdict {
-	p, m := w.policies[i], c.modules[i]
+	p, m := c.policies[i], c.modules[i]
 	if m == nil {
 		return p.onFailure(host.CallFilter, notLoaded(p), enforce)
 	}
@@ -79,7 +79,7 @@ func (w *WasmPolicy) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 	if c := readCycle(state); c != nil {
 		for i := range c.rejectedBy {
 			if c.rejectedBy[i].Load() {
-				w.rememberRejected(w.policies[i], pod, c.modules[i])
+				w.rememberRejected(c.policies[i], pod, c.modules[i])
 			}
 		}
 	}

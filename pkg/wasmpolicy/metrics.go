@@ -238,7 +238,7 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		progress.Loading += lp.Loading
 		progress.Serving += lp.Serving
 		progress.Failed += lp.Failed
-		for _, p := range w.policies {
+		for _, p := range w.current().all {
 			s := by[p.cfg.Name]
 			if s == nil {
 				s = &stats{}
@@ -338,4 +338,23 @@ func (m *policyMetrics) setActive(sha, previous string) {
 		moduleInfo.DeleteLabelValues(m.name, previous)
 	}
 	moduleInfo.WithLabelValues(m.name, sha).Set(1)
+}
+
+// forget deletes the policy's series: its object was deleted, and a
+// policy that no longer exists must not keep reporting.
+func (m *policyMetrics) forget(activeSHA string) {
+	for k := host.CallKind(0); k < host.NumCallKinds; k++ {
+		for _, label := range results {
+			evaluations.Delete(map[string]string{"policy": m.name, "extension_point": k.String(), "result": label})
+		}
+		callDuration.Delete(map[string]string{"policy": m.name, "extension_point": k.String()})
+		ignored.Delete(map[string]string{"policy": m.name, "extension_point": k.String()})
+	}
+	deadlineOverrun.Delete(map[string]string{"policy": m.name})
+	for s := breakerClosed; s <= breakerHalfOpen; s++ {
+		breakerStates.Delete(map[string]string{"policy": m.name, "state": s.String()})
+	}
+	if activeSHA != "" {
+		moduleInfo.DeleteLabelValues(m.name, activeSHA)
+	}
 }

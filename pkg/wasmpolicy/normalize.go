@@ -19,7 +19,7 @@ import (
 func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, scores framework.NodeScoreList) *fwk.Status {
 	c := w.cycleFor(state, pod)
 	sum := newScoreSum(len(scores))
-	for i, p := range w.policies {
+	for i, p := range c.policies {
 		if c.rawScores == nil || c.scoreSkipped[i] {
 			continue
 		}
@@ -48,7 +48,7 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 // scores do not count (a failure that its failurePolicy ignores, or that
 // rejects, in which case the verdict says so).
 func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, scores framework.NodeScoreList, enforce bool) ([]int64, verdict) {
-	p, m := w.policies[i], c.modules[i]
+	p, m := c.policies[i], c.modules[i]
 	if why := c.stopReason(i); why != "" {
 		// Stopped while scoring: the scores it gave some nodes do not count.
 		return nil, p.onFailure(host.CallNormalizeScore, why, enforce)

@@ -112,7 +112,7 @@ func (l LoadProgress) Total() int { return l.Loading + l.Serving + l.Failed }
 // LoadProgress reports how many policies are loading, serving or failed.
 func (w *WasmPolicy) LoadProgress() LoadProgress {
 	lp := LoadProgress{Elapsed: time.Since(w.started)}
-	for _, p := range w.policies {
+	for _, p := range w.current().all {
 		switch {
 		case p.runtime.Current() != nil:
 			lp.Serving++
@@ -133,12 +133,25 @@ func WithRetiredGrace(d time.Duration) Option {
 
 // WasmPolicy runs wasm policies inside kube-scheduler.
 type WasmPolicy struct {
-	handle   framework.Handle
-	engine   *host.Engine
-	policies []*policy
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	opts     options
+	handle framework.Handle
+	engine *host.Engine
+	args   *config.WasmPolicyArgs
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	opts   options
+
+	// static are the policies of the args, in their order.
+	static []*policy
+	// set is what new cycles run (policySet); it changes when policy
+	// objects do. Cycles pin the set they start with.
+	setMu sync.Mutex
+	set   atomic.Pointer[policySet]
+	// objects runs the policies of policy objects; nil unless the args
+	// enable them.
+	objects *objectPolicies
+	// profile is the scheduler profile hosting this plugin ("" outside a
+	// scheduler).
+	profile string
 
 	maxInstances int
 	// started is when the plugin started loading its policies.
@@ -152,8 +165,11 @@ type WasmPolicy struct {
 	// clusterReads is set when some policy declares the Cluster or
 	// Namespaces read: only then does a cycle get a cluster view.
 	clusterReads bool
-	// namespaces lists namespaces for namespace_labels and count_pods'
-	// namespaceSelector; nil outside a scheduler.
+	// nsLabels looks up namespace labels for scopes' namespace selectors
+	// (nil without namespaces).
+	nsLabels func(string) (map[string]string, bool)
+	// namespaces lists namespaces for namespace_labels, count_pods'
+	// namespaceSelector and scopes; nil outside a scheduler.
 	namespaces corelisters.NamespaceLister
 	// spread computes pod_list kind PodDefaultSpreadSelector; nil outside
 	// a scheduler (the kind then has no rows).
@@ -186,13 +202,32 @@ type policy struct {
 
 	// budget is each cycle's budget (cycleBudget, defaulted).
 	budget time.Duration
+	// scope is which pods the policy takes; nil: every pod.
+	scope *scope
+	// lastFailure is the reason and message of the last failed load or
+	// source read (nil after a success), for policy objects' status.
+	lastFailure atomic.Pointer[loadFailure]
+	// loaded, when set, is told after every load attempt (policy objects
+	// update their status from it).
+	loaded func(*policy)
+	// stop ends the policy's source (policy objects that are replaced or
+	// deleted); nil for the args' policies, whose sources end with the plugin.
+	stop context.CancelFunc
 	// breaker stops calling the policy while it keeps failing.
 	breaker *breaker
+}
+
+// loadFailure is why a policy's last load failed.
+type loadFailure struct {
+	// reason is the host's load reason (host.LoadError), or SourceError.
+	reason, message string
 }
 
 // newPolicy builds a configured policy around its module runtime.
 func (w *WasmPolicy) newPolicy(cfg config.Policy, rt policyRuntime, bc breakerConfig) *policy {
 	p := &policy{cfg: cfg, runtime: rt, m: newPolicyMetrics(cfg.Name), budget: cfg.CycleBudget}
+	// Validation compiled the selectors once already.
+	p.scope, _ = compileScope(cfg.Scope)
 	if p.budget == 0 {
 		p.budget = configv1.DefaultCycleBudgetFactor * cfg.Timeout
 	}
@@ -307,63 +342,119 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &WasmPolicy{handle: h, engine: engine, cancel: cancel, opts: o, maxInstances: int(args.MaxInstancesPerPolicy), started: time.Now()}
+	w := &WasmPolicy{handle: h, engine: engine, args: args, cancel: cancel, opts: o, maxInstances: int(args.MaxInstancesPerPolicy), started: time.Now()}
+	if pn, ok := h.(interface{ ProfileName() string }); ok && h != nil {
+		w.profile = pn.ProfileName()
+	}
 	registerMetrics()
 	for _, pc := range args.Policies {
-		hp, err := engine.NewPolicy(ctx, host.PolicySpec{
-			Name:             pc.Name,
-			Config:           pc.Config,
-			Timeout:          pc.Timeout,
-			MemoryLimitBytes: pc.MemoryLimit,
-			MaxInstances:     int(args.MaxInstancesPerPolicy),
-			RealClock:        pc.RealClock,
-			Clock:            o.clock,
-			RealRandom:       pc.RealRandom,
-			Reads:            pc.Reads,
-			RetiredGrace:     o.retiredGrace,
-			Limits: host.CompileLimits{
-				MaxFunctions: args.CompileLimits.MaxFunctions,
-				MaxCodeBytes: args.CompileLimits.MaxCodeBytes,
-				MaxLocals:    args.CompileLimits.MaxLocals,
-			},
-		})
+		p, err := w.buildPolicy(ctx, pc)
 		if err != nil {
 			_ = w.Close()
 			return nil, err
 		}
-		p := w.newPolicy(pc, hostRuntime{hp}, breakerConfigOf(args.CircuitBreaker))
-		switch {
-		case pc.Source.File != "":
-			p.source = &source.File{Path: pc.Source.File, Interval: args.FilePollInterval}
-		case pc.Source.ConfigMap != nil:
-			if h == nil || h.ClientSet() == nil {
-				_ = w.Close()
-				return nil, fmt.Errorf("policy %q: a configMap source needs a Kubernetes client", pc.Name)
-			}
-			cm := pc.Source.ConfigMap
-			p.source = &source.ConfigMap{Client: h.ClientSet(), Namespace: cm.Namespace, Name: cm.Name, Key: cm.Key}
-		}
-		w.policies = append(w.policies, p)
+		w.static = append(w.static, p)
 	}
+	w.publish(nil)
+	nsSelectors := args.PolicyObjects.Enabled
 	for _, pc := range args.Policies {
 		w.clusterReads = w.clusterReads || slices.Contains(pc.Reads, string(fields.ScopeCluster)) || slices.Contains(pc.Reads, string(fields.ScopeNamespaces))
+		nsSelectors = nsSelectors || pc.Scope.NamespaceSelector != nil
 	}
-	if w.clusterReads && h != nil {
+	if h != nil {
 		if f := h.SharedInformerFactory(); f != nil {
 			// Asked for here, in New, so that the scheduler starts these
 			// informers with the others (as PodTopologySpread asks for its
 			// listers in New).
-			w.namespaces = f.Core().V1().Namespaces().Lister()
-			w.spread = &spread.Listers{
-				Services:               f.Core().V1().Services().Lister(),
-				ReplicationControllers: f.Core().V1().ReplicationControllers().Lister(),
-				ReplicaSets:            f.Apps().V1().ReplicaSets().Lister(),
-				StatefulSets:           f.Apps().V1().StatefulSets().Lister(),
+			if w.clusterReads || nsSelectors {
+				w.namespaces = f.Core().V1().Namespaces().Lister()
+			}
+			if w.clusterReads {
+				w.spread = &spread.Listers{
+					Services:               f.Core().V1().Services().Lister(),
+					ReplicationControllers: f.Core().V1().ReplicationControllers().Lister(),
+					ReplicaSets:            f.Apps().V1().ReplicaSets().Lister(),
+					StatefulSets:           f.Apps().V1().StatefulSets().Lister(),
+				}
 			}
 		}
 	}
+	w.nsLabels = w.namespaceLabels()
+	if args.PolicyObjects.Enabled {
+		objs, err := newObjectPolicies(w, args.PolicyObjects)
+		if err != nil {
+			_ = w.Close()
+			return nil, err
+		}
+		w.objects = objs
+	}
 	w.start(ctx)
 	return w, nil
+}
+
+// buildPolicy makes a policy of pc: its host policy and its source, not
+// started.
+func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy, error) {
+	args := w.args
+	hp, err := w.engine.NewPolicy(ctx, host.PolicySpec{
+		Name:             pc.Name,
+		Config:           pc.Config,
+		Timeout:          pc.Timeout,
+		MemoryLimitBytes: pc.MemoryLimit,
+		MaxInstances:     int(args.MaxInstancesPerPolicy),
+		RealClock:        pc.RealClock,
+		Clock:            w.opts.clock,
+		RealRandom:       pc.RealRandom,
+		Reads:            pc.Reads,
+		RetiredGrace:     w.opts.retiredGrace,
+		Limits: host.CompileLimits{
+			MaxFunctions: args.CompileLimits.MaxFunctions,
+			MaxCodeBytes: args.CompileLimits.MaxCodeBytes,
+			MaxLocals:    args.CompileLimits.MaxLocals,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := w.newPolicy(pc, hostRuntime{hp}, breakerConfigOf(args.CircuitBreaker))
+	switch {
+	case pc.Source.File != "":
+		p.source = &source.File{Path: pc.Source.File, Interval: args.FilePollInterval}
+	case pc.Source.ConfigMap != nil:
+		if w.handle == nil || w.handle.ClientSet() == nil {
+			_ = hp.Close(ctx)
+			return nil, fmt.Errorf("policy %q: a configMap source needs a Kubernetes client", pc.Name)
+		}
+		cm := pc.Source.ConfigMap
+		p.source = &source.ConfigMap{Client: w.handle.ClientSet(), Namespace: cm.Namespace, Name: cm.Name, Key: cm.Key}
+	}
+	return p, nil
+}
+
+// current is the policy set new cycles run.
+func (w *WasmPolicy) current() *policySet { return w.set.Load() }
+
+// publish makes the args' policies followed by objs the set new cycles run.
+// The caller holds setMu when objs comes from the policy objects.
+func (w *WasmPolicy) publish(objs []*policy) {
+	all := make([]*policy, 0, len(w.static)+len(objs))
+	all = append(append(all, w.static...), objs...)
+	w.set.Store(newPolicySet(all))
+}
+
+// namespaceLabels looks up a namespace's labels for namespace selectors;
+// nil when the plugin has no namespace lister.
+func (w *WasmPolicy) namespaceLabels() func(string) (map[string]string, bool) {
+	if w.namespaces == nil {
+		return nil
+	}
+	return func(name string) (map[string]string, bool) {
+		ns, err := w.namespaces.Get(name)
+		if err != nil {
+			return nil, false
+		}
+		return ns.Labels, true
+	}
 }
 
 // clusterView is a cycle's cluster view (docs/abi.md §4.6) when a policy
@@ -382,15 +473,7 @@ func (w *WasmPolicy) clusterView() *host.ClusterView {
 			}
 		}
 	}
-	if w.namespaces != nil {
-		v.NamespaceLabels = func(name string) (map[string]string, bool) {
-			ns, err := w.namespaces.Get(name)
-			if err != nil {
-				return nil, false
-			}
-			return ns.Labels, true
-		}
-	}
+	v.NamespaceLabels = w.namespaceLabels()
 	if w.spread != nil {
 		v.DefaultSpreadSelector = func(pod *v1.Pod) []metav1.LabelSelectorRequirement {
 			return spread.Requirements(w.spread.DefaultSelector(pod))
@@ -410,7 +493,7 @@ func viewNodes(c *cycleData, nodes []fwk.NodeInfo) {
 // start runs every policy's source and waits (bounded) until each reported
 // once, so the first scheduling cycles already run the policies.
 func (w *WasmPolicy) start(ctx context.Context) {
-	firsts := make([]chan struct{}, len(w.policies))
+	firsts := make([]chan struct{}, len(w.static))
 	// At most four first loads per CPU at a time, in the configured order:
 	// a source holds its module's bytes (megabytes for a Go guest) from
 	// the read until the load ends, and loads compile one at a time, so
@@ -420,13 +503,13 @@ func (w *WasmPolicy) start(ctx context.Context) {
 	// four per CPU and 16.3 s with no limit). A source slow to report gives
 	// its turn up after firstLoadTurn.
 	turns := make(chan struct{}, 4*goruntime.GOMAXPROCS(0))
-	for i := range w.policies {
+	for i := range w.static {
 		firsts[i] = make(chan struct{})
 	}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		for i, p := range w.policies {
+		for i, p := range w.static {
 			select {
 			case turns <- struct{}{}:
 			case <-ctx.Done():
@@ -447,6 +530,12 @@ func (w *WasmPolicy) start(ctx context.Context) {
 			}()
 		}
 	}()
+	var objectsLoaded <-chan struct{}
+	if w.objects != nil {
+		// The objects that exist at start load before the scheduler
+		// schedules, like the args' policies.
+		objectsLoaded = w.objects.start(ctx)
+	}
 	liveMu.Lock()
 	live[w] = struct{}{}
 	liveMu.Unlock()
@@ -455,6 +544,13 @@ func (w *WasmPolicy) start(ctx context.Context) {
 		for _, first := range firsts {
 			select {
 			case <-first:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if objectsLoaded != nil {
+			select {
+			case <-objectsLoaded:
 			case <-ctx.Done():
 				return
 			}
@@ -468,7 +564,7 @@ func (w *WasmPolicy) start(ctx context.Context) {
 	select {
 	case <-settled:
 	case <-time.After(w.opts.initialLoadTimeout):
-		for _, p := range w.policies {
+		for _, p := range w.static {
 			if !p.settled.Load() {
 				klog.FromContext(ctx).Info("Policy is still loading; pods it evaluates wait until it has loaded", "policy", p.cfg.Name, "source", p.source.String())
 			}
@@ -521,9 +617,12 @@ func (w *WasmPolicy) Close() error {
 	liveMu.Unlock()
 	w.cancel()
 	w.wg.Wait()
-	for _, p := range w.policies {
+	for _, p := range w.static {
 		p.breaker.stop()
 		_ = p.runtime.Close(context.Background())
+	}
+	if w.objects != nil {
+		w.objects.close()
 	}
 	if w.engine == nil {
 		return nil

@@ -18,10 +18,10 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	c := w.cycleFor(state, pod)
 	c.nodes, c.index = nodes, w.indexFor(nodes)
 	viewNodes(c, nodes)
-	c.filterBatches = make([][]batch, len(w.policies))
+	c.filterBatches = make([][]batch, len(c.policies))
 	anyFilter := false
 	var subset sets.Set[string] // nil: every node
-	for i, p := range w.policies {
+	for i, p := range c.policies {
 		if v := w.preFilterPolicy(ctx, c, i, !p.audit()); v.rejects() {
 			// Remembered also when a failure rejected it: a new module, or
 			// the breaker letting a probe through, retries the pod at once.
@@ -58,7 +58,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 // filterSkipped when it will not filter this pod. Only a rejecting verdict
 // matters to the caller; an audited rejection is recorded and passes.
 func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict {
-	p, m := w.policies[i], c.modules[i]
+	p, m := c.policies[i], c.modules[i]
 	if m == nil {
 		c.filterSkipped[i] = true
 		if enforce && !p.settled.Load() {

@@ -25,6 +25,9 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 		if !p.settled.Swap(true) {
 			w.requeueRejected(logger, p)
 		}
+		if p.loaded != nil {
+			p.loaded(p)
+		}
 	}()
 	serving := "none"
 	if v := p.runtime.Current(); v != nil {
@@ -33,6 +36,7 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 	if u.Err != nil {
 		logger.Error(u.Err, "Policy source unavailable; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "serving", serving)
 		p.m.load("SourceError", 0)
+		p.lastFailure.Store(&loadFailure{reason: "SourceError", message: u.Err.Error()})
 		w.event(u.Object, v1.EventTypeWarning, "PolicySourceUnavailable", fmt.Sprintf("WasmPolicy/%s: %v; keeping module %s", p.cfg.Name, u.Err, short(serving)))
 		return
 	}
@@ -52,11 +56,13 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 		p.m.load(reason, time.Since(start))
 		why := fmt.Sprintf("%s: %v", reason, unwrapLoad(err))
 		p.loadError.Store(&why)
+		p.lastFailure.Store(&loadFailure{reason: reason, message: unwrapLoad(err).Error()})
 		logger.Error(err, "Policy module rejected; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "reason", reason, "serving", serving)
 		w.event(u.Object, v1.EventTypeWarning, "PolicyLoadFailed", fmt.Sprintf("WasmPolicy/%s: %s: %v; keeping module %s", p.cfg.Name, reason, unwrapLoad(err), short(serving)))
 		return
 	}
 	p.loadError.Store(nil)
+	p.lastFailure.Store(nil)
 	if v.SHA256() == serving {
 		return
 	}

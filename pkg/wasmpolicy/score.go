@@ -17,7 +17,7 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	viewNodes(c, nodes)
 	w.startScoring(c, nodes)
 	anyScore := false
-	for i, p := range w.policies {
+	for i, p := range c.policies {
 		if v := w.preScorePolicy(ctx, c, i, !p.audit()); v.rejects() {
 			return p.status(host.CallPreScore, v)
 		}
@@ -31,9 +31,9 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 
 // startScoring prepares the cycle for scoring nodes (the feasible ones).
 func (w *WasmPolicy) startScoring(c *cycleData, nodes []fwk.NodeInfo) {
-	c.rawScores = make([][]int64, len(w.policies))
-	c.rawScoresOffList = make([]map[string]int64, len(w.policies))
-	c.scoreBatches = make([][]batch, len(w.policies))
+	c.rawScores = make([][]int64, len(c.policies))
+	c.rawScoresOffList = make([]map[string]int64, len(c.policies))
+	c.scoreBatches = make([][]batch, len(c.policies))
 	c.scoreNodes = nodes
 	c.scorePos = make(map[fwk.NodeInfo]int, len(nodes))
 	for i, ni := range nodes {
@@ -45,7 +45,7 @@ func (w *WasmPolicy) startScoring(c *cycleData, nodes []fwk.NodeInfo) {
 // scoreSkipped when it will not score this pod; otherwise it makes room for
 // the policy's raw scores.
 func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict {
-	p, m := w.policies[i], c.modules[i]
+	p, m := c.policies[i], c.modules[i]
 	if m == nil || !m.Exports().Has(host.CallScore) || p.cfg.Weight == 0 {
 		c.scoreSkipped[i] = true
 		return skip
@@ -87,7 +87,7 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if c.rawScores == nil {
 		return 0, nil
 	}
-	for i, p := range w.policies {
+	for i, p := range c.policies {
 		if c.scoreSkipped[i] {
 			continue
 		}
@@ -102,7 +102,7 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // node is one of the scored nodes) and records the raw score for
 // NormalizeScore: 0 when the call failed or the guest returned an error.
 func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, enforce bool) (int64, verdict) {
-	p, m := w.policies[i], c.modules[i]
+	p, m := c.policies[i], c.modules[i]
 	pos, indexed := c.scorePos[nodeInfo]
 	var s int64
 	var res host.Result

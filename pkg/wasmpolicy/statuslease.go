@@ -1,0 +1,131 @@
+package wasmpolicy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+)
+
+// statusLease elects the one replica that writes the policy objects'
+// status. Every replica loads and serves the objects (a standby takes over
+// scheduling with its policies warm); only the lease holder writes, so two
+// replicas never fight over a status. A plugin cannot see kube-scheduler's
+// own leader election, so the status has its own Lease (docs/architecture.md,
+// RATIONALE: policy objects). One elector serves every plugin of the process
+// (one per scheduler profile) that names the same Lease.
+type statusLease struct {
+	identity string
+	leading  atomic.Bool
+	cancel   context.CancelFunc
+
+	mu   sync.Mutex
+	refs int
+	subs map[*objectPolicies]struct{}
+}
+
+var (
+	leasesMu sync.Mutex
+	leases   = map[config.LeaseRef]*statusLease{}
+)
+
+// Lease timing, as kube-scheduler's defaults: a dead holder is replaced
+// within about 15 s.
+const (
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
+)
+
+// joinStatusLease returns the process's elector for ref, starting it on
+// first use, and subscribes o to its leadership changes.
+func joinStatusLease(client kubernetes.Interface, ref config.LeaseRef, o *objectPolicies) (*statusLease, error) {
+	leasesMu.Lock()
+	defer leasesMu.Unlock()
+	l := leases[ref]
+	if l == nil {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "unknown"
+		}
+		l = &statusLease{identity: host + "_" + string(uuid.NewUUID()), subs: map[*objectPolicies]struct{}{}}
+		lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ref.Namespace, ref.Name, nil, client.CoordinationV1(),
+			resourcelock.ResourceLockConfig{Identity: l.identity})
+		if err != nil {
+			return nil, fmt.Errorf("policyObjects.statusLease %s/%s: %w", ref.Namespace, ref.Name, err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		l.cancel = cancel
+		cfg := leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+			ReleaseOnCancel: true, Name: "wasmsched-policy-status",
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(context.Context) {
+					klog.InfoS("Writing policy objects' status: holding the status lease", "lease", klog.KRef(ref.Namespace, ref.Name), "identity", l.identity)
+					l.leading.Store(true)
+					l.notify()
+				},
+				OnStoppedLeading: func() {
+					klog.InfoS("Stopped writing policy objects' status: lost the status lease", "lease", klog.KRef(ref.Namespace, ref.Name), "identity", l.identity)
+					l.leading.Store(false)
+				},
+			},
+		}
+		le, err := leaderelection.NewLeaderElector(cfg)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("policyObjects.statusLease %s/%s: %w", ref.Namespace, ref.Name, err)
+		}
+		go func() {
+			// Run returns when the lease is lost; campaign again until the
+			// process's last plugin leaves.
+			for ctx.Err() == nil {
+				le.Run(ctx)
+			}
+		}()
+		leases[ref] = l
+	}
+	l.mu.Lock()
+	l.refs++
+	l.subs[o] = struct{}{}
+	l.mu.Unlock()
+	return l, nil
+}
+
+// leave unsubscribes o; the last one out releases the lease.
+func (l *statusLease) leave(ref config.LeaseRef, o *objectPolicies) {
+	leasesMu.Lock()
+	defer leasesMu.Unlock()
+	l.mu.Lock()
+	delete(l.subs, o)
+	l.refs--
+	last := l.refs == 0
+	l.mu.Unlock()
+	if last {
+		l.cancel()
+		delete(leases, ref)
+	}
+}
+
+// notify tells every subscriber that this process now writes status.
+func (l *statusLease) notify() {
+	l.mu.Lock()
+	subs := make([]*objectPolicies, 0, len(l.subs))
+	for o := range l.subs {
+		subs = append(subs, o)
+	}
+	l.mu.Unlock()
+	for _, o := range subs {
+		o.enqueueAll()
+	}
+}
