@@ -73,7 +73,10 @@ func setupPolicyNamespace() error {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policyNS}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	return controlplane.GrantPolicyRead(ctx, client, policyNS, controlplane.SchedulerUser)
+	if err := controlplane.GrantPolicyRead(ctx, client, policyNS, controlplane.SchedulerUser); err != nil {
+		return err
+	}
+	return setupPolicyObjects(ctx)
 }
 
 // env is one test's namespace, nodes and scheduler.
@@ -231,8 +234,14 @@ func (e *env) pod(name string, labels map[string]string, cpu string) {
 // podFor creates a pod for the named scheduler on this test's nodes.
 func (e *env) podFor(scheduler, name string, labels map[string]string, cpu string) {
 	e.t.Helper()
+	e.podIn(e.name, scheduler, name, labels, cpu)
+}
+
+// podIn creates a pod in namespace ns for the named scheduler on this test's nodes.
+func (e *env) podIn(ns, scheduler, name string, labels map[string]string, cpu string) {
+	e.t.Helper()
 	p := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: v1.PodSpec{
 			SchedulerName: scheduler,
 			NodeSelector:  map[string]string{"e2e": e.name},
@@ -241,7 +250,7 @@ func (e *env) podFor(scheduler, name string, labels map[string]string, cpu strin
 			}}},
 		},
 	}
-	if _, err := client.CoreV1().Pods(e.name).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -249,17 +258,23 @@ func (e *env) podFor(scheduler, name string, labels map[string]string, cpu strin
 // placed waits until the pod is bound and returns its node (without the test prefix).
 func (e *env) placed(name string) string {
 	e.t.Helper()
+	return e.placedIn(e.name, name)
+}
+
+// placedIn is placed for a pod of namespace ns.
+func (e *env) placedIn(ns, name string) string {
+	e.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		p, err := client.CoreV1().Pods(e.name).Get(context.Background(), name, metav1.GetOptions{})
+		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		if p.Spec.NodeName != "" {
 			return strings.TrimPrefix(p.Spec.NodeName, e.name+"-")
 		}
-		if msg := e.failedScheduling(name); msg != "" {
-			e.t.Fatalf("pod %s not scheduled: %s", name, msg)
+		if msg := e.failedSchedulingIn(ns, name); msg != "" {
+			e.t.Fatalf("pod %s/%s not scheduled: %s", ns, name, msg)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -270,10 +285,16 @@ func (e *env) placed(name string) string {
 // rejected waits for the pod's FailedScheduling event and returns its note.
 func (e *env) rejected(name string) string {
 	e.t.Helper()
+	return e.rejectedIn(e.name, name)
+}
+
+// rejectedIn is rejected for a pod of namespace ns.
+func (e *env) rejectedIn(ns, name string) string {
+	e.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if msg := e.failedScheduling(name); msg != "" {
-			p, _ := client.CoreV1().Pods(e.name).Get(context.Background(), name, metav1.GetOptions{})
+		if msg := e.failedSchedulingIn(ns, name); msg != "" {
+			p, _ := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 			if p != nil && p.Spec.NodeName != "" {
 				e.t.Fatalf("pod %s both rejected and bound to %s", name, p.Spec.NodeName)
 			}
@@ -286,7 +307,11 @@ func (e *env) rejected(name string) string {
 }
 
 func (e *env) failedScheduling(pod string) string {
-	evs, err := client.EventsV1().Events(e.name).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
+	return e.failedSchedulingIn(e.name, pod)
+}
+
+func (e *env) failedSchedulingIn(ns, pod string) string {
+	evs, err := client.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
 	if err != nil {
 		e.t.Fatal(err)
 	}

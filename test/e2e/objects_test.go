@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+	policyv1alpha1 "github.com/wasmsched/wasmsched/pkg/apis/policy/v1alpha1"
+)
+
+var dyn dynamic.Interface
+
+// setupPolicyObjects installs the policy CRDs from manifests/crds and lets
+// the scheduler's identity here (system:kube-scheduler) do what the
+// manifests let the wasmsched ServiceAccount do with them: their
+// ClusterRole, bound to it, and get/update of status Leases in kube-system.
+func setupPolicyObjects(ctx context.Context) error {
+	var err error
+	if dyn, err = dynamic.NewForConfig(cp.RestConfig(controlplane.AdminUser)); err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"apply", "--server-side", "-k", filepath.Join(root, "manifests", "crds")},
+		{"apply", "--server-side", "-f", filepath.Join(root, "manifests", "base", "rbac-policy-objects.yaml")},
+		{"wait", "--for=condition=Established", "--timeout=60s", "crd/clusterschedulingpolicies.policy.wasmsched.io", "crd/schedulingpolicies.policy.wasmsched.io"},
+	} {
+		if out, err := kubectl("", args...); err != nil {
+			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-policy-objects-e2e"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "wasmsched-policy-objects"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controlplane.SchedulerUser}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := client.RbacV1().Roles("kube-system").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-status-leases-e2e"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "update"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err = client.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-status-leases-e2e"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "wasmsched-status-leases-e2e"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controlplane.SchedulerUser}},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// kubectl runs kubectl as the admin with stdin, returning its combined output.
+func kubectl(stdin string, args ...string) (string, error) {
+	_, _, bin, err := controlplane.Binaries(controlplane.BinDir(root))
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", cp.AdminKubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// apply applies a YAML document with kubectl, as a team or operator would.
+func (e *env) apply(doc string) {
+	e.t.Helper()
+	if out, err := kubectl(doc, "apply", "-f", "-"); err != nil {
+		e.t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, doc)
+	}
+}
+
+// objectSchedulerConfig is the test's scheduler config with policy objects
+// enabled, its status written under the Lease kube-system/<lease>, and
+// policies (the args' list; "" for none).
+func (e *env) objectSchedulerConfig(policies, lease, leaderElection string) string {
+	e.t.Helper()
+	path := e.writeConfig(policies, leaderElection)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	list := "      policies:\n"
+	if policies == "" {
+		list = "      policies: []\n"
+	}
+	cfg := strings.Replace(string(b), "      policies:\n", fmt.Sprintf("      policyObjects: {enabled: true, statusLease: {namespace: kube-system, name: %s}}\n%s", lease, list), 1)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
+}
+
+// startObjectScheduler runs the test's scheduler with policy objects
+// enabled and no policies in its args.
+func (e *env) startObjectScheduler() {
+	e.t.Helper()
+	path := e.objectSchedulerConfig("", e.name, "leaderElection: {leaderElect: false}")
+	e.log = filepath.Join(e.dir, "kube-scheduler.log")
+	e.sched = e.run(path, e.log)
+	e.waitLog(`"Starting Kubernetes Scheduler"`, 1, 60*time.Second)
+	e.waitLog(`"Writing policy objects' status: holding the status lease"`, 1, 60*time.Second)
+}
+
+// policyStatus reads a policy object's status (namespace "" for a cluster policy).
+func policyStatus(t *testing.T, namespace, name string) policyv1alpha1.SchedulingPolicyStatus {
+	t.Helper()
+	gvr := policyv1alpha1.ClusterSchedulingPoliciesResource
+	var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+	if namespace != "" {
+		ri = dyn.Resource(policyv1alpha1.SchedulingPoliciesResource).Namespace(namespace)
+	}
+	u, err := ri.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st policyv1alpha1.SchedulingPolicyStatus
+	if m, ok := u.Object["status"].(map[string]interface{}); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// waitReady waits until the object's status says Ready=status with reason
+// for generation, and returns the status.
+func waitReady(t *testing.T, namespace, name string, generation int64, status metav1.ConditionStatus, reason string) policyv1alpha1.SchedulingPolicyStatus {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var st policyv1alpha1.SchedulingPolicyStatus
+	for time.Now().Before(deadline) {
+		st = policyStatus(t, namespace, name)
+		for _, c := range st.Conditions {
+			if c.Type == policyv1alpha1.ConditionReady && c.Status == status && c.Reason == reason && st.ObservedGeneration >= generation {
+				return st
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("policy %s/%s: status never became Ready=%s %s for generation %d; last: %+v", namespace, name, status, reason, generation, st)
+	return st
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func deleteObject(t *testing.T, gvr schema.GroupVersionResource, namespace, name string) {
+	var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+	if namespace != "" {
+		ri = dyn.Resource(gvr).Namespace(namespace)
+	}
+	if err := ri.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting %s %s/%s: %v", gvr.Resource, namespace, name, err)
+	}
+}
+
+// clusterPolicy is a ClusterSchedulingPolicy running team-isolation from
+// the test's ConfigMap "team" in this test's profile, with extra spec lines.
+func (e *env) clusterPolicy(name, config, extra string) string {
+	return fmt.Sprintf(`apiVersion: policy.wasmsched.io/v1alpha1
+kind: ClusterSchedulingPolicy
+metadata: {name: %s}
+spec:
+  source: %s
+  config: %s
+  profiles: [%s]
+%s`, name, cmSource(e, "team"), config, e.name, extra)
+}
+
+// A cluster policy created, changed and deleted while the scheduler runs
+// takes effect each time within about a second, with no restart; its
+// status says so; its scope by namespace and by pod labels holds, with
+// pods outside it as the negative controls.
+func TestPolicyObjectLifecycle(t *testing.T) {
+	e := newEnv(t, "objects")
+	e.node("a", map[string]string{"team": "a", "tier": "gold"}, "4")
+	e.node("b", map[string]string{"team": "b", "tier": "silver"}, "4")
+	e.node("s", nil, "4")
+	mod := module(t, "team-isolation")
+	e.policyConfigMap("team", mod)
+	e.startObjectScheduler()
+
+	name := e.name + "-team"
+	active := regexp.MustCompile(`"Policy object active" object="clusterschedulingpolicy/` + regexp.QuoteMeta(name) + `"`)
+	var took []time.Duration
+	start := time.Now()
+	e.apply(e.clusterPolicy(name, "key=team", ""))
+	t.Cleanup(func() { deleteObject(t, policyv1alpha1.ClusterSchedulingPoliciesResource, "", name) })
+	took = append(took, e.waitLogMatch(active, 1, 30*time.Second).Sub(start))
+
+	e.pod("team-a", map[string]string{"team": "a"}, "100m")
+	if got := e.placed("team-a"); got != "a" {
+		t.Errorf("team-a landed on %s, want a", got)
+	}
+	e.pod("team-c", map[string]string{"team": "c"}, "100m")
+	if msg := e.rejected("team-c"); !strings.Contains(msg, "WasmPolicy/"+name) {
+		t.Errorf("team-c rejected without naming the policy: %s", msg)
+	}
+	st := waitReady(t, "", name, 1, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+	if st.ActiveSHA256 != digest(mod) {
+		t.Errorf("status activeSHA256 %q, want %q", st.ActiveSHA256, digest(mod))
+	}
+	out, err := kubectl("", "get", "clusterschedulingpolicy", name)
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	for _, want := range []string{"READY", "REASON", "MODE", "SHA256", "AGE", "True", "Loaded", digest(mod)[:12]} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get shows no %q:\n%s", want, out)
+		}
+	}
+
+	// Change the config: the pools follow the tier label instead.
+	start = time.Now()
+	e.apply(e.clusterPolicy(name, "key=tier", ""))
+	took = append(took, e.waitLogMatch(active, 2, 30*time.Second).Sub(start))
+	e.pod("silver", map[string]string{"team": "a", "tier": "silver"}, "100m")
+	if got := e.placed("silver"); got != "b" {
+		t.Errorf("after the config change, a tier=silver pod of team a landed on %s, want b", got)
+	}
+	waitReady(t, "", name, 2, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+
+	// Scope by namespace: only namespaces labelled scope=<test>.
+	other := e.name + "-other"
+	if _, err := client.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := client.CoreV1().Namespaces().Get(context.Background(), e.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels["scope"] = e.name
+	if _, err := client.CoreV1().Namespaces().Update(context.Background(), ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	e.apply(e.clusterPolicy(name, "key=team", "  namespaceSelector: {matchLabels: {scope: "+e.name+"}}"))
+	took = append(took, e.waitLogMatch(active, 3, 30*time.Second).Sub(start))
+	e.pod("in-scope-ns", map[string]string{"team": "c"}, "100m")
+	if msg := e.rejected("in-scope-ns"); !strings.Contains(msg, "WasmPolicy/"+name) {
+		t.Errorf("in-scope-ns rejected without naming the policy: %s", msg)
+	}
+	e.podIn(other, e.name, "other-ns", map[string]string{"team": "c"}, "100m")
+	e.placedIn(other, "other-ns") // negative control: outside the namespace selector
+
+	// Scope by pod labels.
+	start = time.Now()
+	e.apply(e.clusterPolicy(name, "key=team", "  podSelector: {matchLabels: {isolated: \"yes\"}}"))
+	took = append(took, e.waitLogMatch(active, 4, 30*time.Second).Sub(start))
+	e.pod("labelled", map[string]string{"team": "c", "isolated": "yes"}, "100m")
+	if msg := e.rejected("labelled"); !strings.Contains(msg, "WasmPolicy/"+name) {
+		t.Errorf("labelled rejected without naming the policy: %s", msg)
+	}
+	e.pod("unlabelled", map[string]string{"team": "c"}, "100m")
+	e.placed("unlabelled") // negative control: outside the pod selector
+
+	// Delete: the policy stops applying.
+	start = time.Now()
+	deleteObject(t, policyv1alpha1.ClusterSchedulingPoliciesResource, "", name)
+	took = append(took, e.waitLog(`"Policy object deleted; its policy no longer applies" object="clusterschedulingpolicy/`+name+`"`, 1, 30*time.Second).Sub(start))
+	e.pod("after-delete", map[string]string{"team": "c", "isolated": "yes"}, "100m")
+	e.placed("after-delete")
+
+	// Within about a second: the median of the five changes, with a
+	// generous bound on the slowest so that a busy machine cannot fail it.
+	sorted := slices.Clone(took)
+	slices.Sort(sorted)
+	t.Logf("object change to effect in the scheduler: %v (median %v)", took, sorted[len(sorted)/2])
+	if med := sorted[len(sorted)/2]; med > time.Second {
+		t.Errorf("median time from object change to effect %v, want at most 1s", med)
+	}
+	if worst := sorted[len(sorted)-1]; worst > 10*time.Second {
+		t.Errorf("slowest object change took %v to take effect", worst)
+	}
+}
