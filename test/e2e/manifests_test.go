@@ -34,13 +34,34 @@ func TestManifests(t *testing.T) {
 		t.Fatalf("kubectl apply --server-side -k: %v\n%s", err, out)
 	}
 	t.Logf("applied:\n%s", out)
+	// A team's namespace, as its admins set it up (manifests/examples/team).
+	out, err = exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "apply", "--server-side", "-f", filepath.Join(root, "manifests", "examples", "team", "team-a.yaml")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl apply --server-side -f team-a.yaml: %v\n%s", err, out)
+	}
 
 	type check struct {
 		allowed                         bool
 		verb, group, resource, ns, name string
 		sub                             string
 	}
+	const pg = "policy.wasmsched.io"
 	for _, c := range []check{
+		// Policy objects: read everywhere, write only their status.
+		{true, "list", pg, "clusterschedulingpolicies", "", "", ""},
+		{true, "watch", pg, "schedulingpolicies", "", "", ""},
+		{true, "patch", pg, "clusterschedulingpolicies", "", "p", "status"},
+		{true, "patch", pg, "schedulingpolicies", "team-a", "p", "status"},
+		{false, "update", pg, "clusterschedulingpolicies", "", "p", ""},
+		{false, "create", pg, "schedulingpolicies", "team-a", "", ""},
+		{false, "delete", pg, "schedulingpolicies", "team-a", "p", ""},
+		{true, "get", "coordination.k8s.io", "leases", "wasmsched", "wasmsched-policy-status", ""},
+		{true, "update", "coordination.k8s.io", "leases", "wasmsched", "wasmsched-policy-status", ""},
+		// Module ConfigMaps: in a namespace that bound the reader, only.
+		{true, "get", "", "configmaps", "team-a", "policy-maintenance-avoidance", ""},
+		{true, "watch", "", "configmaps", "team-a", "policy-maintenance-avoidance", ""},
+		{false, "update", "", "configmaps", "team-a", "policy-maintenance-avoidance", ""},
+		{false, "get", "", "configmaps", "team-b", "policy-maintenance-avoidance", ""},
 		{true, "list", "", "nodes", "", "", ""},
 		{true, "watch", "", "pods", "", "", ""},
 		{true, "create", "", "pods", "team-a", "p", "binding"},
@@ -66,19 +87,28 @@ func TestManifests(t *testing.T) {
 		{false, "delete", "", "nodes", "", "n1", ""},
 		{false, "update", "apps", "deployments", "wasmsched", "wasmsched", ""},
 	} {
-		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-			User:   sa,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:wasmsched", "system:authenticated"},
-			ResourceAttributes: &authzv1.ResourceAttributes{
-				Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.ns, Name: c.name, Subresource: c.sub,
-			},
-		}}
-		res, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
+		if allowed := accessReview(t, sa, []string{"system:serviceaccounts", "system:serviceaccounts:wasmsched", "system:authenticated"},
+			authzv1.ResourceAttributes{Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.ns, Name: c.name, Subresource: c.sub}); allowed != c.allowed {
+			t.Errorf("%s %s %s/%s (ns %q, sub %q): allowed=%v, want %v", c.verb, c.group, c.resource, c.name, c.ns, c.sub, allowed, c.allowed)
 		}
-		if res.Status.Allowed != c.allowed {
-			t.Errorf("%s %s %s/%s (ns %q, sub %q): allowed=%v, want %v", c.verb, c.group, c.resource, c.name, c.ns, c.sub, res.Status.Allowed, c.allowed)
+	}
+	// A team author (manifests/examples/team): SchedulingPolicy objects and
+	// module ConfigMaps in team-a, nothing cluster-wide, no status.
+	for _, c := range []check{
+		{true, "create", pg, "schedulingpolicies", "team-a", "", ""},
+		{true, "update", pg, "schedulingpolicies", "team-a", "p", ""},
+		{true, "delete", pg, "schedulingpolicies", "team-a", "p", ""},
+		{true, "create", "", "configmaps", "team-a", "", ""},
+		{false, "patch", pg, "schedulingpolicies", "team-a", "p", "status"},
+		{false, "create", pg, "schedulingpolicies", "team-b", "", ""},
+		{false, "create", pg, "clusterschedulingpolicies", "", "", ""},
+		{false, "list", pg, "schedulingpolicies", "", "", ""},
+		{false, "create", "", "configmaps", "team-b", "", ""},
+		{false, "create", "rbac.authorization.k8s.io", "rolebindings", "team-a", "", ""},
+	} {
+		if allowed := accessReview(t, "alice", []string{"team-a-authors", "system:authenticated"},
+			authzv1.ResourceAttributes{Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.ns, Name: c.name, Subresource: c.sub}); allowed != c.allowed {
+			t.Errorf("team author: %s %s %s/%s (ns %q, sub %q): allowed=%v, want %v", c.verb, c.group, c.resource, c.name, c.ns, c.sub, allowed, c.allowed)
 		}
 	}
 
@@ -155,4 +185,16 @@ func grep(s, sub string) string {
 		out = out[:10]
 	}
 	return strings.Join(out, "\n")
+}
+
+// accessReview asks the apiserver whether user (in groups) may do what ra says.
+func accessReview(t *testing.T, user string, groups []string, ra authzv1.ResourceAttributes) bool {
+	t.Helper()
+	res, err := client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authzv1.SubjectAccessReview{
+		Spec: authzv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &ra},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Status.Allowed
 }

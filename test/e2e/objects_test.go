@@ -293,3 +293,221 @@ func TestPolicyObjectLifecycle(t *testing.T) {
 		t.Errorf("slowest object change took %v to take effect", worst)
 	}
 }
+
+// A team's SchedulingPolicy applies to the pods of its namespace only, and
+// may take its module only from its own namespace.
+func TestNamespacedPolicyObject(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, "nsobjects")
+	e.node("a", map[string]string{"team": "a"}, "4")
+	e.node("s", nil, "4")
+	team := e.name + "-team"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The namespace lets the scheduler read its module ConfigMaps, as
+	// manifests/examples/team does for the scheduler's ServiceAccount.
+	if _, err := client.RbacV1().RoleBindings(team).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-policy-module-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "wasmsched-policy-module-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controlplane.SchedulerUser}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().ConfigMaps(team).Create(ctx, &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy-team-isolation"},
+		BinaryData: map[string][]byte{"policy.wasm": module(t, "team-isolation")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.policyConfigMap("team", module(t, "team-isolation"))
+	e.startObjectScheduler()
+
+	policy := func(name, source string) string {
+		return fmt.Sprintf(`apiVersion: policy.wasmsched.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: %s, namespace: %s}
+spec:
+  source: %s
+  config: key=team
+  profiles: [%s]
+`, name, team, source, e.name)
+	}
+	e.apply(policy("isolation", "{configMap: {name: policy-team-isolation, key: policy.wasm}}"))
+	waitReady(t, team, "isolation", 1, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+	e.podIn(team, e.name, "team-pod", map[string]string{"team": "c"}, "100m")
+	if msg := e.rejectedIn(team, "team-pod"); !strings.Contains(msg, "WasmPolicy/"+team+"/isolation") {
+		t.Errorf("team-pod rejected without naming the policy: %s", msg)
+	}
+	e.pod("other-pod", map[string]string{"team": "c"}, "100m")
+	e.placed("other-pod") // another namespace: unaffected
+
+	// A ConfigMap of another namespace is refused in status.
+	e.apply(policy("cross", cmSource(e, "team")))
+	st := waitReady(t, team, "cross", 1, metav1.ConditionFalse, policyv1alpha1.ReasonInvalidSpec)
+	if msg := st.Conditions[0].Message; !strings.Contains(msg, "spec.source.configMap.namespace") || !strings.Contains(msg, "only from a ConfigMap in "+team) {
+		t.Errorf("cross-namespace source refused with %q", msg)
+	}
+	// A missing ConfigMap is reported as such.
+	e.apply(policy("missing", "{configMap: {name: no-such-configmap, key: policy.wasm}}"))
+	st = waitReady(t, team, "missing", 1, metav1.ConditionFalse, policyv1alpha1.ReasonSourceMissing)
+	if !strings.Contains(st.LastError, "no-such-configmap") {
+		t.Errorf("lastError %q does not name the ConfigMap", st.LastError)
+	}
+	for _, n := range []string{"isolation", "cross", "missing"} {
+		deleteObject(t, policyv1alpha1.SchedulingPoliciesResource, team, n)
+	}
+}
+
+// A module that does not load, or an update pinning another digest, leaves
+// Ready=False with the reason while the last good version keeps serving.
+func TestPolicyObjectBadModuleKeepsLastGood(t *testing.T) {
+	e := newEnv(t, "objbad")
+	e.node("a", map[string]string{"team": "a"}, "4")
+	e.node("s", nil, "4")
+	good := module(t, "team-isolation")
+	e.policyConfigMap("team", good)
+	e.startObjectScheduler()
+	name := e.name + "-team"
+	t.Cleanup(func() { deleteObject(t, policyv1alpha1.ClusterSchedulingPoliciesResource, "", name) })
+	e.apply(e.clusterPolicy(name, "key=team", ""))
+	waitReady(t, "", name, 1, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+
+	check := func(st policyv1alpha1.SchedulingPolicyStatus, pod string) {
+		t.Helper()
+		if st.ActiveSHA256 != digest(good) {
+			t.Errorf("activeSHA256 %q, want the last good %q", st.ActiveSHA256, digest(good))
+		}
+		if !strings.Contains(st.Conditions[0].Message, "keeps serving") {
+			t.Errorf("Ready message %q does not say the last good module keeps serving", st.Conditions[0].Message)
+		}
+		e.pod(pod, map[string]string{"team": "c"}, "100m")
+		if msg := e.rejected(pod); !strings.Contains(msg, "WasmPolicy/"+name) {
+			t.Errorf("%s rejected without naming the policy: %s", pod, msg)
+		}
+	}
+	e.apply(e.clusterPolicy(name, "key=team", "  sha256: \""+strings.Repeat("0", 64)+"\""))
+	check(waitReady(t, "", name, 2, metav1.ConditionFalse, policyv1alpha1.ReasonSHA256Mismatch), "wrong-pin")
+
+	e.apply(e.clusterPolicy(name, "key=team", ""))
+	waitReady(t, "", name, 3, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+	e.policyConfigMap("team", []byte("this is not a wasm module"))
+	check(waitReady(t, "", name, 3, metav1.ConditionFalse, policyv1alpha1.ReasonCompileError), "corrupt")
+}
+
+// The apiserver refuses bad policy objects at kubectl apply, naming the field.
+func TestInvalidPolicyObjectsAreRefused(t *testing.T) {
+	head := "apiVersion: policy.wasmsched.io/v1alpha1\nkind: ClusterSchedulingPolicy\nmetadata: {name: invalid}\nspec:\n"
+	cm := "  source: {configMap: {namespace: ns, name: cm, key: policy.wasm}}\n"
+	for _, c := range []struct{ name, doc, want string }{
+		{"valid", head + cm, ""},
+		{"unknown mode", head + cm + "  mode: Sometimes\n", `spec.mode: Unsupported value: "Sometimes"`},
+		{"weight 0", head + cm + "  weight: 0\n", "spec.weight: Invalid value: 0"},
+		{"weight 101", head + cm + "  weight: 101\n", "spec.weight: Invalid value: 101"},
+		{"both sources", head + "  source: {file: /p.wasm, configMap: {namespace: ns, name: cm, key: k}}\n", "spec.source: Invalid value: set exactly one of file or configMap"},
+		{"no source", head + "  source: {}\n", "spec.source: Invalid value: set exactly one of file or configMap"},
+		{"relative file", head + "  source: {file: p.wasm}\n", "spec.source.file"},
+		{"cluster ConfigMap without namespace", head + "  source: {configMap: {name: cm, key: k}}\n", "spec.source.configMap: Invalid value"},
+		{"bad operator", head + cm + "  podSelector: {matchExpressions: [{key: team, operator: Near, values: [a]}]}\n", `spec.podSelector.matchExpressions[0].operator: Unsupported value: "Near"`},
+		{"In without values", head + cm + "  podSelector: {matchExpressions: [{key: team, operator: In}]}\n", "spec.podSelector.matchExpressions[0]: Invalid value"},
+		{"bad label key", head + cm + "  namespaceSelector: {matchLabels: {\"bad key!\": x}}\n", "spec.namespaceSelector.matchLabels"},
+		{"bad label value", head + cm + "  podSelector: {matchLabels: {team: \"-x\"}}\n", "spec.podSelector.matchLabels.team"},
+		{"timeout too long", head + cm + "  timeout: 30s\n", "spec.timeout: Invalid value"},
+		{"unknown read", head + cm + "  reads: [Secrets]\n", `spec.reads[0]: Unsupported value: "Secrets"`},
+		{"bad sha256", head + cm + "  sha256: abc\n", "spec.sha256: Invalid value"},
+		{"namespaced file source", "apiVersion: policy.wasmsched.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: invalid, namespace: default}\nspec:\n  source: {file: /p.wasm}\n", "spec.source.file: Invalid value"},
+	} {
+		out, err := kubectl(c.doc, "apply", "--dry-run=server", "-f", "-")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v\n%s", c.name, err, out)
+		case c.want != "" && err == nil:
+			t.Errorf("%s: accepted:\n%s", c.name, c.doc)
+		case c.want != "" && !strings.Contains(out, c.want):
+			t.Errorf("%s: refused without %q:\n%s", c.name, c.want, out)
+		}
+	}
+}
+
+// statusManagers returns the field managers that wrote a cluster policy's status.
+func statusManagers(t *testing.T, name string) []string {
+	t.Helper()
+	u, err := dyn.Resource(policyv1alpha1.ClusterSchedulingPoliciesResource).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range u.GetManagedFields() {
+		if m.Subresource == "status" {
+			out = append(out, m.Manager)
+		}
+	}
+	return out
+}
+
+var statusHolder = regexp.MustCompile(`"Writing policy objects' status: holding the status lease" lease="[^"]+" identity="([^"]+)"`)
+
+// With two replicas, both serve the object policies but only the one
+// holding the status lease writes status; when it is killed, the survivor
+// schedules with the same object policies and takes over the status.
+func TestPolicyObjectsWithTwoReplicas(t *testing.T) {
+	e := newEnv(t, "objha")
+	e.node("a", map[string]string{"team": "a"}, "4")
+	e.node("s", nil, "4")
+	e.policyConfigMap("team", module(t, "team-isolation"))
+	cfg := e.objectSchedulerConfig("", e.name, `leaderElection: {leaderElect: true, resourceNamespace: kube-system, resourceName: wasmsched-objha, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}`)
+	logs := []string{filepath.Join(e.dir, "replica-0.log"), filepath.Join(e.dir, "replica-1.log")}
+	cmds := []*exec.Cmd{e.run(cfg, logs[0]), e.run(cfg, logs[1])}
+	name := e.name + "-team"
+	t.Cleanup(func() { deleteObject(t, policyv1alpha1.ClusterSchedulingPoliciesResource, "", name) })
+	e.apply(e.clusterPolicy(name, "key=team", ""))
+	for _, l := range logs {
+		e.log = l
+		e.waitLog(`"Policy object active" object="clusterschedulingpolicy/`+name+`"`, 1, 60*time.Second)
+	}
+	waitReady(t, "", name, 1, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+
+	// Exactly one replica holds the status lease, and only it wrote.
+	holder, identity := -1, ""
+	for i, l := range logs {
+		b, _ := os.ReadFile(l)
+		if m := statusHolder.FindSubmatch(b); m != nil {
+			if holder >= 0 {
+				t.Fatalf("both replicas hold the status lease")
+			}
+			holder, identity = i, string(m[1])
+		}
+	}
+	if holder < 0 {
+		t.Fatal("no replica holds the status lease")
+	}
+	if got := statusManagers(t, name); len(got) != 1 || got[0] != "wasmsched/"+identity {
+		t.Errorf("status written by %v, want only the lease holder wasmsched/%s", got, identity)
+	}
+
+	// Kill the status writer; the survivor schedules with the object
+	// policy and writes the status of the next change.
+	if err := cmds[holder].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = cmds[holder].Process.Wait()
+	survivor := 1 - holder
+	e.log = logs[survivor]
+	e.waitLogMatch(leaseAcquired("kube-system/wasmsched-objha"), 1, 60*time.Second)
+	e.pod("team-c", map[string]string{"team": "c"}, "100m")
+	if msg := e.rejected("team-c"); !strings.Contains(msg, "WasmPolicy/"+name) {
+		t.Errorf("after the failover team-c was rejected without naming the policy: %s", msg)
+	}
+	e.pod("team-a", map[string]string{"team": "a"}, "100m")
+	if got := e.placed("team-a"); got != "a" {
+		t.Errorf("after the failover team-a landed on %s", got)
+	}
+	e.waitLogMatch(statusHolder, 1, 60*time.Second)
+	b, _ := os.ReadFile(logs[survivor])
+	newIdentity := string(statusHolder.FindSubmatch(b)[1])
+	e.apply(e.clusterPolicy(name, "key=team", "  weight: 2"))
+	waitReady(t, "", name, 2, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+	if got := statusManagers(t, name); !slices.Contains(got, "wasmsched/"+newIdentity) {
+		t.Errorf("after the failover status written by %v, want the survivor wasmsched/%s among them", got, newIdentity)
+	}
+}
