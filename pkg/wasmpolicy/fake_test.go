@@ -234,9 +234,13 @@ type cycleResult struct {
 // runCycle runs PreFilter, Filter on every node, PreScore, Score and
 // NormalizeScore on the feasible ones, as the scheduler does.
 func runCycle(w *WasmPolicy, nodes []fwk.NodeInfo) cycleResult {
+	return runCycleFor(w, fakePod(), nodes)
+}
+
+// runCycleFor is runCycle for a given pod.
+func runCycleFor(w *WasmPolicy, pod *v1.Pod, nodes []fwk.NodeInfo) cycleResult {
 	ctx := context.Background()
 	state := intree.NewCycleState()
-	pod := fakePod()
 	r := cycleResult{filters: map[string]*fwk.Status{}, scores: map[string]int64{}}
 	_, st := w.PreFilter(ctx, state, pod, nodes)
 	if st != nil && !st.IsSkip() {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -58,6 +59,18 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"unknown failurePolicy", func(a *config.WasmPolicyArgs) { a.Policies[0].FailurePolicy = "Retry" }, "policies[0].failurePolicy", "Fail"},
 		{"unknown mode", func(a *config.WasmPolicyArgs) { a.Policies[0].Mode = "DryRun" }, "policies[0].mode", "Audit"},
 		{"declared reads", func(a *config.WasmPolicyArgs) { a.Policies[0].Reads = []string{"NodePods", "WholeObjects"} }, "", ""},
+		{"policy objects without args policies", func(a *config.WasmPolicyArgs) { a.Policies = nil; a.PolicyObjects.Enabled = true }, "", ""},
+		{"status lease without a namespace", func(a *config.WasmPolicyArgs) { a.PolicyObjects.Enabled = true; a.PolicyObjects.StatusLease.Namespace = "" }, "policyObjects.statusLease.namespace", "namespace name"},
+		{"scope", func(a *config.WasmPolicyArgs) {
+			a.Policies[0].Scope = config.Scope{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "batch"}}, NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpExists}}}, Profiles: []string{"wasmsched"}}
+		}, "", ""},
+		{"bad pod selector", func(a *config.WasmPolicyArgs) {
+			a.Policies[0].Scope.PodSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}}
+		}, "policies[0].scope.podSelector.matchExpressions[0].operator", "not a valid selector operator"},
+		{"bad namespace selector", func(a *config.WasmPolicyArgs) {
+			a.Policies[0].Scope.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
+		}, "policies[0].scope.namespaceSelector.matchLabels", "name part must consist"},
+		{"duplicate profile", func(a *config.WasmPolicyArgs) { a.Policies[0].Scope.Profiles = []string{"a", "a"} }, "policies[0].scope.profiles[1]", "Duplicate"},
 		{"unknown read", func(a *config.WasmPolicyArgs) { a.Policies[0].Reads = []string{"NodePods", "Secrets"} }, "policies[0].reads[1]", `supported values: "NodePods", "WholeObjects"`},
 		{"read declared twice", func(a *config.WasmPolicyArgs) { a.Policies[0].Reads = []string{"NodePods", "NodePods"} }, "policies[0].reads[1]", "Duplicate"},
 		{"maxInstances 0", func(a *config.WasmPolicyArgs) { a.MaxInstancesPerPolicy = 0 }, "maxInstancesPerPolicy", "parallelism"},
