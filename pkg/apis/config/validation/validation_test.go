@@ -60,7 +60,10 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"unknown mode", func(a *config.WasmPolicyArgs) { a.Policies[0].Mode = "DryRun" }, "policies[0].mode", "Audit"},
 		{"declared reads", func(a *config.WasmPolicyArgs) { a.Policies[0].Reads = []string{"NodePods", "WholeObjects"} }, "", ""},
 		{"policy objects without args policies", func(a *config.WasmPolicyArgs) { a.Policies = nil; a.PolicyObjects.Enabled = true }, "", ""},
-		{"status lease without a namespace", func(a *config.WasmPolicyArgs) { a.PolicyObjects.Enabled = true; a.PolicyObjects.StatusLease.Namespace = "" }, "policyObjects.statusLease.namespace", "namespace name"},
+		{"status lease without a namespace", func(a *config.WasmPolicyArgs) {
+			a.PolicyObjects.Enabled = true
+			a.PolicyObjects.StatusLease.Namespace = ""
+		}, "policyObjects.statusLease.namespace", "namespace name"},
 		{"scope", func(a *config.WasmPolicyArgs) {
 			a.Policies[0].Scope = config.Scope{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "batch"}}, NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpExists}}}, Profiles: []string{"wasmsched"}}
 		}, "", ""},
