@@ -616,3 +616,37 @@ func withTimeout(p config.Policy, d time.Duration) config.Policy {
 	p.Timeout = d
 	return p
 }
+
+// BenchmarkCycleScoped is BenchmarkCycle (TinyGo guests, 1000 nodes) with
+// ten more filter policies (team-isolation copies): "out-of-scope" when
+// their podSelector does not take the pod, so they must cost the cycle
+// nothing (ratio to "baseline" about 1.0); "in-scope" when it does, what
+// the same ten cost when they run.
+func BenchmarkCycleScoped(b *testing.B) {
+	infos := make([]fwk.NodeInfo, 1000)
+	for i := range infos {
+		infos[i] = realisticNode(i)
+	}
+	for _, c := range []struct {
+		name  string
+		extra int
+		match bool
+	}{{"baseline", 0, false}, {"out-of-scope", 10, false}, {"in-scope", 10, true}} {
+		b.Run("nodes=1000/"+c.name, func(b *testing.B) {
+			fw, infos := cycleFrameworkWith(b, "wasm-tinygo", infos, func(a *config.WasmPolicyArgs) {
+				for i := 0; i < c.extra; i++ {
+					p := configv1.DefaultPolicy(fmt.Sprintf("scoped-%d", i), config.Source{File: testguests.Policy(b, testguests.TinyGo, "team-isolation")})
+					p.Config, p.Timeout = "key=team", time.Second
+					value := "web"
+					if c.match {
+						value = "api" // benchPod's app label
+					}
+					p.Scope.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": value}}
+					a.Policies = append(a.Policies, p)
+				}
+			})
+			b.ReportAllocs()
+			runCycles(b, fw, infos, "scoped-")
+		})
+	}
+}
