@@ -333,6 +333,9 @@ func newPlugin(ctx context.Context, obj runtime.Object, h framework.Handle, opts
 // (the extender, the CLI) use it directly.
 func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.Handle, opts ...Option) (*WasmPolicy, error) {
 	o := options{initialLoadTimeout: DefaultInitialLoadTimeout, progressEvery: 2 * time.Second, progress: logProgress(klog.FromContext(ctx))}
+	if args.RetiredGrace > 0 {
+		o.retiredGrace = args.RetiredGrace
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}

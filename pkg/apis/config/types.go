@@ -32,6 +32,10 @@ type WasmPolicyArgs struct {
 	// PolicyObjects turns on policies from ClusterSchedulingPolicy and
 	// SchedulingPolicy objects.
 	PolicyObjects PolicyObjects
+	// RetiredGrace is how long a replaced module version, or a replaced or
+	// deleted object policy, stays callable for cycles that pinned it; 0
+	// means the host's default.
+	RetiredGrace time.Duration
 }
 
 // PolicyObjects configures policies from Kubernetes objects

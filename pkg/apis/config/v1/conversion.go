@@ -51,6 +51,7 @@ func Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, out 
 		return err
 	}
 	out.FilePollInterval = durationValue(in.FilePollInterval)
+	out.RetiredGrace = durationValue(in.RetiredGrace)
 	out.MemoryBudget = 0
 	if in.MemoryBudget != nil {
 		out.MemoryBudget = in.MemoryBudget.Value()
@@ -64,6 +65,7 @@ func Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolicyArg
 		return err
 	}
 	out.FilePollInterval = &metav1.Duration{Duration: in.FilePollInterval}
+	out.RetiredGrace = &metav1.Duration{Duration: in.RetiredGrace}
 	out.MemoryBudget = resource.NewQuantity(in.MemoryBudget, resource.BinarySI)
 	return nil
 }

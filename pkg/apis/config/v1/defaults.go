@@ -59,6 +59,9 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 		v := int64(host.DefaultMaxLocals)
 		l.MaxLocals = &v
 	}
+	if obj.RetiredGrace == nil {
+		obj.RetiredGrace = &metav1.Duration{Duration: host.DefaultRetiredGrace}
+	}
 	if l := &obj.PolicyObjects.StatusLease; l.Namespace == "" {
 		l.Namespace = DefaultStatusLeaseNamespace
 	}

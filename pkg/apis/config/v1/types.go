@@ -47,6 +47,11 @@ type WasmPolicyArgs struct {
 	// scheduler that cannot reach the objects' API (the replace-default
 	// static pod) runs from its args alone.
 	PolicyObjects PolicyObjects `json:"policyObjects,omitempty"`
+	// RetiredGrace is how long a replaced module version, or a replaced or
+	// deleted policy object's policy, stays callable for the scheduling
+	// cycles that started with it; then its instances and compiled code
+	// are freed. Default 30s; at least 1s.
+	RetiredGrace *metav1.Duration `json:"retiredGrace,omitempty"`
 }
 
 // PolicyObjects configures policies from Kubernetes objects.

@@ -335,6 +335,7 @@ func autoConvert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, 
 	if err := Convert_v1_PolicyObjects_To_config_PolicyObjects(&in.PolicyObjects, &out.PolicyObjects, s); err != nil {
 		return err
 	}
+	// WARNING: in.RetiredGrace requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	return nil
 }
 
@@ -367,5 +368,6 @@ func autoConvert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolic
 	if err := Convert_config_PolicyObjects_To_v1_PolicyObjects(&in.PolicyObjects, &out.PolicyObjects, s); err != nil {
 		return err
 	}
+	// WARNING: in.RetiredGrace requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	return nil
 }

@@ -264,6 +264,11 @@ func (in *WasmPolicyArgs) DeepCopyInto(out *WasmPolicyArgs) {
 		*out = &x
 	}
 	out.PolicyObjects = in.PolicyObjects
+	if in.RetiredGrace != nil {
+		in, out := &in.RetiredGrace, &out.RetiredGrace
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	return
 }
 

@@ -98,6 +98,10 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 	if cb.MaxBackoff != 0 && (cb.MaxBackoff < cb.Backoff || cb.MaxBackoff > MaxBreakerBackoff) {
 		errs = append(errs, field.Invalid(bp.Child("maxBackoff"), cb.MaxBackoff.String(), fmt.Sprintf("must be at least backoff (%s) and at most %s, for example 5m (unset: 5m)", cb.Backoff, MaxBreakerBackoff)))
 	}
+	// 0 (args built in Go without defaulting) means the default.
+	if g := args.RetiredGrace; g != 0 && (g < time.Second || g > time.Hour) {
+		errs = append(errs, field.Invalid(path.Child("retiredGrace"), g.String(), "must be between 1s and 1h, for example 30s (unset: 30s); it must outlast a scheduling cycle"))
+	}
 	if po := args.PolicyObjects; po.Enabled {
 		lp := path.Child("policyObjects", "statusLease")
 		if msgs := validation.IsDNS1123Label(po.StatusLease.Namespace); len(msgs) > 0 {
