@@ -277,7 +277,12 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 // policyMetrics holds a policy's pre-resolved series, so the hot path never
 // looks up label values.
 type policyMetrics struct {
-	name     string
+	name string
+	// used holds the label values of the series created on demand (load
+	// results, audit verdicts, stop reasons), so forget can delete them.
+	usedMu sync.Mutex
+	used   map[usedSeries]struct{}
+
 	eval     [host.NumCallKinds][numResults]metrics.CounterMetric
 	duration [host.NumCallKinds]metrics.ObserverMetric
 	ignored  [host.NumCallKinds]metrics.CounterMetric
@@ -307,18 +312,38 @@ func (m *policyMetrics) observe(k host.CallKind, since time.Time) {
 
 func (m *policyMetrics) ignoredCall(k host.CallKind) { m.ignored[k].Inc() }
 
+// usedSeries names an on-demand series of a policy: which vector, and
+// its label values after the policy's name.
+type usedSeries struct {
+	vec  string
+	a, b string
+}
+
+func (m *policyMetrics) use(vec, a, b string) {
+	m.usedMu.Lock()
+	if m.used == nil {
+		m.used = map[usedSeries]struct{}{}
+	}
+	m.used[usedSeries{vec, a, b}] = struct{}{}
+	m.usedMu.Unlock()
+}
+
 func (m *policyMetrics) audited(k host.CallKind, result string) {
+	m.use("audit", k.String(), result)
 	auditVerdicts.WithLabelValues(m.name, k.String(), result).Inc()
 }
 
 func (m *policyMetrics) load(result string, d time.Duration) {
+	m.use("load", result, "")
 	loads.WithLabelValues(m.name, result).Inc()
 	if d > 0 {
+		m.use("loadDuration", result, "")
 		loadDuration.WithLabelValues(m.name, result).Observe(d.Seconds())
 	}
 }
 
 func (m *policyMetrics) stoppedCycle(reason string) {
+	m.use("stopped", reason, "")
 	stoppedCycles.WithLabelValues(m.name, reason).Inc()
 }
 
@@ -357,4 +382,19 @@ func (m *policyMetrics) forget(activeSHA string) {
 	if activeSHA != "" {
 		moduleInfo.DeleteLabelValues(m.name, activeSHA)
 	}
+	m.usedMu.Lock()
+	defer m.usedMu.Unlock()
+	for u := range m.used {
+		switch u.vec {
+		case "audit":
+			auditVerdicts.Delete(map[string]string{"policy": m.name, "extension_point": u.a, "result": u.b})
+		case "load":
+			loads.Delete(map[string]string{"policy": m.name, "result": u.a})
+		case "loadDuration":
+			loadDuration.Delete(map[string]string{"policy": m.name, "result": u.a})
+		case "stopped":
+			stoppedCycles.Delete(map[string]string{"policy": m.name, "reason": u.a})
+		}
+	}
+	m.used = nil
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
@@ -116,4 +117,46 @@ func counterValue(t *testing.T, name string, labels map[string]string) float64 {
 		}
 	}
 	return 0
+}
+
+// A deleted policy object's policy leaves no series behind: policy names
+// come and go with objects, and each name's series would otherwise stay
+// in the scheduler's memory and on every scrape.
+func TestForgetDeletesThePolicySeries(t *testing.T) {
+	registerMetrics()
+	m := newPolicyMetrics("forgotten")
+	m.evaluated(host.CallFilter, rSuccess)
+	m.observe(host.CallFilter, time.Now())
+	m.ignoredCall(host.CallScore)
+	m.load("Success", time.Millisecond)
+	m.load("SourceError", 0)
+	m.audited(host.CallFilter, ResultUnschedulable)
+	m.stoppedCycle(ResultTimeout)
+	m.setBreaker(breakerOpen)
+	m.setActive("abc", "")
+	m.overrun.Observe(0.001)
+	count := func() int {
+		mfs, err := legacyregistry.DefaultGatherer.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, mf := range mfs {
+			for _, metric := range mf.GetMetric() {
+				for _, l := range metric.GetLabel() {
+					if l.GetName() == "policy" && l.GetValue() == "forgotten" {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	if n := count(); n == 0 {
+		t.Fatal("the policy's series were not created")
+	}
+	m.forget("abc")
+	if n := count(); n != 0 {
+		t.Errorf("%d series of the forgotten policy remain", n)
+	}
 }

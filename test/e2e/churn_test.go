@@ -1,0 +1,281 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+	policyv1alpha1 "github.com/wasmsched/wasmsched/pkg/apis/policy/v1alpha1"
+)
+
+// TestPolicyObjectChurn creates and deletes a policy object CHURN_CYCLES
+// times (default 50) while CHURN_PODS pods (default 2000) schedule, next to
+// a cluster policy that stays. The churned policies (maintenance-avoidance,
+// bin-packing, spread in turn) admit every pod of the run, so the outcome
+// of each pod is known: bound, or (team "nobody") rejected by the policy
+// that stays.
+//
+// It requires: no pod lost, none scheduled twice, no failed policy call or
+// cycle without a module in the log, and the scheduler's resident memory
+// after the churn (once the retired policies are closed) within 10% of
+// what it was before it, in the same state: a first wave of as many pods,
+// scheduled without churn, is in its cache when memory is measured before;
+// it is deleted, and the second wave (created behind a scheduling gate,
+// released when the churn starts) is in the cache when memory is measured
+// after.
+func TestPolicyObjectChurn(t *testing.T) {
+	nPods, cycles := envInt("CHURN_PODS", 2000), envInt("CHURN_CYCLES", 50)
+	ctx := context.Background()
+	e := newEnv(t, "churn")
+	for i := 0; i < 40; i++ {
+		labels := map[string]string{}
+		switch i % 5 {
+		case 0, 1:
+			labels["team"] = "a"
+		case 2, 3:
+			labels["team"] = "b"
+		}
+		e.nodeWith(fmt.Sprintf("n-%02d", i), labels, nil, "64")
+	}
+	e.policyConfigMap("team", module(t, "team-isolation"))
+	churned := []string{"maintenance-avoidance", "bin-packing", "spread"}
+	for _, m := range churned {
+		e.policyConfigMap(m, module(t, m))
+	}
+	path := e.objectSchedulerConfig("", e.name, "leaderElection: {leaderElect: false}")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A short grace, so that the retired policies are closed soon after
+	// the churn; cycles here take milliseconds.
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), "      policyObjects:", "      retiredGrace: 2s\n      policyObjects:", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.log = filepath.Join(e.dir, "kube-scheduler.log")
+	e.sched = e.run(path, e.log)
+	e.waitLog(`"Starting Kubernetes Scheduler"`, 1, 60*time.Second)
+	stay := e.name + "-team"
+	t.Cleanup(func() { deleteObject(t, policyv1alpha1.ClusterSchedulingPoliciesResource, "", stay) })
+	e.apply(e.clusterPolicy(stay, "key=team", ""))
+	waitReady(t, "", stay, 1, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+
+	// Pods are created and deleted faster than the shared client's QPS allows.
+	cfg := cp.RestConfig(controlplane.AdminUser)
+	cfg.QPS, cfg.Burst = 2000, 2000
+	fast, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, nPods)
+	labels := make([]map[string]string, nPods)
+	nobody := map[string]bool{}
+	for i := range names {
+		names[i] = fmt.Sprintf("p-%04d", i)
+		switch {
+		case i%20 == 0:
+			labels[i] = map[string]string{"team": "nobody"}
+			nobody[names[i]] = true
+		case i%20 == 1: // shared pool
+		case i%2 == 0:
+			labels[i] = map[string]string{"team": "a"}
+		default:
+			labels[i] = map[string]string{"team": "b"}
+		}
+	}
+	createGated := func() {
+		start := time.Now()
+		parallel(nPods, func(i int) {
+			p := &v1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: e.name, Labels: labels[i]},
+				Spec: v1.PodSpec{
+					SchedulerName: e.name, NodeSelector: map[string]string{"e2e": e.name},
+					SchedulingGates: []v1.PodSchedulingGate{{Name: "wasmsched.io/churn"}},
+					Containers: []v1.Container{{Name: "c", Image: "registry.example/app:1", Resources: v1.ResourceRequirements{
+						Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("10m"), v1.ResourceMemory: resource.MustParse("16Mi")}}}},
+				},
+			}
+			if _, err := fast.CoreV1().Pods(e.name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
+		t.Logf("%d gated pods created in %s", nPods, time.Since(start).Round(time.Millisecond))
+	}
+	release := func() {
+		parallel(nPods, func(i int) {
+			patch := []byte(`{"spec":{"schedulingGates":null}}`)
+			if _, err := fast.CoreV1().Pods(e.name).Patch(ctx, names[i], types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitSettled := func() (bound, unschedulable, lost []string) {
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(250 * time.Millisecond) {
+			bound, unschedulable, lost = settle(t, e, names)
+			if len(lost) == 0 || time.Now().After(deadline) {
+				return
+			}
+		}
+	}
+
+	// The first wave, without churn.
+	createGated()
+	release()
+	waitSettled()
+	// Warm up what the churn loads (each module once), then measure.
+	for i, m := range churned {
+		e.churnOnce(m, i)
+	}
+	closedRe := regexp.MustCompile(`"Retired policy closed: its instances and compiled code are freed" policy="` + regexp.QuoteMeta(e.name) + `-churn-`)
+	e.waitLogMatch(closedRe, len(churned), time.Minute)
+	e.waitLog(`"Returned the memory of closed policies to the operating system"`, 1, time.Minute)
+	before := e.schedulerRSS()
+	// Delete the first wave; the second is created behind its gate.
+	zero := int64(0)
+	parallel(nPods, func(i int) {
+		if err := fast.CoreV1().Pods(e.name).Delete(ctx, names[i], metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Error(err)
+		}
+	})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(250 * time.Millisecond) {
+		pods, err := client.CoreV1().Pods(e.name).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err := client.EventsV1().Events(e.name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createGated()
+	// The churn, while the gates come off and the pods schedule.
+	churnDone := make(chan struct{})
+	go func() {
+		defer close(churnDone)
+		for i := 0; i < cycles; i++ {
+			e.churnOnce(churned[i%len(churned)], len(churned)+i)
+		}
+	}()
+	released := time.Now()
+	release()
+	bound, unschedulable, lost := waitSettled()
+	settled := time.Since(released)
+	<-churnDone
+	churned50 := time.Since(released)
+	// The retired policies close after the grace (2 s), and the scheduler
+	// then returns their memory to the OS (within 10 s of a close).
+	e.waitLogMatch(closedRe, cycles+len(churned), time.Minute)
+	var after int64
+	back := time.Now()
+	for deadline := back.Add(30 * time.Second); ; {
+		if after = e.schedulerRSS(); after <= before+before/10 || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("  memory back within %s of the last close", time.Since(back).Round(100*time.Millisecond))
+
+	twice := scheduledTwice(t, e)
+	var failed []string
+	log := readLog(e)
+	for _, bad := range []string{`"Policy call failed"`, "policy has no module loaded", "replaced and freed", `"Policy returned an error"`} {
+		if n := strings.Count(log, bad); n > 0 {
+			failed = append(failed, fmt.Sprintf("%s ×%d", bad, n))
+		}
+	}
+	created := strings.Count(log, `"Policy object active" object="clusterschedulingpolicy/`+e.name+`-churn-`)
+	deleted := strings.Count(log, `"Policy object deleted; its policy no longer applies" object="clusterschedulingpolicy/`+e.name+`-churn-`)
+	closed := strings.Count(log, `"Retired policy closed: its instances and compiled code are freed" policy="`+e.name+`-churn-`)
+	t.Logf("CHURN REPORT pods=%d, policy objects created and deleted %d times (+%d warm-up)", nPods, cycles, len(churned))
+	t.Logf("  pods settled %s after release; churn done after %s", settled.Round(time.Millisecond), churned50.Round(time.Millisecond))
+	t.Logf("  bound %d, unschedulable with a reason %d, lost %d, scheduled twice %d", len(bound), len(unschedulable), len(lost), len(twice))
+	t.Logf("  churned policies active %d, deleted %d, closed %d; failed calls or cycles: %v", created, deleted, closed, failed)
+	t.Logf("  scheduler RSS before the churn %d MiB, after %d MiB (%+.1f%%)", before/1024, after/1024, 100*float64(after-before)/float64(before))
+
+	if len(lost) > 0 {
+		t.Errorf("%d pods lost, e.g. %v", len(lost), lost[:min(5, len(lost))])
+	}
+	if len(twice) > 0 {
+		t.Errorf("pods scheduled twice: %v", twice)
+	}
+	if len(failed) > 0 {
+		t.Errorf("failed policy calls or cycles: %v", failed)
+	}
+	for _, n := range bound {
+		if nobody[n] {
+			t.Errorf("%s (team nobody) was bound", n)
+		}
+	}
+	if want := nPods / 20; len(unschedulable) != want {
+		t.Errorf("%d pods unschedulable, want the %d of team nobody", len(unschedulable), want)
+	}
+	if want := cycles + len(churned); created != want || deleted != want || closed < want {
+		t.Errorf("churned policies: %d active, %d deleted, %d closed; want %d each", created, deleted, closed, want)
+	}
+	if after > before+before/10 {
+		t.Errorf("scheduler RSS %d MiB after the churn, %d MiB before: more than 10%% higher", after/1024, before/1024)
+	}
+}
+
+// churnOnce creates a cluster policy running module m, waits until it
+// serves, deletes it and waits until it no longer applies.
+func (e *env) churnOnce(m string, i int) {
+	e.t.Helper()
+	name := fmt.Sprintf("%s-churn-%d", e.name, i)
+	e.apply(fmt.Sprintf(`apiVersion: policy.wasmsched.io/v1alpha1
+kind: ClusterSchedulingPolicy
+metadata: {name: %s}
+spec:
+  source: %s
+  failurePolicy: Ignore
+  profiles: [%s]
+`, name, cmSource(e, m), e.name))
+	e.waitLog(`"Policy object active" object="clusterschedulingpolicy/`+name+`"`, 1, 30*time.Second)
+	deleteObject(e.t, policyv1alpha1.ClusterSchedulingPoliciesResource, "", name)
+	e.waitLog(`"Policy object deleted; its policy no longer applies" object="clusterschedulingpolicy/`+name+`"`, 1, 30*time.Second)
+}
+
+// schedulerRSS is the median of five samples of the scheduler's resident
+// memory, in KiB, half a second apart.
+func (e *env) schedulerRSS() int64 {
+	var xs []int64
+	for i := 0; i < 5; i++ {
+		xs = append(xs, rssKB(e.sched.Process.Pid))
+		time.Sleep(500 * time.Millisecond)
+	}
+	return median(xs)
+}
+
+// parallel runs fn(0..n-1) on 16 goroutines.
+func parallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
