@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
@@ -57,7 +58,11 @@ func (o *explainOptions) run(cmd *cobra.Command, g *globalOptions, target string
 	if !ok || ns == "" || name == "" {
 		return fmt.Errorf("want NAMESPACE/POD, got %q", target)
 	}
-	client, err := clientFor(g)
+	rc, err := restConfigFor(g)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
@@ -107,7 +112,9 @@ func (o *explainOptions) run(cmd *cobra.Command, g *globalOptions, target string
 	if err != nil {
 		return err
 	}
-	plugin, err := loadPlugin(ctx, args, wasmpolicy.NewClientHandle(client, nil))
+	// Policy objects (policyObjects.enabled) are read as the scheduler reads
+	// them; their status is the scheduler's to write.
+	plugin, err := loadPlugin(ctx, args, wasmpolicy.NewClientHandleWithConfig(client, rc, nil), wasmpolicy.WithReadOnlyObjects())
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -104,6 +105,15 @@ func readPod(path string) (*v1.Pod, error) {
 
 // clientFor builds a client from --kubeconfig and --context, the way kubectl does.
 func clientFor(g *globalOptions) (kubernetes.Interface, error) {
+	cfg, err := restConfigFor(g)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// restConfigFor is the client config of --kubeconfig and --context.
+func restConfigFor(g *globalOptions) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = g.kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context}).ClientConfig()
@@ -111,7 +121,7 @@ func clientFor(g *globalOptions) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = 50, 100
-	return kubernetes.NewForConfig(cfg)
+	return cfg, nil
 }
 
 // snapshot reads every node and every pod bound to one, read-only.

@@ -14,6 +14,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	policyv1alpha1 "github.com/wasmsched/wasmsched/pkg/apis/policy/v1alpha1"
 )
 
 // SHA256Annotation records, on a policy ConfigMap, the sha256 of the module
@@ -25,6 +31,7 @@ type pushOptions struct {
 	configMap string
 	key       string
 	name      string
+	object    string
 }
 
 // PushResult is what wasmsched push did.
@@ -37,6 +44,9 @@ type PushResult struct {
 	Created   bool   `json:"created"`
 	// Snippet is the policy entry for the WasmPolicy pluginConfig args.
 	Snippet string `json:"snippet"`
+	// Object is the policy object created or updated (--object), as
+	// Kind namespace/name; "" without --object.
+	Object string `json:"object,omitempty"`
 }
 
 func newPushCommand(g *globalOptions) *cobra.Command {
@@ -51,7 +61,8 @@ func newPushCommand(g *globalOptions) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.configMap, "configmap", "", "NAMESPACE/NAME of the ConfigMap to create or update")
 	cmd.Flags().StringVar(&o.key, "key", "policy.wasm", "the binaryData key")
-	cmd.Flags().StringVar(&o.name, "name", "", "policy name for the printed snippet (default: the file name)")
+	cmd.Flags().StringVar(&o.name, "name", "", "policy name for the printed snippet or the policy object (default: the file name)")
+	cmd.Flags().StringVar(&o.object, "object", "", "also create or update a policy object pinned to the module: SchedulingPolicy (in the ConfigMap's namespace) or ClusterSchedulingPolicy; only its source and sha256 are set")
 	_ = cmd.MarkFlagRequired("configmap")
 	return cmd
 }
@@ -64,6 +75,11 @@ func (o *pushOptions) run(cmd *cobra.Command, g *globalOptions, file string) err
 	ns, name, ok := strings.Cut(o.configMap, "/")
 	if !ok || ns == "" || name == "" {
 		return fmt.Errorf("--configmap wants NAMESPACE/NAME, got %q", o.configMap)
+	}
+	switch o.object {
+	case "", "SchedulingPolicy", "ClusterSchedulingPolicy":
+	default:
+		return fmt.Errorf("--object wants SchedulingPolicy or ClusterSchedulingPolicy, got %q", o.object)
 	}
 	report, err := validateFile(ctx, file)
 	if err != nil {
@@ -90,7 +106,11 @@ func (o *pushOptions) run(cmd *cobra.Command, g *globalOptions, file string) err
 		_ = zw.Close()
 		data, gz = b.Bytes(), true
 	}
-	client, err := clientFor(g)
+	rc, err := restConfigFor(g)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
@@ -134,6 +154,11 @@ func (o *pushOptions) run(cmd *cobra.Command, g *globalOptions, file string) err
     configMap: {namespace: %s, name: %s, key: %s}
   sha256: %s
 `, policy, ns, name, o.key, report.SHA256)
+	if o.object != "" {
+		if res.Object, err = applyPolicyObject(ctx, rc, o.object, ns, policy, name, o.key, report.SHA256); err != nil {
+			return err
+		}
+	}
 	return print(cmd.OutOrStdout(), g.output, res, func(tw *tabwriter.Writer) {
 		verb := "Updated"
 		if res.Created {
@@ -144,9 +169,48 @@ func (o *pushOptions) run(cmd *cobra.Command, g *globalOptions, file string) err
 			enc = "gzipped"
 		}
 		fmt.Fprintf(tw, "%s ConfigMap %s: key %s, %d KiB %s, sha256 %s\n\n", verb, res.ConfigMap, o.key, len(data)>>10, enc, report.SHA256)
+		if res.Object != "" {
+			fmt.Fprintf(tw, "Applied %s: source and sha256 pinned to this module.\nThe scheduler reports it in the object's status (kubectl get %s).\n", res.Object, strings.ToLower(o.object))
+			return
+		}
 		fmt.Fprintf(tw, "Add this entry to the policies of the WasmPolicy pluginConfig args\n(and the ConfigMap name to the scheduler's policy-reader Role, see manifests/):\n\n")
 		for _, l := range strings.Split(strings.TrimRight(res.Snippet, "\n"), "\n") {
 			fmt.Fprintln(tw, "      "+l)
 		}
 	})
+}
+
+// applyPolicyObject creates or updates a policy object of kind named name
+// (in namespace ns for a SchedulingPolicy) so that its source is the
+// ConfigMap key just pushed and its sha256 the module's. Server-side apply
+// owns only those two fields: a team's other settings (config, scope, mode)
+// stay as they are.
+func applyPolicyObject(ctx context.Context, rc *rest.Config, kind, ns, name, configMap, key, sha string) (string, error) {
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return "", err
+	}
+	meta := map[string]interface{}{"name": name}
+	gvr := policyv1alpha1.ClusterSchedulingPoliciesResource
+	var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+	ref := kind + " " + name
+	if kind == "SchedulingPolicy" {
+		gvr = policyv1alpha1.SchedulingPoliciesResource
+		meta["namespace"] = ns
+		ri = dyn.Resource(gvr).Namespace(ns)
+		ref = kind + " " + ns + "/" + name
+	}
+	obj := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": policyv1alpha1.SchemeGroupVersion.String(),
+		"kind":       kind,
+		"metadata":   meta,
+		"spec": map[string]interface{}{
+			"source": map[string]interface{}{"configMap": map[string]interface{}{"namespace": ns, "name": configMap, "key": key}},
+			"sha256": sha,
+		},
+	}}
+	if _, err := ri.Apply(ctx, name, obj, metav1.ApplyOptions{FieldManager: "wasmsched-push", Force: true}); err != nil {
+		return "", fmt.Errorf("applying %s: %w", ref, err)
+	}
+	return ref, nil
 }

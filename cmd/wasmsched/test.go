@@ -371,6 +371,9 @@ func explanationTable(tw *tabwriter.Writer, ex *wasmpolicy.Explanation) {
 	if len(ex.Policies) > 0 {
 		fmt.Fprintln(tw)
 	}
+	if len(ex.OutOfScope) > 0 {
+		fmt.Fprintf(tw, "\nNot applied to this pod (outside their scope): %s\n", strings.Join(ex.OutOfScope, ", "))
+	}
 }
 
 // cacheDir is where compiled modules are cached between runs.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -258,9 +259,15 @@ type clientHandle struct {
 	framework.Handle
 	client   kubernetes.Interface
 	recorder framework.EventRecorder
+	config   *rest.Config
 }
 
-func (h clientHandle) ClientSet() kubernetes.Interface        { return h.client }
+func (h clientHandle) ClientSet() kubernetes.Interface { return h.client }
+func (h clientHandle) KubeConfig() *rest.Config        { return h.config }
+
+// ProfileName is "" outside a scheduler: no profile, so policies of every
+// profile are loaded and each pod's schedulerName picks among them.
+func (h clientHandle) ProfileName() string                    { return "" }
 func (h clientHandle) EventRecorder() framework.EventRecorder { return h.recorder }
 
 // SnapshotSharedLister is nil outside a scheduler: a policy's cluster view
@@ -278,6 +285,12 @@ func (h clientHandle) Activate(klog.Logger, map[string]*v1.Pod) {}
 // every policy has a file source; recorder may be nil.
 func NewClientHandle(client kubernetes.Interface, recorder framework.EventRecorder) framework.Handle {
 	return clientHandle{client: client, recorder: recorder}
+}
+
+// NewClientHandleWithConfig is NewClientHandle with the client's config,
+// which policy objects need (their informers use a dynamic client).
+func NewClientHandleWithConfig(client kubernetes.Interface, cfg *rest.Config, recorder framework.EventRecorder) framework.Handle {
+	return clientHandle{client: client, recorder: recorder, config: cfg}
 }
 
 // Unloaded lists the policies that have no module loaded, with their source.

@@ -125,6 +125,9 @@ func newObjectPolicies(w *WasmPolicy, po config.PolicyObjects) (*objectPolicies,
 		entries: map[objKey]*objEntry{},
 		synced:  make(chan struct{}),
 	}
+	if w.opts.readOnlyObjects {
+		return o, nil
+	}
 	if o.lease, err = joinStatusLease(h.ClientSet(), po.StatusLease, o); err != nil {
 		return nil, err
 	}
@@ -484,7 +487,9 @@ func (r *memoryReleaser) trigger() {
 
 // close stops the objects' policies with the plugin.
 func (o *objectPolicies) close() {
-	o.lease.leave(o.ref, o)
+	if o.lease != nil {
+		o.lease.leave(o.ref, o)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, e := range o.entries {
@@ -564,7 +569,7 @@ func readyReason(loadReason string) string {
 // status lease and the status changed. A condition keeps its
 // lastTransitionTime while its status stays the same.
 func (o *objectPolicies) writeStatus(u *unstructured.Unstructured, e *objEntry) error {
-	if !o.lease.leading.Load() {
+	if o.lease == nil || !o.lease.leading.Load() {
 		return nil
 	}
 	want := statusOf(e)

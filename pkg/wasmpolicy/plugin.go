@@ -65,6 +65,9 @@ type options struct {
 	retiredGrace       time.Duration
 	progress           func(LoadProgress)
 	progressEvery      time.Duration
+	// readOnlyObjects: policy objects are run but their status is never
+	// written (tools that host the plugin).
+	readOnlyObjects bool
 }
 
 // Option changes how a plugin is built. Options are values, not package
@@ -123,6 +126,13 @@ func (w *WasmPolicy) LoadProgress() LoadProgress {
 		}
 	}
 	return lp
+}
+
+// WithReadOnlyObjects runs policy objects (args policyObjects.enabled)
+// without ever writing their status or taking the status lease: for tools
+// (wasmsched explain) that load what the scheduler runs.
+func WithReadOnlyObjects() Option {
+	return func(o *options) { o.readOnlyObjects = true }
 }
 
 // WithRetiredGrace sets how long a replaced module version stays callable

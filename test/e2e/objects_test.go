@@ -511,3 +511,67 @@ func TestPolicyObjectsWithTwoReplicas(t *testing.T) {
 		t.Errorf("after the failover status written by %v, want the survivor wasmsched/%s among them", got, newIdentity)
 	}
 }
+
+// A team ships a policy with the CLI alone: wasmsched push uploads the
+// module and pins it in a SchedulingPolicy; the running scheduler picks it
+// up; wasmsched explain shows it deciding for the team's pods and out of
+// scope for others.
+func TestTeamPushesAPolicyObject(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, "teampush")
+	e.node("a", map[string]string{"team": "a"}, "4")
+	e.node("s", nil, "4")
+	team := e.name + "-team"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.RbacV1().RoleBindings(team).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-policy-module-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "wasmsched-policy-module-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controlplane.SchedulerUser}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.startObjectScheduler()
+	cfg := filepath.Join(e.dir, "config.yaml")
+
+	wasm := filepath.Join(root, "_output", "guests", "tinygo", "team-isolation.wasm")
+	out, err := wasmsched(t, "push", wasm, "--configmap", team+"/policy-isolation", "--object", "SchedulingPolicy", "--name", "isolation", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"object": "SchedulingPolicy `+team+`/isolation"`) {
+		t.Fatalf("push did not report the object:\n%s", out)
+	}
+	t.Cleanup(func() { deleteObject(t, policyv1alpha1.SchedulingPoliciesResource, team, "isolation") })
+	st := waitReady(t, team, "isolation", 1, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+	if mod, _ := os.ReadFile(wasm); st.ActiveSHA256 != digest(mod) {
+		t.Errorf("activeSHA256 %s, want the pushed module's", st.ActiveSHA256)
+	}
+	// The team's own settings next to what push owns.
+	e.apply(fmt.Sprintf("apiVersion: policy.wasmsched.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: isolation, namespace: %s}\nspec:\n  config: key=team\n  profiles: [%s]\n", team, e.name))
+	waitReady(t, team, "isolation", 2, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
+	if out, err := wasmsched(t, "push", wasm, "--configmap", team+"/policy-isolation", "--object", "SchedulingPolicy", "--name", "isolation"); err != nil || !strings.Contains(out, "Applied SchedulingPolicy "+team+"/isolation") {
+		t.Fatalf("second push: %v\n%s", err, out)
+	}
+	e.podIn(team, e.name, "team-pod", map[string]string{"team": "c"}, "100m")
+	if msg := e.rejectedIn(team, "team-pod"); !strings.Contains(msg, "WasmPolicy/"+team+"/isolation") {
+		t.Errorf("team-pod rejected without naming the policy: %s", msg)
+	}
+	out, err = wasmsched(t, "explain", team+"/team-pod", "--scheduler-config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, team+"/isolation") || !strings.Contains(out, "0 of 2 nodes pass") {
+		t.Errorf("explain of the team's pod does not show the object policy rejecting it:\n%s", out)
+	}
+	e.pod("other-pod", map[string]string{"team": "c"}, "100m")
+	e.placed("other-pod")
+	out, err = wasmsched(t, "explain", e.name+"/other-pod", "--scheduler-config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Not applied to this pod (outside their scope): "+team+"/isolation") {
+		t.Errorf("explain of another namespace's pod does not list the object policy as out of scope:\n%s", out)
+	}
+}
