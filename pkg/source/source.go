@@ -13,10 +13,12 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -191,13 +193,32 @@ func (c *ConfigMap) Run(ctx context.Context, fn func(Update)) {
 		klog.ErrorS(err, "Could not watch policy ConfigMap", "configmap", klog.KRef(c.Namespace, c.Name))
 		return
 	}
+	// A ConfigMap the scheduler may not read is reported, not waited for
+	// forever: the informer retries, and the first success reports the content.
+	var errMu sync.Mutex
+	lastErr := ""
+	_ = inf.SetWatchErrorHandlerWithContext(func(hctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			errMu.Lock()
+			msg := err.Error()
+			repeat := msg == lastErr
+			lastErr = msg
+			errMu.Unlock()
+			if !repeat {
+				send(Update{Err: fmt.Errorf("reading configmap %s/%s: %w (the scheduler needs get, list and watch on it: bind the ClusterRole wasmsched-policy-module-reader to the scheduler in namespace %s)", c.Namespace, c.Name, err, c.Namespace)})
+			}
+		}
+		cache.DefaultWatchErrorHandler(hctx, r, err)
+	})
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) && ctx.Err() == nil {
-		klog.InfoS("Policy ConfigMap informer did not sync", "configmap", klog.KRef(c.Namespace, c.Name))
-	}
-	if len(inf.GetStore().List()) == 0 && ctx.Err() == nil {
-		send(Update{Err: fmt.Errorf("configmap %s/%s not found", c.Namespace, c.Name)})
-	}
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return
+		}
+		if len(inf.GetStore().List()) == 0 && ctx.Err() == nil {
+			send(Update{Err: fmt.Errorf("configmap %s/%s not found", c.Namespace, c.Name)})
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():

@@ -357,6 +357,19 @@ spec:
 	for _, n := range []string{"isolation", "cross", "missing"} {
 		deleteObject(t, policyv1alpha1.SchedulingPoliciesResource, team, n)
 	}
+
+	// A namespace that did not let the scheduler read its ConfigMaps gets
+	// the reason and the fix, not an endless Loading.
+	closed := e.name + "-closed"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: closed}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.apply(strings.ReplaceAll(policy("isolation", "{configMap: {name: policy-team-isolation, key: policy.wasm}}"), "namespace: "+team, "namespace: "+closed))
+	st = waitReady(t, closed, "isolation", 1, metav1.ConditionFalse, policyv1alpha1.ReasonSourceMissing)
+	if !strings.Contains(st.LastError, "forbidden") || !strings.Contains(st.LastError, "wasmsched-policy-module-reader") {
+		t.Errorf("unreadable ConfigMap reported as %q", st.LastError)
+	}
+	deleteObject(t, policyv1alpha1.SchedulingPoliciesResource, closed, "isolation")
 }
 
 // A module that does not load, or an update pinning another digest, leaves
