@@ -4,7 +4,10 @@
 // (ConfigMaps and a hostPath-style file), runs bin/kube-scheduler with them,
 // schedules a workload and prints where each pod landed and why. Then it
 // hot-reloads one policy through its ConfigMap (packing → spreading) and
-// shows the changed placement. It tears everything down unless KEEP=1.
+// shows the changed placement. Last, a team ships a policy of its own, live:
+// a SchedulingPolicy in its namespace (wasmsched push --object), which holds
+// back the team's pods and leaves every other namespace's pods alone. It
+// tears everything down unless KEEP=1.
 package main
 
 import (
@@ -101,7 +104,7 @@ func run() error {
 	pins["maintenance-avoidance"] = digest(b)
 	fmt.Printf("   file %s/maintenance-avoidance.wasm\n", policyDir)
 
-	step("Starting bin/kube-scheduler (profile " + schedulerName + ", authenticated as system:kube-scheduler)")
+	step("Starting bin/kube-scheduler (profile " + schedulerName + ", authenticated as system:kube-scheduler, policy objects on)")
 	cfg, err := writeSchedulerConfig(state, cp, policyDir, pins)
 	if err != nil {
 		return err
@@ -109,6 +112,14 @@ func run() error {
 	if err := controlplane.GrantPolicyRead(ctx, client, policyNS, controlplane.SchedulerUser); err != nil {
 		return err
 	}
+	_, _, kubectl, err := controlplane.Binaries(controlplane.BinDir(root))
+	if err != nil {
+		return err
+	}
+	if err := controlplane.InstallPolicyObjects(ctx, client, root, kubectl, cp.AdminKubeconfig, controlplane.SchedulerUser, "kube-system"); err != nil {
+		return err
+	}
+	fmt.Println("   CRDs from manifests/crds: ClusterSchedulingPolicy, SchedulingPolicy")
 	if out, err := exec.Command(filepath.Join(root, "bin", "kube-scheduler"), "--version").Output(); err == nil {
 		fmt.Printf("   %s\n", strings.Replace(strings.TrimSpace(string(out)), "Kubernetes", "kube-scheduler", 1))
 	}
@@ -144,7 +155,7 @@ func run() error {
 	if err := submit(ctx, client, workload); err != nil {
 		return err
 	}
-	if err := show(ctx, client, workload); err != nil {
+	if err := show(ctx, client, ns, workload); err != nil {
 		return err
 	}
 
@@ -167,7 +178,11 @@ func run() error {
 	if err := submit(ctx, client, more); err != nil {
 		return err
 	}
-	if err := show(ctx, client, append(workload, more...)); err != nil {
+	if err := show(ctx, client, ns, append(workload, more...)); err != nil {
+		return err
+	}
+
+	if err := teamShipsAPolicy(ctx, client, root, kubectl, cp, logPath); err != nil {
 		return err
 	}
 	fmt.Printf("\nDone in %s.", time.Since(start).Round(time.Second))
@@ -257,6 +272,7 @@ func writeSchedulerConfig(state string, cp *controlplane.ControlPlane, policyDir
         config: cpu=1,memory=1
 `, policyNS, pins["team-isolation"], filepath.Join(policyDir, "maintenance-avoidance.wasm"), pins["maintenance-avoidance"], policyNS, pins["gpu-fit"], policyNS)
 	cfg := controlplane.SchedulerConfig(cp.SchedulerKubeconfig, schedulerName, filepath.Join(state, "compile-cache"), "1s", "leaderElection: {leaderElect: false}", policies)
+	cfg = strings.Replace(cfg, "      policies:\n", "      policyObjects: {enabled: true}\n      policies:\n", 1)
 	p := filepath.Join(state, "kube-scheduler.yaml")
 	return p, os.WriteFile(p, []byte(cfg), 0o644)
 }
@@ -292,16 +308,19 @@ func gpuLimit(gpus int64) v1.ResourceList {
 // rejected, so placement decisions build on each other as in a real rollout.
 func submit(ctx context.Context, c kubernetes.Interface, pods []*v1.Pod) error {
 	for _, p := range pods {
-		if _, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if p.Namespace == "" {
+			p.Namespace = ns
+		}
+		if _, err := c.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
-			got, err := c.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+			got, err := c.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if got.Spec.NodeName != "" || failedReason(ctx, c, p.Name) != "" {
+			if got.Spec.NodeName != "" || failedReason(ctx, c, p.Namespace, p.Name) != "" {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -310,8 +329,8 @@ func submit(ctx context.Context, c kubernetes.Interface, pods []*v1.Pod) error {
 	return nil
 }
 
-func failedReason(ctx context.Context, c kubernetes.Interface, pod string) string {
-	evs, err := c.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
+func failedReason(ctx context.Context, c kubernetes.Interface, namespace, pod string) string {
+	evs, err := c.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
 	if err != nil {
 		return ""
 	}
@@ -329,7 +348,7 @@ func failedReason(ctx context.Context, c kubernetes.Interface, pod string) strin
 	return latest
 }
 
-func show(ctx context.Context, c kubernetes.Interface, pods []*v1.Pod) error {
+func show(ctx context.Context, c kubernetes.Interface, namespace string, pods []*v1.Pod) error {
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -357,7 +376,7 @@ func show(ctx context.Context, c kubernetes.Interface, pods []*v1.Pod) error {
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tLABELS / REQUESTS\tNODE\tWHY")
 	for _, name := range names {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		p, err := c.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -376,7 +395,7 @@ func show(ctx context.Context, c kubernetes.Interface, pods []*v1.Pod) error {
 		if p.Spec.NodeName != "" {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, what, p.Spec.NodeName, describe[p.Spec.NodeName])
 		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, what, "(pending)", failedReason(ctx, c, name))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, what, "(pending)", failedReason(ctx, c, namespace, name))
 		}
 	}
 	return tw.Flush()
@@ -406,4 +425,72 @@ func waitForLog(path, text string, timeout time.Duration, n ...int) error {
 func digest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// teamShipsAPolicy is the last act: team-payments, a namespace of the
+// payments team, caps its own pods at one per node with a SchedulingPolicy
+// it ships itself, while the scheduler runs.
+func teamShipsAPolicy(ctx context.Context, c kubernetes.Interface, root, kubectl string, cp *controlplane.ControlPlane, logPath string) error {
+	const team = "team-payments"
+	step("A team ships its own policy, live: " + team + " caps its pods at one per node with a SchedulingPolicy (no scheduler restart)")
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// What the namespace's admins grant once (manifests/examples/team).
+	if err := controlplane.GrantModuleRead(ctx, c, team, controlplane.SchedulerUser); err != nil {
+		return err
+	}
+	wasm := filepath.Join(root, "_output", "guests", "tinygo", "team-pod-cap.wasm")
+	push := exec.Command(filepath.Join(root, "bin", "wasmsched"), "push", wasm, "--configmap", team+"/policy-replica-cap",
+		"--object", "SchedulingPolicy", "--name", "replica-cap", "--kubeconfig", cp.AdminKubeconfig)
+	out, err := push.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("wasmsched push: %v\n%s", err, out)
+	}
+	fmt.Printf("   $ wasmsched push team-pod-cap.wasm --configmap %s/policy-replica-cap --object SchedulingPolicy --name replica-cap\n", team)
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fmt.Println("     " + l)
+	}
+	spec := `{"spec":{"config":"key=team,max=1","reads":["NodePods"]}}`
+	if out, err := exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "-n", team, "patch", "schedulingpolicy", "replica-cap", "--type", "merge", "-p", spec).CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl patch: %v\n%s", err, out)
+	}
+	fmt.Printf("   $ kubectl -n %s patch schedulingpolicy replica-cap --type merge -p '%s'\n", team, spec)
+	if err := waitForLog(logPath, `"Policy object active" object="schedulingpolicy/`+team+`/replica-cap" policy="`+team+`/replica-cap" generation=2`, 30*time.Second); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		out, _ := exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "-n", team, "get", "schedulingpolicy", "replica-cap", "-o", "jsonpath={.status.observedGeneration}").Output()
+		if string(out) == "2" {
+			break
+		}
+	}
+	out, err = exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "-n", team, "get", "schedulingpolicies").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl get: %v\n%s", err, out)
+	}
+	fmt.Printf("   $ kubectl -n %s get schedulingpolicies\n", team)
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fmt.Println("     " + l)
+	}
+	fmt.Printf("\n   Pods of %s (the policy applies):\n", team)
+	teamPods := []*v1.Pod{
+		pod("ledger-1", map[string]string{"team": "payments"}, "250m", "256Mi", 0),
+		pod("ledger-2", map[string]string{"team": "payments"}, "250m", "256Mi", 0),
+	}
+	for _, p := range teamPods {
+		p.Namespace = team
+	}
+	if err := submit(ctx, c, teamPods); err != nil {
+		return err
+	}
+	if err := show(ctx, c, team, teamPods); err != nil {
+		return err
+	}
+	fmt.Printf("\n   Pods of %s (another namespace: the policy does not apply):\n", ns)
+	other := []*v1.Pod{pod("payments-api-4", map[string]string{"team": "payments"}, "250m", "256Mi", 0)}
+	if err := submit(ctx, c, other); err != nil {
+		return err
+	}
+	return show(ctx, c, ns, other)
 }

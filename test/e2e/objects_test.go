@@ -15,7 +15,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,43 +27,19 @@ import (
 
 var dyn dynamic.Interface
 
-// setupPolicyObjects installs the policy CRDs from manifests/crds and lets
-// the scheduler's identity here (system:kube-scheduler) do what the
-// manifests let the wasmsched ServiceAccount do with them: their
-// ClusterRole, bound to it, and get/update of status Leases in kube-system.
+// setupPolicyObjects installs the policy CRDs and lets the scheduler's
+// identity here (system:kube-scheduler) use them as the manifests let the
+// wasmsched ServiceAccount, with status Leases in kube-system.
 func setupPolicyObjects(ctx context.Context) error {
 	var err error
 	if dyn, err = dynamic.NewForConfig(cp.RestConfig(controlplane.AdminUser)); err != nil {
 		return err
 	}
-	for _, args := range [][]string{
-		{"apply", "--server-side", "-k", filepath.Join(root, "manifests", "crds")},
-		{"apply", "--server-side", "-f", filepath.Join(root, "manifests", "base", "rbac-policy-objects.yaml")},
-		{"wait", "--for=condition=Established", "--timeout=60s", "crd/clusterschedulingpolicies.policy.wasmsched.io", "crd/schedulingpolicies.policy.wasmsched.io"},
-	} {
-		if out, err := kubectl("", args...); err != nil {
-			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-policy-objects-e2e"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "wasmsched-policy-objects"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controlplane.SchedulerUser}},
-	}, metav1.CreateOptions{}); err != nil {
+	_, _, kubectl, err := controlplane.Binaries(controlplane.BinDir(root))
+	if err != nil {
 		return err
 	}
-	if _, err := client.RbacV1().Roles("kube-system").Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-status-leases-e2e"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "update"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	_, err = client.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-status-leases-e2e"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "wasmsched-status-leases-e2e"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controlplane.SchedulerUser}},
-	}, metav1.CreateOptions{})
-	return err
+	return controlplane.InstallPolicyObjects(ctx, client, root, kubectl, cp.AdminKubeconfig, controlplane.SchedulerUser, "kube-system")
 }
 
 // kubectl runs kubectl as the admin with stdin, returning its combined output.
@@ -307,11 +282,7 @@ func TestNamespacedPolicyObject(t *testing.T) {
 	}
 	// The namespace lets the scheduler read its module ConfigMaps, as
 	// manifests/examples/team does for the scheduler's ServiceAccount.
-	if _, err := client.RbacV1().RoleBindings(team).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-policy-module-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "wasmsched-policy-module-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controlplane.SchedulerUser}},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := controlplane.GrantModuleRead(ctx, client, team, controlplane.SchedulerUser); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.CoreV1().ConfigMaps(team).Create(ctx, &v1.ConfigMap{
@@ -538,11 +509,7 @@ func TestTeamPushesAPolicyObject(t *testing.T) {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.RbacV1().RoleBindings(team).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "wasmsched-policy-module-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "wasmsched-policy-module-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controlplane.SchedulerUser}},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := controlplane.GrantModuleRead(ctx, client, team, controlplane.SchedulerUser); err != nil {
 		t.Fatal(err)
 	}
 	e.startObjectScheduler()
