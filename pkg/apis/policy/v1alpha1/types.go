@@ -152,10 +152,12 @@ type PolicySettings struct {
 	Weight *int32 `json:"weight,omitempty"`
 	// Mode is Enforce (default) or Audit (report what it would do, change nothing).
 	// +optional
+	// +kubebuilder:default=Enforce
 	// +kubebuilder:validation:Enum=Enforce;Audit
 	Mode string `json:"mode,omitempty"`
 	// FailurePolicy is Fail (default) or Ignore: what a failed call does.
 	// +optional
+	// +kubebuilder:default=Fail
 	// +kubebuilder:validation:Enum=Fail;Ignore
 	FailurePolicy string `json:"failurePolicy,omitempty"`
 	// Timeout bounds each call into the policy. Default 100ms, at most 10s.
