@@ -114,7 +114,14 @@ func (o *explainOptions) run(cmd *cobra.Command, g *globalOptions, target string
 	}
 	// Policy objects (policyObjects.enabled) are read as the scheduler reads
 	// them; their status is the scheduler's to write.
-	plugin, err := loadPlugin(ctx, args, wasmpolicy.NewClientHandleWithConfig(client, rc, nil), wasmpolicy.WithReadOnlyObjects())
+	nsLabels := func(name string) (map[string]string, bool) {
+		ns, err := client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false
+		}
+		return ns.Labels, true
+	}
+	plugin, err := loadPlugin(ctx, args, wasmpolicy.NewClientHandleWithConfig(client, rc, nil), wasmpolicy.WithReadOnlyObjects(), wasmpolicy.WithNamespaceLabels(nsLabels))
 	if err != nil {
 		return err
 	}

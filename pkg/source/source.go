@@ -205,7 +205,7 @@ func (c *ConfigMap) Run(ctx context.Context, fn func(Update)) {
 			lastErr = msg
 			errMu.Unlock()
 			if !repeat {
-				send(Update{Err: fmt.Errorf("reading configmap %s/%s: %w (the scheduler needs get, list and watch on it: bind the ClusterRole wasmsched-policy-module-reader to the scheduler in namespace %s)", c.Namespace, c.Name, err, c.Namespace)})
+				send(Update{Err: fmt.Errorf("reading configmap %s/%s: %w (the scheduler needs get, list and watch on it in namespace %s: a Role naming it, or a RoleBinding of the ClusterRole wasmsched-policy-module-reader; see manifests/README.md)", c.Namespace, c.Name, err, c.Namespace)})
 			}
 		}
 		cache.DefaultWatchErrorHandler(hctx, r, err)

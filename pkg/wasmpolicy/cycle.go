@@ -76,7 +76,7 @@ func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
 		rejectedBy:    make([]atomic.Bool, n),
 		batching:      batching,
 	}
-	c.pod.Cluster = w.clusterView()
+	c.pod.Cluster = w.clusterView(policies)
 	for i, p := range policies {
 		c.modules[i] = p.runtime.Current()
 		c.pcs[i].Budget = host.NewBudget(p.budget)

@@ -60,11 +60,16 @@ type objectPolicies struct {
 
 	mu      sync.Mutex
 	entries map[objKey]*objEntry
+	// retiring are the replaced and deleted policies waiting for their
+	// grace to end, with their timers.
+	retiring map[*policy]*time.Timer
 	// pending counts the objects listed at start whose first load has not
 	// ended; synced is closed when it reaches 0.
 	pending int
 	synced  chan struct{}
 	started bool
+	// lastInformerErr is the last listing error logged (under mu).
+	lastInformerErr string
 }
 
 // objKey names a policy object; namespace is "" for a cluster policy.
@@ -121,9 +126,10 @@ func newObjectPolicies(w *WasmPolicy, po config.PolicyObjects) (*objectPolicies,
 	}
 	o := &objectPolicies{
 		w: w, dyn: dyn, ref: po.StatusLease,
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[objKey](), workqueue.TypedRateLimitingQueueConfig[objKey]{Name: "wasmsched_policy_objects"}),
-		entries: map[objKey]*objEntry{},
-		synced:  make(chan struct{}),
+		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[objKey](), workqueue.TypedRateLimitingQueueConfig[objKey]{Name: "wasmsched_policy_objects"}),
+		entries:  map[objKey]*objEntry{},
+		retiring: map[*policy]*time.Timer{},
+		synced:   make(chan struct{}),
 	}
 	if w.opts.readOnlyObjects {
 		return o, nil
@@ -144,11 +150,19 @@ func (o *objectPolicies) start(ctx context.Context) <-chan struct{} {
 		false: o.factory.ForResource(policyv1alpha1.ClusterSchedulingPoliciesResource).Informer(),
 		true:  o.factory.ForResource(policyv1alpha1.SchedulingPoliciesResource).Informer(),
 	}
-	for _, inf := range o.informers {
+	for namespaced, inf := range o.informers {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    o.enqueueObj,
 			UpdateFunc: func(_, obj interface{}) { o.enqueueObj(obj) },
 			DeleteFunc: o.enqueueObj,
+		})
+		res := policyv1alpha1.ClusterSchedulingPoliciesResource
+		if namespaced {
+			res = policyv1alpha1.SchedulingPoliciesResource
+		}
+		_ = inf.SetWatchErrorHandlerWithContext(func(hctx context.Context, r *cache.Reflector, err error) {
+			o.informerFailed(res, err)
+			cache.DefaultWatchErrorHandler(hctx, r, err)
 		})
 	}
 	o.factory.Start(ctx.Done())
@@ -194,6 +208,25 @@ func (o *objectPolicies) start(ctx context.Context) <-chan struct{} {
 		o.queue.ShutDown()
 	}()
 	return o.synced
+}
+
+// informerFailed reports, once per distinct error, that the objects of res
+// cannot be listed (CRDs not installed, RBAC missing), and stops the start
+// from waiting for them: the args' policies schedule meanwhile, and the
+// objects load when the informer recovers.
+func (o *objectPolicies) informerFailed(res schema.GroupVersionResource, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if msg := res.Resource + ": " + err.Error(); msg != o.lastInformerErr {
+		o.lastInformerErr = msg
+		o.logger.Error(err, "Cannot list policy objects; policies from them apply once they can be listed", "resource", res.Resource,
+			"fix", "install the CRDs (kubectl apply --server-side -k manifests/crds) and let the scheduler list and watch them (manifests/base/rbac-policy-objects.yaml)")
+	}
+	select {
+	case <-o.synced:
+	default:
+		close(o.synced)
+	}
 }
 
 // settleLocked closes synced once no initial object is still loading.
@@ -265,11 +298,15 @@ func (o *objectPolicies) reconcile(k objKey) error {
 	e.generation = u.GetGeneration()
 	spec, sc, invalid := o.policyOf(k, u)
 	if invalid == "" && !sc.takesProfile(o.w.profile) {
-		// Another profile runs it; this plugin neither runs it nor reports.
-		o.drop(e, true)
+		// Another profile runs it; this plugin neither runs it nor reports
+		// (and leaves the series, which share the policy's name, to it).
+		o.drop(e, false)
 		return nil
 	}
 	e.invalid = invalid
+	if o.lease != nil {
+		o.lease.claim(k, o.w.profile)
+	}
 	if invalid == "" && (e.spec == nil || !reflect.DeepEqual(*e.spec, spec)) {
 		if err := o.build(e, spec); err != nil {
 			e.invalid = err.Error()
@@ -341,7 +378,7 @@ func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (confi
 	}
 	out.Scope.Namespace = k.namespace
 	if errs := validation.ValidatePolicy(field.NewPath("spec"), &out); len(errs) > 0 {
-		return config.Policy{}, nil, errs.ToAggregate().Error()
+		return config.Policy{}, nil, objectPaths(errs).ToAggregate().Error()
 	}
 	if k.namespace == "" {
 		for _, p := range o.w.static {
@@ -390,6 +427,9 @@ func (o *objectPolicies) promote(e *objEntry) {
 	e.serving, e.candidate = e.candidate, nil
 	o.publishLocked()
 	if old != nil {
+		if m := old.runtime.Current(); m != nil && m.SHA256() != e.serving.runtime.Current().SHA256() {
+			moduleInfo.DeleteLabelValues(old.cfg.Name, m.SHA256())
+		}
 		o.retire(old, false)
 	}
 	o.logger.Info("Policy object active", "object", e.key.String(), "policy", e.serving.cfg.Name, "generation", e.generation, "sha256", e.serving.runtime.Current().SHA256())
@@ -406,6 +446,9 @@ func (o *objectPolicies) drop(e *objEntry, forget bool) {
 	}
 	o.firstDone(e)
 	delete(o.entries, e.key)
+	if o.lease != nil {
+		o.lease.release(e.key, o.w.profile)
+	}
 	o.publishLocked()
 }
 
@@ -425,29 +468,60 @@ func (o *objectPolicies) publishLocked() {
 }
 
 // retire stops p's source and closes it once cycles that pinned it have
-// ended (the retired grace).
+// ended (the retired grace). Pods it rejected are sent back to the queue:
+// the policy that replaces it, or none, may admit them. forget deletes the
+// policy's metric series too, unless a policy of the same name runs again
+// by then (the object was created anew). Caller holds o.mu.
 func (o *objectPolicies) retire(p *policy, forget bool) {
 	if p.stop != nil {
 		p.stop()
 	}
-	p.loaded = nil
+	// p.loaded stays: a load still running may call it, and a late
+	// reconcile of the key does nothing new.
 	p.breaker.stop()
+	o.w.requeueRejected(o.logger, p)
 	grace := o.w.opts.retiredGrace
 	if grace <= 0 {
 		grace = host.DefaultRetiredGrace
 	}
-	time.AfterFunc(grace, func() {
-		active := ""
-		if m := p.runtime.Current(); m != nil {
-			active = m.SHA256()
+	t := time.AfterFunc(grace, func() {
+		o.mu.Lock()
+		if _, ok := o.retiring[p]; !ok { // closed by close()
+			o.mu.Unlock()
+			return
 		}
-		_ = p.runtime.Close(context.Background())
-		if forget {
-			p.m.forget(active)
-		}
-		klog.V(2).InfoS("Retired policy closed: its instances and compiled code are freed", "policy", p.cfg.Name)
-		releaseMemory.trigger()
+		delete(o.retiring, p)
+		forget = forget && !o.runsLocked(p.cfg.Name)
+		o.mu.Unlock()
+		o.closeRetired(p, forget)
 	})
+	o.retiring[p] = t
+}
+
+// closeRetired frees a retired policy's instances and compiled code.
+func (o *objectPolicies) closeRetired(p *policy, forget bool) {
+	active := ""
+	if m := p.runtime.Current(); m != nil {
+		active = m.SHA256()
+	}
+	_ = p.runtime.Close(context.Background())
+	if forget {
+		p.m.forget(active)
+	}
+	klog.V(2).InfoS("Retired policy closed: its instances and compiled code are freed", "policy", p.cfg.Name)
+	releaseMemory.trigger()
+}
+
+// runsLocked reports whether some entry runs a policy named name.
+func (o *objectPolicies) runsLocked(name string) bool {
+	for _, e := range o.entries {
+		for _, p := range []*policy{e.serving, e.candidate} {
+			if p != nil && p.cfg.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // releaseMemory returns the memory of closed policies to the operating
@@ -503,6 +577,28 @@ func (o *objectPolicies) close() {
 			}
 		}
 	}
+	for p, t := range o.retiring {
+		t.Stop()
+		_ = p.runtime.Close(context.Background())
+		delete(o.retiring, p)
+	}
+}
+
+// objectPaths renames the args' field paths of errs to the object's: the
+// name is metadata.name, and the scope's fields sit in the spec itself.
+func objectPaths(errs field.ErrorList) field.ErrorList {
+	out := make(field.ErrorList, len(errs))
+	for i, e := range errs {
+		c := *e
+		switch {
+		case c.Field == "spec.name":
+			c.Field = "metadata.name"
+		case strings.HasPrefix(c.Field, "spec.scope."):
+			c.Field = "spec." + strings.TrimPrefix(c.Field, "spec.scope.")
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 func cacheKey(k objKey) string {
@@ -545,12 +641,20 @@ func statusOf(e *objEntry) policyv1alpha1.SchedulingPolicyStatus {
 		m := newest.runtime.Current()
 		cond.Message = fmt.Sprintf("module %s serving from %s (exports %s)", short(m.SHA256()), newest.source.String(), m.Exports().String())
 	}
+	// Condition messages are at most 32768 bytes; a compile error can be
+	// longer, and the start of it is what helps.
+	if len(cond.Message) > maxStatusMessage {
+		cond.Message = strings.ToValidUTF8(cond.Message[:maxStatusMessage-3], "") + "..."
+	}
 	if cond.Status == metav1.ConditionFalse {
 		st.LastError = cond.Message
 	}
 	st.Conditions = []metav1.Condition{cond}
 	return st
 }
+
+// maxStatusMessage bounds the messages written to status.
+const maxStatusMessage = 4096
 
 // readyReason maps a load failure to the Ready condition's reason.
 func readyReason(loadReason string) string {
@@ -569,7 +673,7 @@ func readyReason(loadReason string) string {
 // status lease and the status changed. A condition keeps its
 // lastTransitionTime while its status stays the same.
 func (o *objectPolicies) writeStatus(u *unstructured.Unstructured, e *objEntry) error {
-	if o.lease == nil || !o.lease.leading.Load() {
+	if o.lease == nil || !o.lease.leading() || !o.lease.writes(e.key, o.w.profile) {
 		return nil
 	}
 	want := statusOf(e)
@@ -588,7 +692,16 @@ func (o *objectPolicies) writeStatus(u *unstructured.Unstructured, e *objEntry) 
 	if reflect.DeepEqual(normalizeStatus(cur), normalizeStatus(want)) {
 		return nil
 	}
-	body, err := json.Marshal(map[string]interface{}{"status": want})
+	// A JSON merge patch leaves out what the struct omits when empty, so
+	// fields to clear are sent as null.
+	status := map[string]interface{}{"observedGeneration": want.ObservedGeneration, "conditions": want.Conditions, "activeSHA256": nil, "lastError": nil}
+	if want.ActiveSHA256 != "" {
+		status["activeSHA256"] = want.ActiveSHA256
+	}
+	if want.LastError != "" {
+		status["lastError"] = want.LastError
+	}
+	body, err := json.Marshal(map[string]interface{}{"status": status})
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,9 @@ type options struct {
 	// readOnlyObjects: policy objects are run but their status is never
 	// written (tools that host the plugin).
 	readOnlyObjects bool
+	// nsLabels looks up namespace labels where there is no namespace
+	// lister (tools).
+	nsLabels func(string) (map[string]string, bool)
 }
 
 // Option changes how a plugin is built. Options are values, not package
@@ -135,6 +138,14 @@ func WithReadOnlyObjects() Option {
 	return func(o *options) { o.readOnlyObjects = true }
 }
 
+// WithNamespaceLabels gives a plugin hosted outside a scheduler (no
+// informers) a way to read namespace labels, for scopes' namespace
+// selectors and the Namespaces read: wasmsched explain reads them from the
+// cluster.
+func WithNamespaceLabels(lookup func(namespace string) (map[string]string, bool)) Option {
+	return func(o *options) { o.nsLabels = lookup }
+}
+
 // WithRetiredGrace sets how long a replaced module version stays callable
 // for cycles that pinned it (host.PolicySpec.RetiredGrace).
 func WithRetiredGrace(d time.Duration) Option {
@@ -172,7 +183,7 @@ type WasmPolicy struct {
 	// nodes are added or removed, so it is rebuilt only then.
 	index atomic.Pointer[nodeIndex]
 
-	// clusterReads is set when some policy declares the Cluster or
+	// clusterReads is set when some policy of the args declares the Cluster or
 	// Namespaces read: only then does a cycle get a cluster view.
 	clusterReads bool
 	// nsLabels looks up namespace labels for scopes' namespace selectors
@@ -214,6 +225,9 @@ type policy struct {
 	budget time.Duration
 	// scope is which pods the policy takes; nil: every pod.
 	scope *scope
+	// clusterReads: the policy declares the Cluster or Namespaces read, so
+	// its cycles need a cluster view.
+	clusterReads bool
 	// lastFailure is the reason and message of the last failed load or
 	// source read (nil after a success), for policy objects' status.
 	lastFailure atomic.Pointer[loadFailure]
@@ -238,6 +252,7 @@ func (w *WasmPolicy) newPolicy(cfg config.Policy, rt policyRuntime, bc breakerCo
 	p := &policy{cfg: cfg, runtime: rt, m: newPolicyMetrics(cfg.Name), budget: cfg.CycleBudget}
 	// Validation compiled the selectors once already.
 	p.scope, _ = compileScope(cfg.Scope)
+	p.clusterReads = slices.Contains(cfg.Reads, string(fields.ScopeCluster)) || slices.Contains(cfg.Reads, string(fields.ScopeNamespaces))
 	if p.budget == 0 {
 		p.budget = configv1.DefaultCycleBudgetFactor * cfg.Timeout
 	}
@@ -379,10 +394,12 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			// Asked for here, in New, so that the scheduler starts these
 			// informers with the others (as PodTopologySpread asks for its
 			// listers in New).
+			// Policy objects may declare any read, so the listers are
+			// asked for whenever they are enabled.
 			if w.clusterReads || nsSelectors {
 				w.namespaces = f.Core().V1().Namespaces().Lister()
 			}
-			if w.clusterReads {
+			if w.clusterReads || args.PolicyObjects.Enabled {
 				w.spread = &spread.Listers{
 					Services:               f.Core().V1().Services().Lister(),
 					ReplicationControllers: f.Core().V1().ReplicationControllers().Lister(),
@@ -393,6 +410,9 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		}
 	}
 	w.nsLabels = w.namespaceLabels()
+	if w.nsLabels == nil {
+		w.nsLabels = o.nsLabels
+	}
 	if args.PolicyObjects.Enabled {
 		objs, err := newObjectPolicies(w, args.PolicyObjects)
 		if err != nil {
@@ -474,8 +494,8 @@ func (w *WasmPolicy) namespaceLabels() func(string) (map[string]string, bool) {
 // declared a read of it: the scheduler's snapshot. Outside a scheduler its
 // Nodes stay nil until PreFilter or PreScore fills in the nodes the caller
 // passed (viewNodes).
-func (w *WasmPolicy) clusterView() *host.ClusterView {
-	if !w.clusterReads {
+func (w *WasmPolicy) clusterView(policies []*policy) *host.ClusterView {
+	if !slices.ContainsFunc(policies, func(p *policy) bool { return p.clusterReads }) {
 		return nil
 	}
 	v := &host.ClusterView{}
@@ -486,7 +506,7 @@ func (w *WasmPolicy) clusterView() *host.ClusterView {
 			}
 		}
 	}
-	v.NamespaceLabels = w.namespaceLabels()
+	v.NamespaceLabels = w.nsLabels
 	if w.spread != nil {
 		v.DefaultSpreadSelector = func(pod *v1.Pod) []metav1.LabelSelectorRequirement {
 			return spread.Requirements(w.spread.DefaultSelector(pod))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -26,12 +25,53 @@ import (
 // (one per scheduler profile) that names the same Lease.
 type statusLease struct {
 	identity string
-	leading  atomic.Bool
+	le       *leaderelection.LeaderElector
 	cancel   context.CancelFunc
 
 	mu   sync.Mutex
 	refs int
 	subs map[*objectPolicies]struct{}
+	// claims are, per object, the profiles whose plugins run it: only the
+	// first profile's plugin writes its status, so two profiles never
+	// overwrite each other's view.
+	claims map[objKey]map[string]bool
+}
+
+// leading reports whether this process holds the lease now (asked of the
+// elector at each write, not remembered from its callbacks, which run on
+// goroutines of their own and may arrive out of order).
+func (l *statusLease) leading() bool { return l.le.IsLeader() }
+
+// claim records that profile's plugin runs object k; release forgets it.
+func (l *statusLease) claim(k objKey, profile string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.claims[k] == nil {
+		l.claims[k] = map[string]bool{}
+	}
+	l.claims[k][profile] = true
+}
+
+func (l *statusLease) release(k objKey, profile string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.claims[k], profile)
+	if len(l.claims[k]) == 0 {
+		delete(l.claims, k)
+	}
+}
+
+// writes reports whether profile's plugin writes k's status: the first
+// profile, by name, of those that run it.
+func (l *statusLease) writes(k objKey, profile string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range l.claims[k] {
+		if p < profile {
+			return false
+		}
+	}
+	return l.claims[k][profile]
 }
 
 var (
@@ -58,7 +98,7 @@ func joinStatusLease(client kubernetes.Interface, ref config.LeaseRef, o *object
 		if err != nil {
 			host = "unknown"
 		}
-		l = &statusLease{identity: host + "_" + string(uuid.NewUUID()), subs: map[*objectPolicies]struct{}{}}
+		l = &statusLease{identity: host + "_" + string(uuid.NewUUID()), subs: map[*objectPolicies]struct{}{}, claims: map[objKey]map[string]bool{}}
 		lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ref.Namespace, ref.Name, nil, client.CoordinationV1(),
 			resourcelock.ResourceLockConfig{Identity: l.identity})
 		if err != nil {
@@ -72,12 +112,10 @@ func joinStatusLease(client kubernetes.Interface, ref config.LeaseRef, o *object
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(context.Context) {
 					klog.InfoS("Writing policy objects' status: holding the status lease", "lease", klog.KRef(ref.Namespace, ref.Name), "identity", l.identity)
-					l.leading.Store(true)
 					l.notify()
 				},
 				OnStoppedLeading: func() {
 					klog.InfoS("Stopped writing policy objects' status: lost the status lease", "lease", klog.KRef(ref.Namespace, ref.Name), "identity", l.identity)
-					l.leading.Store(false)
 				},
 			},
 		}
@@ -86,6 +124,7 @@ func joinStatusLease(client kubernetes.Interface, ref config.LeaseRef, o *object
 			cancel()
 			return nil, fmt.Errorf("policyObjects.statusLease %s/%s: %w", ref.Namespace, ref.Name, err)
 		}
+		l.le = le
 		go func() {
 			// Run returns when the lease is lost; campaign again until the
 			// process's last plugin leaves.
