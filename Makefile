@@ -138,13 +138,14 @@ verify:
 	./hack/verify.sh
 
 ## generate: everything derived: the config API's deepcopy, conversion and
-## defaulters (k8s.io/code-generator), docs/abi.md's tables, the version matrix
+## defaulters (k8s.io/code-generator), the policy CRDs and their deepcopy
+## (controller-gen), docs/abi.md's tables, the version matrix
 generate:
 	./hack/update-codegen.sh
 	$(GO) run ./hack/gen-abi-docs
 	./hack/gen-k8s-matrix.sh
 
-## tools: the pinned developer tools (staticcheck, code-generator) in .cache/tools/bin
+## tools: the pinned developer tools (staticcheck, code-generator, controller-gen) in .cache/tools/bin
 tools:
 	./hack/install-tools.sh
 
