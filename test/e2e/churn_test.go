@@ -165,13 +165,8 @@ func TestPolicyObjectChurn(t *testing.T) {
 	afterParts := procStatus(e.sched.Process.Pid, "RssAnon", "RssFile")
 
 	twice := scheduledTwice(t, e)
-	var failed []string
 	log := readLog(e)
-	for _, bad := range []string{`"Policy call failed"`, "policy has no module loaded", "replaced and freed", `"Policy returned an error"`} {
-		if n := strings.Count(log, bad); n > 0 {
-			failed = append(failed, fmt.Sprintf("%s ×%d", bad, n))
-		}
-	}
+	failed := failedCycles(log)
 	created := strings.Count(log, `"Policy object active" object="clusterschedulingpolicy/`+e.name+`-churn-`)
 	deleted := strings.Count(log, `"Policy object deleted; its policy no longer applies" object="clusterschedulingpolicy/`+e.name+`-churn-`)
 	closed := e.logMatchCount(closedRe)

@@ -42,6 +42,22 @@ func setupPolicyObjects(ctx context.Context) error {
 	return controlplane.InstallPolicyObjects(ctx, client, root, kubectl, cp.AdminKubeconfig, controlplane.SchedulerUser, "kube-system")
 }
 
+// teamNamespace creates the test's team namespace, <test>-team, and lets
+// the scheduler read its module ConfigMaps, as manifests/examples/team does
+// for the scheduler's ServiceAccount.
+func (e *env) teamNamespace() string {
+	e.t.Helper()
+	ctx := context.Background()
+	team := e.name + "-team"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := controlplane.GrantModuleRead(ctx, client, team, controlplane.SchedulerUser); err != nil {
+		e.t.Fatal(err)
+	}
+	return team
+}
+
 // kubectl runs kubectl as the admin with stdin, returning its combined output.
 func kubectl(stdin string, args ...string) (string, error) {
 	_, _, bin, err := controlplane.Binaries(controlplane.BinDir(root))
@@ -279,15 +295,7 @@ func TestNamespacedPolicyObject(t *testing.T) {
 	e := newEnv(t, "nsobjects")
 	e.node("a", map[string]string{"team": "a"}, "4")
 	e.node("s", nil, "4")
-	team := e.name + "-team"
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The namespace lets the scheduler read its module ConfigMaps, as
-	// manifests/examples/team does for the scheduler's ServiceAccount.
-	if err := controlplane.GrantModuleRead(ctx, client, team, controlplane.SchedulerUser); err != nil {
-		t.Fatal(err)
-	}
+	team := e.teamNamespace()
 	if _, err := client.CoreV1().ConfigMaps(team).Create(ctx, &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "policy-team-isolation"},
 		BinaryData: map[string][]byte{"policy.wasm": module(t, "team-isolation")},
@@ -519,17 +527,10 @@ func TestPolicyObjectsWithTwoReplicas(t *testing.T) {
 // up; wasmsched explain shows it deciding for the team's pods and out of
 // scope for others.
 func TestTeamPushesAPolicyObject(t *testing.T) {
-	ctx := context.Background()
 	e := newEnv(t, "teampush")
 	e.node("a", map[string]string{"team": "a"}, "4")
 	e.node("s", nil, "4")
-	team := e.name + "-team"
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.GrantModuleRead(ctx, client, team, controlplane.SchedulerUser); err != nil {
-		t.Fatal(err)
-	}
+	team := e.teamNamespace()
 	e.startObjectScheduler()
 	cfg := filepath.Join(e.dir, "config.yaml")
 

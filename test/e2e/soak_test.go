@@ -213,10 +213,8 @@ func TestSoak(t *testing.T) {
 	var failed []string
 	for _, l := range logs {
 		b, _ := os.ReadFile(l)
-		for _, bad := range []string{`"Policy call failed"`, "policy has no module loaded", "replaced and freed", `"Policy returned an error"`} {
-			if n := strings.Count(string(b), bad); n > 0 {
-				failed = append(failed, fmt.Sprintf("%s: %s ×%d", filepath.Base(l), bad, n))
-			}
+		for _, f := range failedCycles(string(b)) {
+			failed = append(failed, filepath.Base(l)+": "+f)
 		}
 	}
 
@@ -278,6 +276,19 @@ func TestSoak(t *testing.T) {
 	} else {
 		t.Errorf("only %d memory samples", len(rss))
 	}
+}
+
+// failedCycles lists, with counts, the scheduler log lines that mean a
+// scheduling cycle failed because of a policy: a failed call, a cycle
+// without a module, a module freed under a cycle, an error status.
+func failedCycles(log string) []string {
+	var out []string
+	for _, bad := range []string{`"Policy call failed"`, "policy has no module loaded", "replaced and freed", `"Policy returned an error"`} {
+		if n := strings.Count(log, bad); n > 0 {
+			out = append(out, fmt.Sprintf("%s ×%d", bad, n))
+		}
+	}
+	return out
 }
 
 // nodeWith is env.node with annotations.
