@@ -89,6 +89,9 @@ type sharedModule struct {
 	// function tables, globals, the module context), measured when its first
 	// instance was made; -1 until then.
 	instHeap atomic.Int64
+	// instTries counts the measurements of instHeap that read nothing
+	// (under measureMu).
+	instTries int
 
 	refs int // under Engine.mu
 	// clean says that no instance or module was released while the module

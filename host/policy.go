@@ -447,6 +447,11 @@ func (v *Version) trackMemory(in *instance, closing bool) {
 
 var errPoolWait = errors.New("no free instance before the scheduling context ended")
 
+// maxInstanceMeasures bounds the measurements of a module's instance heap
+// that read nothing before 0 is kept: each takes measureMu alone and two
+// collections.
+const maxInstanceMeasures = 3
+
 // firstInstance makes a new version's first instance. The first instance
 // of a module is made alone (measureMu), to measure the host heap an
 // instance holds.
@@ -465,9 +470,17 @@ func (v *Version) firstInstance(ctx context.Context) (*instance, error) {
 	h0, released := heapBaseline(), releases.Load()
 	in, err := v.newInstance(ctx)
 	if err == nil {
-		v.sm.instHeap.Store(max(0, heapNow()-h0))
-		if v.sm.clean && releases.Load() == released {
-			e.storeMeasurement(v.sm)
+		// An instance always holds some heap: a delta of 0 or less means
+		// memory freed elsewhere meanwhile (a load ending, under -race
+		// with loads finishing together) hid it. The next new instance
+		// measures again, up to maxInstanceMeasures times.
+		if d := heapNow() - h0; d > 0 || v.sm.instTries+1 >= maxInstanceMeasures {
+			v.sm.instHeap.Store(max(0, d))
+			if d > 0 && v.sm.clean && releases.Load() == released {
+				e.storeMeasurement(v.sm)
+			}
+		} else {
+			v.sm.instTries++
 		}
 	}
 	return in, err
