@@ -31,9 +31,14 @@
 // the fields it reads. Strings returned by accessors stay valid after the
 // policy function returns (they are ordinary Go strings).
 //
+// Besides Filter and Score, a policy can gate pods before they enter the
+// scheduling queue (RegisterPreEnqueue, Recheck) and record on a pod what
+// was decided before it is bound (RegisterPreBind, SetPodLabel,
+// SetPodAnnotation, CyclePolicies): docs/abi.md §3.3.
+//
 // Outside wasm (GOOS != wasip1) the same package runs natively against
 // PodData and NodeData values, so a policy's logic can be unit-tested with
-// plain `go test`; see RunFilter and RunScore.
+// plain `go test`; see RunFilter, RunScore, RunPreEnqueue and RunPreBind.
 package sdk
 
 import "github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -168,6 +173,10 @@ func registered(p abi.Point) bool {
 		return scoreFn != nil
 	case abi.NormalizeScore:
 		return normalizeFn != nil
+	case abi.PreEnqueue:
+		return preEnqueueFn != nil
+	case abi.PreBind:
+		return preBindFn != nil
 	}
 	return false
 }

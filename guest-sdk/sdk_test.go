@@ -116,7 +116,11 @@ func TestCapabilitiesCoverPoints(t *testing.T) {
 	RegisterPreScore(func(Pod) Status { return Success() })
 	RegisterScore(func(Pod, Node) (int64, Status) { return 0, Success() })
 	RegisterNormalizeScore(func(Pod, []int64) Status { return Success() })
+	RegisterPreEnqueue(func(Pod) Status { return Success() })
+	RegisterPreBind(func(Pod, Node) Status { return Success() })
 	defer func() {
+		RegisterPreEnqueue(nil)
+		RegisterPreBind(nil)
 		RegisterPreFilter(nil)
 		RegisterFilter(nil)
 		RegisterPreScore(nil)

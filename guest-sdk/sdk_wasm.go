@@ -3,6 +3,7 @@
 package sdk
 
 import (
+	"time"
 	"unsafe"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -99,6 +100,18 @@ func hostScoresGet(buf uint32, n int32) int32
 
 //go:wasmimport wasmsched scores_set
 func hostScoresSet(buf uint32, n int32) int32
+
+//go:wasmimport wasmsched recheck_on
+func hostRecheckOn(events, afterMillis int32) int32
+
+//go:wasmimport wasmsched patch_label
+func hostPatchLabel(kp, kl, vp, vl uint32) int32
+
+//go:wasmimport wasmsched patch_annotation
+func hostPatchAnnotation(kp, kl, vp, vl uint32) int32
+
+//go:wasmimport wasmsched cycle_policies
+func hostCyclePolicies(buf, capacity uint32) int32
 
 // Exports.
 
@@ -206,6 +219,22 @@ func exportScore(cycle int64) int64 {
 	return s
 }
 
+//go:wasmexport preenqueue
+func exportPreEnqueue(cycle int64) {
+	begin(cycle)
+	if preEnqueueFn != nil {
+		report(preEnqueueFn(Pod{}))
+	}
+}
+
+//go:wasmexport prebind
+func exportPreBind(cycle int64) {
+	begin(cycle)
+	if preBindFn != nil {
+		report(preBindFn(Pod{}, Node{}))
+	}
+}
+
 //go:wasmexport normalize_score
 func exportNormalizeScore(cycle int64, n int32) {
 	begin(cycle)
@@ -239,6 +268,34 @@ func preFilterNodes(names []string) {
 	}
 	hostPreFilterNodes(ptrOf(b), uint32(len(b)))
 }
+
+// recheck, patch and cyclePolicies call their host functions directly, so
+// only the guests that use them import them.
+func recheck(events int32, after time.Duration) {
+	hostRecheckOn(events, recheckMillis(after))
+}
+
+func patch(label bool, key, value string) int32 {
+	if label {
+		return hostPatchLabel(strPtr(key), uint32(len(key)), strPtr(value), uint32(len(value)))
+	}
+	return hostPatchAnnotation(strPtr(key), uint32(len(key)), strPtr(value), uint32(len(value)))
+}
+
+func cyclePolicies() []byte {
+	n := hostCyclePolicies(0, 0)
+	if n <= 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	if hostCyclePolicies(ptrOf(b), uint32(n)) != n {
+		return nil
+	}
+	return b
+}
+
+// now is the WASI wall clock, which the host makes real or deterministic.
+func now() time.Time { return time.Now() }
 
 func selectScored(i int) bool { return i >= 0 && i < 1<<31-1 && hostSelectNode(int32(i)) == 0 }
 

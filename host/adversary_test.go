@@ -18,7 +18,7 @@ const adversaryTimeout = 500 * time.Millisecond
 
 // TestAdversaryGuest runs every attack of the adversary test policy
 // (plugins-wasm/testdata/adversary), compiled with TinyGo and with Go, in
-// Filter and in Score. Each must end within timeout + 10 ms in the expected
+// Filter, Score, PreEnqueue and PreBind. Each must end within timeout + 10 ms in the expected
 // way; a failed call must discard its instance, and the next call must
 // succeed on a fresh one.
 func TestAdversaryGuest(t *testing.T) {
@@ -56,9 +56,9 @@ func TestAdversaryGuest(t *testing.T) {
 	for _, tc := range testguests.Toolchains {
 		mod := testguests.PolicyBytes(t, tc, "testdata/adversary")
 		for attack, w := range cases[tc] {
-			for _, kind := range []CallKind{CallFilter, CallScore} {
+			for _, kind := range []CallKind{CallFilter, CallScore, CallPreEnqueue, CallPreBind} {
 				t.Run(string(tc)+"/"+attack+"/"+kind.String(), func(t *testing.T) {
-					p := newPolicy(t, e, PolicySpec{Name: "adversary", Timeout: adversaryTimeout, MaxInstances: 1})
+					p := newPolicy(t, e, PolicySpec{Name: "adversary", Timeout: adversaryTimeout, MaxInstances: 1, PatchPrefixes: []string{"adversary.example.com/"}})
 					v := load(t, p, mod)
 					pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"attack": attack}}})
 					// Every run must end the expected way; the timing claim is
@@ -70,10 +70,14 @@ func TestAdversaryGuest(t *testing.T) {
 					}
 					var o overruns
 					calm := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}})
+					node := nodeInfo("n", nil, false)
+					if kind == CallPreEnqueue {
+						node = nil // the pod only
+					}
 					for run := 0; run < runs; run++ {
 						discarded := v.discarded.Load()
 						start := time.Now()
-						_, r, err := v.Call(context.Background(), kind, pod, nodeInfo("n", nil, false), new(PolicyCycle), nil)
+						_, r, err := v.Call(context.Background(), kind, pod, node, new(PolicyCycle), nil)
 						elapsed := time.Since(start)
 						o.add(max(elapsed, adversaryTimeout), adversaryTimeout)
 						if w.outcome != OutcomeOK {
@@ -95,7 +99,7 @@ func TestAdversaryGuest(t *testing.T) {
 						// The next call succeeds on a fresh instance, which
 						// also stays warm for the next run: a run measures the
 						// call, not the instance's creation.
-						if _, r, err := v.Call(context.Background(), kind, calm, nodeInfo("n", nil, false), new(PolicyCycle), nil); err != nil || r.Code != abi.CodeSuccess {
+						if _, r, err := v.Call(context.Background(), kind, calm, node, new(PolicyCycle), nil); err != nil || r.Code != abi.CodeSuccess {
 							t.Fatalf("next call = %+v, %v; want success", r, err)
 						}
 					}

@@ -26,6 +26,15 @@ type PolicyCycle struct {
 	// as the policy's prefilter named them (prefilter_nodes).
 	NodeNames    []string
 	NodeNamesSet bool
+	// Recheck is what a preenqueue call asked with recheck_on (zero when
+	// it did not ask: DefaultRecheck applies).
+	Recheck Recheck
+	// Patch collects what a prebind call wrote with patch_label and
+	// patch_annotation.
+	Patch Patch
+	// Policies is cycle_policies' answer in prebind (EncodeCyclePolicies);
+	// nil elsewhere.
+	Policies []byte
 }
 
 // Budget bounds how much of a scheduling cycle one policy may take. Without

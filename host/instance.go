@@ -151,6 +151,9 @@ const (
 	// The batch forms of Filter and Score (Version.CallNodes picks them).
 	CallFilterNodes = abi.FilterNodes
 	CallScoreNodes  = abi.ScoreNodes
+	// PreEnqueue and PreBind (ABI v3), outside the scheduling cycle.
+	CallPreEnqueue = abi.PreEnqueue
+	CallPreBind    = abi.PreBind
 	// NumCallKinds sizes arrays indexed by CallKind.
 	NumCallKinds = abi.NumPoints
 )
@@ -523,7 +526,7 @@ func (e *CallError) Unwrap() error { return e.Err }
 func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (uint64, *CallError) {
 	in.code, in.reason, in.kind = abi.CodeSuccess, "", kind
 	in.stack[0], in.stack[1] = arg, uint64(n)
-	if !in.arm(in.v.p.timeout, deadline) {
+	if !in.arm(in.v.p.timeouts[kind], deadline) {
 		return 0, &CallError{Outcome: OutcomeStopped}
 	}
 	err := in.fn[kind].CallWithStack(&in.cctx, in.stack[:])

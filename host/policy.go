@@ -26,8 +26,15 @@ type PolicySpec struct {
 	Name string
 	// Config is handed to the guest verbatim.
 	Config string
-	// Timeout bounds every guest call.
+	// Timeout bounds every guest call but preenqueue's.
 	Timeout time.Duration
+	// PreEnqueueTimeout bounds a preenqueue call, which runs on the
+	// scheduling queue's path; 0 means Timeout.
+	PreEnqueueTimeout time.Duration
+	// PatchPrefixes are the key prefixes a prebind call may write labels
+	// and annotations under (patch_label, patch_annotation); none: it may
+	// write nothing.
+	PatchPrefixes []string
 	// InitTimeout bounds instantiation and _initialize; 0 means max(1s, 10×Timeout).
 	InitTimeout time.Duration
 	// MemoryLimitBytes caps each instance's linear memory (rounded down to
@@ -72,14 +79,17 @@ type PolicySpec struct {
 // compiled and initialized off the hot path and then swapped in atomically;
 // if it fails, the current Version keeps serving.
 type Policy struct {
-	e            *Engine
-	name         string
-	config       []byte
-	timeout      time.Duration
-	initTimeout  time.Duration
-	retiredGrace time.Duration
-	maxInstances int
-	recycleBytes uint32
+	e       *Engine
+	name    string
+	config  []byte
+	timeout time.Duration
+	// timeouts bound each kind of call (timeout, or the preenqueue one).
+	timeouts      [NumCallKinds]time.Duration
+	patchPrefixes []string
+	initTimeout   time.Duration
+	retiredGrace  time.Duration
+	maxInstances  int
+	recycleBytes  uint32
 
 	output *outputLimiter
 	limits CompileLimits
@@ -122,6 +132,12 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 	if spec.MaxInstances < 1 {
 		spec.MaxInstances = 16
 	}
+	if spec.PreEnqueueTimeout < 0 {
+		return nil, fmt.Errorf("policy %q: preEnqueue timeout must not be negative", spec.Name)
+	}
+	if spec.PreEnqueueTimeout == 0 {
+		spec.PreEnqueueTimeout = spec.Timeout
+	}
 	if spec.InitTimeout <= 0 {
 		spec.InitTimeout = max(time.Second, 10*spec.Timeout)
 	}
@@ -154,21 +170,28 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 	for _, r := range spec.Reads {
 		reads[fields.Scope(r)] = true
 	}
+	var timeouts [NumCallKinds]time.Duration
+	for k := range timeouts {
+		timeouts[k] = spec.Timeout
+	}
+	timeouts[CallPreEnqueue] = spec.PreEnqueueTimeout
 	return &Policy{
-		e:            e,
-		reads:        reads,
-		name:         spec.Name,
-		config:       []byte(spec.Config),
-		timeout:      spec.Timeout,
-		initTimeout:  spec.InitTimeout,
-		retiredGrace: spec.RetiredGrace,
-		output:       newOutputLimiter(spec.OutputBurst, spec.OutputRate),
-		limits:       spec.Limits.withDefaults(),
-		maxInstances: spec.MaxInstances,
-		recycleBytes: uint32(min(spec.RecycleMemoryBytes, 1<<32-1)),
-		pages:        uint32(pages),
-		versions:     map[*Version]struct{}{},
-		moduleConfig: mc,
+		e:             e,
+		timeouts:      timeouts,
+		patchPrefixes: append([]string(nil), spec.PatchPrefixes...),
+		reads:         reads,
+		name:          spec.Name,
+		config:        []byte(spec.Config),
+		timeout:       spec.Timeout,
+		initTimeout:   spec.InitTimeout,
+		retiredGrace:  spec.RetiredGrace,
+		output:        newOutputLimiter(spec.OutputBurst, spec.OutputRate),
+		limits:        spec.Limits.withDefaults(),
+		maxInstances:  spec.MaxInstances,
+		recycleBytes:  uint32(min(spec.RecycleMemoryBytes, 1<<32-1)),
+		pages:         uint32(pages),
+		versions:      map[*Version]struct{}{},
+		moduleConfig:  mc,
 	}, nil
 }
 
@@ -319,8 +342,8 @@ func applyCapabilities(in *instance, ex *Exports) error {
 		return fmt.Errorf("%s failed: %v", abi.ExportCapabilities, err)
 	}
 	ex.narrow(int32(res[0]))
-	if !ex.Has(CallFilter) && !ex.Has(CallScore) {
-		return fmt.Errorf("the policy registers neither a Filter nor a Score function (capabilities=%d)", int32(res[0]))
+	if ex.Points == 0 {
+		return fmt.Errorf("the policy registers no function at any extension point (capabilities=%d): register at least one of Filter, Score, PreEnqueue or PreBind", int32(res[0]))
 	}
 	return nil
 }

@@ -233,8 +233,8 @@ func checkModule(cm wazero.CompiledModule) (Exports, error) {
 		return Exports{}, fmt.Errorf("module does not export %q: it was not built against the wasmsched guest SDK (ABI v%d)", abi.ExportAbiVersion, abi.Version)
 	}
 	ex.narrow(ex.Points)
-	if !ex.Has(CallFilter) && !ex.Has(CallScore) {
-		return Exports{}, fmt.Errorf("module exports neither %q nor %q: register a Filter or Score function in the guest SDK", abi.ExportFilter, abi.ExportScore)
+	if !ex.Has(CallFilter) && !ex.Has(CallScore) && !ex.Has(CallPreEnqueue) && !ex.Has(CallPreBind) {
+		return Exports{}, fmt.Errorf("module exports no entry point: none of %q, %q, %q or %q; register a Filter, Score, PreEnqueue or PreBind function in the guest SDK", abi.ExportFilter, abi.ExportScore, abi.ExportPreEnqueue, abi.ExportPreBind)
 	}
 	if _, ok := fns[abi.ExportInitialize]; ok {
 		ex.Initializer = abi.ExportInitialize

@@ -51,8 +51,8 @@ func TestValidate(t *testing.T) {
 	}
 	bad := map[string]string{
 		"pathopen":      "outside the sandbox allow-list: wasi_snapshot_preview1.path_open",
-		"abiv3":         "abi",
-		"noentry":       "neither",
+		"abiv4":         "abi",
+		"noentry":       "no entry point",
 		"unknownimport": "outside the sandbox allow-list",
 	}
 	for fixture, want := range bad {

@@ -1,4 +1,4 @@
-// Package abi holds the names and numbers of the wasmsched guest ABI, version 2.
+// Package abi holds the names and numbers of the wasmsched guest ABI, version 3.
 //
 // It is the single source of truth shared by the host (which imports it from the
 // main module) and the guest SDK, so the two can never disagree about a function
@@ -10,8 +10,9 @@ package abi
 // Version is the ABI version this package describes. A guest reports the
 // version it was built for from the AbiVersion export; the host accepts
 // MinVersion to Version and refuses any other. Version 2 adds node tables
-// (table.go); a version 1 guest never uses them and runs as it always did.
-const Version = 2
+// (table.go), version 3 PreEnqueue gates and PreBind patches (gates.go); a
+// guest of an older version never uses them and runs as it always did.
+const Version = 3
 
 // MinVersion is the oldest ABI version the host still runs.
 const MinVersion = 1

@@ -12,6 +12,7 @@ const (
 	SectionCycleState
 	SectionScores
 	SectionCluster
+	SectionGates
 )
 
 // SectionTitles are the headings of the sections in docs/abi.md.
@@ -23,6 +24,7 @@ var SectionTitles = map[Section]string{
 	SectionCycleState: "4.4 Cycle state",
 	SectionScores:     "4.5 Scores (in `normalize_score` and `score_nodes`)",
 	SectionCluster:    "4.6 The cluster (wherever the pod is; declared with `reads: [Cluster]` or `[Namespaces]`)",
+	SectionGates:      "4.7 Gates and patches (ABI v3: in `preenqueue` and `prebind`)",
 }
 
 // HostFunction describes one function of module HostModule.
@@ -117,4 +119,13 @@ var HostFunctions = []HostFunction{
 		"the terms of one kind of the pods on the snapshot's nodes that the pod being scheduled matches, summed per topology pair, as a string list of (topologyKey, value, decimal sum) records sorted by key and value (§4.6.2); only pairs with a match are listed. Computed by the host once per cycle per kind; -2 for an unknown kind"},
 	{FnNamespaceLabels, SectionCluster, []Param{{"name_ptr", I32}, {"name_len", I32}, {"buf", I32}, {"cap", I32}}, i32Result,
 		"the labels of the namespace named at `name_ptr`, as (key, value) pairs; -1 if there is no such namespace"},
+
+	{FnRecheckOn, SectionGates, []Param{{"events", I32}, {"after_ms", I32}}, i32Result,
+		"in `preenqueue`, when the call gates the pod: check it again when one of `events` happens (a bit set, §3.3) or, with `after_ms` > 0, after that many milliseconds (clamped to 1000..3600000). Without a call the pod is checked again when its own labels or annotations change. 0; -2 for an unknown event bit; -3 outside `preenqueue`. The last call wins"},
+	{FnPatchLabel, SectionGates, []Param{{"key_ptr", I32}, {"key_len", I32}, {"value_ptr", I32}, {"value_len", I32}}, i32Result,
+		"in `prebind`: set the pod's label `key` to the value; the host applies the changes of every policy in one patch before the pod is bound. 0; -2 for memory out of range or a key or value Kubernetes refuses; -3 outside `prebind`; -5 for a key under none of the policy's `patchPrefixes`; -6 past 64 keys or 16 KiB per policy and pod. Setting a key again replaces its value"},
+	{FnPatchAnnotation, SectionGates, []Param{{"key_ptr", I32}, {"key_len", I32}, {"value_ptr", I32}, {"value_len", I32}}, i32Result,
+		"in `prebind`: set the pod's annotation `key`, as `patch_label` does (any value)"},
+	{FnCyclePolicies, SectionGates, bufParams, i32Result,
+		"in `prebind`: the policies of the scheduling cycle that placed the pod, as records of 3 strings: name, the sha256 of the module version the cycle ran, mode (`Enforce` or `Audit`); -3 elsewhere"},
 }

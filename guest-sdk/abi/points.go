@@ -24,6 +24,10 @@ const (
 	NormalizeScore
 	FilterNodes
 	ScoreNodes
+	// PreEnqueue and PreBind (ABI v3) sit outside the scheduling cycle:
+	// before the pod enters the queue, and after the cycle chose its node.
+	PreEnqueue
+	PreBind
 	// NumPoints is the number of extension points; arrays indexed by Point
 	// are sized with it.
 	NumPoints
@@ -96,6 +100,10 @@ var Points = [NumPoints]ExtensionPoint{
 		Batch: BatchNone, BatchOf: Filter, Called: "instead of `n` calls of `filter` (§3.1)"},
 	ScoreNodes: {Name: "Score", Export: ExportScoreNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
 		Batch: BatchNone, BatchOf: Score, Called: "instead of `n` calls of `score`; reports the scores with `scores_set` (§3.1)"},
+	PreEnqueue: {Name: "PreEnqueue", Export: ExportPreEnqueue, Params: []Param{cycleParam},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: before the pod enters the scheduling queue, each time it would (§3.3): pod data only, a new `cycle` every call; a rejection gates the pod, `recheck_on` says when to check it again"},
+	PreBind: {Name: "PreBind", Export: ExportPreBind, Params: []Param{cycleParam}, NodeData: true,
+		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: once per pod about to be bound, with the chosen node current and the `cycle` of the scheduling cycle that chose it (§3.3); `patch_label` and `patch_annotation` record changes to the pod"},
 }
 
 // Cap is the point's bit in the capabilities bit set.
@@ -119,6 +127,8 @@ const (
 	CapNormalizeScore int32 = 1 << NormalizeScore
 	CapFilterNodes    int32 = 1 << FilterNodes
 	CapScoreNodes     int32 = 1 << ScoreNodes
+	CapPreEnqueue     int32 = 1 << PreEnqueue
+	CapPreBind        int32 = 1 << PreBind
 )
 
 // Signature formats a function type as docs/abi.md and load errors write

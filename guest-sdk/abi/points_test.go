@@ -36,8 +36,9 @@ func TestPointsTable(t *testing.T) {
 			t.Errorf("%s: capability bit %d", pt.Export, p.Cap())
 		}
 	}
-	// The capability bits are part of ABI v1: they must never move.
-	for cap, want := range map[int32]int32{CapPreFilter: 1, CapFilter: 2, CapPreScore: 4, CapScore: 8, CapNormalizeScore: 16, CapFilterNodes: 32, CapScoreNodes: 64} {
+	// The capability bits are part of the ABI (v1, and v3 for PreEnqueue
+	// and PreBind): they must never move.
+	for cap, want := range map[int32]int32{CapPreFilter: 1, CapFilter: 2, CapPreScore: 4, CapScore: 8, CapNormalizeScore: 16, CapFilterNodes: 32, CapScoreNodes: 64, CapPreEnqueue: 128, CapPreBind: 256} {
 		if cap != want {
 			t.Errorf("capability bit %d moved to %d", want, cap)
 		}

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 )
@@ -19,7 +21,10 @@ type File struct {
 	// Reads are the policy's declared reads (policies[].reads), for the
 	// compiled module; natively every read answers.
 	Reads []string `json:"reads,omitempty"`
-	Cases []Case   `json:"cases"`
+	// PatchPrefixes are the policy's policies[].patchPrefixes: the keys
+	// its PreBind may write.
+	PatchPrefixes []string `json:"patchPrefixes,omitempty"`
+	Cases         []Case   `json:"cases"`
 }
 
 // Case is one pod on one node with the expected verdicts, or one pod in
@@ -49,6 +54,72 @@ type Case struct {
 	// pods) and namespaces. Without it the cluster is the case's node
 	// alone, with no namespaces.
 	Cluster *Cluster `json:"cluster,omitempty"`
+	// Now is the wall clock (RFC 3339) the case runs at: sdk.Now natively,
+	// the module's clock in the host. Unset, natively the real clock and
+	// in the host the deterministic one (docs/abi.md §1).
+	Now string `json:"now,omitempty"`
+	// PreEnqueue is the expected gate verdict of the case's pod, and
+	// Recheck, when set, what the gate asked about rechecking it.
+	PreEnqueue *Expect        `json:"preEnqueue,omitempty"`
+	Recheck    *ExpectRecheck `json:"recheck,omitempty"`
+	// PreBind is the expected outcome of binding the case's pod to its
+	// node: the verdict and the patch. CyclePolicies are what
+	// sdk.CyclePolicies returns there.
+	PreBind       *ExpectPreBind    `json:"preBind,omitempty"`
+	CyclePolicies []sdk.CyclePolicy `json:"cyclePolicies,omitempty"`
+}
+
+// ExpectRecheck is what a gate is expected to ask with sdk.Recheck: the
+// events by name (PodUpdate, PodsChange, NodesChange) and the delay (a Go
+// duration, "" for none).
+type ExpectRecheck struct {
+	On    []string `json:"on"`
+	After string   `json:"after,omitempty"`
+}
+
+// RecheckNames are the names of the recheck events in case files, by bit.
+var RecheckNames = map[string]sdk.RecheckEvent{"PodUpdate": sdk.OnPodUpdate, "PodsChange": sdk.OnPodsChange, "NodesChange": sdk.OnNodesChange}
+
+// Events is the bit set of the named events; an unknown name is an error.
+func (r *ExpectRecheck) Events() (sdk.RecheckEvent, error) {
+	var e sdk.RecheckEvent
+	for _, n := range r.On {
+		b, ok := RecheckNames[n]
+		if !ok {
+			return 0, fmt.Errorf("recheck event %q is not one of PodUpdate, PodsChange, NodesChange", n)
+		}
+		e |= b
+	}
+	return e, nil
+}
+
+// Delay is the expected delay (0 for none).
+func (r *ExpectRecheck) Delay() (time.Duration, error) {
+	if r.After == "" {
+		return 0, nil
+	}
+	return time.ParseDuration(r.After)
+}
+
+// ExpectPreBind is an expected PreBind verdict and patch. Nil maps are not
+// checked; an empty one expects no key of its kind.
+type ExpectPreBind struct {
+	Code        int32             `json:"code"`
+	Reason      string            `json:"reason,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Clock is the case's Now as a time (zero when unset).
+func (c *Case) Clock() (time.Time, error) {
+	if c.Now == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, c.Now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("now: %w (RFC 3339, like 2026-11-24T10:00:00Z)", err)
+	}
+	return t, nil
 }
 
 // Cluster is a case's cluster view (docs/abi.md §4.6).
@@ -107,6 +178,23 @@ func Load(path string) (*File, error) {
 // check refuses a case that mixes the one-node and several-node forms, or
 // expects something of a node it does not have.
 func (c *Case) check() error {
+	if _, err := c.Clock(); err != nil {
+		return err
+	}
+	if c.Recheck != nil {
+		if c.PreEnqueue == nil {
+			return fmt.Errorf("recheck needs preEnqueue")
+		}
+		if _, err := c.Recheck.Events(); err != nil {
+			return err
+		}
+		if _, err := c.Recheck.Delay(); err != nil {
+			return fmt.Errorf("recheck.after: %w", err)
+		}
+	}
+	if len(c.Nodes) > 0 && c.PreBind != nil {
+		return fmt.Errorf("preBind binds the pod to node; it does not take nodes")
+	}
 	if len(c.Nodes) == 0 {
 		if c.Filters != nil || c.Scores != nil {
 			return fmt.Errorf("filters and scores need nodes; with node, use filter and score")
@@ -134,4 +222,32 @@ func (c *Case) check() error {
 		}
 	}
 	return nil
+}
+
+// CheckPreBind compares a PreBind outcome with its expectation and says
+// how it differs ("" when it matches), for the native run and the host's.
+func CheckPreBind(want *ExpectPreBind, code int32, reason string, labels, annotations map[string]string) string {
+	var out []string
+	if code != want.Code || (want.Reason != "" && reason != want.Reason) {
+		out = append(out, fmt.Sprintf("preBind = %d %q, want %d %q", code, reason, want.Code, want.Reason))
+	}
+	if want.Labels != nil && !sameMap(labels, want.Labels) {
+		out = append(out, fmt.Sprintf("preBind labels = %v, want %v", labels, want.Labels))
+	}
+	if want.Annotations != nil && !sameMap(annotations, want.Annotations) {
+		out = append(out, fmt.Sprintf("preBind annotations = %v, want %v", annotations, want.Annotations))
+	}
+	return strings.Join(out, "; ")
+}
+
+func sameMap(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range b {
+		if w, ok := a[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }

@@ -18,7 +18,14 @@ func RunNative(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	sdk.SetConfig(f.Config)
+	sdk.SetPatchPrefixes(f.PatchPrefixes...)
+	defer sdk.SetPatchPrefixes()
 	for _, c := range f.Cases {
+		clock, _ := c.Clock() // Load checked it
+		sdk.SetNow(clock)
+		if c.PreEnqueue != nil || c.PreBind != nil {
+			t.Run(c.Name+"/gates", func(t *testing.T) { runGates(t, &c) })
+		}
 		if len(c.Nodes) > 0 {
 			t.Run(c.Name, func(t *testing.T) { runNodes(t, &c) })
 			continue
@@ -48,6 +55,33 @@ func RunNative(t *testing.T, path string) {
 				}
 			}
 		})
+	}
+}
+
+// runGates checks a case's preEnqueue and preBind expectations.
+func runGates(t *testing.T, c *Case) {
+	t.Helper()
+	pod, node := c.Pod, c.Node
+	if c.PreEnqueue != nil {
+		st, r := sdk.RunPreEnqueue(&pod)
+		if int32(st.Code) != c.PreEnqueue.Code || (c.PreEnqueue.Reason != "" && st.Reason != c.PreEnqueue.Reason) {
+			t.Errorf("preEnqueue = %d %q, want %d %q", st.Code, st.Reason, c.PreEnqueue.Code, c.PreEnqueue.Reason)
+		}
+		if c.Recheck != nil {
+			on, _ := c.Recheck.Events()
+			after, _ := c.Recheck.Delay()
+			if r.On != on || r.After != after {
+				t.Errorf("recheck = %v after %s, want %v after %s", r.On, r.After, on, after)
+			}
+		}
+	}
+	if c.PreBind != nil {
+		sdk.SetCyclePolicies(c.CyclePolicies)
+		defer sdk.SetCyclePolicies(nil)
+		st, p := sdk.RunPreBind(&pod, &node)
+		if problem := CheckPreBind(c.PreBind, int32(st.Code), st.Reason, p.Labels, p.Annotations); problem != "" {
+			t.Error(problem)
+		}
 	}
 }
 

@@ -15,11 +15,23 @@
 //	status     returns the invalid status code 42
 //	score      passes Filter and scores 1,000,000 without NormalizeScore
 //
-// Pods without the label pass with score 50.
+// PreEnqueue and PreBind run the same attacks, and PreBind three more on
+// the pod patch:
+//
+//	hugepatch  writes a 10 MB annotation
+//	keys       writes 10,000 annotations
+//	outside    writes the label kubernetes.io/hostname, outside any
+//	           allowed prefix, and returns the error as an Error status
+//	bindloop   spins forever, in PreBind only (the other points pass)
+//	bindtrap   panics, in PreBind only
+//
+// Pods without the label pass with score 50; PreBind then writes the
+// annotation adversary.example.com/bound=yes.
 package main
 
 import (
 	"os"
+	"strconv"
 	"strings"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -28,6 +40,8 @@ import (
 func init() {
 	sdk.RegisterFilter(filter)
 	sdk.RegisterScore(score)
+	sdk.RegisterPreEnqueue(preEnqueue)
+	sdk.RegisterPreBind(preBind)
 }
 
 var (
@@ -103,6 +117,65 @@ func score(pod sdk.Pod, _ sdk.Node) (int64, sdk.Status) {
 		return 0, st
 	}
 	return 50, sdk.Success()
+}
+
+// preEnqueue runs the attacks; the patch attacks find no patch to write
+// there (ErrNotInPreBind).
+func preEnqueue(pod sdk.Pod) sdk.Status {
+	if st, ok := patchAttack(pod); ok {
+		return st
+	}
+	st, _ := attack(pod)
+	return st
+}
+
+func preBind(pod sdk.Pod, _ sdk.Node) sdk.Status {
+	if st, ok := patchAttack(pod); ok {
+		return st
+	}
+	a, _ := pod.Label("attack")
+	switch a {
+	case "bindloop":
+		for {
+			spins++
+		}
+	case "bindtrap":
+		panic("adversary: bindtrap")
+	}
+	if st, ok := attack(pod); ok {
+		return st
+	}
+	if err := sdk.SetPodAnnotation("adversary.example.com/bound", "yes"); err != nil {
+		return sdk.Error(err.Error())
+	}
+	return sdk.Success()
+}
+
+// patchAttack runs the attacks on the pod patch, and reports whether the
+// pod's attack was one.
+func patchAttack(pod sdk.Pod) (sdk.Status, bool) {
+	a, _ := pod.Label("attack")
+	switch a {
+	case "hugepatch":
+		if bigReason == "" {
+			bigReason = strings.Repeat("x", 10<<20)
+		}
+		if err := sdk.SetPodAnnotation("adversary.example.com/huge", bigReason); err == nil {
+			return sdk.Error("a 10 MB annotation was accepted"), true
+		}
+		return sdk.Success(), true
+	case "keys":
+		for i := 0; i < 10000; i++ {
+			_ = sdk.SetPodAnnotation("adversary.example.com/k"+strconv.Itoa(i), "v")
+		}
+		return sdk.Success(), true
+	case "outside":
+		if err := sdk.SetPodLabel("kubernetes.io/hostname", "elsewhere"); err != nil {
+			return sdk.Error("kubernetes.io/hostname: " + err.Error()), true
+		}
+		return sdk.Success(), true
+	}
+	return sdk.Status{}, false
 }
 
 func main() {}
