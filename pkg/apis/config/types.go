@@ -65,24 +65,30 @@ type CircuitBreaker struct {
 
 // Policy is one wasm policy.
 type Policy struct {
-	Name          string
-	Source        Source
-	SHA256        string
-	Config        string
-	Weight        int32
-	Timeout       time.Duration
-	CycleBudget   time.Duration
-	MemoryLimit   int64
-	FailurePolicy FailurePolicy
-	Mode          Mode
-	RealClock     bool
-	RealRandom    bool
+	Name    string
+	Source  Source
+	SHA256  string
+	Config  string
+	Weight  int32
+	Timeout time.Duration
+	// PreEnqueueTimeout bounds a preenqueue call, which runs on the
+	// scheduling queue's path.
+	PreEnqueueTimeout time.Duration
+	CycleBudget       time.Duration
+	MemoryLimit       int64
+	FailurePolicy     FailurePolicy
+	Mode              Mode
+	RealClock         bool
+	RealRandom        bool
 	// Reads are the reads beyond the pod and the node being evaluated that
 	// the policy may make (fields.Scopes: NodePods, WholeObjects, Cluster,
 	// Namespaces).
 	Reads []string
 	// Scope limits the pods the policy applies to.
 	Scope Scope
+	// PatchPrefixes are the label and annotation key prefixes the policy's
+	// prebind may write on a pod; none: it may write nothing.
+	PatchPrefixes []string
 }
 
 // Scope says which pods a policy applies to; a zero Scope applies to all.

@@ -88,6 +88,11 @@ func (in *Policy) DeepCopyInto(out *Policy) {
 		copy(*out, *in)
 	}
 	in.Scope.DeepCopyInto(&out.Scope)
+	if in.PatchPrefixes != nil {
+		in, out := &in.PatchPrefixes, &out.PatchPrefixes
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

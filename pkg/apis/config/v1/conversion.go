@@ -22,6 +22,7 @@ func Convert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s conver
 		return err
 	}
 	out.Timeout = durationValue(in.Timeout)
+	out.PreEnqueueTimeout = durationValue(in.PreEnqueueTimeout)
 	out.CycleBudget = durationValue(in.CycleBudget)
 	out.MemoryLimit = 0
 	if in.MemoryLimit != nil {
@@ -39,6 +40,7 @@ func Convert_config_Policy_To_v1_Policy(in *config.Policy, out *Policy, s conver
 	}
 	fp, mode := string(in.FailurePolicy), string(in.Mode)
 	out.Timeout = &metav1.Duration{Duration: in.Timeout}
+	out.PreEnqueueTimeout = &metav1.Duration{Duration: in.PreEnqueueTimeout}
 	out.CycleBudget = &metav1.Duration{Duration: in.CycleBudget}
 	out.MemoryLimit = resource.NewQuantity(in.MemoryLimit, resource.BinarySI)
 	out.FailurePolicy, out.Mode = &fp, &mode

@@ -17,6 +17,7 @@ const (
 	DefaultFilePollInterval            = time.Second
 	DefaultWeight                int32 = 1
 	DefaultTimeout                     = 100 * time.Millisecond
+	DefaultPreEnqueueTimeout           = 10 * time.Millisecond
 	DefaultMemoryLimit                 = "64Mi"
 	DefaultMemoryBudget                = "512Mi"
 	DefaultFailurePolicy               = "Fail"
@@ -94,6 +95,9 @@ func SetDefaults_Policy(p *Policy) { //nolint:revive // k8s naming convention fo
 	if p.CycleBudget == nil {
 		p.CycleBudget = &metav1.Duration{Duration: DefaultCycleBudgetFactor * p.Timeout.Duration}
 	}
+	if p.PreEnqueueTimeout == nil {
+		p.PreEnqueueTimeout = &metav1.Duration{Duration: min(DefaultPreEnqueueTimeout, p.Timeout.Duration)}
+	}
 	if p.MemoryLimit == nil {
 		q := resource.MustParse(DefaultMemoryLimit)
 		p.MemoryLimit = &q
@@ -122,8 +126,10 @@ func DefaultPolicy(name string, source config.Source) config.Policy {
 	out.Source = source
 	// Derived defaults stay unset (0), so that they follow the fields they
 	// derive from when the caller changes those: a cycle budget of twice
-	// whatever Timeout the caller sets.
+	// whatever Timeout the caller sets, a preEnqueue timeout of the
+	// default or that Timeout, whichever is shorter.
 	out.CycleBudget = 0
+	out.PreEnqueueTimeout = 0
 	return out
 }
 

@@ -99,6 +99,10 @@ type Policy struct {
 	Weight *int32 `json:"weight,omitempty"`
 	// Timeout bounds each call into the policy. Default 100ms.
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// PreEnqueueTimeout bounds each call of the policy's PreEnqueue gate,
+	// which kube-scheduler runs with its scheduling queue locked, so it is
+	// tighter than timeout. Default 10ms, at most 1s.
+	PreEnqueueTimeout *metav1.Duration `json:"preEnqueueTimeout,omitempty"`
 	// CycleBudget bounds the time the policy's calls may take in one pod's
 	// scheduling cycle, from PreFilter to NormalizeScore; calls running in
 	// parallel are charged once for the time they overlap. When a call
@@ -133,6 +137,14 @@ type Policy struct {
 	// Scope limits the pods the policy applies to; a pod outside it never
 	// calls the policy.
 	Scope Scope `json:"scope,omitempty"`
+	// PatchPrefixes are the label and annotation key prefixes the policy's
+	// PreBind may write on the pod being bound, such as
+	// "team.example.com/" or "placement.example.com/zone-": a DNS
+	// subdomain, '/', then an optional start of the name. Keys of the
+	// kubernetes.io and k8s.io domains belong to Kubernetes and cannot be
+	// allowed. Unset: the policy may write nothing.
+	// +listType=set
+	PatchPrefixes []string `json:"patchPrefixes,omitempty"`
 }
 
 // Scope says which pods a policy applies to. Unset fields match every pod.

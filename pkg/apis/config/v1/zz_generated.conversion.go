@@ -209,6 +209,7 @@ func autoConvert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s co
 		return err
 	}
 	// WARNING: in.Timeout requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	// WARNING: in.PreEnqueueTimeout requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	// WARNING: in.CycleBudget requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	// WARNING: in.MemoryLimit requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
 	// WARNING: in.FailurePolicy requires manual conversion: inconvertible types (*string vs github.com/wasmsched/wasmsched/pkg/apis/config.FailurePolicy)
@@ -219,6 +220,7 @@ func autoConvert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s co
 	if err := Convert_v1_Scope_To_config_Scope(&in.Scope, &out.Scope, s); err != nil {
 		return err
 	}
+	out.PatchPrefixes = *(*[]string)(unsafe.Pointer(&in.PatchPrefixes))
 	return nil
 }
 
@@ -233,6 +235,7 @@ func autoConvert_config_Policy_To_v1_Policy(in *config.Policy, out *Policy, s co
 		return err
 	}
 	// WARNING: in.Timeout requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
+	// WARNING: in.PreEnqueueTimeout requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.CycleBudget requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.MemoryLimit requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
 	// WARNING: in.FailurePolicy requires manual conversion: inconvertible types (github.com/wasmsched/wasmsched/pkg/apis/config.FailurePolicy vs *string)
@@ -243,6 +246,7 @@ func autoConvert_config_Policy_To_v1_Policy(in *config.Policy, out *Policy, s co
 	if err := Convert_config_Scope_To_v1_Scope(&in.Scope, &out.Scope, s); err != nil {
 		return err
 	}
+	out.PatchPrefixes = *(*[]string)(unsafe.Pointer(&in.PatchPrefixes))
 	return nil
 }
 

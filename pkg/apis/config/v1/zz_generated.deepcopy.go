@@ -122,6 +122,11 @@ func (in *Policy) DeepCopyInto(out *Policy) {
 		*out = new(metav1.Duration)
 		**out = **in
 	}
+	if in.PreEnqueueTimeout != nil {
+		in, out := &in.PreEnqueueTimeout, &out.PreEnqueueTimeout
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	if in.CycleBudget != nil {
 		in, out := &in.CycleBudget, &out.CycleBudget
 		*out = new(metav1.Duration)
@@ -148,6 +153,11 @@ func (in *Policy) DeepCopyInto(out *Policy) {
 		copy(*out, *in)
 	}
 	in.Scope.DeepCopyInto(&out.Scope)
+	if in.PatchPrefixes != nil {
+		in, out := &in.PatchPrefixes, &out.PatchPrefixes
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

@@ -117,6 +117,46 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 	return errs
 }
 
+// MaxPreEnqueueTimeout bounds policies[].preEnqueueTimeout, and
+// MaxPatchPrefixes the number of policies[].patchPrefixes.
+const (
+	MaxPreEnqueueTimeout = time.Second
+	MaxPatchPrefixes     = 16
+)
+
+// reservedDomains are the label and annotation domains of Kubernetes
+// itself: a policy may not write keys there, nor under their subdomains
+// (node-role.kubernetes.io/...).
+var reservedDomains = []string{"kubernetes.io", "k8s.io"}
+
+// validatePatchPrefixes checks each prefix is a DNS subdomain, '/', then
+// the start of a name, outside the reserved domains.
+func validatePatchPrefixes(path *field.Path, prefixes []string) field.ErrorList {
+	var errs field.ErrorList
+	if len(prefixes) > MaxPatchPrefixes {
+		errs = append(errs, field.TooMany(path, len(prefixes), MaxPatchPrefixes))
+	}
+	seen := map[string]bool{}
+	for i, pre := range prefixes {
+		ip := path.Index(i)
+		domain, name, ok := strings.Cut(pre, "/")
+		switch {
+		case !ok:
+			errs = append(errs, field.Invalid(ip, pre, "must be a DNS subdomain followed by '/' and, optionally, the start of a name, for example team.example.com/"))
+		case len(validation.IsDNS1123Subdomain(domain)) > 0:
+			errs = append(errs, field.Invalid(ip, pre, "the part before '/' must be a DNS subdomain such as team.example.com: "+strings.Join(validation.IsDNS1123Subdomain(domain), "; ")))
+		case name != "" && len(validation.IsQualifiedName(pre+"x")) > 0:
+			errs = append(errs, field.Invalid(ip, pre, "the part after '/' must be the start of a label name: alphanumerics, '-', '_' or '.', starting with an alphanumeric"))
+		case slices.ContainsFunc(reservedDomains, func(r string) bool { return domain == r || strings.HasSuffix(domain, "."+r) }):
+			errs = append(errs, field.Forbidden(ip, fmt.Sprintf("%q is a domain of Kubernetes itself (kubernetes.io, k8s.io and their subdomains): a policy may not write its labels or annotations; use a domain of your own, for example placement.example.com/", domain)))
+		case seen[pre]:
+			errs = append(errs, field.Duplicate(ip, pre))
+		}
+		seen[pre] = true
+	}
+	return errs
+}
+
 // ValidatePolicy validates one policy found at path: a policy of the args,
 // or the policy the plugin builds from a policy object (whose name is
 // <namespace>/<name> for a namespaced SchedulingPolicy).
@@ -171,6 +211,11 @@ func ValidatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	if p.Timeout <= 0 || p.Timeout > MaxTimeout {
 		errs = append(errs, field.Invalid(path.Child("timeout"), p.Timeout.String(), fmt.Sprintf("must be greater than 0 and at most %s, for example 100ms", MaxTimeout)))
 	}
+	// 0 (args built in Go without defaulting) means the default.
+	if t := p.PreEnqueueTimeout; t < 0 || t > MaxPreEnqueueTimeout {
+		errs = append(errs, field.Invalid(path.Child("preEnqueueTimeout"), t.String(), fmt.Sprintf("must be greater than 0 and at most %s, for example 10ms: kube-scheduler runs PreEnqueue with its scheduling queue locked", MaxPreEnqueueTimeout)))
+	}
+	errs = append(errs, validatePatchPrefixes(path.Child("patchPrefixes"), p.PatchPrefixes)...)
 	// 0 (args built in Go without defaulting) means twice the timeout.
 	if b := p.CycleBudget; b != 0 && (b < p.Timeout || b > MaxCycleBudget) {
 		errs = append(errs, field.Invalid(path.Child("cycleBudget"), b.String(), fmt.Sprintf("must be at least the timeout (%s) and at most %s, for example %s (unset: twice the timeout)", p.Timeout, MaxCycleBudget, 2*p.Timeout)))

@@ -165,6 +165,13 @@ type PolicySettings struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="must be greater than 0 and at most 10s, for example 100ms"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// PreEnqueueTimeout bounds each call of the policy's PreEnqueue gate,
+	// which kube-scheduler runs with its scheduling queue locked. Default
+	// 10ms (or the timeout, if shorter), at most 1s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1s')",message="must be greater than 0 and at most 1s, for example 10ms"
+	PreEnqueueTimeout *metav1.Duration `json:"preEnqueueTimeout,omitempty"`
 	// CycleBudget bounds the policy's time in one pod's scheduling cycle.
 	// Default twice the timeout, at most 1m.
 	// +optional
@@ -187,6 +194,17 @@ type PolicySettings struct {
 	// +kubebuilder:validation:MaxItems=4
 	// +kubebuilder:validation:items:Enum=NodePods;WholeObjects;Cluster;Namespaces
 	Reads []string `json:"reads,omitempty"`
+	// PatchPrefixes are the label and annotation key prefixes the policy's
+	// PreBind may write on the pod being bound, such as "team.example.com/":
+	// a DNS subdomain, '/', then an optional start of the name, outside the
+	// kubernetes.io and k8s.io domains. Unset: it may write nothing.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9_.]*$`
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !p.matches('^([^/]*[.])?(kubernetes|k8s)[.]io/'))",message="kubernetes.io, k8s.io and their subdomains are domains of Kubernetes itself: a policy may not write their labels or annotations; use a domain of your own"
+	PatchPrefixes []string `json:"patchPrefixes,omitempty"`
 }
 
 // PolicyScope says which pods a policy applies to. A pod outside its scope

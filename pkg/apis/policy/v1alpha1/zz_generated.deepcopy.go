@@ -197,6 +197,11 @@ func (in *PolicySettings) DeepCopyInto(out *PolicySettings) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.PreEnqueueTimeout != nil {
+		in, out := &in.PreEnqueueTimeout, &out.PreEnqueueTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.CycleBudget != nil {
 		in, out := &in.CycleBudget, &out.CycleBudget
 		*out = new(v1.Duration)
@@ -209,6 +214,11 @@ func (in *PolicySettings) DeepCopyInto(out *PolicySettings) {
 	}
 	if in.Reads != nil {
 		in, out := &in.Reads, &out.Reads
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.PatchPrefixes != nil {
+		in, out := &in.PatchPrefixes, &out.PatchPrefixes
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
