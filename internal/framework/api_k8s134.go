@@ -21,6 +21,8 @@ type (
 	ScorePlugin         = fwk.ScorePlugin
 	ScoreExtensions     = fwk.ScoreExtensions
 	ReservePlugin       = fwk.ReservePlugin
+	PreEnqueuePlugin    = fwk.PreEnqueuePlugin
+	PreBindPlugin       = fwk.PreBindPlugin
 	QueueSortPlugin     = fwk.QueueSortPlugin
 	EnqueueExtensions   = fwk.EnqueueExtensions
 	NodeScore           = fwk.NodeScore

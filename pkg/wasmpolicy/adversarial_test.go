@@ -16,6 +16,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 )
 
 // TestAdversarialPolicyIsolation runs each attack of the adversary policy
@@ -196,4 +197,100 @@ func scheduleTimed(t *testing.T, ctx context.Context, c *cluster, pod *v1.Pod) (
 		scores[n.Name] = n.TotalScore
 	}
 	return filters, scores, nil, longest
+}
+
+// TestAdversarialGatesAndPatches runs the adversary's attacks at PreEnqueue
+// and PreBind (both toolchains, failurePolicy Fail and Ignore) next to a
+// well-behaved patching policy (placement-recorder): each call ends within
+// its timeout + 50 ms (the guest call itself within + 10 ms, host tests;
+// the rest is a fresh instance), the adversary's failurePolicy decides
+// (Fail: the pod is gated, or not bound; Ignore: it goes on without the
+// adversary), nothing the good policy writes is lost, and the next pod is
+// gated and patched normally.
+func TestAdversarialGatesAndPatches(t *testing.T) {
+	const timeout, preEnqueueTimeout = 200 * time.Millisecond, 50 * time.Millisecond
+	type want struct{ gates, refusesBind bool }
+	attacks := map[string]want{
+		"loop":      {true, true},
+		"panic":     {true, true},
+		"outside":   {true, true},
+		"bindloop":  {false, true},
+		"bindtrap":  {false, true},
+		"hugepatch": {false, false},
+		"keys":      {false, false},
+	}
+	ctx := context.Background()
+	n := node("n1", map[string]string{"topology.kubernetes.io/zone": "z1"}, 4000)
+	ni := intree.NewNodeInfo()
+	ni.SetNode(n)
+	nodes := []fwk.NodeInfo{ni}
+	good := testguests.Policy(t, testguests.TinyGo, "placement-recorder")
+	for _, tc := range testguests.Toolchains {
+		bad := testguests.Policy(t, tc, "testdata/adversary")
+		for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
+			name := "adversary-" + string(tc) + "-" + strings.ToLower(string(fp))
+			adv := configv1.DefaultPolicy(name, config.Source{File: bad})
+			adv.Timeout, adv.PreEnqueueTimeout, adv.FailurePolicy, adv.PatchPrefixes = timeout, preEnqueueTimeout, fp, []string{"adversary.example.com/"}
+			rec := configv1.DefaultPolicy("recorder", config.Source{File: good})
+			rec.PatchPrefixes = []string{"placement.wasmsched.io/"}
+			args := configv1.DefaultArgs(adv, rec)
+			args.CompilationCacheDir = sharedCacheDir
+			args.CircuitBreaker.FailureThreshold = 1000 // every attack calls the guest
+			w, err := NewWithArgs(ctx, args, nil, WithInitialLoadTimeout(3*time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = w.Close() })
+			bind := func(p *v1.Pod) ([]byte, *fwk.Status, time.Duration) {
+				state := intree.NewCycleState()
+				if _, st := w.PreFilter(ctx, state, p, nodes); st != nil && !st.IsSkip() {
+					t.Fatalf("PreFilter: %v", st)
+				}
+				w.Reserve(ctx, state, p, "n1")
+				start := time.Now()
+				body, st := w.PreBindPatch(ctx, state, "n1")
+				return body, st, time.Since(start)
+			}
+			for attack, want := range attacks {
+				t.Run(string(tc)+"/"+string(fp)+"/"+attack, func(t *testing.T) {
+					p := pod("p-"+attack, map[string]string{"attack": attack}, 100)
+					start := time.Now()
+					st := w.PreEnqueue(ctx, p)
+					if d := time.Since(start); d > preEnqueueTimeout+50*time.Millisecond {
+						t.Errorf("PreEnqueue took %s", d)
+					}
+					if gated := st != nil; gated != (want.gates && fp == config.FailurePolicyFail) {
+						t.Errorf("PreEnqueue: %v", st)
+					} else if gated && !strings.Contains(st.Message(), "gated by WasmPolicy/"+name+": ") {
+						t.Errorf("PreEnqueue status %q does not name the policy", st.Message())
+					}
+					body, st, d := bind(p)
+					if d > timeout+50*time.Millisecond {
+						t.Errorf("PreBind took %s", d)
+					}
+					refused := want.refusesBind && fp == config.FailurePolicyFail
+					switch {
+					case refused && (st == nil || st.Code() != fwk.Error || !strings.Contains(st.Message(), "WasmPolicy/"+name+": ")):
+						t.Errorf("PreBind: %v, want an Error naming the policy", st)
+					case !refused && st != nil:
+						t.Errorf("PreBind: %v", st)
+					case !refused && !strings.Contains(string(body), `"placement.wasmsched.io/zone":"z1"`):
+						t.Errorf("the good policy's patch is lost: %s", body)
+					case !refused && strings.Contains(string(body), "adversary.example.com/huge"):
+						t.Errorf("a refused write reached the patch: %.200s", body)
+					case attack == "keys" && strings.Count(string(body), "adversary.example.com/k") != 64:
+						t.Errorf("keys: %d adversary keys in the patch, want 64", strings.Count(string(body), "adversary.example.com/k"))
+					}
+					// The next pod is let in and patched by both policies.
+					calm := pod("calm-"+attack, nil, 100)
+					if st := w.PreEnqueue(ctx, calm); st != nil {
+						t.Errorf("calm pod gated: %v", st)
+					}
+					if body, st, _ := bind(calm); st != nil || !strings.Contains(string(body), `"adversary.example.com/bound":"yes"`) || !strings.Contains(string(body), "placement.wasmsched.io/policies") {
+						t.Errorf("calm pod: %s %v", body, st)
+					}
+				})
+			}
+		}
+	}
 }

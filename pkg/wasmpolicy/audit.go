@@ -62,38 +62,37 @@ func orUnspecified(r string) string {
 func resultName(code int32) string { return results[resultOf(code)] }
 
 // Reserve implements framework.ReservePlugin. It never fails: it reports
-// what audited policies would have decided about the chosen node.
+// what audited policies would have decided about the chosen node, and keeps
+// a copy of the node for the policies' prebind.
 func (w *WasmPolicy) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	w.reportAudit(ctx, state, pod, nodeName)
+	if c := readCycle(state); c != nil {
+		w.keepBindNode(c, nodeName)
+	}
 	return nil
 }
 
 // Unreserve implements framework.ReservePlugin; there is nothing to undo.
 func (w *WasmPolicy) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
 
-// reportAudit emits one Event and log line per audited policy that had
-// something to say in this cycle. nodeName is "" when no node fit.
+// reportAudit logs a line per audited policy that had something to say in
+// this cycle, and emits one Event with all of them (auditNotes). nodeName
+// is "" when no node fit.
 func (w *WasmPolicy) reportAudit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
 	c := readCycle(state)
 	if c == nil || c.audit == nil {
 		return
 	}
-	logger := klog.FromContext(ctx)
+	var notes auditNotes
 	for i, a := range c.audit {
 		if a == nil {
 			continue
 		}
-		msg := a.summary(nodeName)
-		if msg == "" {
-			continue
-		}
-		name := c.policies[i].cfg.Name
-		note := fmt.Sprintf("WasmPolicy/%s (Audit) %s", name, msg)
-		logger.Info("Audited policy verdict", "policy", name, "pod", klog.KObj(pod), "node", nodeName, "verdict", msg)
-		if w.handle != nil && w.handle.EventRecorder() != nil {
-			w.handle.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "WasmPolicyAudit", "Scheduling", note)
+		if msg := a.summary(nodeName); msg != "" {
+			notes.add(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", nodeName)), pod, c.policies[i], msg)
 		}
 	}
+	notes.report(w, pod, "Scheduling")
 }
 
 // summary phrases the policy's verdicts for the cycle's outcome.

@@ -54,6 +54,11 @@ type cycleData struct {
 
 	// audit holds the verdicts of policies in Audit mode (under mu).
 	audit []*auditState
+
+	// bindNode is a copy of the chosen node, taken at Reserve for the
+	// policies' prebind (under mu; nil when no policy has one).
+	bindNode     fwk.NodeInfo
+	bindNodeName string
 }
 
 // Clone implements fwk.StateData. The pinned modules, the pod and the batch

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 )
@@ -36,6 +38,39 @@ type Explanation struct {
 	// OutOfScope names the policies whose scope does not take the pod:
 	// they were not called.
 	OutOfScope []string `json:"outOfScope,omitempty"`
+	// Gates are the verdicts of the policies with a preenqueue: whether
+	// each would let the pod into the scheduling queue.
+	Gates []GateVerdict `json:"gates,omitempty"`
+	// BindNode is the feasible node with the best combined score (the
+	// first on a tie), where PreBind shows what each policy with a prebind
+	// would write on the pod if it were bound there. Nothing is written.
+	BindNode string         `json:"bindNode,omitempty"`
+	PreBind  []PatchVerdict `json:"preBind,omitempty"`
+}
+
+// GateVerdict is one policy's preenqueue verdict on the pod.
+type GateVerdict struct {
+	Policy string `json:"policy"`
+	Mode   string `json:"mode"`
+	// Verdict is Pass or Gated (or the failed call's outcome, with the
+	// failurePolicy's effect in Reason).
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason,omitempty"`
+	// Recheck says when a gated pod would be checked again.
+	Recheck string `json:"recheck,omitempty"`
+}
+
+// PatchVerdict is one policy's prebind verdict and the patch it wrote.
+type PatchVerdict struct {
+	Policy      string            `json:"policy"`
+	Mode        string            `json:"mode"`
+	Verdict     string            `json:"verdict"`
+	Reason      string            `json:"reason,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Refused is the first write the host refused (a key outside the
+	// policy's patchPrefixes, or over the limits).
+	Refused string `json:"refused,omitempty"`
 }
 
 // ExplainOptions choose how Explain calls the guests.
@@ -121,6 +156,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 	viewNodes(c, nodes)
 	c.filterBatches = make([][]batch, len(c.policies))
 	defer func() { ex.Policies = w.policyStates(c) }()
+	ex.Gates = w.explainGates(ctx, c)
 	for i, p := range c.policies {
 		mode := string(p.mode())
 		pre := w.preFilterPolicy(ctx, c, i, true)
@@ -148,7 +184,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 				}
 				continue
 			case !filters:
-				pv.Verdict, pv.Reason = "Pass", "(the policy only scores)"
+				pv.Verdict, pv.Reason = "Pass", "(the policy does not filter)"
 				continue
 			case pre.rejects():
 				v, point = pre, host.CallPreFilter
@@ -233,11 +269,102 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 			sum.add(p.cfg.Weight, vals)
 		}
 	}
+	best := -1
 	for k := range feasible {
 		s := sum.score(k)
 		ex.Nodes[at[k]].Score = &s
+		if best < 0 || s > *ex.Nodes[at[best]].Score {
+			best = k
+		}
 	}
+	ex.BindNode = feasible[best].Node().Name
+	ex.PreBind = w.explainPreBind(ctx, c, feasible[best])
 	return ex
+}
+
+// explainGates runs the preenqueue of the cycle's policies for pod, with
+// none of PreEnqueue's side effects (events, the gate tracker, the breaker).
+func (w *WasmPolicy) explainGates(ctx context.Context, c *cycleData) []GateVerdict {
+	var out []GateVerdict
+	for i, p := range c.policies {
+		m := c.modules[i]
+		if m == nil || !m.Exports().Has(host.CallPreEnqueue) {
+			continue
+		}
+		gv := GateVerdict{Policy: p.cfg.Name, Mode: string(p.mode()), Verdict: "Pass"}
+		pc := &host.PolicyCycle{}
+		_, res, cerr := m.Call(ctx, host.CallPreEnqueue, host.NewPodState(c.pod.Pod), nil, pc, nil)
+		switch {
+		case cerr != nil:
+			gv.Verdict = cerr.Outcome.String()
+			gv.Reason = cerr.Error() + "; failurePolicy " + string(p.cfg.FailurePolicy)
+		case res.Code == abi.CodeUnschedulable || res.Code == abi.CodeUnschedulableAndUnresolvable:
+			gv.Verdict, gv.Reason = "Gated", res.Reason
+			r := pc.Recheck
+			if r == (host.Recheck{}) {
+				r = host.DefaultRecheck
+			}
+			gv.Recheck = describeRecheck(r)
+		case res.Code == abi.CodeError || !validCode(res.Code):
+			gv.Verdict, gv.Reason = "Error", res.Reason+"; failurePolicy "+string(p.cfg.FailurePolicy)
+		}
+		out = append(out, gv)
+	}
+	return out
+}
+
+func validCode(c int32) bool {
+	return c == abi.CodeSuccess || c == abi.CodeSkip || c == abi.CodeError || c == abi.CodeUnschedulable || c == abi.CodeUnschedulableAndUnresolvable
+}
+
+// describeRecheck phrases when a gated pod is checked again.
+func describeRecheck(r host.Recheck) string {
+	var on []string
+	for _, e := range []struct {
+		bit  int32
+		name string
+	}{{abi.RecheckPodUpdate, "its labels or annotations change"}, {abi.RecheckPodsChange, "pods are bound or deleted"}, {abi.RecheckNodesChange, "nodes change"}} {
+		if r.Events&e.bit != 0 {
+			on = append(on, e.name)
+		}
+	}
+	if r.After > 0 {
+		on = append(on, "after "+r.After.String())
+	}
+	on = append(on, "the policy changes")
+	return "when " + strings.Join(on, ", or ")
+}
+
+// explainPreBind runs the prebind of the cycle's policies on node and
+// reports the patch each would write; nothing is written.
+func (w *WasmPolicy) explainPreBind(ctx context.Context, c *cycleData, node fwk.NodeInfo) []PatchVerdict {
+	var records [][3]string
+	for i, p := range c.policies {
+		if m := c.modules[i]; m != nil {
+			records = append(records, [3]string{p.cfg.Name, m.SHA256(), string(p.mode())})
+		}
+	}
+	var out []PatchVerdict
+	for i, p := range c.policies {
+		m := c.modules[i]
+		if m == nil || !m.Exports().Has(host.CallPreBind) {
+			continue
+		}
+		pv := PatchVerdict{Policy: p.cfg.Name, Mode: string(p.mode()), Verdict: "Success"}
+		pc := &host.PolicyCycle{State: c.pcs[i].State, Policies: host.EncodeCyclePolicies(records)}
+		_, res, cerr := m.Call(ctx, host.CallPreBind, c.pod, node, pc, nil)
+		switch {
+		case cerr != nil:
+			pv.Verdict, pv.Reason = cerr.Outcome.String(), cerr.Error()+"; failurePolicy "+string(p.cfg.FailurePolicy)
+		case res.Code != abi.CodeSuccess && res.Code != abi.CodeSkip:
+			pv.Verdict, pv.Reason = resultName(res.Code), res.Reason
+		default:
+			pv.Labels, pv.Annotations = pc.Patch.Labels, pc.Patch.Annotations
+		}
+		pv.Refused = pc.Patch.Refused
+		out = append(out, pv)
+	}
+	return out
 }
 
 // policyStates reports each policy's budget and breaker after cycle c.

@@ -51,6 +51,8 @@ func (p *policy) status(point host.CallKind, v verdict) *fwk.Status {
 		prefix = "node(s) rejected by "
 	case host.CallPreFilter:
 		prefix = "rejected by "
+	case host.CallPreEnqueue:
+		prefix = "gated by "
 	}
 	msg := prefix + Name + "/" + p.cfg.Name
 	if v.reason != "" {
@@ -73,11 +75,12 @@ func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdic
 		return pass
 	}
 	switch point {
-	case host.CallFilter, host.CallPreFilter:
+	case host.CallFilter, host.CallPreFilter, host.CallPreEnqueue:
 		return verdict{code: fwk.UnschedulableAndUnresolvable, reason: why, failure: true}
 	}
-	// Score-side failures fail the pod's scheduling attempt, as an erroring
-	// in-tree Score plugin does; the pod is retried.
+	// Score-side and PreBind failures fail the pod's scheduling attempt,
+	// as an erroring in-tree Score or PreBind plugin does; the pod is
+	// retried.
 	return verdict{code: fwk.Error, reason: why, failure: true}
 }
 

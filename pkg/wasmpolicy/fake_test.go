@@ -49,6 +49,10 @@ type fakeModule struct {
 	scored []string
 	// preFilterNodes, when set, are what its prefilter names (prefilter_nodes).
 	preFilterNodes []string
+	// recheck is what its preenqueue asks (recheck_on), and patch what its
+	// prebind writes: label:<key> or annotation:<key> to value.
+	recheck host.Recheck
+	patch   map[string]string
 }
 
 func (f *fakeModule) Exports() host.Exports {
@@ -108,6 +112,15 @@ func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodStat
 	}
 	if kind == host.CallPreFilter && f.preFilterNodes != nil {
 		pc.NodeNames, pc.NodeNamesSet = f.preFilterNodes, true
+	}
+	if kind == host.CallPreEnqueue {
+		pc.Recheck = f.recheck
+	}
+	if kind == host.CallPreBind {
+		for k, v := range f.patch {
+			kind, key, _ := strings.Cut(k, ":")
+			pc.Patch.Set(kind == "label", key, v, []string{"t.example.com/"})
+		}
 	}
 	if kind == host.CallNormalizeScore {
 		f.scored = nil
@@ -512,15 +525,19 @@ func TestExplainIgnoredPreScoreFailure(t *testing.T) {
 // abi.Points says node data is available.
 func TestNodeDataMatchesPoints(t *testing.T) {
 	m := &fakeModule{batch: true, normalize: func([]int64) host.Result { return host.Result{} }}
-	for _, k := range []host.CallKind{host.CallPreFilter, host.CallFilter, host.CallPreScore, host.CallScore} {
+	for _, k := range []host.CallKind{host.CallPreFilter, host.CallFilter, host.CallPreScore, host.CallScore, host.CallPreEnqueue, host.CallPreBind} {
 		m.fns[k] = succeed
 	}
 	w := fakePlugin(fakePolicy("p", m, nil))
+	if st := w.PreEnqueue(context.Background(), fakePod()); st != nil {
+		t.Fatal(st)
+	}
 	// 40 nodes: one full batch; the other 8 in the PreFilter list are batched
 	// too, so Explain's single calls cover the single forms.
 	if r := runCycle(w, fakeNodes(BatchSize+8)); r.status != nil {
 		t.Fatal(r.status)
 	}
+	// Explain also runs the gate and the prebind (on its best node).
 	w.ExplainWith(context.Background(), fakePod(), fakeNodes(2), ExplainOptions{SingleCalls: true})
 	for k := host.CallKind(0); k < host.NumCallKinds; k++ {
 		with, without := m.withNode.Load()&k.Cap() != 0, m.withoutNode.Load()&k.Cap() != 0

@@ -90,6 +90,19 @@ func resultOfOutcome(o host.Outcome) int {
 
 // Metrics are exposed on the scheduler's /metrics. docs/metrics.md lists them.
 var (
+	podPatches = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "pod_patches_total",
+		Help:           "PreBind patches of pods (one request per pod, with the labels and annotations every policy's prebind wrote) by result: Success or Failed.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	patchDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Subsystem:      subsystem,
+		Name:           "pod_patch_duration_seconds",
+		Help:           "Time to apply a PreBind patch to a pod, retries included.",
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	})
 	evaluations = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_evaluations_total",
@@ -195,7 +208,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, stoppedCycles, breakerStates, deadlineOverrun)
+		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, stoppedCycles, breakerStates, deadlineOverrun, podPatches, patchDuration)
 		legacyregistry.CustomMustRegister(&poolCollector{})
 	})
 }

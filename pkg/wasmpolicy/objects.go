@@ -353,8 +353,8 @@ func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (confi
 	}
 	in := configv1.Policy{
 		Name: k.policyName(), SHA256: settings.SHA256, Config: settings.Config, Weight: settings.Weight,
-		Timeout: settings.Timeout, CycleBudget: settings.CycleBudget, MemoryLimit: settings.MemoryLimit,
-		RealClock: settings.RealClock, RealRandom: settings.RealRandom, Reads: settings.Reads,
+		Timeout: settings.Timeout, PreEnqueueTimeout: settings.PreEnqueueTimeout, CycleBudget: settings.CycleBudget, MemoryLimit: settings.MemoryLimit,
+		RealClock: settings.RealClock, RealRandom: settings.RealRandom, Reads: settings.Reads, PatchPrefixes: settings.PatchPrefixes,
 		Scope: configv1.Scope{NamespaceSelector: nsSel.AsMeta(), PodSelector: sc.PodSelector.AsMeta(), Profiles: sc.Profiles},
 	}
 	if settings.Mode != "" {
@@ -438,18 +438,21 @@ func (o *objectPolicies) promote(e *objEntry) {
 // drop removes e's policies from the set and retires them; forget also
 // deletes the policy's metric series (the object is gone).
 func (o *objectPolicies) drop(e *objEntry, forget bool) {
+	o.firstDone(e)
+	delete(o.entries, e.key)
+	if o.lease != nil {
+		o.lease.release(e.key, o.w.profile)
+	}
+	// Published first: retiring requeues the pods the policy rejected or
+	// gated, and PreEnqueue runs for them at once, with the set then
+	// published.
+	o.publishLocked()
 	if e.serving != nil {
 		o.retire(e.serving, forget)
 	}
 	if e.candidate != nil {
 		o.retire(e.candidate, forget && e.serving == nil)
 	}
-	o.firstDone(e)
-	delete(o.entries, e.key)
-	if o.lease != nil {
-		o.lease.release(e.key, o.w.profile)
-	}
-	o.publishLocked()
 }
 
 // publishLocked publishes the args' policies and the serving object

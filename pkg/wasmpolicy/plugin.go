@@ -14,6 +14,7 @@
 package wasmpolicy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	goruntime "runtime"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"sigs.k8s.io/yaml"
@@ -71,6 +73,9 @@ type options struct {
 	// nsLabels looks up namespace labels where there is no namespace
 	// lister (tools).
 	nsLabels func(string) (map[string]string, bool)
+	// unserved are the extension points the host program never calls,
+	// with why (WithUnservedPoints).
+	unserved map[host.CallKind]string
 }
 
 // Option changes how a plugin is built. Options are values, not package
@@ -146,6 +151,40 @@ func WithNamespaceLabels(lookup func(namespace string) (map[string]string, bool)
 	return func(o *options) { o.nsLabels = lookup }
 }
 
+// WithUnservedPoints tells the plugin which extension points the program
+// hosting it never calls, and why: a policy implementing one is loaded,
+// and its load is logged and reported with the reason, so that its author
+// knows that part of the policy does not run (the HTTP extender has no
+// PreEnqueue and no PreBind).
+func WithUnservedPoints(why map[host.CallKind]string) Option {
+	return func(o *options) { o.unserved = why }
+}
+
+// Unserved lists, for each policy serving a module that implements an
+// extension point of WithUnservedPoints, the point and why it is not
+// called: "freeze-window: PreEnqueue (…)".
+func (w *WasmPolicy) Unserved() []string {
+	var out []string
+	for _, p := range w.current().all {
+		out = append(out, w.unservedOf(p)...)
+	}
+	return out
+}
+
+func (w *WasmPolicy) unservedOf(p *policy) []string {
+	var out []string
+	m := p.runtime.Current()
+	if m == nil {
+		return nil
+	}
+	for k := host.CallKind(0); k < host.NumCallKinds; k++ {
+		if why, ok := w.opts.unserved[k]; ok && m.Exports().Has(k) {
+			out = append(out, fmt.Sprintf("%s: %s is not called (%s)", p.cfg.Name, k, why))
+		}
+	}
+	return out
+}
+
 // WithRetiredGrace sets how long a replaced module version stays callable
 // for cycles that pinned it (host.PolicySpec.RetiredGrace).
 func WithRetiredGrace(d time.Duration) Option {
@@ -195,6 +234,8 @@ type WasmPolicy struct {
 	// spread computes pod_list kind PodDefaultSpreadSelector; nil outside
 	// a scheduler (the kind then has no rows).
 	spread *spread.Listers
+	// gates tracks the pods policies' preenqueue gated.
+	gates *gateTracker
 }
 
 // policy is one configured policy: its args, its module runtime and source,
@@ -293,6 +334,8 @@ var (
 	_ framework.ScorePlugin       = &WasmPolicy{}
 	_ framework.ScoreExtensions   = &WasmPolicy{}
 	_ framework.ReservePlugin     = &WasmPolicy{}
+	_ framework.PreEnqueuePlugin  = &WasmPolicy{}
+	_ framework.PreBindPlugin     = &WasmPolicy{}
 	_ framework.EnqueueExtensions = &WasmPolicy{}
 	_ interface{ Close() error }  = &WasmPolicy{}
 )
@@ -371,6 +414,9 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &WasmPolicy{handle: h, engine: engine, args: args, cancel: cancel, opts: o, maxInstances: int(args.MaxInstancesPerPolicy), started: time.Now()}
+	w.gates = newGateTracker(func(pods map[string]*v1.Pod) {
+		w.activate(logger, pods, "Rechecking pods whose gate asked for a delay")
+	})
 	if pn, ok := h.(interface{ ProfileName() string }); ok && h != nil {
 		w.profile = pn.ProfileName()
 	}
@@ -398,6 +444,10 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			// asked for whenever they are enabled.
 			if w.clusterReads || nsSelectors {
 				w.namespaces = f.Core().V1().Namespaces().Lister()
+			}
+			// A gated pod that is deleted leaves the gate tracker.
+			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: w.podDeleted}); err != nil {
+				logger.Error(err, "Could not watch pod deletions; gated pods that are deleted stay tracked until the scheduler restarts")
 			}
 			if w.clusterReads || args.PolicyObjects.Enabled {
 				w.spread = &spread.Listers{
@@ -430,16 +480,20 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy, error) {
 	args := w.args
 	hp, err := w.engine.NewPolicy(ctx, host.PolicySpec{
-		Name:             pc.Name,
-		Config:           pc.Config,
-		Timeout:          pc.Timeout,
-		MemoryLimitBytes: pc.MemoryLimit,
-		MaxInstances:     int(args.MaxInstancesPerPolicy),
-		RealClock:        pc.RealClock,
-		Clock:            w.opts.clock,
-		RealRandom:       pc.RealRandom,
-		Reads:            pc.Reads,
-		RetiredGrace:     w.opts.retiredGrace,
+		Name:    pc.Name,
+		Config:  pc.Config,
+		Timeout: pc.Timeout,
+		// Unset (args built in Go), the default or the timeout, whichever
+		// is shorter, as defaulting gives.
+		PreEnqueueTimeout: cmp.Or(pc.PreEnqueueTimeout, min(configv1.DefaultPreEnqueueTimeout, pc.Timeout)),
+		PatchPrefixes:     pc.PatchPrefixes,
+		MemoryLimitBytes:  pc.MemoryLimit,
+		MaxInstances:      int(args.MaxInstancesPerPolicy),
+		RealClock:         pc.RealClock,
+		Clock:             w.opts.clock,
+		RealRandom:        pc.RealRandom,
+		Reads:             pc.Reads,
+		RetiredGrace:      w.opts.retiredGrace,
 		Limits: host.CompileLimits{
 			MaxFunctions: args.CompileLimits.MaxFunctions,
 			MaxCodeBytes: args.CompileLimits.MaxCodeBytes,
@@ -649,6 +703,7 @@ func (w *WasmPolicy) Close() error {
 	delete(live, w)
 	liveMu.Unlock()
 	w.cancel()
+	w.gates.close()
 	w.wg.Wait()
 	for _, p := range w.static {
 		p.breaker.stop()

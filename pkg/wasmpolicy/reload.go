@@ -9,9 +9,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/pkg/source"
 )
@@ -72,6 +74,10 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 	w.requeueRejected(logger, p)
 	logger.Info("Policy module active", "policy", p.cfg.Name, "source", p.source.String(), "sha256", v.SHA256(), "previous", serving, "exports", v.Exports().String())
 	w.event(u.Object, v1.EventTypeNormal, "PolicyLoaded", fmt.Sprintf("WasmPolicy/%s: module %s active (exports %s)", p.cfg.Name, short(v.SHA256()), v.Exports().String()))
+	for _, why := range w.unservedOf(p) {
+		logger.Info("Policy implements an extension point this program never calls; that part of the policy does not run", "policy", p.cfg.Name, "detail", why)
+		w.event(u.Object, v1.EventTypeWarning, "PolicyPointNotServed", "WasmPolicy/"+why)
+	}
 }
 
 // maxRemembered bounds each policy's set of rejected pods.
@@ -120,29 +126,47 @@ func (p *policy) takeRejected() map[string]*v1.Pod {
 // requeueRejected sends the pods the policy rejected back to the scheduling
 // queue: the new module may admit them.
 func (w *WasmPolicy) requeueRejected(logger klog.Logger, p *policy) {
-	pods := p.takeRejected()
-	if len(pods) == 0 || w.handle == nil {
-		return
-	}
-	defer func() {
-		// A framework built without a scheduling queue (tests, other hosts)
-		// has no pod activator.
-		if r := recover(); r != nil {
-			logger.V(2).Info("No pod activator; rejected pods wait for their next retry", "policy", p.cfg.Name)
-		}
-	}()
-	w.handle.Activate(logger, pods)
-	logger.Info("Requeued pods rejected by the previous module", "policy", p.cfg.Name, "pods", len(pods))
+	w.activate(logger, p.takeRejected(), "Requeued pods rejected by the previous module", "policy", p.cfg.Name)
 }
 
 // EventsToRegister implements framework.EnqueueExtensions: a pod a policy
 // rejected may fit after a node is added or its labels, taints, annotations
-// or allocatable change, or after a pod leaves a node.
+// or allocatable change, after a pod leaves a node, or after the pod's own
+// labels or annotations change. A pod a gate holds (PreEnqueue) is checked
+// again only for the events its gate asked for (recheck_on), and for
+// another pod being bound when it asked for PodsChange (gates.go).
 func (w *WasmPolicy) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAnnotation | fwk.UpdateNodeAllocatable}},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete | fwk.UpdatePodLabel | fwk.UpdatePodScaleDown}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAnnotation | fwk.UpdateNodeAllocatable}, QueueingHintFn: w.gateHint(abi.RecheckNodesChange)},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete | fwk.UpdatePodLabel | fwk.UpdatePodScaleDown}, QueueingHintFn: w.gateHint(abi.RecheckPodsChange)},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: w.selfUpdateHint},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: w.boundPodHint},
 	}, nil
+}
+
+// podDeleted forgets a deleted pod's gate.
+func (w *WasmPolicy) podDeleted(obj interface{}) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if pod, ok := obj.(*v1.Pod); ok {
+		w.gates.release(pod.UID)
+	}
+}
+
+// activate sends pods back to the scheduling queue, where PreEnqueue runs
+// again (a framework built without a queue has no activator).
+func (w *WasmPolicy) activate(logger klog.Logger, pods map[string]*v1.Pod, msg string, kv ...any) {
+	if len(pods) == 0 || w.handle == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			logger.V(2).Info("No pod activator; pods wait for their next retry", kv...)
+		}
+	}()
+	w.handle.Activate(logger, pods)
+	logger.Info(msg, append(kv, "pods", len(pods))...)
 }
 
 func unwrapLoad(err error) error {

@@ -1,0 +1,196 @@
+package wasmpolicy
+
+import (
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+)
+
+// gateTracker remembers the pods a policy's preenqueue gated and what may
+// lift each gate (host.Recheck): the queueing hints ask it whether a
+// cluster event is worth checking a gated pod again for, and its timer
+// rechecks the pods whose gate asked for a delay. Pods leave it when they
+// pass PreEnqueue or are deleted. A nil tracker (a plugin not built by
+// NewWithArgs) tracks nothing.
+type gateTracker struct {
+	mu    sync.Mutex
+	pods  map[types.UID]*gatedPod
+	timer *time.Timer
+	// due is when the timer fires (zero: not armed).
+	due time.Time
+	// activate sends pods back to the scheduling queue (nil: no queue).
+	activate func(pods map[string]*v1.Pod)
+	closed   bool
+}
+
+// gatedPod is one gated pod and what lifts its gate.
+type gatedPod struct {
+	pod    *v1.Pod
+	policy string
+	events int32
+	// at is when to check it again (zero: no delay asked).
+	at time.Time
+}
+
+// maxGated bounds the tracker; a pod gated beyond it is rechecked on every
+// event, as it would be without the tracker.
+const maxGated = 10000
+
+func newGateTracker(activate func(map[string]*v1.Pod)) *gateTracker {
+	return &gateTracker{pods: map[types.UID]*gatedPod{}, activate: activate}
+}
+
+// gate records that p gated pod, and when to check it again.
+func (g *gateTracker) gate(pod *v1.Pod, p *policy, r host.Recheck) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.pods[pod.UID]; !ok && len(g.pods) >= maxGated {
+		return
+	}
+	gp := &gatedPod{pod: pod, policy: p.cfg.Name, events: r.Events}
+	if r.After > 0 {
+		gp.at = time.Now().Add(r.After)
+		g.arm(gp.at)
+	}
+	g.pods[pod.UID] = gp
+}
+
+// release forgets a pod that passed PreEnqueue or was deleted.
+func (g *gateTracker) release(uid types.UID) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	delete(g.pods, uid)
+	g.mu.Unlock()
+}
+
+// lookup returns the events that may lift the pod's gate, and whether the
+// tracker knows the pod as gated.
+func (g *gateTracker) lookup(uid types.UID) (int32, bool) {
+	if g == nil {
+		return 0, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gp, ok := g.pods[uid]; ok {
+		return gp.events, true
+	}
+	return 0, false
+}
+
+// arm makes the timer fire at t at the latest (under mu).
+func (g *gateTracker) arm(t time.Time) {
+	if g.closed || g.activate == nil || !g.due.IsZero() && !t.Before(g.due) {
+		return
+	}
+	g.due = t
+	d := time.Until(t)
+	if g.timer == nil {
+		g.timer = time.AfterFunc(d, g.fire)
+	} else {
+		g.timer.Reset(d)
+	}
+}
+
+// fire sends the pods whose recheck is due back to the queue, where
+// PreEnqueue runs again, and re-arms for the next.
+func (g *gateTracker) fire() {
+	g.mu.Lock()
+	now := time.Now()
+	due := map[string]*v1.Pod{}
+	var next time.Time
+	for _, gp := range g.pods {
+		switch {
+		case gp.at.IsZero():
+		case !gp.at.After(now):
+			due[klog.KObj(gp.pod).String()] = gp.pod
+			gp.at = time.Time{}
+		case next.IsZero() || gp.at.Before(next):
+			next = gp.at
+		}
+	}
+	g.due = time.Time{}
+	if !next.IsZero() {
+		g.arm(next)
+	}
+	activate := g.activate
+	g.mu.Unlock()
+	if len(due) > 0 && activate != nil {
+		activate(due)
+	}
+}
+
+func (g *gateTracker) close() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.closed = true
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.mu.Unlock()
+}
+
+// gateHint is the queueing hint of a cluster event of kind bit
+// (abi.Recheck*) that WasmPolicy registers: a pod a policy gated is
+// checked again only for the events its gate asked for; a pod WasmPolicy
+// rejected in a scheduling cycle (Filter) is retried as before.
+func (w *WasmPolicy) gateHint(bit int32) fwk.QueueingHintFn {
+	return func(_ klog.Logger, pod *v1.Pod, _, _ interface{}) (fwk.QueueingHint, error) {
+		events, gated := w.gates.lookup(pod.UID)
+		if gated && events&bit == 0 {
+			return fwk.QueueSkip, nil
+		}
+		return fwk.Queue, nil
+	}
+}
+
+// selfUpdateHint is the hint of pod updates: only the pod's own update
+// counts, and only when its labels or annotations changed, which policies
+// read (an approving annotation lifts a gate; a filter may read them too).
+// A status update, including the scheduler's own, is not worth a retry.
+func (w *WasmPolicy) selfUpdateHint(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	oldPod, ok1 := oldObj.(*v1.Pod)
+	newPod, ok2 := newObj.(*v1.Pod)
+	if !ok1 || !ok2 || newPod.UID != pod.UID || mapsEqual(oldPod.Labels, newPod.Labels) && mapsEqual(oldPod.Annotations, newPod.Annotations) {
+		return fwk.QueueSkip, nil
+	}
+	if events, gated := w.gates.lookup(pod.UID); gated && events&abi.RecheckPodUpdate == 0 {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+// boundPodHint is the hint of another pod being bound: worth a recheck
+// only for a gate that asked for PodsChange (before gates, WasmPolicy did
+// not register the event).
+func (w *WasmPolicy) boundPodHint(_ klog.Logger, pod *v1.Pod, _, _ interface{}) (fwk.QueueingHint, error) {
+	if events, gated := w.gates.lookup(pod.UID); gated && events&abi.RecheckPodsChange != 0 {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

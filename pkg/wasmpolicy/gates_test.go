@@ -1,0 +1,257 @@
+package wasmpolicy
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+)
+
+func gate(reason string) guestFunc {
+	return func(string) (int64, host.Result, *host.CallError) {
+		return 0, host.Result{Code: abi.CodeUnschedulableAndUnresolvable, Reason: reason}, nil
+	}
+}
+
+func withGates(w *WasmPolicy) *WasmPolicy {
+	w.gates = newGateTracker(nil)
+	return w
+}
+
+// PreEnqueue under each failurePolicy and mode: a gate's rejection holds
+// the pod with the policy's reason; a failed call gates it under Fail and
+// lets it in under Ignore; an audited policy never gates.
+func TestPreEnqueueTable(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fn   guestFunc
+		fail string // the status under Fail ("" for none)
+		pass bool   // the pod passes under Ignore (false: the gate holds it whatever the failurePolicy)
+	}{
+		{"pass", succeed, "", true},
+		{"gate", gate("frozen"), "gated by WasmPolicy/p: frozen", false},
+		{"timeout", timeout, "gated by WasmPolicy/p: policy call exceeded its preEnqueueTimeout of 10ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its preEnqueueTimeout", true},
+		{"error", errorOut, "gated by WasmPolicy/p: policy error: no data", true},
+	} {
+		for _, mode := range []string{"Fail", "Ignore", "Audit"} {
+			t.Run(c.name+"/"+mode, func(t *testing.T) {
+				m := &fakeModule{}
+				m.fns[host.CallPreEnqueue] = c.fn
+				p := fakePolicy("p", m, func(cfg *config.Policy) {
+					switch mode {
+					case "Ignore":
+						cfg.FailurePolicy = config.FailurePolicyIgnore
+					case "Audit":
+						cfg.Mode = config.ModeAudit
+					}
+				})
+				w := withGates(fakePlugin(p))
+				st := w.PreEnqueue(context.Background(), fakePod())
+				want := c.fail
+				if mode == "Audit" || mode == "Ignore" && c.pass {
+					want = ""
+				}
+				switch {
+				case want == "" && st != nil:
+					t.Fatalf("got %v, want the pod let in", st)
+				case want != "" && (st == nil || st.Code() != fwk.UnschedulableAndUnresolvable || st.Message() != want):
+					t.Fatalf("got %v, want UnschedulableAndUnresolvable %q", st, want)
+				}
+				if m.withNode.Load() != 0 {
+					t.Errorf("preenqueue was given a node")
+				}
+				if _, gated := w.gates.lookup("p"); gated != (want != "") {
+					t.Errorf("tracker: gated=%v, want %v", gated, want != "")
+				}
+			})
+		}
+	}
+}
+
+// A policy without preenqueue, or still without a module, costs nothing
+// and gates nothing; the first gate in order decides.
+func TestPreEnqueueOrder(t *testing.T) {
+	none := &fakeModule{}
+	none.fns[host.CallFilter] = succeed
+	first, second := &fakeModule{}, &fakeModule{}
+	first.fns[host.CallPreEnqueue], second.fns[host.CallPreEnqueue] = gate("first"), gate("second")
+	w := withGates(fakePlugin(fakePolicy("filter-only", none, nil), fakePolicy("loading", nil, nil), fakePolicy("a", first, nil), fakePolicy("b", second, nil)))
+	st := w.PreEnqueue(context.Background(), fakePod())
+	if st == nil || st.Message() != "gated by WasmPolicy/a: first" {
+		t.Fatalf("got %v, want the first gate's", st)
+	}
+	if none.singleCalls.Load() != 0 || second.singleCalls.Load() != 0 {
+		t.Errorf("calls: filter-only %d, b %d; want none", none.singleCalls.Load(), second.singleCalls.Load())
+	}
+}
+
+// The queueing hints: a gated pod is rechecked only on the events its gate
+// asked for; a pod WasmPolicy rejected in a cycle (not gated) on every
+// event it registers, as before gates; a pod's own update counts only when
+// its labels or annotations changed.
+func TestGateHints(t *testing.T) {
+	w := withGates(fakePlugin())
+	logger := klog.Background()
+	gated, other := fakePod(), &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}}
+	w.gates.gate(gated, fakePolicy("p", nil, nil), host.Recheck{Events: abi.RecheckPodUpdate})
+	hint := func(fn fwk.QueueingHintFn, pod *v1.Pod, oldObj, newObj interface{}) fwk.QueueingHint {
+		h, err := fn(logger, pod, oldObj, newObj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, c := range []struct {
+		name string
+		got  fwk.QueueingHint
+		want fwk.QueueingHint
+	}{
+		{"node change, gated on pod updates", hint(w.gateHint(abi.RecheckNodesChange), gated, nil, nil), fwk.QueueSkip},
+		{"node change, rejected in a cycle", hint(w.gateHint(abi.RecheckNodesChange), other, nil, nil), fwk.Queue},
+		{"pod annotated", hint(w.selfUpdateHint, gated, gated, withAnnotation(gated, "ok", "true")), fwk.Queue},
+		{"pod status only", hint(w.selfUpdateHint, gated, gated, gated.DeepCopy()), fwk.QueueSkip},
+		{"another pod annotated", hint(w.selfUpdateHint, gated, other, withAnnotation(other, "ok", "true")), fwk.QueueSkip},
+		{"a pod bound, gate not asking", hint(w.boundPodHint, gated, nil, other), fwk.QueueSkip},
+		{"a pod bound, rejected in a cycle", hint(w.boundPodHint, other, nil, gated), fwk.QueueSkip},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	w.gates.gate(gated, fakePolicy("p", nil, nil), host.Recheck{Events: abi.RecheckPodsChange})
+	if h := hint(w.boundPodHint, gated, nil, other); h != fwk.Queue {
+		t.Errorf("a pod bound, gate asking for pods changes: %v", h)
+	}
+	if h := hint(w.selfUpdateHint, gated, gated, withAnnotation(gated, "ok", "true")); h != fwk.QueueSkip {
+		t.Errorf("pod annotated, gate not asking for pod updates: %v", h)
+	}
+	w.gates.release(gated.UID)
+	if h := hint(w.gateHint(abi.RecheckNodesChange), gated, nil, nil); h != fwk.Queue {
+		t.Errorf("released pod: %v", h)
+	}
+}
+
+func withAnnotation(p *v1.Pod, k, v string) *v1.Pod {
+	c := p.DeepCopy()
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[k] = v
+	return c
+}
+
+// A gate that asked for a delay has its pod sent back to the queue then,
+// once; pods without a delay are not.
+func TestGateRecheckTimer(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	g := newGateTracker(func(pods map[string]*v1.Pod) {
+		mu.Lock()
+		defer mu.Unlock()
+		for k := range pods {
+			got = append(got, k)
+		}
+	})
+	defer g.close()
+	p := fakePolicy("p", nil, nil)
+	soon, later, never := fakePod(), fakePod(), fakePod()
+	soon.Name, soon.UID = "soon", "soon"
+	later.Name, later.UID = "later", "later"
+	never.Name, never.UID = "never", "never"
+	g.gate(later, p, host.Recheck{After: 400 * time.Millisecond})
+	g.gate(soon, p, host.Recheck{After: 100 * time.Millisecond})
+	g.gate(never, p, host.Recheck{Events: abi.RecheckPodUpdate})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // nothing more comes
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, ",") != "default/soon,default/later" {
+		t.Errorf("activated %v, want soon then later, once each", got)
+	}
+}
+
+// PreBind collects every enforced policy's patch (a later policy wins a
+// key both set), leaves audited ones out, and under Fail refuses the
+// binding when a policy's call fails; under Ignore it goes on without
+// that policy's patch.
+func TestPreBindCollects(t *testing.T) {
+	a, b, audited, failing := &fakeModule{}, &fakeModule{}, &fakeModule{}, &fakeModule{}
+	a.fns[host.CallPreBind], b.fns[host.CallPreBind], audited.fns[host.CallPreBind], failing.fns[host.CallPreBind] = succeed, succeed, succeed, timeout
+	a.patch = map[string]string{"label:t.example.com/zone": "z1", "annotation:t.example.com/by": "a"}
+	b.patch = map[string]string{"annotation:t.example.com/by": "b"}
+	audited.patch = map[string]string{"label:t.example.com/audit": "yes"}
+	for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
+		pa, pb := fakePolicy("a", a, nil), fakePolicy("b", b, nil)
+		pau := fakePolicy("audited", audited, func(c *config.Policy) { c.Mode = config.ModeAudit })
+		pf := fakePolicy("failing", failing, func(c *config.Policy) { c.FailurePolicy = fp })
+		w := fakePlugin(pa, pb, pau, pf)
+		c := w.newCycle(fakePod(), true)
+		ni := fakeNodes(1)[0]
+		var pp podPatch
+		var st *fwk.Status
+		for i, p := range c.policies {
+			if st = w.preBindPolicy(context.Background(), p, c.modules[i], c.pod, ni, &host.PolicyCycle{}, &pp); st != nil {
+				break
+			}
+		}
+		if fp == config.FailurePolicyFail {
+			if st == nil || st.Code() != fwk.Error || !strings.Contains(st.Message(), "WasmPolicy/failing: policy call exceeded its timeout of 100ms") || !strings.Contains(st.Message(), "not bound and will be retried") {
+				t.Errorf("Fail: status %v", st)
+			}
+			continue
+		}
+		if st != nil {
+			t.Fatalf("Ignore: status %v", st)
+		}
+		body, err := pp.body()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"metadata":{"annotations":{"t.example.com/by":"b"},"labels":{"t.example.com/zone":"z1"}}}`; string(body) != want {
+			t.Errorf("patch %s, want %s", body, want)
+		}
+		if strings.Join(pp.fail, ",") != "a,b" {
+			t.Errorf("policies whose Fail refuses a failed patch: %v", pp.fail)
+		}
+	}
+}
+
+// PreBindPreFlight skips pods whose cycle has no policy with a prebind.
+func TestPreBindPreFlight(t *testing.T) {
+	filter, bind := &fakeModule{}, &fakeModule{}
+	filter.fns[host.CallFilter], bind.fns[host.CallPreBind] = succeed, succeed
+	for _, c := range []struct {
+		policies []*policy
+		skip     bool
+	}{
+		{[]*policy{fakePolicy("f", filter, nil)}, true},
+		{[]*policy{fakePolicy("f", filter, nil), fakePolicy("b", bind, nil)}, false},
+	} {
+		w := fakePlugin(c.policies...)
+		state := intree.NewCycleState()
+		w.cycleFor(state, fakePod())
+		if st := w.preBindPreFlight(state); st.IsSkip() != c.skip {
+			t.Errorf("%d policies: %v, want skip=%v", len(c.policies), st, c.skip)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package wasmpolicy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+)
+
+// PreEnqueue implements framework.PreEnqueuePlugin: it asks the preenqueue
+// of each policy whose scope takes the pod (docs/abi.md §3.3), in order,
+// and gates the pod at the first that rejects it. kube-scheduler calls it
+// with its scheduling queue locked, so each call runs under the policy's
+// preEnqueueTimeout, and a policy without a module, or without a
+// preenqueue, costs nothing.
+func (w *WasmPolicy) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
+	var ps *host.PodState
+	var audits auditNotes
+	defer func() { audits.report(w, pod, "PreEnqueue") }()
+	for _, p := range w.current().forPod(pod, w.nsLabels) {
+		m := p.runtime.Current()
+		if m == nil || !m.Exports().Has(host.CallPreEnqueue) {
+			// A policy still loading its first module holds the pod at
+			// PreFilter, which retries it when the load ends.
+			continue
+		}
+		if ps == nil {
+			ps = host.NewPodState(pod)
+		}
+		v, recheck := w.preEnqueuePolicy(ctx, p, m, ps, &audits)
+		if !v.rejects() {
+			continue
+		}
+		w.gates.gate(pod, p, recheck)
+		p.remember(pod) // a new module or config rechecks it
+		msg := p.status(host.CallPreEnqueue, v).Message()
+		w.gatedEvent(pod, p, msg)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	w.gates.release(pod.UID)
+	return nil
+}
+
+// preEnqueuePolicy runs one policy's preenqueue for pod and returns its
+// verdict (a rejection gates the pod) and when to check a gated pod again.
+// An audited policy's rejection is reported and passes.
+func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, ps *host.PodState, audits *auditNotes) (verdict, host.Recheck) {
+	enforce := !p.audit()
+	pod := ps.Pod
+	if why := p.breaker.admit(pod); why != "" {
+		p.m.evaluated(host.CallPreEnqueue, rNotCalled)
+		return p.onFailure(host.CallPreEnqueue, why+"; fix the policy and push a new module (a new version closes the breaker)", enforce), host.DefaultRecheck
+	}
+	pc := &host.PolicyCycle{}
+	start := time.Now()
+	_, res, cerr := m.Call(ctx, host.CallPreEnqueue, ps, nil, pc, nil)
+	p.m.observe(host.CallPreEnqueue, start)
+	if cerr != nil {
+		v, _ := p.outOfCycleFailure(ctx, pod, host.CallPreEnqueue, cerr, enforce)
+		return v, host.DefaultRecheck
+	}
+	p.breaker.succeeded(pod)
+	p.m.evaluated(host.CallPreEnqueue, resultOf(res.Code))
+	recheck := pc.Recheck
+	if recheck == (host.Recheck{}) {
+		recheck = host.DefaultRecheck
+	}
+	switch res.Code {
+	case abi.CodeSuccess, abi.CodeSkip:
+		return pass, recheck
+	case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
+		if !enforce {
+			p.m.audited(host.CallPreEnqueue, resultName(res.Code))
+			audits.add(ctx, pod, p, "would have gated the pod: "+orUnspecified(res.Reason))
+			return pass, recheck
+		}
+		// A gate holds the pod until a recheck lets it in: no node, and no
+		// preemption, can help.
+		return verdict{code: fwk.UnschedulableAndUnresolvable, reason: res.Reason}, recheck
+	}
+	return p.policyError(ctx, host.CallPreEnqueue, res.Reason, enforce), host.DefaultRecheck
+}
+
+// outOfCycleFailure handles a failed call at PreEnqueue or PreBind, which
+// belong to no scheduling cycle's budget: it is counted, logged, told to
+// the breaker, and the policy's failurePolicy decides. It returns that
+// verdict and why the call failed (which an ignored failure's verdict does
+// not carry).
+func (p *policy) outOfCycleFailure(ctx context.Context, pod *v1.Pod, point host.CallKind, cerr *host.CallError, enforce bool) (verdict, string) {
+	p.m.evaluated(point, resultOfOutcome(cerr.Outcome))
+	if cerr.Outcome == host.OutcomeUnavailable {
+		klog.FromContext(ctx).Error(cerr.Err, "Policy call failed", "pod", klog.KObj(pod), "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", cerr.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce))
+		return p.onFailure(point, cerr.Error(), enforce), cerr.Error()
+	}
+	if cerr.Outcome == host.OutcomeTimeout {
+		p.m.overrun.Observe(cerr.Late.Seconds())
+	}
+	what, fix := cerr.Error(), "fix the policy"
+	if cerr.Outcome == host.OutcomeTimeout {
+		limit := p.cfg.Timeout
+		field := "timeout"
+		if point == host.CallPreEnqueue {
+			limit, field = p.preEnqueueTimeout(), "preEnqueueTimeout"
+		}
+		what, fix = fmt.Sprintf("policy call exceeded its %s of %s", field, limit), "fix the policy or raise its "+field
+	}
+	why := what + "; " + p.breaker.failed(what, pod) + "; " + fix
+	klog.FromContext(ctx).Error(cerr.Err, "Policy call failed", "pod", klog.KObj(pod), "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", cerr.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce), "reason", why)
+	return p.onFailure(point, why, enforce), why
+}
+
+// preEnqueueTimeout is the policy's preenqueue timeout, defaulted.
+func (p *policy) preEnqueueTimeout() time.Duration {
+	if t := p.cfg.PreEnqueueTimeout; t > 0 {
+		return t
+	}
+	return min(configv1.DefaultPreEnqueueTimeout, p.cfg.Timeout)
+}
+
+// gatedEvent tells the pod's owner why it waits: an Event on the pod, as
+// kube-scheduler reports FailedScheduling. The event recorder aggregates
+// repeats of the same message.
+func (w *WasmPolicy) gatedEvent(pod *v1.Pod, p *policy, msg string) {
+	if w.handle == nil || w.handle.EventRecorder() == nil {
+		return
+	}
+	w.handle.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "WasmPolicyGated", "PreEnqueue", "%s; the pod stays pending until the policy lets it in", msg)
+}
+
+// auditNotes collects what the audited policies of one extension point
+// would have done to one pod, reported as one Event. kube-scheduler's
+// event recorder folds the Events of one object with the same reason and
+// action into a series that keeps the first note, so an Event per policy
+// would show only the first policy's verdict.
+type auditNotes []string
+
+// add logs an audited policy's verdict and keeps it for the Event.
+func (a *auditNotes) add(ctx context.Context, pod *v1.Pod, p *policy, msg string) {
+	klog.FromContext(ctx).Info("Audited policy verdict", "policy", p.cfg.Name, "pod", klog.KObj(pod), "verdict", msg)
+	*a = append(*a, fmt.Sprintf("WasmPolicy/%s (Audit) %s", p.cfg.Name, msg))
+}
+
+// maxEventNote is the longest note events.k8s.io/v1 accepts (1 kB).
+const maxEventNote = 1000
+
+// report emits the notes as one Normal WasmPolicyAudit Event on the pod.
+func (a auditNotes) report(w *WasmPolicy, pod *v1.Pod, action string) {
+	if len(a) == 0 || w.handle == nil || w.handle.EventRecorder() == nil {
+		return
+	}
+	note := strings.Join(a, "; ")
+	if len(note) > maxEventNote {
+		note = strings.ToValidUTF8(note[:maxEventNote-3], "") + "…"
+	}
+	w.handle.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "WasmPolicyAudit", action, "%s", note)
+}
