@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -255,7 +256,16 @@ func (o *testOptions) runCases(cmd *cobra.Command, g *globalOptions, module stri
 }
 
 func caseTable(tw *tabwriter.Writer, r *casetable.Report) {
-	row(tw, "CASE", "NODE", "FILTER", "SCORE", "RESULT")
+	// The PREENQUEUE and PREBIND columns appear when a case checks them.
+	gates := slices.ContainsFunc(r.Cases, func(c casetable.Case) bool { return c.PreEnqueue != "" || c.PreBind != "" })
+	line := func(name, node, filter, score, preEnqueue, preBind, result string) {
+		if gates {
+			row(tw, name, node, filter, score, dash(preEnqueue), dash(preBind), result)
+		} else {
+			row(tw, name, node, filter, score, result)
+		}
+	}
+	line("CASE", "NODE", "FILTER", "SCORE", "PREENQUEUE", "PREBIND", "RESULT")
 	for _, c := range r.Cases {
 		result := "ok"
 		if !c.Passed() {
@@ -268,20 +278,23 @@ func caseTable(tw *tabwriter.Writer, r *casetable.Report) {
 				if i > 0 {
 					name, res = "", ""
 				}
-				row(tw, name, n.Node, n.Filter, optInt(n.Score), res)
+				line(name, n.Node, n.Filter, optInt(n.Score), "", "", res)
 			}
 			continue
 		}
-		f := c.Filter
-		if f == "" {
-			f = "-"
-		}
-		row(tw, c.Name, c.Node, f, optInt(c.Score), result)
+		line(c.Name, c.Node, dash(c.Filter), optInt(c.Score), c.PreEnqueue, c.PreBind, result)
 	}
 	tw.Flush()
 	for _, d := range r.Disagreements {
 		fmt.Fprintf(tw, "DISAGREE: %s\n", d)
 	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // policyName makes a policy name (a DNS label) from a module's file name:
@@ -374,6 +387,40 @@ func explanationTable(tw *tabwriter.Writer, ex *wasmpolicy.Explanation) {
 	if len(ex.OutOfScope) > 0 {
 		fmt.Fprintf(tw, "\nNot applied to this pod (outside their scope): %s\n", strings.Join(ex.OutOfScope, ", "))
 	}
+	for _, g := range ex.Gates {
+		fmt.Fprintf(tw, "\nPreEnqueue WasmPolicy/%s%s: %s", g.Policy, auditNote(g.Mode), g.Verdict)
+		if g.Reason != "" {
+			fmt.Fprintf(tw, ": %s", g.Reason)
+		}
+		if g.Recheck != "" {
+			fmt.Fprintf(tw, " (checked again %s)", g.Recheck)
+		}
+	}
+	if len(ex.Gates) > 0 {
+		fmt.Fprintln(tw)
+	}
+	for _, b := range ex.PreBind {
+		fmt.Fprintf(tw, "\nPreBind on %s, WasmPolicy/%s%s: %s", ex.BindNode, b.Policy, auditNote(b.Mode), b.Verdict)
+		if b.Reason != "" {
+			fmt.Fprintf(tw, ": %s", b.Reason)
+		}
+		if p := casetable.PatchString(b.Labels, b.Annotations); p != "" {
+			fmt.Fprintf(tw, "; would write %s", p)
+		}
+		if b.Refused != "" {
+			fmt.Fprintf(tw, "; refused: %s", b.Refused)
+		}
+	}
+	if len(ex.PreBind) > 0 {
+		fmt.Fprintln(tw)
+	}
+}
+
+func auditNote(mode string) string {
+	if mode == string(config.ModeAudit) {
+		return " (audit)"
+	}
+	return ""
 }
 
 // cacheDir is where compiled modules are cached between runs.

@@ -115,9 +115,14 @@ func validateFile(ctx context.Context, path string) (*ValidateReport, error) {
 	} else {
 		add("imports", true, fmt.Sprintf("%d imports, all allowed", len(info.Imports)))
 	}
+	// The ABI's exports: every extension point of abi.Points, and the
+	// version and initializers.
 	for _, e := range info.Exports {
-		switch e {
-		case abi.ExportPreFilter, abi.ExportFilter, abi.ExportPreScore, abi.ExportScore, abi.ExportNormalizeScore, abi.ExportFilterNodes, abi.ExportScoreNodes, abi.ExportAbiVersion, abi.ExportInitialize, abi.ExportStart:
+		abiExport := e == abi.ExportAbiVersion || e == abi.ExportInitialize || e == abi.ExportStart
+		for _, pt := range abi.Points {
+			abiExport = abiExport || e == pt.Export
+		}
+		if abiExport {
 			r.Exports = append(r.Exports, e)
 		}
 	}

@@ -77,6 +77,10 @@ type Case struct {
 	// Nodes are a case with several nodes' outcomes, one per node: its
 	// verdict and, when it passed, its final score.
 	Nodes []NodeOutcome `json:"nodes,omitempty"`
+	// PreEnqueue is the gate's verdict and PreBind the prebind's verdict
+	// and patch, when the case expects them.
+	PreEnqueue string `json:"preEnqueue,omitempty"`
+	PreBind    string `json:"preBind,omitempty"`
 	// Problems say how the case failed; empty when it passed.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -103,18 +107,65 @@ func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm [
 	if spec.Reads == nil {
 		spec.Reads = f.Reads
 	}
-	p, err := e.NewPolicy(ctx, spec)
-	if err != nil {
-		return nil, err
+	if spec.PatchPrefixes == nil {
+		spec.PatchPrefixes = f.PatchPrefixes
 	}
-	defer p.Close(ctx)
-	v, err := p.Load(ctx, wasm, "")
-	if err != nil {
-		return nil, err
+	// Cases that set now run on a policy whose wall clock reads it; the
+	// others on spec's clock. One load per distinct clock, the cases kept
+	// in the table's order.
+	var clocks []string
+	groups := map[string][]int{}
+	for i, c := range f.Cases {
+		if _, ok := groups[c.Now]; !ok {
+			clocks = append(clocks, c.Now)
+		}
+		groups[c.Now] = append(groups[c.Now], i)
 	}
-	r := Run(ctx, v, f)
-	r.Size, r.LoadDuration, r.TableBatches = v.Size(), v.LoadDuration(), v.TableBatches()
-	return r, nil
+	if len(clocks) == 0 {
+		clocks = []string{""}
+	}
+	var out *Report
+	cases := make([]Case, len(f.Cases))
+	for _, now := range clocks {
+		gspec, sub := spec, *f
+		if now != "" {
+			c := casetest.Case{Now: now}
+			t, err := c.Clock()
+			if err != nil {
+				return nil, err
+			}
+			gspec.Clock = t
+		}
+		sub.Cases = nil
+		for _, i := range groups[now] {
+			sub.Cases = append(sub.Cases, f.Cases[i])
+		}
+		p, err := e.NewPolicy(ctx, gspec)
+		if err != nil {
+			return nil, err
+		}
+		v, err := p.Load(ctx, wasm, "")
+		if err != nil {
+			_ = p.Close(ctx)
+			return nil, err
+		}
+		r := Run(ctx, v, &sub)
+		r.Size, r.LoadDuration, r.TableBatches = v.Size(), v.LoadDuration(), v.TableBatches()
+		_ = p.Close(ctx)
+		for j, i := range groups[now] {
+			cases[i] = r.Cases[j]
+		}
+		if out == nil {
+			out = r
+		} else {
+			out.Disagreements = append(out.Disagreements, r.Disagreements...)
+			out.TableBatches += r.TableBatches
+		}
+	}
+	if len(f.Cases) > 0 {
+		out.Cases = cases
+	}
+	return out, nil
 }
 
 // Run runs every case of f against v, a loaded module whose policy has the
@@ -175,10 +226,14 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 		useView(pod, view, nodes)
 		pc := new(host.PolicyCycle)
 
-		filters, ferr := runFilter(ctx, v, pod, pc, nodes)
+		var filters filterResults
+		var ferr error
+		if ex.Has(host.CallFilter) || ex.Has(host.CallPreFilter) || c.Filter != nil {
+			filters, ferr = runFilter(ctx, v, pod, pc, nodes)
+		}
 		if ferr != nil {
 			problem("%v", ferr)
-		} else {
+		} else if filters.single != nil {
 			if c.Filter != nil {
 				got := filters.single[i]
 				res.Filter = verdict(got)
@@ -218,9 +273,84 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 				}
 			}
 		}
+		runGates(ctx, v, &c, v1pod, pod, pc, nodes[i], &res, problem)
 		r.Cases = append(r.Cases, res)
 	}
 	return r
+}
+
+// runGates checks a case's preEnqueue and preBind expectations: the gate
+// with a pod state of its own (a new cycle, as the plugin calls it), the
+// prebind in the case's cycle on its node.
+func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.Pod, pod *host.PodState, pc *host.PolicyCycle, node fwk.NodeInfo, res *Case, problem func(string, ...any)) {
+	ex := v.Exports()
+	if want := c.PreEnqueue; want != nil {
+		got := host.Result{}
+		gpc := new(host.PolicyCycle)
+		if ex.Has(host.CallPreEnqueue) {
+			_, r, cerr := v.Call(ctx, host.CallPreEnqueue, host.NewPodState(v1pod), nil, gpc, nil)
+			if cerr != nil {
+				problem("preenqueue: %v", cerr)
+				return
+			}
+			got = r
+		}
+		res.PreEnqueue = verdict(got)
+		if got.Code != want.Code || (want.Reason != "" && got.Reason != want.Reason) {
+			problem("preEnqueue: got %s, want %s", verdict(got), verdict(host.Result{Code: want.Code, Reason: want.Reason}))
+		}
+		if c.Recheck != nil {
+			on, _ := c.Recheck.Events()
+			after, _ := c.Recheck.Delay()
+			r := gpc.Recheck
+			if r == (host.Recheck{}) {
+				r = host.DefaultRecheck
+			}
+			if r.Events != int32(on) || r.After != after {
+				problem("recheck: got events %d after %s, want %d after %s", r.Events, r.After, on, after)
+			}
+		}
+	}
+	if want := c.PreBind; want != nil {
+		got := host.Result{}
+		bpc := &host.PolicyCycle{State: pc.State}
+		if len(c.CyclePolicies) > 0 {
+			var recs [][3]string
+			for _, p := range c.CyclePolicies {
+				recs = append(recs, [3]string{p.Name, p.SHA256, p.Mode})
+			}
+			bpc.Policies = host.EncodeCyclePolicies(recs)
+		} else {
+			bpc.Policies = host.EncodeCyclePolicies(nil)
+		}
+		if ex.Has(host.CallPreBind) {
+			_, r, cerr := v.Call(ctx, host.CallPreBind, pod, node, bpc, nil)
+			if cerr != nil {
+				problem("prebind: %v", cerr)
+				return
+			}
+			got = r
+		}
+		res.PreBind = verdict(got)
+		if !bpc.Patch.Empty() {
+			res.PreBind += "; " + PatchString(bpc.Patch.Labels, bpc.Patch.Annotations)
+		}
+		if p := casetest.CheckPreBind(want, got.Code, got.Reason, bpc.Patch.Labels, bpc.Patch.Annotations); p != "" {
+			problem("%s", p)
+		}
+	}
+}
+
+// PatchString lists a patch's keys and values in key order, for reports.
+func PatchString(labels, annotations map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		parts = append(parts, "label "+k+"="+strconv.Quote(labels[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
+		parts = append(parts, "annotation "+k+"="+strconv.Quote(annotations[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // runNodes runs a case with several nodes through one cycle, as the

@@ -23,6 +23,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -62,7 +63,7 @@ func New(ctx context.Context, client kubernetes.Interface, recorder framework.Ev
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 10 * time.Second
 	}
-	plugin, err := wasmpolicy.NewWithArgs(ctx, args, wasmpolicy.NewClientHandle(client, recorder))
+	plugin, err := wasmpolicy.NewWithArgs(ctx, args, wasmpolicy.NewClientHandle(client, recorder), wasmpolicy.WithUnservedPoints(Unserved))
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +85,18 @@ func New(ctx context.Context, client kubernetes.Interface, recorder framework.Ev
 	}
 	return &Server{plugin: plugin, nodes: nodeInf.Lister(), pods: podInf.GetIndexer(), opts: opts}, nil
 }
+
+// Unserved are the extension points the extender protocol has no verb for,
+// with why: a policy implementing them loads, its filter and score run,
+// and its gates and patches do not (the load is logged and reported with
+// a PolicyPointNotServed Event).
+var Unserved = map[host.CallKind]string{
+	host.CallPreEnqueue: "the extender protocol has no PreEnqueue verb, so pods are never gated; run the policy in kube-scheduler's WasmPolicy plugin to gate pods",
+	host.CallPreBind:    "the extender protocol is not called before binding, so pods are never patched; run the policy in kube-scheduler's WasmPolicy plugin to patch pods",
+}
+
+// Unserved lists each policy's extension points the extender cannot call.
+func (s *Server) Unserved() []string { return s.plugin.Unserved() }
 
 // Close stops the policies.
 func (s *Server) Close() error { return s.plugin.Close() }

@@ -53,6 +53,7 @@ func generateManyPolicies(t *testing.T, root string, counts map[testguests.Toolc
 			pc := configv1.DefaultPolicy(name, config.Source{File: testguests.Policy(t, tc, ex)})
 			pc.Config = tables[ex].Config + ",copy=" + strconv.Itoa(i)
 			pc.Reads = tables[ex].Reads
+			pc.PatchPrefixes = tables[ex].PatchPrefixes
 			pc.Timeout = 5 * time.Second // a loaded CI machine must not time out a healthy call
 			pc.CycleBudget = 2 * pc.Timeout
 			out = append(out, manyPolicy{name: name, example: ex, cfg: pc})
