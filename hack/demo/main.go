@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -185,6 +186,9 @@ func run() error {
 	if err := teamShipsAPolicy(ctx, client, root, kubectl, cp, logPath); err != nil {
 		return err
 	}
+	if err := gatesAndPatches(ctx, client, root, kubectl, cp, logPath); err != nil {
+		return err
+	}
 	fmt.Printf("\nDone in %s.", time.Since(start).Round(time.Second))
 	if keep {
 		fmt.Printf(" KEEP=1: the control plane is still running; kubectl --kubeconfig %s get pods -A\n", cp.AdminKubeconfig)
@@ -329,6 +333,8 @@ func submit(ctx context.Context, c kubernetes.Interface, pods []*v1.Pod) error {
 	return nil
 }
 
+// failedReason is the latest FailedScheduling or WasmPolicyGated note of
+// the pod: why it is pending.
 func failedReason(ctx context.Context, c kubernetes.Interface, namespace, pod string) string {
 	evs, err := c.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
 	if err != nil {
@@ -341,7 +347,7 @@ func failedReason(ctx context.Context, c kubernetes.Interface, namespace, pod st
 		if t.IsZero() {
 			t = e.CreationTimestamp.Time
 		}
-		if e.Reason == "FailedScheduling" && !t.Before(at) {
+		if (e.Reason == "FailedScheduling" || e.Reason == "WasmPolicyGated") && !t.Before(at) {
 			latest, at = e.Note, t
 		}
 	}
@@ -493,4 +499,105 @@ func teamShipsAPolicy(ctx context.Context, c kubernetes.Interface, root, kubectl
 		return err
 	}
 	return show(ctx, c, ns, other)
+}
+
+// gatesAndPatches is the act of PreEnqueue and PreBind policies: a change
+// freeze holds the checkout pods until one is approved, and every pod
+// bound from then on records its zone and the policy versions that
+// placed it, all shipped as ClusterSchedulingPolicies while the scheduler
+// runs.
+func gatesAndPatches(ctx context.Context, c kubernetes.Interface, root, kubectl string, cp *controlplane.ControlPlane, logPath string) error {
+	step("Gates and patches, live: a change freeze holds checkout pods until approved (PreEnqueue), and bound pods record where they went and why (PreBind)")
+	for _, name := range []string{"freeze-window", "placement-recorder"} {
+		b, err := os.ReadFile(filepath.Join(root, "_output", "guests", "tinygo", name+".wasm"))
+		if err != nil {
+			return err
+		}
+		if err := putPolicy(ctx, c, "policy-"+name, b); err != nil {
+			return err
+		}
+	}
+	// The scheduler may patch pods (manifests/base/rbac.yaml grants its
+	// ServiceAccount the same).
+	if err := controlplane.GrantPodPatch(ctx, c, controlplane.SchedulerUser); err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	doc := fmt.Sprintf(`apiVersion: policy.wasmsched.io/v1alpha1
+kind: ClusterSchedulingPolicy
+metadata: {name: checkout-freeze}
+spec:
+  source: {configMap: {namespace: %[1]s, name: policy-freeze-window, key: policy.wasm}}
+  config: start=%[2]s,end=%[3]s,reason=demo release freeze
+  realClock: true
+  profiles: [%[4]s]
+  podSelector: {matchLabels: {app: checkout}}
+---
+apiVersion: policy.wasmsched.io/v1alpha1
+kind: ClusterSchedulingPolicy
+metadata: {name: placement-audit}
+spec:
+  source: {configMap: {namespace: %[1]s, name: policy-placement-recorder, key: policy.wasm}}
+  patchPrefixes: [placement.wasmsched.io/]
+  profiles: [%[4]s]
+`, policyNS, now.Add(-time.Hour).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), schedulerName)
+	cmd := exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(doc)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply: %v\n%s", err, out)
+	}
+	fmt.Println("   $ kubectl apply -f - # ClusterSchedulingPolicy checkout-freeze (freeze-window, app=checkout, the next hour)")
+	fmt.Println("                        # ClusterSchedulingPolicy placement-audit (placement-recorder, patchPrefixes: [placement.wasmsched.io/])")
+	for _, name := range []string{"checkout-freeze", "placement-audit"} {
+		if err := waitForLog(logPath, `"Policy object active" object="clusterschedulingpolicy/`+name+`"`, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	approved := pod("checkout-hotfix", map[string]string{"app": "checkout"}, "250m", "256Mi", 0)
+	approved.Annotations = map[string]string{"freeze.wasmsched.io/approved": "true"}
+	pods := []*v1.Pod{
+		pod("checkout-1", map[string]string{"app": "checkout"}, "250m", "256Mi", 0),
+		approved,
+		pod("web-3", nil, "250m", "256Mi", 0),
+	}
+	if err := submit(ctx, c, pods); err != nil {
+		return err
+	}
+	if err := show(ctx, c, ns, pods); err != nil {
+		return err
+	}
+	if err := recorded(ctx, c, pods); err != nil {
+		return err
+	}
+	fmt.Printf("\n   $ kubectl -n %s annotate pod checkout-1 freeze.wasmsched.io/approved=true\n", ns)
+	if out, err := exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "-n", ns, "annotate", "pod", "checkout-1", "freeze.wasmsched.io/approved=true").CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl annotate: %v\n%s", err, out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if p, err := c.CoreV1().Pods(ns).Get(ctx, "checkout-1", metav1.GetOptions{}); err == nil && p.Spec.NodeName != "" {
+			break
+		}
+	}
+	if err := show(ctx, c, ns, pods[:1]); err != nil {
+		return err
+	}
+	return recorded(ctx, c, pods[:1])
+}
+
+// recorded prints what placement-recorder wrote on the bound pods.
+func recorded(ctx context.Context, c kubernetes.Interface, pods []*v1.Pod) error {
+	fmt.Println()
+	for _, want := range pods {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		// The digests, shortened for the terminal.
+		policies := regexp.MustCompile(`sha256:([0-9a-f]{12})[0-9a-f]{52}`).ReplaceAllString(p.Annotations["placement.wasmsched.io/policies"], "sha256:$1…")
+		fmt.Printf("   %s: label placement.wasmsched.io/zone=%s\n     annotation placement.wasmsched.io/policies=%s\n", p.Name, p.Labels["placement.wasmsched.io/zone"], policies)
+	}
+	return nil
 }

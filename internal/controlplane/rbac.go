@@ -81,3 +81,23 @@ func GrantModuleRead(ctx context.Context, c kubernetes.Interface, namespace, use
 	}, metav1.CreateOptions{})
 	return err
 }
+
+// GrantPodPatch lets user patch pods, for the policies' PreBind patches:
+// what the ClusterRole wasmsched-pod-patcher of manifests/base/rbac.yaml
+// grants the scheduler's ServiceAccount (kube-scheduler's bootstrap role
+// binds pods and updates their status, but cannot patch them).
+func GrantPodPatch(ctx context.Context, c kubernetes.Interface, user string) error {
+	name := "wasmsched-pod-patcher-" + strings.ReplaceAll(user, ":", "-")
+	if _, err := c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}, metav1.CreateOptions{})
+	return err
+}

@@ -15,10 +15,12 @@ clientConnection: {kubeconfig: %q, qps: 200, burst: 400}
 profiles:
 - schedulerName: %s
   plugins:
+    preEnqueue: {enabled: [{name: WasmPolicy}]}
     preFilter: {enabled: [{name: WasmPolicy}]}
     filter: {enabled: [{name: WasmPolicy}]}
     postFilter: {enabled: [{name: WasmPolicy}]}
     reserve: {enabled: [{name: WasmPolicy}]}
+    preBind: {enabled: [{name: WasmPolicy}]}
     preScore: {enabled: [{name: WasmPolicy}]}
     score:
       disabled: [{name: "*"}]

@@ -76,6 +76,9 @@ func setupPolicyNamespace() error {
 	if err := controlplane.GrantPolicyRead(ctx, client, policyNS, controlplane.SchedulerUser); err != nil {
 		return err
 	}
+	if err := controlplane.GrantPodPatch(ctx, client, controlplane.SchedulerUser); err != nil {
+		return err
+	}
 	return setupPolicyObjects(ctx)
 }
 

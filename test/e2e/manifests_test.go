@@ -84,6 +84,13 @@ func TestManifests(t *testing.T) {
 		{false, "update", "", "configmaps", "wasmsched", "policy-team-isolation", ""},
 		{false, "update", "coordination.k8s.io", "leases", "wasmsched", "someone-else", ""},
 		{false, "create", "", "pods", "team-a", "", ""},
+		// PreBind patches: pods' labels and annotations, by patch only.
+		{true, "patch", "", "pods", "team-a", "p", ""},
+		{true, "patch", "", "pods", "default", "p", ""},
+		{false, "update", "", "pods", "team-a", "p", ""},
+		{false, "patch", "", "pods", "team-a", "p", "ephemeralcontainers"},
+		{false, "patch", "", "pods", "team-a", "p", "resize"},
+		{false, "patch", "", "nodes", "", "n1", ""},
 		{false, "delete", "", "nodes", "", "n1", ""},
 		{false, "update", "apps", "deployments", "wasmsched", "wasmsched", ""},
 	} {

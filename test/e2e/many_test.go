@@ -40,6 +40,9 @@ func TestManyPoliciesFitTheDeployment(t *testing.T) {
 			if len(table.Reads) > 0 {
 				fmt.Fprintf(&cfg, "        reads: [%s]\n", strings.Join(table.Reads, ", "))
 			}
+			if len(table.PatchPrefixes) > 0 {
+				fmt.Fprintf(&cfg, "        patchPrefixes: [%s]\n", strings.Join(table.PatchPrefixes, ", "))
+			}
 			total++
 		}
 	}

@@ -419,6 +419,10 @@ func TestInvalidPolicyObjectsAreRefused(t *testing.T) {
 		{"timeout too long", head + cm + "  timeout: 30s\n", "spec.timeout: Invalid value"},
 		{"unknown read", head + cm + "  reads: [Secrets]\n", `spec.reads[0]: Unsupported value: "Secrets"`},
 		{"bad sha256", head + cm + "  sha256: abc\n", "spec.sha256: Invalid value"},
+		{"preEnqueue timeout too long", head + cm + "  preEnqueueTimeout: 2s\n", "spec.preEnqueueTimeout: Invalid value"},
+		{"patch prefix without a domain", head + cm + "  patchPrefixes: [zone]\n", "spec.patchPrefixes[0]: Invalid value"},
+		{"patch prefix of Kubernetes", head + cm + "  patchPrefixes: [node-role.kubernetes.io/]\n", "spec.patchPrefixes: Invalid value|domains of Kubernetes itself"},
+		{"valid patch prefixes", head + cm + "  patchPrefixes: [placement.example.com/, team.example.com/zone-]\n  preEnqueueTimeout: 5ms\n", ""},
 		{"namespaced file source", "apiVersion: policy.wasmsched.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: invalid, namespace: default}\nspec:\n  source: {file: /p.wasm}\n", "spec.source.file: Invalid value"},
 	} {
 		out, err := kubectl(c.doc, "apply", "--dry-run=server", "-f", "-")
