@@ -17,7 +17,7 @@ BIN           := $(CURDIR)/bin
 OUT           := $(CURDIR)/_output
 CACHE         := .cache
 TINYGO        := $(CURDIR)/.cache/tinygo/v0.41.1/bin/tinygo
-POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit spread node-health team-pod-cap zone-spread
+POLICIES      := team-isolation bin-packing maintenance-avoidance gpu-fit spread node-health team-pod-cap zone-spread freeze-window placement-recorder
 LDFLAGS       := $(shell $(K8SLIB); version_ldflags $(K8S_VERSION))
 GO_GUESTS     := $(foreach p,$(POLICIES),$(OUT)/guests/go/$(p).wasm)
 TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
@@ -32,7 +32,7 @@ WAT2WASM      ?= wat2wasm
 # Tests that run alone and without -race: the deadline tests (no other test
 # binary may compete for the cores while they measure), and the warm-start
 # crash test (50 starts of 40 Go policies: 50 s, several minutes under -race).
-TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts|TestSpinningGuestLeavesTheProcessRunning|TestRefuelLetsGarbageCollectionStopTheGuest|TestNodeTableBatchDeadline
+TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts|TestSpinningGuestLeavesTheProcessRunning|TestRefuelLetsGarbageCollectionStopTheGuest|TestNodeTableBatchDeadline|TestPreEnqueueTimeout|TestPreBindPatchAttacks|TestAdversarialGatesAndPatches
 # Tests that run without -race only: the spec-suite differential (65,000
 # guest calls, 5x slower under the race detector) and the example policies'
 # case tables, which make test runs on their own stage anyway.
@@ -116,15 +116,16 @@ controlplane:
 controlplane-lines:
 	./hack/build-controlplane.sh $(foreach l,$(LINES),$(call line_version,$(l)) $(call line_skew,$(l)))
 
-## e2e-lines: the e2e suite with each older line's scheduler (but the soak
-## and the extender test, which do not exercise the scheduler's build),
-## against a kube-apiserver of each minor the line serves
+## e2e-lines: the e2e suite with each older line's scheduler (but the soak,
+## the extender test, and the many-policies and startup runs, which
+## exercise the plugin's own code, the same on every line), against a
+## kube-apiserver of each minor the line serves
 e2e-lines: build build-lines guests-tinygo controlplane-lines
 	@set -eo pipefail; for l in $(LINES); do \
 	  for v in $$($(K8SLIB); echo $$(modfile_k8s go.$$l.mod) $$(skew_version go.$$l.mod)); do \
 	    echo "e2e: bin/kube-scheduler-$$l against kube-apiserver $$v"; \
 	    WASMSCHED_SCHEDULER=bin/kube-scheduler-$$l WASMSCHED_KUBE_VERSION=$$v \
-	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler|TestPolicyObjectChurn|TestPolicyObjectsWithTwoReplicas' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
+	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler|TestPolicyObjectChurn|TestPolicyObjectsWithTwoReplicas|TestManyPoliciesFitTheDeployment|TestStartupWaitsForLoadingPolicies' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
 	  done; \
 	done
 
@@ -181,12 +182,14 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane
 	set -o pipefail; $(GO) test -count=1 -v ./test/ports/ | grep -E '(ports_test.go|generated:|pod:|^\s*--- |^ok|FAIL|^PASS)'
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
-	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./host/internal/fuel/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial|interrupt|gc|table)_test.go|--- |ok|FAIL|PASS)'
+	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./host/internal/fuel/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial|interrupt|gc|table|gates)_test.go|--- |ok|FAIL|PASS)'
 	set -o pipefail; $(GO) test -count=1 -v -run 'TestExamplePoliciesAsWasm' ./test/policies/ | grep -E '^(\s+--- |\s+policies_test.go|ok|FAIL|PASS)'
 	# The conformance kit as an author runs it: team-isolation's case table
 	# against its Go, TinyGo, C and WAT builds (docs/sdk.md).
 	for b in go tinygo c wat; do echo "team-isolation ($$b):"; $(BIN)/wasmsched test --cases plugins-wasm/team-isolation/testdata.json $(OUT)/guests/$$b/team-isolation.wasm || exit 1; done
-	$(MAKE) --no-print-directory fuzz
+	@# The fuzz targets' seed corpora ran with the packages' tests above;
+	@# fuzzing itself is make fuzz (its instrumented builds cost a cold CI
+	@# run five minutes).
 	$(MAKE) --no-print-directory bench-smoke
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory e2e-lines
@@ -196,7 +199,8 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane
 test-deadlines-loaded: guests guests-tinygo
 	./hack/with-cpu-load.sh $(GO) test -count=1 -v -run '$(TIMING_TESTS)|TestDeadlineCheckCatchesUninterruptibleStep' ./host/ ./host/internal/fuel/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+\w+_test.go:[0-9]+: .*(overrun|FAIL|want)|--- |ok|FAIL|PASS)'
 
-## fuzz: each fuzz target for FUZZTIME (seed corpora in testdata/fuzz run in every go test)
+## fuzz: each fuzz target for FUZZTIME (seed corpora in testdata/fuzz run in
+## every go test, make test included; fuzzing is this target's alone)
 FUZZTIME ?= 10s
 fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host/

@@ -10,9 +10,10 @@ cd "$ROOT"
 . hack/lib/k8s.sh
 
 table() {
-  echo "| build | made from | Kubernetes | serves kube-apiserver | e2e against kube-apiserver | etcd | scheduler-plugins plugins registered |"
+  echo "| build | made from | Kubernetes | serves kube-apiserver | e2e against kube-apiserver | e2e's etcd | scheduler-plugins plugins registered |"
   echo "|---|---|---|---|---|---|---|"
-  local f v m skew tags pf sp reg left
+  local f v m skew tags pf sp reg left etcd main
+  main="$(modfile_k8s go.mod)"
   for f in $(line_modfiles); do
     v="$(modfile_k8s "$f")"; m="$(k8s_minor "$v")"; skew="$(skew_version "$f")"
     tags="$(line_tag "$f")"
@@ -23,7 +24,11 @@ table() {
     if [ -z "$reg" ]; then reg="none ($sp compiles against none of them: $left left out)"
     elif [ "$left" != 0 ]; then reg="$reg ($sp; $left left out)"
     else reg="all $(grep -c '^// registered: ' "$pf") ($sp): $reg"; fi
-    echo "| \`$(line_binary "$f")\` | \`$f\`${tags:+, \`-tags $tags\`} | $v | 1.$m, 1.$((m + 1)) | $v${skew:+, $skew} | $(etcd_version "$v") | $reg |"
+    # Older lines' control planes run on the main line's etcd
+    # (hack/build-controlplane.sh).
+    etcd="$(etcd_version "$main")"
+    [ "$v" = "$main" ] || etcd="$etcd (the main line's; $v pins $(etcd_version "$v"))"
+    echo "| \`$(line_binary "$f")\` | \`$f\`${tags:+, \`-tags $tags\`} | $v | 1.$m, 1.$((m + 1)) | $v${skew:+, $skew} | $etcd | $reg |"
   done
 }
 
