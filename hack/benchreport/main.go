@@ -554,6 +554,14 @@ func run() error {
 	out, in := get(perf, "BenchmarkCycleScoped/nodes=1000/out-of-scope", "ns/op"), get(perf, "BenchmarkCycleScoped/nodes=1000/in-scope", "ns/op")
 	w("### Scoped policies\n\nA policy whose scope (namespaceSelector, podSelector, profiles; policy objects or args) does not take a pod is left out of that pod's cycle. One cycle over 1000 nodes with the two TinyGo policies (baseline), plus ten team-isolation copies whose podSelector does not take the pod, or does; `go test -bench CycleScoped ./test/perf/`.\n\n")
 	w("| cycle | time | vs baseline |\n|---|---|---|\n| baseline (2 policies) | %s | 1.00× |\n| + 10 policies out of scope | %s | %s |\n| + 10 policies in scope | %s | %s |\n\n", ns(base), ns(out), ratio(out, base), ns(in), ratio(in, base))
+	// Gates and patches.
+	w("### Gates and patches (PreEnqueue, PreBind)\n\nCost per pod. PreEnqueue: freeze-window as a native PreEnqueue plugin and as a wasm policy behind WasmPolicy's PreEnqueue (scope, pod state, guest call), for a pod the window lets in and one it gates. PreBind: placement-recorder's zone label and policies annotation computed natively and by the wasm policy behind WasmPolicy (its prebind on the chosen node, the merge, the patch's JSON; both give the same bytes), the PATCH request left out (the same request either way). `go test -bench 'PreEnqueue|PreBind' ./test/perf/`.\n\n")
+	w("| per pod | native | TinyGo | Go |\n|---|---|---|---|\n")
+	for _, r := range []struct{ label, prefix string }{{"PreEnqueue, pod let in", "BenchmarkPreEnqueue/pass/"}, {"PreEnqueue, pod gated", "BenchmarkPreEnqueue/gate/"}, {"PreBind patch", "BenchmarkPreBind/"}} {
+		nat, t, g := get(perf, r.prefix+"native", "ns/op"), get(perf, r.prefix+"tinygo", "ns/op"), get(perf, r.prefix+"go", "ns/op")
+		w("| %s | %s | %s (%s) | %s (%s) |\n", r.label, ns(nat), ns(t), ratio(t, nat), ns(g), ratio(g, nat))
+	}
+	w("\n")
 	w("%s\n", endMarker)
 
 	doc := filepath.Join(root, "docs/performance.md")

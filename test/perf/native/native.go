@@ -5,6 +5,9 @@ package native
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -101,4 +104,62 @@ func ScorePacking(pod *v1.Pod, ni fwk.NodeInfo) int64 {
 		return 0
 	}
 	return sum / total
+}
+
+// FreezeWindow is plugins-wasm/freeze-window as a native PreEnqueue
+// plugin: a change freeze from Start to End, lifted for a pod annotated
+// Approval=true. Now is its clock.
+type FreezeWindow struct {
+	Start, End time.Time
+	Approval   string
+	Reason     string
+	Now        func() time.Time
+}
+
+var _ framework.PreEnqueuePlugin = &FreezeWindow{}
+
+// FreezeWindowName is the native freeze-window plugin's name.
+const FreezeWindowName = "FreezeWindowNative"
+
+// Name implements framework.Plugin.
+func (*FreezeWindow) Name() string { return FreezeWindowName }
+
+// PreEnqueue implements framework.PreEnqueuePlugin, with the wasm policy's
+// verdicts and reason.
+func (f *FreezeWindow) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
+	now := f.Now()
+	if now.Before(f.Start) || !now.Before(f.End) || pod.Annotations[f.Approval] == "true" {
+		return nil
+	}
+	what := "change freeze"
+	if f.Reason != "" {
+		what += " (" + f.Reason + ")"
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, what+" until "+f.End.UTC().Format(time.RFC3339)+"; to schedule the pod now, annotate it "+f.Approval+"=true")
+}
+
+// PlacementPatch is plugins-wasm/placement-recorder's work done natively:
+// the zone label and the policies annotation, as the JSON merge patch
+// WasmPolicy's PreBind sends. policies are name, sha256, mode triples.
+func PlacementPatch(ni fwk.NodeInfo, policies [][3]string) ([]byte, error) {
+	const prefix = "placement.wasmsched.io/"
+	labels := map[string]string{}
+	if zone, ok := ni.Node().Labels["topology.kubernetes.io/zone"]; ok {
+		labels[prefix+"zone"] = zone
+	}
+	var b strings.Builder
+	for i, p := range policies {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p[0] + "@sha256:" + p[1])
+		if p[2] == "Audit" {
+			b.WriteString(" (Audit)")
+		}
+	}
+	meta := map[string]map[string]string{"annotations": {prefix + "policies": b.String()}}
+	if len(labels) > 0 {
+		meta["labels"] = labels
+	}
+	return json.Marshal(map[string]any{"metadata": meta})
 }
