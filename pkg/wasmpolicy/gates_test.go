@@ -15,7 +15,9 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 )
 
 func gate(reason string) guestFunc {
@@ -253,5 +255,47 @@ func TestPreBindPreFlight(t *testing.T) {
 		if st := w.preBindPreFlight(state); st.IsSkip() != c.skip {
 			t.Errorf("%d policies: %v, want skip=%v", len(c.policies), st, c.skip)
 		}
+	}
+}
+
+// With a real guest of each toolchain (extension-points): PreEnqueue gates
+// by the pod's label, and prebind reads the cycle state its prefilter
+// stored, in the scheduling cycle that chose the node.
+func TestGatesAndPatchesOfARealGuest(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			path, err := testguests.Build(tc, "plugins-wasm/testdata/extension-points")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc := configv1.DefaultPolicy("ep", config.Source{File: path})
+			pc.PatchPrefixes = []string{"ep.example.com/"}
+			args := configv1.DefaultArgs(pc)
+			args.CompilationCacheDir = sharedCacheDir
+			w, err := NewWithArgs(ctx, args, nil, WithInitialLoadTimeout(3*time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if st := w.PreEnqueue(ctx, pod("closed", map[string]string{"gate": "closed"}, 10)); st == nil || st.Message() != "gated by WasmPolicy/ep: gate closed" {
+				t.Errorf("gate: %v", st)
+			}
+			p := pod("open", map[string]string{"zone": "a"}, 10)
+			if st := w.PreEnqueue(ctx, p); st != nil {
+				t.Errorf("open: %v", st)
+			}
+			n := intree.NewNodeInfo()
+			n.SetNode(node("a1", map[string]string{"zone": "a"}, 4000))
+			state := intree.NewCycleState()
+			if _, st := w.PreFilter(ctx, state, p, []fwk.NodeInfo{n}); st != nil {
+				t.Fatal(st)
+			}
+			w.Reserve(ctx, state, p, "a1")
+			body, st := w.PreBindPatch(ctx, state, "a1")
+			if st != nil || string(body) != `{"metadata":{"annotations":{"ep.example.com/zone":"a"}}}` {
+				t.Errorf("patch %s, %v", body, st)
+			}
+		})
 	}
 }

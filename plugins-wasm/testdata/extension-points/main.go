@@ -6,6 +6,9 @@
 //   - PreScore skips scoring when the pod has the label "score=off".
 //   - Score returns 1000 × the node's pod count (deliberately above 100), and
 //     NormalizeScore rescales so the largest score becomes 100.
+//   - PreEnqueue gates pods labelled gate=closed.
+//   - PreBind annotates the pod with the zone PreFilter stored
+//     (ep.example.com/zone), which needs patchPrefixes [ep.example.com/].
 package main
 
 import sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -16,6 +19,24 @@ func init() {
 	sdk.RegisterPreScore(preScore)
 	sdk.RegisterScore(score)
 	sdk.RegisterNormalizeScore(normalize)
+	sdk.RegisterPreEnqueue(preEnqueue)
+	sdk.RegisterPreBind(preBind)
+}
+
+func preEnqueue(pod sdk.Pod) sdk.Status {
+	if v, _ := pod.Label("gate"); v == "closed" {
+		return sdk.UnschedulableAndUnresolvable("gate closed")
+	}
+	return sdk.Success()
+}
+
+func preBind(pod sdk.Pod, node sdk.Node) sdk.Status {
+	if zone := sdk.CycleState(); zone != nil {
+		if err := sdk.SetPodAnnotation("ep.example.com/zone", string(zone)); err != nil {
+			return sdk.Error(err.Error())
+		}
+	}
+	return sdk.Success()
 }
 
 func preFilter(pod sdk.Pod) sdk.Status {
