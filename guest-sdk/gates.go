@@ -26,9 +26,10 @@ func RegisterPreEnqueue(f func(pod Pod) Status) { preEnqueueFn = f }
 // pod's node, before the pod is bound to it. It reads the pod and the
 // chosen node, and records on the pod what was decided with SetPodLabel
 // and SetPodAnnotation; the scheduler applies every policy's changes in one
-// patch. A rejection or Error keeps the pod from being bound under the
-// policy's failurePolicy Fail (the pod is retried); with Ignore it is bound
-// without this policy's changes.
+// patch. A rejection (Unschedulable) keeps the pod from being bound to the
+// node, whatever the failurePolicy; an Error does under failurePolicy Fail
+// (the pod is retried), and with Ignore the pod is bound without this
+// policy's changes.
 func RegisterPreBind(f func(pod Pod, node Node) Status) { preBindFn = f }
 
 // RecheckEvent is a kind of change that may lift a gate (Recheck).

@@ -521,66 +521,12 @@ func parseInt64(s string) (int64, bool) {
 	return int64(n), true
 }
 
-// validLabelValue is apimachinery's IsValidLabelValue: at most 63 bytes,
-// empty or alphanumeric at both ends with '-', '_' and '.' between.
-func validLabelValue(v string) bool {
-	if len(v) > 63 {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !isAlnum(c) && ((c != '-' && c != '_' && c != '.') || i == 0 || i == len(v)-1) {
-			return false
-		}
-	}
-	return true
-}
+// validLabelValue is apimachinery's IsValidLabelValue and validLabelKey
+// its IsQualifiedName, as the ABI package checks them (the host's patch
+// checks use the same functions).
+func validLabelValue(v string) bool { return abi.CheckLabelValue(v) }
 
-// validLabelKey is apimachinery's IsQualifiedName: a name as a label value
-// but not empty, after an optional DNS subdomain prefix and '/'.
-func validLabelKey(k string) bool {
-	name := k
-	for i := 0; i < len(k); i++ {
-		if k[i] == '/' {
-			prefix := k[:i]
-			name = k[i+1:]
-			if !validSubdomain(prefix) {
-				return false
-			}
-			break
-		}
-	}
-	return name != "" && validLabelValue(name)
-}
-
-// validSubdomain is IsDNS1123Subdomain: at most 253 bytes of lower-case
-// alphanumerics, '-' and '.', each dot-separated label alphanumeric at
-// both ends.
-func validSubdomain(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) && s[i] != '.' {
-			c := s[i]
-			if !(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') && c != '-' {
-				return false
-			}
-			continue
-		}
-		part := s[start:i]
-		if part == "" || part[0] == '-' || part[len(part)-1] == '-' {
-			return false
-		}
-		start = i + 1
-	}
-	return true
-}
-
-func isAlnum(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-}
+func validLabelKey(k string) bool { return abi.QualifiedName(k) }
 
 // validRequirement is what labels.NewRequirement checks besides the
 // operator: the key, and every value as a label value.

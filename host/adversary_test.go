@@ -60,7 +60,12 @@ func TestAdversaryGuest(t *testing.T) {
 				t.Run(string(tc)+"/"+attack+"/"+kind.String(), func(t *testing.T) {
 					p := newPolicy(t, e, PolicySpec{Name: "adversary", Timeout: adversaryTimeout, MaxInstances: 1, PatchPrefixes: []string{"adversary.example.com/"}})
 					v := load(t, p, mod)
-					pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"attack": attack}}})
+					// Each point's attack is picked by its own label.
+					label := map[CallKind]string{CallPreEnqueue: "preenqueue-attack", CallPreBind: "prebind-attack"}[kind]
+					if label == "" {
+						label = "attack"
+					}
+					pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{label: attack}}})
 					// Every run must end the expected way; the timing claim is
 					// checked on all runs together (deadline_test.go). Calls
 					// that end well before the deadline need one run.

@@ -26,9 +26,10 @@ type PolicyCycle struct {
 	// as the policy's prefilter named them (prefilter_nodes).
 	NodeNames    []string
 	NodeNamesSet bool
-	// Recheck is what a preenqueue call asked with recheck_on (zero when
-	// it did not ask: DefaultRecheck applies).
-	Recheck Recheck
+	// Recheck is what a preenqueue call asked with recheck_on, when
+	// RecheckSet (otherwise DefaultRecheck applies).
+	Recheck    Recheck
+	RecheckSet bool
 	// Patch collects what a prebind call wrote with patch_label and
 	// patch_annotation.
 	Patch Patch

@@ -83,7 +83,7 @@ var gateFuncs = map[string]api.GoModuleFunc{
 		if after > 0 {
 			r.After = time.Duration(min(max(after, abi.MinRecheckAfterMillis), abi.MaxRecheckAfterMillis)) * time.Millisecond
 		}
-		in.pc.Recheck = r
+		in.pc.Recheck, in.pc.RecheckSet = r, true
 		s[0] = 0
 	},
 	abi.FnPatchLabel:      patchFunc(true),

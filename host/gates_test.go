@@ -34,7 +34,7 @@ func TestGateFunctionEdges(t *testing.T) {
 	if err != nil || r.Code != abi.CodeUnschedulableAndUnresolvable || r.Reason != "gated" {
 		t.Fatalf("preenqueue: %+v %v", r, err)
 	}
-	if pc.Recheck != (Recheck{Events: abi.RecheckPodsChange, After: time.Second}) {
+	if !pc.RecheckSet || pc.Recheck != (Recheck{Events: abi.RecheckPodsChange, After: time.Second}) {
 		t.Errorf("recheck = %+v, want pods change after 1s (10 ms clamped)", pc.Recheck)
 	}
 	pc = &PolicyCycle{Policies: EncodeCyclePolicies([][3]string{{"a", "00", "Enforce"}})}
@@ -79,7 +79,7 @@ func TestPreEnqueueTimeout(t *testing.T) {
 		t.Run(string(tc), func(t *testing.T) {
 			p := newPolicy(t, newEngine(t), PolicySpec{Timeout: time.Second, PreEnqueueTimeout: tight, MaxInstances: 1})
 			v := load(t, p, testguests.PolicyBytes(t, tc, "testdata/adversary"))
-			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"attack": "loop"}}}
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"preenqueue-attack": "loop"}}}
 			calm := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}}
 			var o overruns
 			for i := 0; i < deadlineRuns; i++ {
@@ -127,7 +127,7 @@ func TestPreBindPatchAttacks(t *testing.T) {
 			{CallPreEnqueue, "outside", abi.CodeError, 0, "", "pod patches are written in PreBind only"},
 		} {
 			t.Run(string(tc)+"/"+c.kind.String()+"/"+c.attack, func(t *testing.T) {
-				pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"attack": c.attack}}})
+				pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"preenqueue-attack": c.attack, "prebind-attack": c.attack}}})
 				node := nodeInfo("n", nil, false)
 				if c.kind == CallPreEnqueue {
 					node = nil

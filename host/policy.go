@@ -470,6 +470,11 @@ func (v *Version) trackMemory(in *instance, closing bool) {
 
 var errPoolWait = errors.New("no free instance before the scheduling context ended")
 
+// errRunWait is a call that could not start before its context ended:
+// every CPU was running another guest call (a PreEnqueue call waits at
+// most its timeout, since kube-scheduler's queue is locked meanwhile).
+var errRunWait = errors.New("no CPU free to run the call before its context ended")
+
 // maxInstanceMeasures bounds the measurements of a module's instance heap
 // that read nothing before 0 is kept: each takes measureMu alone and two
 // collections.
@@ -776,7 +781,15 @@ func (v *Version) begin(ctx context.Context, pc *PolicyCycle) (*instance, int64,
 	// that runs, so at most one instance per P is in use at any time, and
 	// a policy never needs more instances than that (memoryBudget).
 	tokens := *running.Load()
-	tokens <- struct{}{}
+	select {
+	case tokens <- struct{}{}:
+	default:
+		select {
+		case tokens <- struct{}{}:
+		case <-ctx.Done():
+			return nil, 0, &CallError{Outcome: OutcomeUnavailable, Err: errRunWait}
+		}
+	}
 	in, err := v.acquire(ctx)
 	if err != nil {
 		<-tokens

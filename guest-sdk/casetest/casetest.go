@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -231,23 +232,11 @@ func CheckPreBind(want *ExpectPreBind, code int32, reason string, labels, annota
 	if code != want.Code || (want.Reason != "" && reason != want.Reason) {
 		out = append(out, fmt.Sprintf("preBind = %d %q, want %d %q", code, reason, want.Code, want.Reason))
 	}
-	if want.Labels != nil && !sameMap(labels, want.Labels) {
+	if want.Labels != nil && !maps.Equal(labels, want.Labels) {
 		out = append(out, fmt.Sprintf("preBind labels = %v, want %v", labels, want.Labels))
 	}
-	if want.Annotations != nil && !sameMap(annotations, want.Annotations) {
+	if want.Annotations != nil && !maps.Equal(annotations, want.Annotations) {
 		out = append(out, fmt.Sprintf("preBind annotations = %v, want %v", annotations, want.Annotations))
 	}
 	return strings.Join(out, "; ")
-}
-
-func sameMap(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range b {
-		if w, ok := a[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

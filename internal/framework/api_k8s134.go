@@ -4,6 +4,7 @@ package framework
 
 import (
 	"k8s.io/client-go/tools/events"
+	sfwk "k8s.io/kube-scheduler/framework"
 	fwk "k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
@@ -39,3 +40,8 @@ const (
 	MinNodeScore = fwk.MinNodeScore
 	MaxNodeScore = fwk.MaxNodeScore
 )
+
+// PodSelf is the event resource of an unscheduled pod's update of
+// itself: on v1.34 there is no TargetPod, and Pod matches every pod's
+// update (queueing hints tell the pod's own apart).
+const PodSelf = sfwk.Pod

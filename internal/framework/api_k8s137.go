@@ -41,3 +41,8 @@ const (
 	MinNodeScore = fwk.MinScore
 	MaxNodeScore = fwk.MaxScore
 )
+
+// PodSelf is the event resource of an unscheduled pod's update of
+// itself: TargetPod since v1.35, so a registration sees the pod's own
+// updates and not those of every pod in the cluster.
+const PodSelf = fwk.TargetPod

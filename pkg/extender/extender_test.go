@@ -2,15 +2,24 @@ package extender
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
 func TestRequestsAreBounded(t *testing.T) {
@@ -75,5 +84,34 @@ func TestFilterWithNodeObjectsOverTLS(t *testing.T) {
 		if reason != "node(s) rejected by WasmPolicy/team-isolation: team label mismatch" {
 			t.Errorf("%s: reason %q", name, reason)
 		}
+	}
+}
+
+// A policy with a gate and one with a patch load behind the extender, and
+// the extender says which of their points it cannot call, and why; a
+// filter-only policy has nothing to report.
+func TestUnservedPointsAreReported(t *testing.T) {
+	dir := t.TempDir()
+	var policies []config.Policy
+	for _, name := range []string{"freeze-window", "placement-recorder", "team-isolation"} {
+		path := filepath.Join(dir, name+".wasm")
+		if err := os.WriteFile(path, testguests.PolicyBytes(t, testguests.TinyGo, name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		policies = append(policies, configv1.DefaultPolicy(name, config.Source{File: path}))
+	}
+	plugin, err := wasmpolicy.NewWithArgs(context.Background(), &config.WasmPolicyArgs{Policies: policies, MaxInstancesPerPolicy: 2, FilePollInterval: time.Hour, CompilationCacheDir: filepath.Join(dir, "cache")},
+		wasmpolicy.NewClientHandle(nil, nil), wasmpolicy.WithUnservedPoints(Unserved))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plugin.Close()
+	got := (&Server{plugin: plugin}).Unserved()
+	want := []string{
+		"freeze-window: PreEnqueue is not called (the extender protocol has no PreEnqueue verb, so pods are never gated; run the policy in kube-scheduler's WasmPolicy plugin to gate pods)",
+		"placement-recorder: PreBind is not called (the extender protocol is not called before binding, so pods are never patched; run the policy in kube-scheduler's WasmPolicy plugin to patch pods)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("unserved:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

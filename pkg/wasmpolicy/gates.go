@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -39,8 +40,10 @@ type gatedPod struct {
 	at time.Time
 }
 
-// maxGated bounds the tracker; a pod gated beyond it is rechecked on every
-// event, as it would be without the tracker.
+// maxGated bounds the tracker. A pod gated beyond it is rechecked as a pod
+// WasmPolicy rejected in a cycle is (node changes, pods deleted or
+// relabelled, its own update), not when another pod is bound, and not
+// after a delay.
 const maxGated = 10000
 
 func newGateTracker(activate func(map[string]*v1.Pod)) *gateTracker {
@@ -148,9 +151,13 @@ func (g *gateTracker) close() {
 // checked again only for the events its gate asked for; a pod WasmPolicy
 // rejected in a scheduling cycle (Filter) is retried as before.
 func (w *WasmPolicy) gateHint(bit int32) fwk.QueueingHintFn {
-	return func(_ klog.Logger, pod *v1.Pod, _, _ interface{}) (fwk.QueueingHint, error) {
+	return func(_ klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
 		events, gated := w.gates.lookup(pod.UID)
-		if gated && events&bit == 0 {
+		want := bit
+		if p, ok := newObj.(*v1.Pod); ok && p.UID == pod.UID {
+			want = abi.RecheckPodUpdate // the pod's own label change
+		}
+		if gated && events&want == 0 {
 			return fwk.QueueSkip, nil
 		}
 		return fwk.Queue, nil
@@ -164,7 +171,7 @@ func (w *WasmPolicy) gateHint(bit int32) fwk.QueueingHintFn {
 func (w *WasmPolicy) selfUpdateHint(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	oldPod, ok1 := oldObj.(*v1.Pod)
 	newPod, ok2 := newObj.(*v1.Pod)
-	if !ok1 || !ok2 || newPod.UID != pod.UID || mapsEqual(oldPod.Labels, newPod.Labels) && mapsEqual(oldPod.Annotations, newPod.Annotations) {
+	if !ok1 || !ok2 || newPod.UID != pod.UID || maps.Equal(oldPod.Labels, newPod.Labels) && maps.Equal(oldPod.Annotations, newPod.Annotations) {
 		return fwk.QueueSkip, nil
 	}
 	if events, gated := w.gates.lookup(pod.UID); gated && events&abi.RecheckPodUpdate == 0 {
@@ -181,16 +188,4 @@ func (w *WasmPolicy) boundPodHint(_ klog.Logger, pod *v1.Pod, _, _ interface{}) 
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

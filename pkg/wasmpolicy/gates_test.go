@@ -43,7 +43,7 @@ func TestPreEnqueueTable(t *testing.T) {
 	}{
 		{"pass", succeed, "", true},
 		{"gate", gate("frozen"), "gated by WasmPolicy/p: frozen", false},
-		{"timeout", timeout, "gated by WasmPolicy/p: policy call exceeded its preEnqueueTimeout of 10ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its preEnqueueTimeout", true},
+		{"timeout", timeout, "gated by WasmPolicy/p: policy call exceeded its preEnqueueTimeout of 10ms; fix the policy or raise its preEnqueueTimeout", true},
 		{"error", errorOut, "gated by WasmPolicy/p: policy error: no data", true},
 	} {
 		for _, mode := range []string{"Fail", "Ignore", "Audit"} {
@@ -297,5 +297,26 @@ func TestGatesAndPatchesOfARealGuest(t *testing.T) {
 				t.Errorf("patch %s, %v", body, st)
 			}
 		})
+	}
+}
+
+// A prebind's refusal is a verdict, not a failure: under either
+// failurePolicy the pod is not bound, with a rejection (not an Error)
+// naming the policy, and the pod is remembered for the policy's next module.
+func TestPreBindRefusal(t *testing.T) {
+	for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
+		m := &fakeModule{}
+		m.fns[host.CallPreBind] = gate("not this node")
+		p := fakePolicy("p", m, func(c *config.Policy) { c.FailurePolicy = fp })
+		w := fakePlugin(p)
+		c := w.newCycle(fakePod(), true)
+		var pp podPatch
+		st := w.preBindPolicy(context.Background(), p, c.modules[0], c.pod, fakeNodes(1)[0], &host.PolicyCycle{}, &pp)
+		if st == nil || st.Code() != fwk.UnschedulableAndUnresolvable || st.Message() != "WasmPolicy/p refused the binding to this node: not this node" {
+			t.Errorf("%s: %v", fp, st)
+		}
+		if got := p.takeRejected(); len(got) != 1 {
+			t.Errorf("%s: remembered %v", fp, got)
+		}
 	}
 }

@@ -280,6 +280,10 @@ type policy struct {
 	stop context.CancelFunc
 	// breaker stops calling the policy while it keeps failing.
 	breaker *breaker
+	// refusalLogged is when a refused patch write was last logged
+	// (monotonic nanoseconds since the plugin started): at most once a
+	// minute, not once per pod.
+	refusalLogged atomic.Int64
 }
 
 // loadFailure is why a policy's last load failed.

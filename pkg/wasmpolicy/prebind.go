@@ -243,14 +243,10 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 		}
 		return nil
 	}
-	if why := p.breaker.admit(pod); why != "" {
-		p.m.evaluated(host.CallPreBind, rNotCalled)
-		return fail(why + "; fix the policy and push a new module (a new version closes the breaker)")
-	}
 	start := time.Now()
 	_, res, cerr := m.Call(ctx, host.CallPreBind, ps, node, pc, nil)
 	p.m.observe(host.CallPreBind, start)
-	if pc.Patch.Refused != "" {
+	if pc.Patch.Refused != "" && p.logRefusal() {
 		logger.Info("Policy wrote a pod key it may not write; the write was refused", "policy", p.cfg.Name, "pod", klog.KObj(pod), "reason", pc.Patch.Refused,
 			"fix", fmt.Sprintf("write keys under the policy's patchPrefixes %q, or add the prefix to policies[].patchPrefixes of policy %q (at most %d keys and %d bytes per pod)", p.cfg.PatchPrefixes, p.cfg.Name, abi.MaxPatchKeys, abi.MaxPatchBytes))
 	}
@@ -258,7 +254,6 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 		_, why := p.outOfCycleFailure(ctx, pod, host.CallPreBind, cerr, enforce)
 		return fail(why)
 	}
-	p.breaker.succeeded(pod)
 	p.m.evaluated(host.CallPreBind, resultOf(res.Code))
 	switch res.Code {
 	case abi.CodeSuccess, abi.CodeSkip:
@@ -277,7 +272,11 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 			pp.audits.add(ctx, pod, p, "would have kept the pod from being bound: "+orUnspecified(res.Reason))
 			return nil
 		}
-		return fail("policy refused the binding: " + orUnspecified(res.Reason))
+		// A refusal is the policy's verdict, not a failure: whatever its
+		// failurePolicy, the pod is not bound and waits, as a pod a
+		// filter rejected does, for a cluster event or a new module.
+		p.remember(pod)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s/%s refused the binding to this node: %s", Name, p.cfg.Name, orUnspecified(res.Reason)))
 	}
 	why := "policy error: " + orUnspecified(res.Reason)
 	if pc.Patch.Refused != "" && !strings.Contains(res.Reason, pc.Patch.Refused) {
@@ -291,6 +290,17 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 	}
 	return fail(why)
 }
+
+// logRefusal reports whether a refused write may be logged now: the first,
+// then at most one a minute per policy (the policy's error, when it
+// returns one, reaches every pod anyway).
+func (p *policy) logRefusal() bool {
+	now := time.Since(refusalClock).Nanoseconds() + 1
+	last := p.refusalLogged.Load()
+	return (last == 0 || now-last >= int64(time.Minute)) && p.refusalLogged.CompareAndSwap(last, now)
+}
+
+var refusalClock = time.Now()
 
 // metav1PatchOptions names wasmsched as the manager of the keys it writes
 // (metadata.managedFields), so an audit can tell them from other writers'.

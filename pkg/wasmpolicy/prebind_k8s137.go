@@ -10,9 +10,10 @@ import (
 )
 
 // PreBindPreFlight implements framework.PreBindPlugin (v1.35 and later):
-// Skip unless a policy of the pod's cycle has a prebind. The patch does not
-// depend on other plugins' PreBind, but it runs after them (AllowParallel
-// false) so that a pod whose volumes fail to bind is not patched first.
+// Skip unless a policy of the pod's cycle has a prebind. No parallel run
+// is offered (a nil result): the profile's preBind order decides, and
+// WasmPolicy listed after VolumeBinding does not patch a pod whose volumes
+// failed to bind.
 func (w *WasmPolicy) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
 	return nil, w.preBindPreFlight(state)
 }

@@ -55,23 +55,22 @@ func (w *WasmPolicy) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, ps *host.PodState, audits *auditNotes) (verdict, host.Recheck) {
 	enforce := !p.audit()
 	pod := ps.Pod
-	if why := p.breaker.admit(pod); why != "" {
-		p.m.evaluated(host.CallPreEnqueue, rNotCalled)
-		return p.onFailure(host.CallPreEnqueue, why+"; fix the policy and push a new module (a new version closes the breaker)", enforce), host.DefaultRecheck
-	}
 	pc := &host.PolicyCycle{}
+	// The queue is locked: waiting for a CPU or an instance counts
+	// against the call's timeout too.
+	callCtx, cancel := context.WithTimeout(ctx, p.preEnqueueTimeout())
 	start := time.Now()
-	_, res, cerr := m.Call(ctx, host.CallPreEnqueue, ps, nil, pc, nil)
+	_, res, cerr := m.Call(callCtx, host.CallPreEnqueue, ps, nil, pc, nil)
+	cancel()
 	p.m.observe(host.CallPreEnqueue, start)
 	if cerr != nil {
 		v, _ := p.outOfCycleFailure(ctx, pod, host.CallPreEnqueue, cerr, enforce)
-		return v, host.DefaultRecheck
+		return v, failureRecheck
 	}
-	p.breaker.succeeded(pod)
 	p.m.evaluated(host.CallPreEnqueue, resultOf(res.Code))
-	recheck := pc.Recheck
-	if recheck == (host.Recheck{}) {
-		recheck = host.DefaultRecheck
+	recheck := host.DefaultRecheck
+	if pc.RecheckSet {
+		recheck = pc.Recheck
 	}
 	switch res.Code {
 	case abi.CodeSuccess, abi.CodeSkip:
@@ -86,14 +85,22 @@ func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, 
 		// preemption, can help.
 		return verdict{code: fwk.UnschedulableAndUnresolvable, reason: res.Reason}, recheck
 	}
-	return p.policyError(ctx, host.CallPreEnqueue, res.Reason, enforce), host.DefaultRecheck
+	return p.policyError(ctx, host.CallPreEnqueue, res.Reason, enforce), failureRecheck
 }
 
+// failureRecheck is when a pod that a failed preenqueue call gated (under
+// failurePolicy Fail) is checked again: on any event, and after a few
+// seconds, as kube-scheduler backs off a pod whose plugin failed.
+var failureRecheck = host.Recheck{Events: abi.RecheckAll, After: 5 * time.Second}
+
 // outOfCycleFailure handles a failed call at PreEnqueue or PreBind, which
-// belong to no scheduling cycle's budget: it is counted, logged, told to
-// the breaker, and the policy's failurePolicy decides. It returns that
-// verdict and why the call failed (which an ignored failure's verdict does
-// not carry).
+// belong to no scheduling cycle's budget: it is counted and logged, and the
+// policy's failurePolicy decides. It returns that verdict and why the call
+// failed (which an ignored failure's verdict does not carry). The circuit
+// breaker is the scheduling cycle's: a gate's or a patch's calls neither
+// open it nor close it (a gate passing pods whose Filter loops would close
+// it after every probe), and each of their failures costs at most its
+// timeout.
 func (p *policy) outOfCycleFailure(ctx context.Context, pod *v1.Pod, point host.CallKind, cerr *host.CallError, enforce bool) (verdict, string) {
 	p.m.evaluated(point, resultOfOutcome(cerr.Outcome))
 	if cerr.Outcome == host.OutcomeUnavailable {
@@ -112,7 +119,7 @@ func (p *policy) outOfCycleFailure(ctx context.Context, pod *v1.Pod, point host.
 		}
 		what, fix = fmt.Sprintf("policy call exceeded its %s of %s", field, limit), "fix the policy or raise its "+field
 	}
-	why := what + "; " + p.breaker.failed(what, pod) + "; " + fix
+	why := what + "; " + fix
 	klog.FromContext(ctx).Error(cerr.Err, "Policy call failed", "pod", klog.KObj(pod), "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", cerr.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce), "reason", why)
 	return p.onFailure(point, why, enforce), why
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/pkg/source"
 )
 
@@ -139,7 +140,7 @@ func (w *WasmPolicy) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHi
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAnnotation | fwk.UpdateNodeAllocatable}, QueueingHintFn: w.gateHint(abi.RecheckNodesChange)},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete | fwk.UpdatePodLabel | fwk.UpdatePodScaleDown}, QueueingHintFn: w.gateHint(abi.RecheckPodsChange)},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: w.selfUpdateHint},
+		{Event: fwk.ClusterEvent{Resource: framework.PodSelf, ActionType: fwk.Update}, QueueingHintFn: w.selfUpdateHint},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: w.boundPodHint},
 	}, nil
 }
@@ -155,18 +156,24 @@ func (w *WasmPolicy) podDeleted(obj interface{}) {
 }
 
 // activate sends pods back to the scheduling queue, where PreEnqueue runs
-// again (a framework built without a queue has no activator).
+// again (a framework built without a queue has no activator). It returns
+// at once and activates from its own goroutine: kube-scheduler calls
+// PreEnqueue with its queue locked, and Activate takes that lock, so an
+// activation caused from within PreEnqueue (a circuit breaker changing
+// state) must not run on the caller's goroutine.
 func (w *WasmPolicy) activate(logger klog.Logger, pods map[string]*v1.Pod, msg string, kv ...any) {
 	if len(pods) == 0 || w.handle == nil {
 		return
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			logger.V(2).Info("No pod activator; pods wait for their next retry", kv...)
-		}
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				logger.V(2).Info("No pod activator; pods wait for their next retry", kv...)
+			}
+		}()
+		w.handle.Activate(logger, pods)
+		logger.Info(msg, append(kv, "pods", len(pods))...)
 	}()
-	w.handle.Activate(logger, pods)
-	logger.Info(msg, append(kv, "pods", len(pods))...)
 }
 
 func unwrapLoad(err error) error {

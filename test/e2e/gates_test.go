@@ -199,7 +199,7 @@ func TestPreBindPatches(t *testing.T) {
 	e.startScheduler(fmt.Sprintf(`      - name: placement-recorder
         source: %s
         patchPrefixes: [placement.wasmsched.io/]
-        scope: {podSelector: {matchExpressions: [{key: attack, operator: DoesNotExist}]}}
+        scope: {podSelector: {matchExpressions: [{key: prebind-attack, operator: DoesNotExist}]}}
       - name: team-isolation
         source: %s
         config: key=team
@@ -270,8 +270,8 @@ func TestPreBindPatches(t *testing.T) {
 	// A prebind that loops: the call ends at its timeout and the
 	// failurePolicy applies. Fail: not bound, retried; Ignore: bound
 	// without the policy's patch, with an event.
-	e.pod("loop-fail", map[string]string{"policy": "fail", "attack": "bindloop"}, "100m")
-	e.pod("loop-ignore", map[string]string{"policy": "ignore", "attack": "bindloop"}, "100m")
+	e.pod("loop-fail", map[string]string{"policy": "fail", "prebind-attack": "loop"}, "100m")
+	e.pod("loop-ignore", map[string]string{"policy": "ignore", "prebind-attack": "loop"}, "100m")
 	msg = e.rejected("loop-fail")
 	if !strings.Contains(msg, "WasmPolicy/adversary-fail: policy call exceeded its timeout of 100ms") {
 		t.Errorf("FailedScheduling %q does not name the timeout", msg)

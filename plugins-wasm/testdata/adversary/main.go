@@ -15,18 +15,19 @@
 //	status     returns the invalid status code 42
 //	score      passes Filter and scores 1,000,000 without NormalizeScore
 //
-// PreEnqueue and PreBind run the same attacks, and PreBind three more on
-// the pod patch:
+// PreEnqueue and PreBind run the same attacks, picked by their own labels,
+// "preenqueue-attack" and "prebind-attack" (so a pod attacks one point
+// at a time, and a policy's Filter can loop while its gate behaves), with
+// three more on the pod patch:
 //
 //	hugepatch  writes a 10 MB annotation
 //	keys       writes 10,000 annotations
 //	outside    writes the label kubernetes.io/hostname, outside any
 //	           allowed prefix, and returns the error as an Error status
-//	bindloop   spins forever, in PreBind only (the other points pass)
-//	bindtrap   panics, in PreBind only
 //
-// Pods without the label pass with score 50; PreBind then writes the
-// annotation adversary.example.com/bound=yes.
+// Pods without the labels pass with score 50; PreBind then tries to write
+// the annotation adversary.example.com/bound=yes (ignoring a refusal: the
+// policy's args may allow no prefix).
 package main
 
 import (
@@ -65,6 +66,11 @@ func recurse(n int) int {
 // that end in one.
 func attack(pod sdk.Pod) (sdk.Status, bool) {
 	a, _ := pod.Label("attack")
+	return attackWith(a)
+}
+
+// attackWith runs attack a (see the package comment).
+func attackWith(a string) (sdk.Status, bool) {
 	switch a {
 	case "loop":
 		for {
@@ -119,42 +125,33 @@ func score(pod sdk.Pod, _ sdk.Node) (int64, sdk.Status) {
 	return 50, sdk.Success()
 }
 
-// preEnqueue runs the attacks; the patch attacks find no patch to write
-// there (ErrNotInPreBind).
+// preEnqueue runs the attack of the label preenqueue-attack; the patch
+// attacks find no patch to write there (ErrNotInPreBind).
 func preEnqueue(pod sdk.Pod) sdk.Status {
-	if st, ok := patchAttack(pod); ok {
+	a, _ := pod.Label("preenqueue-attack")
+	if st, ok := patchAttack(a); ok {
 		return st
 	}
-	st, _ := attack(pod)
+	st, _ := attackWith(a)
 	return st
 }
 
+// preBind runs the attack of the label prebind-attack.
 func preBind(pod sdk.Pod, _ sdk.Node) sdk.Status {
-	if st, ok := patchAttack(pod); ok {
+	a, _ := pod.Label("prebind-attack")
+	if st, ok := patchAttack(a); ok {
 		return st
 	}
-	a, _ := pod.Label("attack")
-	switch a {
-	case "bindloop":
-		for {
-			spins++
-		}
-	case "bindtrap":
-		panic("adversary: bindtrap")
-	}
-	if st, ok := attack(pod); ok {
+	if st, ok := attackWith(a); ok {
 		return st
 	}
-	if err := sdk.SetPodAnnotation("adversary.example.com/bound", "yes"); err != nil {
-		return sdk.Error(err.Error())
-	}
+	_ = sdk.SetPodAnnotation("adversary.example.com/bound", "yes")
 	return sdk.Success()
 }
 
-// patchAttack runs the attacks on the pod patch, and reports whether the
-// pod's attack was one.
-func patchAttack(pod sdk.Pod) (sdk.Status, bool) {
-	a, _ := pod.Label("attack")
+// patchAttack runs attack a if it is one on the pod patch, and reports
+// whether it was.
+func patchAttack(a string) (sdk.Status, bool) {
 	switch a {
 	case "hugepatch":
 		if bigReason == "" {

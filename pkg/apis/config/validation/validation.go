@@ -213,7 +213,7 @@ func ValidatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	}
 	// 0 (args built in Go without defaulting) means the default.
 	if t := p.PreEnqueueTimeout; t < 0 || t > MaxPreEnqueueTimeout {
-		errs = append(errs, field.Invalid(path.Child("preEnqueueTimeout"), t.String(), fmt.Sprintf("must be greater than 0 and at most %s, for example 10ms: kube-scheduler runs PreEnqueue with its scheduling queue locked", MaxPreEnqueueTimeout)))
+		errs = append(errs, field.Invalid(path.Child("preEnqueueTimeout"), t.String(), fmt.Sprintf("must be at most %s, for example 10ms (unset: 10ms, or the timeout if shorter): kube-scheduler runs PreEnqueue with its scheduling queue locked", MaxPreEnqueueTimeout)))
 	}
 	errs = append(errs, validatePatchPrefixes(path.Child("patchPrefixes"), p.PatchPrefixes)...)
 	// 0 (args built in Go without defaulting) means twice the timeout.
