@@ -107,7 +107,7 @@ func TestCLIAndMetrics(t *testing.T) {
 	if n := e.placed("checkout"); n != "pay-1" {
 		t.Fatalf("checkout on %s", n)
 	}
-	audit := e.podEvent(t, "checkout", "WasmPolicyAudit")
+	audit := e.waitEvent(e.name, "checkout", "WasmPolicyAudit", "")
 	if !strings.Contains(audit, "WasmPolicy/maintenance (Audit) would have rejected the chosen node cli-pay-1: node is in maintenance") {
 		t.Fatalf("audit event %q", audit)
 	}
@@ -205,23 +205,6 @@ func (e *env) runArgs(logPath string, args ...string) *exec.Cmd {
 	}
 	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 	return cmd
-}
-
-func (e *env) podEvent(t *testing.T, pod, reason string) string {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		evs, err := client.EventsV1().Events(e.name).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + pod + ",reason=" + reason})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs.Items) > 0 {
-			return evs.Items[0].Note
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("no %s event on %s within 30s", reason, pod)
-	return ""
 }
 
 func freePort(t *testing.T) int {

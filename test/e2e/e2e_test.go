@@ -328,13 +328,19 @@ func (e *env) failedSchedulingIn(ns, pod string) string {
 
 // configMapEvents returns the notes of events of a type and reason on a policy ConfigMap.
 func configMapEvents(name, typ, reason string) []string {
-	evs, err := client.EventsV1().Events(policyNS).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + name})
+	return eventNotes(policyNS, name, typ, reason)
+}
+
+// eventNotes returns the notes of the events of an object of namespace ns
+// with a type ("" for any) and reason.
+func eventNotes(ns, name, typ, reason string) []string {
+	evs, err := client.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + name})
 	if err != nil {
 		return nil
 	}
 	var notes []string
 	for _, ev := range evs.Items {
-		if ev.Type == typ && ev.Reason == reason {
+		if (typ == "" || ev.Type == typ) && ev.Reason == reason {
 			notes = append(notes, ev.Note)
 		}
 	}

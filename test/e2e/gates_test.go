@@ -17,35 +17,20 @@ import (
 	policyv1alpha1 "github.com/wasmsched/wasmsched/pkg/apis/policy/v1alpha1"
 )
 
-// podEvents returns the notes of the events of a reason on a pod.
-func podEvents(ns, pod, reason string) []string {
-	evs, err := client.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
-	if err != nil {
-		return nil
-	}
-	var notes []string
-	for _, ev := range evs.Items {
-		if ev.Reason == reason {
-			notes = append(notes, ev.Note)
-		}
-	}
-	return notes
-}
-
 // waitEvent waits for an event of reason on the pod whose note contains
 // text, and returns the note.
 func (e *env) waitEvent(ns, pod, reason, text string) string {
 	e.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, n := range podEvents(ns, pod, reason) {
+		for _, n := range eventNotes(ns, pod, "", reason) {
 			if strings.Contains(n, text) {
 				return n
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	e.t.Fatalf("no %s event on %s/%s containing %q within 30s; events: %v", reason, ns, pod, text, podEvents(ns, pod, reason))
+	e.t.Fatalf("no %s event on %s/%s containing %q within 30s; events: %v", reason, ns, pod, text, eventNotes(ns, pod, "", reason))
 	return ""
 }
 
