@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -51,11 +50,28 @@ type PushResult struct {
 
 func newPushCommand(g *globalOptions) *cobra.Command {
 	o := &pushOptions{}
+	ro := &registryOptions{}
 	cmd := &cobra.Command{
-		Use:   "push POLICY.wasm --configmap NAMESPACE/NAME",
-		Short: "Validate a module and upload it to a ConfigMap (gzipped when needed), then print the pluginConfig entry with its sha256",
-		Args:  cobra.ExactArgs(1),
+		Use:   "push POLICY.wasm (--configmap NAMESPACE/NAME | oci://REGISTRY/REPOSITORY:TAG)",
+		Short: "Validate a module and upload it to a ConfigMap (gzipped when needed) or push it to a registry as a wasm artifact (signed with --sign-key), then print the pluginConfig entry",
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				file, ref := args[0], args[1]
+				if strings.HasPrefix(file, "oci://") {
+					file, ref = ref, file
+				}
+				if !strings.HasPrefix(ref, "oci://") {
+					return fmt.Errorf("push takes a module and an oci:// reference, got %q and %q", args[0], args[1])
+				}
+				if o.configMap != "" || o.object != "" {
+					return fmt.Errorf("--configmap and --object push to a cluster; an oci:// reference pushes to a registry: give one")
+				}
+				return pushOCI(cmd, g, file, ref, o.name, ro)
+			}
+			if o.configMap == "" {
+				return fmt.Errorf("push %s where? --configmap NAMESPACE/NAME, or an oci://registry/repository:tag reference", args[0])
+			}
 			return o.run(cmd, g, args[0])
 		},
 	}
@@ -63,7 +79,7 @@ func newPushCommand(g *globalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&o.key, "key", "policy.wasm", "the binaryData key")
 	cmd.Flags().StringVar(&o.name, "name", "", "policy name for the printed snippet or the policy object (default: the file name)")
 	cmd.Flags().StringVar(&o.object, "object", "", "also create or update a policy object pinned to the module: SchedulingPolicy (in the ConfigMap's namespace) or ClusterSchedulingPolicy; only its source and sha256 are set")
-	_ = cmd.MarkFlagRequired("configmap")
+	ro.flags(cmd, true)
 	return cmd
 }
 
@@ -86,13 +102,7 @@ func (o *pushOptions) run(cmd *cobra.Command, g *globalOptions, file string) err
 		return err
 	}
 	if !report.Valid {
-		var failed []string
-		for _, c := range report.Checks {
-			if !c.OK {
-				failed = append(failed, c.Name+": "+c.Detail)
-			}
-		}
-		return fmt.Errorf("not pushing %s: %s (run wasmsched validate %s)", file, strings.Join(failed, "; "), file)
+		return notValid(file, report)
 	}
 	src, err := os.ReadFile(file)
 	if err != nil {
@@ -147,7 +157,7 @@ func (o *pushOptions) run(cmd *cobra.Command, g *globalOptions, file string) err
 	}
 	policy := o.name
 	if policy == "" {
-		policy = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+		policy = policyName(file)
 	}
 	res.Snippet = fmt.Sprintf(`- name: %s
   source:
@@ -178,6 +188,17 @@ func (o *pushOptions) run(cmd *cobra.Command, g *globalOptions, file string) err
 			fmt.Fprintln(tw, "      "+l)
 		}
 	})
+}
+
+// notValid is the error of a push whose module does not validate.
+func notValid(file string, report *ValidateReport) error {
+	var failed []string
+	for _, c := range report.Checks {
+		if !c.OK {
+			failed = append(failed, c.Name+": "+c.Detail)
+		}
+	}
+	return fmt.Errorf("not pushing %s: %s (run wasmsched validate %s)", file, strings.Join(failed, "; "), file)
 }
 
 // applyPolicyObject creates or updates a policy object of kind named name

@@ -30,7 +30,10 @@ type Check struct {
 
 // ValidateReport is the result of wasmsched validate.
 type ValidateReport struct {
-	File       string        `json:"file"`
+	File string `json:"file,omitempty"`
+	// Ref and Digest are the artifact validated from a registry.
+	Ref        string        `json:"ref,omitempty"`
+	Digest     string        `json:"digest,omitempty"`
 	SHA256     string        `json:"sha256,omitempty"`
 	Size       int           `json:"size"`
 	GzipSize   int           `json:"gzipSize,omitempty"`
@@ -43,12 +46,19 @@ type ValidateReport struct {
 }
 
 func newValidateCommand(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate POLICY.wasm",
-		Short: "Check a policy module: ABI version, exports, imports, size, and a dry compile and instantiate",
+	ro := &registryOptions{}
+	cmd := &cobra.Command{
+		Use:   "validate POLICY.wasm | oci://REGISTRY/REPOSITORY[:TAG][@DIGEST]",
+		Short: "Check a policy module: ABI version, exports, imports, size, and a dry compile and instantiate; from a registry, pull it and verify its signature first",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := validateFile(cmd.Context(), args[0])
+			var r *ValidateReport
+			var err error
+			if strings.HasPrefix(args[0], "oci://") {
+				r, err = validateOCI(cmd.Context(), args[0], ro)
+			} else {
+				r, err = validateFile(cmd.Context(), args[0])
+			}
 			if err != nil {
 				return err
 			}
@@ -61,17 +71,38 @@ func newValidateCommand(g *globalOptions) *cobra.Command {
 			return nil
 		},
 	}
+	ro.flags(cmd, false)
+	cmd.Flags().StringVar(&ro.publicKey, "public-key", "", "with oci://: a PEM public key (cosign.pub) the artifact's signature must verify with")
+	return cmd
 }
 
 func validateFile(ctx context.Context, path string) (*ValidateReport, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	r := &ValidateReport{File: path, Size: len(src), Valid: true}
+	return validateModule(ctx, &ValidateReport{File: path, Size: len(src), Valid: true}, src, configMapSize)
+}
+
+// sizeCheck says whether a module of wasm bytes (gz gzipped) fits where it
+// is going.
+type sizeCheck func(wasm, gz int) (bool, string)
+
+func configMapSize(wasm, gz int) (bool, string) {
+	switch {
+	case wasm <= configMapLimit:
+		return true, fmt.Sprintf("fits a ConfigMap as is (%d KiB; gzipped %d KiB)", wasm>>10, gz>>10)
+	case gz <= configMapLimit:
+		return true, fmt.Sprintf("fits a ConfigMap gzipped (%d KiB → %d KiB); wasmsched push gzips it", wasm>>10, gz>>10)
+	}
+	return false, fmt.Sprintf("%d KiB gzipped is over the ConfigMap limit of 1 MiB: push it to a registry (wasmsched push POLICY.wasm oci://…), use a file source, or build with TinyGo (-opt=z, -no-debug)", gz>>10)
+}
+
+// validateModule adds the module's checks to r.
+func validateModule(ctx context.Context, r *ValidateReport, src []byte, size sizeCheck) (*ValidateReport, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	add := func(name string, ok bool, detail string) {
 		r.Checks = append(r.Checks, Check{name, ok, detail})
 		r.Valid = r.Valid && ok
@@ -89,14 +120,8 @@ func validateFile(ctx context.Context, path string) (*ValidateReport, error) {
 	_, _ = zw.Write(wasm)
 	_ = zw.Close()
 	r.GzipSize = gz.Len()
-	switch {
-	case len(wasm) <= configMapLimit:
-		add("size", true, fmt.Sprintf("fits a ConfigMap as is (%d KiB; gzipped %d KiB)", len(wasm)>>10, gz.Len()>>10))
-	case gz.Len() <= configMapLimit:
-		add("size", true, fmt.Sprintf("fits a ConfigMap gzipped (%d KiB → %d KiB); wasmsched push gzips it", len(wasm)>>10, gz.Len()>>10))
-	default:
-		add("size", false, fmt.Sprintf("%d KiB gzipped is over the ConfigMap limit of 1 MiB: use a file source, or build with TinyGo (-opt=z, -no-debug)", gz.Len()>>10))
-	}
+	ok, detail := size(len(wasm), gz.Len())
+	add("size", ok, detail)
 
 	info, err := host.Inspect(ctx, wasm)
 	if err != nil {

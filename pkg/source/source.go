@@ -1,7 +1,8 @@
 // Package source watches where policy modules come from and reports each new
 // content: a file polled on an interval (hostPath or a mounted volume,
 // including ConfigMap volumes that swap a symlink), or a ConfigMap watched
-// through an informer restricted to that one object.
+// through an informer restricted to that one object, or an OCI artifact in
+// a registry (pinned by digest, or following a tag).
 //
 // A source never decides whether content is good; it only reports what it
 // sees. The caller loads it and keeps the last good version on failure.
@@ -36,6 +37,16 @@ type Update struct {
 	Err error
 	// Object is the Kubernetes object the content came from, for events; nil for files.
 	Object runtime.Object
+	// Reason classifies Err for metrics and status (ReasonSourceError
+	// when empty).
+	Reason string
+	// Digest is the OCI manifest digest the content was pulled as; "" for
+	// other sources.
+	Digest string
+	// FromCache is set when an OCI source read nothing from the registry.
+	FromCache bool
+	// Loaded, when set, is called once the content loaded and serves.
+	Loaded func()
 }
 
 // Source reports the content of one module location.

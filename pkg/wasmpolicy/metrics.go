@@ -166,6 +166,12 @@ var (
 		Help:           "1 for the module version (sha256) each policy is serving.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "sha256"})
+	sourceInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_source_info",
+		Help:           "1 for the OCI manifest digest each policy with an oci source last loaded: the digest a followed tag resolved to, or the pinned one.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "source", "digest"})
 
 	instancesDesc = metrics.NewDesc("wasmsched_policy_instances",
 		"Instances of each policy's serving module version, by state (idle or in_use).",
@@ -208,7 +214,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, stoppedCycles, breakerStates, deadlineOverrun, podPatches, patchDuration)
+		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, sourceInfo, stoppedCycles, breakerStates, deadlineOverrun, podPatches, patchDuration)
 		legacyregistry.CustomMustRegister(&poolCollector{})
 	})
 }
@@ -300,6 +306,23 @@ type policyMetrics struct {
 	duration [host.NumCallKinds]metrics.ObserverMetric
 	ignored  [host.NumCallKinds]metrics.CounterMetric
 	overrun  metrics.ObserverMetric
+
+	// sourceSeries holds the labels of the sourceInfo series, under usedMu.
+	sourceSeries map[string]string
+}
+
+// setSourceDigest points sourceInfo at the digest an oci source loaded.
+func (m *policyMetrics) setSourceDigest(src, digest string) {
+	m.usedMu.Lock()
+	defer m.usedMu.Unlock()
+	if old, ok := m.sourceSeries["digest"]; ok {
+		if old == digest {
+			return
+		}
+		sourceInfo.DeleteLabelValues(m.name, m.sourceSeries["source"], old)
+	}
+	m.sourceSeries = map[string]string{"source": src, "digest": digest}
+	sourceInfo.WithLabelValues(m.name, src, digest).Set(1)
 }
 
 func newPolicyMetrics(name string) *policyMetrics {
@@ -397,6 +420,10 @@ func (m *policyMetrics) forget(activeSHA string) {
 	}
 	m.usedMu.Lock()
 	defer m.usedMu.Unlock()
+	if d, ok := m.sourceSeries["digest"]; ok {
+		sourceInfo.DeleteLabelValues(m.name, m.sourceSeries["source"], d)
+		m.sourceSeries = nil
+	}
 	for u := range m.used {
 		switch u.vec {
 		case "audit":

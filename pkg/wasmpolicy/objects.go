@@ -350,6 +350,9 @@ func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (confi
 				return config.Policy{}, nil, fmt.Sprintf("spec.source.configMap.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may take its module only from a ConfigMap in %s (copy the ConfigMap there, or ask the cluster's operators for a ClusterSchedulingPolicy)", cm.Namespace, k.namespace)
 			}
 		}
+		if o := src.OCI; o != nil && o.PullSecret != nil && o.PullSecret.Namespace != "" && o.PullSecret.Namespace != k.namespace {
+			return config.Policy{}, nil, fmt.Sprintf("spec.source.oci.pullSecret.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may use only a pull secret in %s", o.PullSecret.Namespace, k.namespace)
+		}
 	}
 	in := configv1.Policy{
 		Name: k.policyName(), SHA256: settings.SHA256, Config: settings.Config, Weight: settings.Weight,
@@ -370,6 +373,23 @@ func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (confi
 			ns = k.namespace
 		}
 		in.Source.ConfigMap = &configv1.ConfigMapSource{Namespace: ns, Name: cm.Name, Key: cm.Key}
+	}
+	if o := src.OCI; o != nil {
+		in.Source.OCI = &configv1.OCISource{
+			Ref: o.Ref, FollowTag: o.FollowTag, PollInterval: o.PollInterval, CABundle: o.CABundle,
+			Insecure: o.Insecure, MaxSize: o.MaxSize, Timeout: o.Timeout,
+		}
+		if ps := o.PullSecret; ps != nil {
+			ns := ps.Namespace
+			if ns == "" {
+				ns = k.namespace
+			}
+			in.Source.OCI.PullSecret = &configv1.SecretReference{Namespace: ns, Name: ps.Name}
+		}
+		if o.Verify != nil {
+			in.Source.OCI.Verify = &configv1.Verification{PublicKey: o.Verify.PublicKey}
+		}
+		configv1.SetDefaults_OCISource(in.Source.OCI)
 	}
 	configv1.SetDefaults_Policy(&in)
 	var out config.Policy
@@ -668,6 +688,8 @@ func readyReason(loadReason string) string {
 		return policyv1alpha1.ReasonSHA256Mismatch
 	case "MemoryBudget":
 		return "MemoryBudget"
+	case source.ReasonNotFound, source.ReasonUnauthorized, source.ReasonTooLarge, source.ReasonSignatureInvalid, source.ReasonDigestMismatch:
+		return loadReason
 	}
 	return policyv1alpha1.ReasonCompileError
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
+	"github.com/wasmsched/wasmsched/pkg/oci"
 	"github.com/wasmsched/wasmsched/pkg/source"
 )
 
@@ -236,6 +237,9 @@ type WasmPolicy struct {
 	spread *spread.Listers
 	// gates tracks the pods policies' preenqueue gated.
 	gates *gateTracker
+	// ociCache keeps modules pulled from registries (moduleCacheDir); nil:
+	// none.
+	ociCache *oci.Cache
 }
 
 // policy is one configured policy: its args, its module runtime and source,
@@ -418,6 +422,11 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &WasmPolicy{handle: h, engine: engine, args: args, cancel: cancel, opts: o, maxInstances: int(args.MaxInstancesPerPolicy), started: time.Now()}
+	if args.ModuleCacheDir != "" {
+		if w.ociCache, err = oci.NewCache(args.ModuleCacheDir); err != nil {
+			logger.Info("Module cache directory unusable; modules pulled from registries are kept in memory only, and a restart needs the registry", "dir", args.ModuleCacheDir, "err", err)
+		}
+	}
 	w.gates = newGateTracker(func(pods map[string]*v1.Pod) {
 		w.activate(logger, pods, "Rechecking pods whose gate asked for a delay")
 	})
@@ -518,6 +527,13 @@ func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy
 		}
 		cm := pc.Source.ConfigMap
 		p.source = &source.ConfigMap{Client: w.handle.ClientSet(), Namespace: cm.Namespace, Name: cm.Name, Key: cm.Key}
+	case pc.Source.OCI != nil:
+		src, err := w.ociSource(pc)
+		if err != nil {
+			_ = hp.Close(ctx)
+			return nil, err
+		}
+		p.source = src
 	}
 	return p, nil
 }

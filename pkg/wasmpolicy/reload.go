@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,11 +38,15 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 		serving = v.SHA256()
 	}
 	if u.Err != nil {
-		logger.Error(u.Err, "Policy source unavailable; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "serving", serving)
-		p.m.load("SourceError", 0)
-		p.lastFailure.Store(&loadFailure{reason: "SourceError", message: u.Err.Error()})
-		w.event(u.Object, v1.EventTypeWarning, "PolicySourceUnavailable", fmt.Sprintf("WasmPolicy/%s: %v; keeping module %s", p.cfg.Name, u.Err, short(serving)))
+		reason := cmp.Or(u.Reason, source.ReasonSourceError)
+		logger.Error(u.Err, "Policy source unavailable; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "reason", reason, "serving", serving)
+		p.m.load(reason, 0)
+		p.lastFailure.Store(&loadFailure{reason: reason, message: u.Err.Error()})
+		w.event(u.Object, v1.EventTypeWarning, "PolicySourceUnavailable", fmt.Sprintf("WasmPolicy/%s: %s: %v; keeping module %s", p.cfg.Name, reason, u.Err, short(serving)))
 		return
+	}
+	if u.Digest != "" {
+		logger.Info("Policy artifact pulled", "policy", p.cfg.Name, "source", p.source.String(), "digest", u.Digest, "fromCache", u.FromCache)
 	}
 	if u.Object != nil {
 		p.mu.Lock()
@@ -66,6 +71,12 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 	}
 	p.loadError.Store(nil)
 	p.lastFailure.Store(nil)
+	if u.Loaded != nil {
+		u.Loaded()
+	}
+	if u.Digest != "" {
+		p.m.setSourceDigest(p.source.String(), u.Digest)
+	}
 	if v.SHA256() == serving {
 		return
 	}

@@ -152,7 +152,7 @@ func TestInvalidArgsExitWithFieldPath(t *testing.T) {
 		t.Fatalf("exit = %v, want status 1\n%s", err, out)
 	}
 	for _, want := range []string{
-		"profiles[0].pluginConfig[0].args.policies[1].source: Invalid value: \\\"{}\\\": exactly one of file or configMap must be set",
+		"profiles[0].pluginConfig[0].args.policies[1].source: Invalid value: \\\"{}\\\": exactly one of file, configMap or oci must be set",
 		"profiles[0].pluginConfig[0].args.policies[1].memoryLimit: Invalid value: 1024: must be between 64Ki and 4Gi",
 	} {
 		if !strings.Contains(string(out), want) {

@@ -36,6 +36,9 @@ type WasmPolicyArgs struct {
 	// deleted object policy, stays callable for cycles that pinned it; 0
 	// means the host's default.
 	RetiredGrace time.Duration
+	// ModuleCacheDir keeps modules pulled from OCI registries, by digest,
+	// so a restart with the registry down still starts; "": none.
+	ModuleCacheDir string
 }
 
 // PolicyObjects configures policies from Kubernetes objects
@@ -110,6 +113,46 @@ type Scope struct {
 type Source struct {
 	File      string
 	ConfigMap *ConfigMapSource
+	OCI       *OCISource
+}
+
+// OCISource is a module in an OCI registry: a wasm artifact, or an image
+// of one layer holding it.
+type OCISource struct {
+	// Ref is registry/repository:tag@sha256:digest. The digest is
+	// required unless FollowTag is set, and then there is none.
+	Ref string
+	// FollowTag resolves the tag every PollInterval and loads each new
+	// digest, keeping the last good one when a new one fails.
+	FollowTag    bool
+	PollInterval time.Duration
+	// PullSecret names a kubernetes.io/dockerconfigjson Secret with the
+	// registry's credentials; nil: anonymous.
+	PullSecret *SecretReference
+	// CABundle is PEM certificates the registry's certificate must chain
+	// to, instead of the system's.
+	CABundle string
+	// Insecure allows plain HTTP and skips certificate checks.
+	Insecure bool
+	// MaxSize bounds the module, checked before it is downloaded.
+	MaxSize int64
+	// Timeout bounds one pull.
+	Timeout time.Duration
+	// Verify, when set, requires a cosign signature by its key.
+	Verify *Verification
+}
+
+// SecretReference names a Secret.
+type SecretReference struct {
+	Namespace string
+	Name      string
+}
+
+// Verification says how an artifact's signature is checked.
+type Verification struct {
+	// PublicKey is the PEM public key (cosign.pub) a signature must be
+	// made with.
+	PublicKey string
 }
 
 // ConfigMapSource names a key of a ConfigMap. The module is read from

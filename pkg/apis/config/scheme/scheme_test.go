@@ -102,9 +102,9 @@ func TestValidationMessages(t *testing.T) {
 	cases := []struct{ args, want string }{
 		{"      policies: []\n", "pluginConfig[1].args.policies: Required value: add at least one policy"},
 		{"      policies:\n      - name: a\n        source: {file: /a.wasm}\n      - name: b\n        source: {}\n",
-			"pluginConfig[1].args.policies[1].source: Invalid value: \"{}\": exactly one of file or configMap must be set"},
+			"pluginConfig[1].args.policies[1].source: Invalid value: \"{}\": exactly one of file, configMap or oci must be set"},
 		{"      policies:\n      - name: a\n        source: {file: /a.wasm, configMap: {namespace: ns, name: c, key: k}}\n",
-			"pluginConfig[1].args.policies[0].source: Invalid value: \"{file, configMap}\": exactly one of file or configMap must be set"},
+			"pluginConfig[1].args.policies[0].source: Invalid value: \"{file, configMap}\": exactly one of file, configMap or oci must be set"},
 		{"      policies:\n      - name: a\n        source: {file: a.wasm}\n", "policies[0].source.file: Invalid value: \"a.wasm\": must be an absolute path"},
 		{"      policies:\n      - name: a\n        source: {configMap: {name: c, key: k}}\n", "policies[0].source.configMap.namespace: Required value"},
 		{"      policies:\n      - name: Bad_Name\n        source: {file: /a.wasm}\n", "policies[0].name: Invalid value: \"Bad_Name\": must be a DNS label"},

@@ -72,6 +72,31 @@ func Convert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolicyArg
 	return nil
 }
 
+// Convert_v1_OCISource_To_config_OCISource converts an oci source.
+func Convert_v1_OCISource_To_config_OCISource(in *OCISource, out *config.OCISource, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_v1_OCISource_To_config_OCISource(in, out, s); err != nil {
+		return err
+	}
+	out.PollInterval = durationValue(in.PollInterval)
+	out.Timeout = durationValue(in.Timeout)
+	out.MaxSize = 0
+	if in.MaxSize != nil {
+		out.MaxSize = in.MaxSize.Value()
+	}
+	return nil
+}
+
+// Convert_config_OCISource_To_v1_OCISource converts an oci source back.
+func Convert_config_OCISource_To_v1_OCISource(in *config.OCISource, out *OCISource, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_config_OCISource_To_v1_OCISource(in, out, s); err != nil {
+		return err
+	}
+	out.PollInterval = &metav1.Duration{Duration: in.PollInterval}
+	out.Timeout = &metav1.Duration{Duration: in.Timeout}
+	out.MaxSize = resource.NewQuantity(in.MaxSize, resource.BinarySI)
+	return nil
+}
+
 // Convert_v1_CompileLimits_To_config_CompileLimits converts the compile limits.
 func Convert_v1_CompileLimits_To_config_CompileLimits(in *CompileLimits, out *config.CompileLimits, s conversion.Scope) error { //nolint:revive // conversion-gen naming
 	if err := autoConvert_v1_CompileLimits_To_config_CompileLimits(in, out, s); err != nil {

@@ -29,6 +29,10 @@ const (
 	DefaultBreakerMaxBackoff          = 5 * time.Minute
 	DefaultStatusLeaseNamespace       = "kube-system"
 	DefaultStatusLeaseName            = "wasmsched-policy-status"
+	DefaultModuleCacheDir             = "/var/cache/wasmsched/oci"
+	DefaultOCIPollInterval            = time.Minute
+	DefaultOCIMaxSize                 = "32Mi"
+	DefaultOCITimeout                 = 60 * time.Second
 )
 
 // SetDefaults_WasmPolicyArgs fills unset fields with their defaults.
@@ -36,6 +40,10 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 	if obj.CompilationCacheDir == nil {
 		v := DefaultCompilationCacheDir
 		obj.CompilationCacheDir = &v
+	}
+	if obj.ModuleCacheDir == nil {
+		v := DefaultModuleCacheDir
+		obj.ModuleCacheDir = &v
 	}
 	if obj.MaxInstancesPerPolicy == nil {
 		v := DefaultMaxInstancesPerPolicy
@@ -109,6 +117,20 @@ func SetDefaults_Policy(p *Policy) { //nolint:revive // k8s naming convention fo
 	if p.Mode == nil {
 		v := DefaultMode
 		p.Mode = &v
+	}
+}
+
+// SetDefaults_OCISource fills an oci source's unset fields.
+func SetDefaults_OCISource(o *OCISource) { //nolint:revive // k8s naming convention for defaulters
+	if o.PollInterval == nil {
+		o.PollInterval = &metav1.Duration{Duration: DefaultOCIPollInterval}
+	}
+	if o.MaxSize == nil {
+		q := resource.MustParse(DefaultOCIMaxSize)
+		o.MaxSize = &q
+	}
+	if o.Timeout == nil {
+		o.Timeout = &metav1.Duration{Duration: DefaultOCITimeout}
 	}
 }
 

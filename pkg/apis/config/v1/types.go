@@ -52,6 +52,12 @@ type WasmPolicyArgs struct {
 	// cycles that started with it; then its instances and compiled code
 	// are freed. Default 30s; at least 1s.
 	RetiredGrace *metav1.Duration `json:"retiredGrace,omitempty"`
+	// ModuleCacheDir keeps the modules pulled from OCI registries (oci
+	// sources), by digest, with their signatures, so a scheduler that
+	// restarts while its registry is down starts with its pinned policies.
+	// Default /var/cache/wasmsched/oci; if it cannot be created the plugin
+	// logs a warning and keeps nothing.
+	ModuleCacheDir *string `json:"moduleCacheDir,omitempty"`
 }
 
 // PolicyObjects configures policies from Kubernetes objects.
@@ -88,7 +94,8 @@ type Policy struct {
 	// Name identifies the policy in FailedScheduling reasons
 	// ("WasmPolicy/<name>"), logs, events and metrics. Required, a DNS label.
 	Name string `json:"name"`
-	// Source is where the module comes from: exactly one of file or configMap.
+	// Source is where the module comes from: exactly one of file,
+	// configMap or oci.
 	Source Source `json:"source"`
 	// SHA256 pins the module: hex sha256 of the .wasm bytes (before any gzip).
 	// A module with another digest is refused and the last good one kept.
@@ -166,6 +173,57 @@ type Source struct {
 	// ConfigMap names a key of a ConfigMap; binaryData (or data) holds the
 	// module, raw or gzipped.
 	ConfigMap *ConfigMapSource `json:"configMap,omitempty"`
+	// OCI names a module in an OCI registry: a wasm artifact (wasmsched
+	// push oci://…), or an image of one layer holding plugin.wasm.
+	OCI *OCISource `json:"oci,omitempty"`
+}
+
+// OCISource is a module in an OCI registry.
+type OCISource struct {
+	// Ref is registry/repository:tag@sha256:<digest of the manifest>, as
+	// wasmsched push prints it. The digest pins the module: a reference
+	// without one is refused unless followTag is set.
+	Ref string `json:"ref"`
+	// FollowTag follows ref's tag instead of pinning a digest: the tag is
+	// resolved every pollInterval and each new digest is pulled, verified
+	// and loaded; one that fails leaves the last good module serving. The
+	// digest in use is logged and in the metric
+	// wasmsched_policy_source_info. ref then has a tag and no digest.
+	FollowTag bool `json:"followTag,omitempty"`
+	// PollInterval is how often a followed tag is resolved. Default 1m;
+	// at least 5s.
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+	// PullSecret names a Secret of type kubernetes.io/dockerconfigjson
+	// holding the registry's credentials, read at every pull (the
+	// scheduler needs get on it). Unset: anonymous.
+	PullSecret *SecretReference `json:"pullSecret,omitempty"`
+	// CABundle is PEM certificates that the registry's certificate must
+	// chain to, for a registry with a private CA. Unset: the system's.
+	CABundle string `json:"caBundle,omitempty"`
+	// Insecure allows plain HTTP and skips certificate checks: for test
+	// registries only. Without it, plain HTTP is refused.
+	Insecure bool `json:"insecure,omitempty"`
+	// MaxSize bounds the module, checked against the manifest before
+	// anything is downloaded. Default 32Mi; at most 256Mi.
+	MaxSize *resource.Quantity `json:"maxSize,omitempty"`
+	// Timeout bounds one pull, every request included. Default 60s.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Verify, when set, requires a cosign signature (cosign sign --key,
+	// or wasmsched push --sign-key) by this key; a module without one is
+	// refused.
+	Verify *Verification `json:"verify,omitempty"`
+}
+
+// SecretReference names a Secret.
+type SecretReference struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// Verification says which key an artifact's signature must verify with.
+type Verification struct {
+	// PublicKey is a PEM public key (ECDSA, RSA or Ed25519; cosign.pub).
+	PublicKey string `json:"publicKey"`
 }
 
 // ConfigMapSource names a ConfigMap key.

@@ -60,6 +60,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*SecretReference)(nil), (*config.SecretReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_SecretReference_To_config_SecretReference(a.(*SecretReference), b.(*config.SecretReference), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*config.SecretReference)(nil), (*SecretReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_config_SecretReference_To_v1_SecretReference(a.(*config.SecretReference), b.(*SecretReference), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*Source)(nil), (*config.Source)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1_Source_To_config_Source(a.(*Source), b.(*config.Source), scope)
 	}); err != nil {
@@ -70,6 +80,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*Verification)(nil), (*config.Verification)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_Verification_To_config_Verification(a.(*Verification), b.(*config.Verification), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*config.Verification)(nil), (*Verification)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_config_Verification_To_v1_Verification(a.(*config.Verification), b.(*Verification), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddConversionFunc((*config.CircuitBreaker)(nil), (*CircuitBreaker)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_config_CircuitBreaker_To_v1_CircuitBreaker(a.(*config.CircuitBreaker), b.(*CircuitBreaker), scope)
 	}); err != nil {
@@ -77,6 +97,11 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddConversionFunc((*config.CompileLimits)(nil), (*CompileLimits)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_config_CompileLimits_To_v1_CompileLimits(a.(*config.CompileLimits), b.(*CompileLimits), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddConversionFunc((*config.OCISource)(nil), (*OCISource)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_config_OCISource_To_v1_OCISource(a.(*config.OCISource), b.(*OCISource), scope)
 	}); err != nil {
 		return err
 	}
@@ -102,6 +127,11 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddConversionFunc((*CompileLimits)(nil), (*config.CompileLimits)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1_CompileLimits_To_config_CompileLimits(a.(*CompileLimits), b.(*config.CompileLimits), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddConversionFunc((*OCISource)(nil), (*config.OCISource)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_OCISource_To_config_OCISource(a.(*OCISource), b.(*config.OCISource), scope)
 	}); err != nil {
 		return err
 	}
@@ -198,6 +228,32 @@ func Convert_config_LeaseRef_To_v1_LeaseRef(in *config.LeaseRef, out *LeaseRef, 
 	return autoConvert_config_LeaseRef_To_v1_LeaseRef(in, out, s)
 }
 
+func autoConvert_v1_OCISource_To_config_OCISource(in *OCISource, out *config.OCISource, s conversion.Scope) error {
+	out.Ref = in.Ref
+	out.FollowTag = in.FollowTag
+	// WARNING: in.PollInterval requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	out.PullSecret = (*config.SecretReference)(unsafe.Pointer(in.PullSecret))
+	out.CABundle = in.CABundle
+	out.Insecure = in.Insecure
+	// WARNING: in.MaxSize requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
+	// WARNING: in.Timeout requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	out.Verify = (*config.Verification)(unsafe.Pointer(in.Verify))
+	return nil
+}
+
+func autoConvert_config_OCISource_To_v1_OCISource(in *config.OCISource, out *OCISource, s conversion.Scope) error {
+	out.Ref = in.Ref
+	out.FollowTag = in.FollowTag
+	// WARNING: in.PollInterval requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
+	out.PullSecret = (*SecretReference)(unsafe.Pointer(in.PullSecret))
+	out.CABundle = in.CABundle
+	out.Insecure = in.Insecure
+	// WARNING: in.MaxSize requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
+	// WARNING: in.Timeout requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
+	out.Verify = (*Verification)(unsafe.Pointer(in.Verify))
+	return nil
+}
+
 func autoConvert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s conversion.Scope) error {
 	out.Name = in.Name
 	if err := Convert_v1_Source_To_config_Source(&in.Source, &out.Source, s); err != nil {
@@ -290,8 +346,38 @@ func autoConvert_config_Scope_To_v1_Scope(in *config.Scope, out *Scope, s conver
 	return nil
 }
 
+func autoConvert_v1_SecretReference_To_config_SecretReference(in *SecretReference, out *config.SecretReference, s conversion.Scope) error {
+	*out = *(*config.SecretReference)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_SecretReference_To_config_SecretReference is an autogenerated conversion function.
+func Convert_v1_SecretReference_To_config_SecretReference(in *SecretReference, out *config.SecretReference, s conversion.Scope) error {
+	return autoConvert_v1_SecretReference_To_config_SecretReference(in, out, s)
+}
+
+func autoConvert_config_SecretReference_To_v1_SecretReference(in *config.SecretReference, out *SecretReference, s conversion.Scope) error {
+	*out = *(*SecretReference)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_config_SecretReference_To_v1_SecretReference is an autogenerated conversion function.
+func Convert_config_SecretReference_To_v1_SecretReference(in *config.SecretReference, out *SecretReference, s conversion.Scope) error {
+	return autoConvert_config_SecretReference_To_v1_SecretReference(in, out, s)
+}
+
 func autoConvert_v1_Source_To_config_Source(in *Source, out *config.Source, s conversion.Scope) error {
-	*out = *(*config.Source)(unsafe.Pointer(in))
+	out.File = in.File
+	out.ConfigMap = (*config.ConfigMapSource)(unsafe.Pointer(in.ConfigMap))
+	if in.OCI != nil {
+		in, out := &in.OCI, &out.OCI
+		*out = new(config.OCISource)
+		if err := Convert_v1_OCISource_To_config_OCISource(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.OCI = nil
+	}
 	return nil
 }
 
@@ -301,13 +387,43 @@ func Convert_v1_Source_To_config_Source(in *Source, out *config.Source, s conver
 }
 
 func autoConvert_config_Source_To_v1_Source(in *config.Source, out *Source, s conversion.Scope) error {
-	*out = *(*Source)(unsafe.Pointer(in))
+	out.File = in.File
+	out.ConfigMap = (*ConfigMapSource)(unsafe.Pointer(in.ConfigMap))
+	if in.OCI != nil {
+		in, out := &in.OCI, &out.OCI
+		*out = new(OCISource)
+		if err := Convert_config_OCISource_To_v1_OCISource(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.OCI = nil
+	}
 	return nil
 }
 
 // Convert_config_Source_To_v1_Source is an autogenerated conversion function.
 func Convert_config_Source_To_v1_Source(in *config.Source, out *Source, s conversion.Scope) error {
 	return autoConvert_config_Source_To_v1_Source(in, out, s)
+}
+
+func autoConvert_v1_Verification_To_config_Verification(in *Verification, out *config.Verification, s conversion.Scope) error {
+	*out = *(*config.Verification)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_Verification_To_config_Verification is an autogenerated conversion function.
+func Convert_v1_Verification_To_config_Verification(in *Verification, out *config.Verification, s conversion.Scope) error {
+	return autoConvert_v1_Verification_To_config_Verification(in, out, s)
+}
+
+func autoConvert_config_Verification_To_v1_Verification(in *config.Verification, out *Verification, s conversion.Scope) error {
+	*out = *(*Verification)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_config_Verification_To_v1_Verification is an autogenerated conversion function.
+func Convert_config_Verification_To_v1_Verification(in *config.Verification, out *Verification, s conversion.Scope) error {
+	return autoConvert_config_Verification_To_v1_Verification(in, out, s)
 }
 
 func autoConvert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, out *config.WasmPolicyArgs, s conversion.Scope) error {
@@ -340,6 +456,9 @@ func autoConvert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(in *WasmPolicyArgs, 
 		return err
 	}
 	// WARNING: in.RetiredGrace requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	if err := metav1.Convert_Pointer_string_To_string(&in.ModuleCacheDir, &out.ModuleCacheDir, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -373,5 +492,8 @@ func autoConvert_config_WasmPolicyArgs_To_v1_WasmPolicyArgs(in *config.WasmPolic
 		return err
 	}
 	// WARNING: in.RetiredGrace requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
+	if err := metav1.Convert_string_To_Pointer_string(&in.ModuleCacheDir, &out.ModuleCacheDir, s); err != nil {
+		return err
+	}
 	return nil
 }

@@ -26,5 +26,8 @@ func SetObjectDefaults_WasmPolicyArgs(in *WasmPolicyArgs) {
 	for i := range in.Policies {
 		a := &in.Policies[i]
 		SetDefaults_Policy(a)
+		if a.Source.OCI != nil {
+			SetDefaults_OCISource(a.Source.OCI)
+		}
 	}
 }

@@ -4,6 +4,7 @@
 package validation
 
 import (
+	"crypto/x509"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	"github.com/wasmsched/wasmsched/pkg/oci"
 )
 
 // Bounds enforced on args; docs/security.md explains them.
@@ -114,6 +116,9 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 	if d := args.CompilationCacheDir; d != "" && !filepath.IsAbs(d) {
 		errs = append(errs, field.Invalid(path.Child("compilationCacheDir"), d, "must be an absolute path, for example /var/cache/wasmsched"))
 	}
+	if d := args.ModuleCacheDir; d != "" && !filepath.IsAbs(d) {
+		errs = append(errs, field.Invalid(path.Child("moduleCacheDir"), d, "must be an absolute path, for example /var/cache/wasmsched/oci"))
+	}
 	return errs
 }
 
@@ -174,8 +179,10 @@ func ValidatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	errs = append(errs, validateScope(path.Child("scope"), &p.Scope)...)
 	sp := path.Child("source")
 	switch {
-	case p.Source.File == "" && p.Source.ConfigMap == nil, p.Source.File != "" && p.Source.ConfigMap != nil:
-		errs = append(errs, field.Invalid(sp, sourceString(p.Source), "exactly one of file or configMap must be set"))
+	case sourceCount(p.Source) != 1:
+		errs = append(errs, field.Invalid(sp, sourceString(p.Source), "exactly one of file, configMap or oci must be set"))
+	case p.Source.OCI != nil:
+		errs = append(errs, validateOCI(sp.Child("oci"), p.Source.OCI)...)
 	case p.Source.File != "":
 		if !filepath.IsAbs(p.Source.File) {
 			errs = append(errs, field.Invalid(sp.Child("file"), p.Source.File, "must be an absolute path to a .wasm file (raw or gzipped), for example /etc/wasmsched/policies/team-isolation.wasm"))
@@ -250,13 +257,90 @@ func ValidatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	return errs
 }
 
-func sourceString(s config.Source) string {
-	switch {
-	case s.File == "" && s.ConfigMap == nil:
-		return "{}"
-	default:
-		return "{file, configMap}"
+func sourceCount(s config.Source) int {
+	n := 0
+	for _, set := range []bool{s.File != "", s.ConfigMap != nil, s.OCI != nil} {
+		if set {
+			n++
+		}
 	}
+	return n
+}
+
+func sourceString(s config.Source) string {
+	var set []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"file", s.File != ""}, {"configMap", s.ConfigMap != nil}, {"oci", s.OCI != nil}} {
+		if f.set {
+			set = append(set, f.name)
+		}
+	}
+	return "{" + strings.Join(set, ", ") + "}"
+}
+
+// Bounds of an oci source's fields.
+const (
+	MinOCIPollInterval = 5 * time.Second
+	MaxOCIPollInterval = 24 * time.Hour
+	MaxOCIMaxSize      = 256 << 20
+	MaxOCITimeout      = 10 * time.Minute
+)
+
+// validateOCI checks an oci source; 0 in a duration or size (args built
+// in Go without defaulting) means the default.
+func validateOCI(path *field.Path, o *config.OCISource) field.ErrorList {
+	var errs field.ErrorList
+	rp := path.Child("ref")
+	if o.Ref == "" {
+		errs = append(errs, field.Required(rp, "set the artifact's reference, registry/repository:tag@sha256:<digest>, as wasmsched push prints it"))
+	} else if ref, err := oci.ParseReference(o.Ref); err != nil {
+		errs = append(errs, field.Invalid(rp, o.Ref, "not a registry reference ("+err.Error()+"); write registry.example.com/policies/name:tag@sha256:<digest>"))
+	} else {
+		_, pinned := oci.PinnedDigest(ref)
+		switch {
+		case strings.HasPrefix(o.Ref, "oci://"):
+			errs = append(errs, field.Invalid(rp, o.Ref, "write the reference without oci://"))
+		case !o.FollowTag && !pinned:
+			errs = append(errs, field.Invalid(rp, o.Ref, "pins no digest: append @sha256:<manifest digest> (wasmsched push prints the reference with it), or set followTag: true to follow the tag"))
+		case o.FollowTag && pinned:
+			errs = append(errs, field.Invalid(rp, o.Ref, "followTag follows a tag: remove the digest, or unset followTag to pin it"))
+		case o.FollowTag && !strings.Contains(o.Ref[strings.LastIndex(o.Ref, "/")+1:], ":"):
+			errs = append(errs, field.Invalid(rp, o.Ref, "followTag needs a tag to follow, for example :stable"))
+		}
+	}
+	if t := o.PollInterval; t != 0 && (t < MinOCIPollInterval || t > MaxOCIPollInterval) {
+		errs = append(errs, field.Invalid(path.Child("pollInterval"), t.String(), fmt.Sprintf("must be between %s and %s, for example 1m", MinOCIPollInterval, MaxOCIPollInterval)))
+	}
+	if s := o.PullSecret; s != nil {
+		sp := path.Child("pullSecret")
+		if s.Namespace == "" {
+			errs = append(errs, field.Required(sp.Child("namespace"), "set the namespace of the kubernetes.io/dockerconfigjson Secret"))
+		} else if msgs := validation.IsDNS1123Label(s.Namespace); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(sp.Child("namespace"), s.Namespace, strings.Join(msgs, "; ")))
+		}
+		if s.Name == "" {
+			errs = append(errs, field.Required(sp.Child("name"), "set the name of the kubernetes.io/dockerconfigjson Secret"))
+		} else if msgs := validation.IsDNS1123Subdomain(s.Name); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(sp.Child("name"), s.Name, strings.Join(msgs, "; ")))
+		}
+	}
+	if o.CABundle != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(o.CABundle)) {
+		errs = append(errs, field.Invalid(path.Child("caBundle"), "(PEM)", "holds no PEM certificate; paste the registry CA's certificate, -----BEGIN CERTIFICATE----- included"))
+	}
+	if o.MaxSize < 0 || o.MaxSize > MaxOCIMaxSize {
+		errs = append(errs, field.Invalid(path.Child("maxSize"), o.MaxSize, "must be greater than 0 and at most 256Mi, for example 32Mi"))
+	}
+	if o.Timeout < 0 || o.Timeout > MaxOCITimeout {
+		errs = append(errs, field.Invalid(path.Child("timeout"), o.Timeout.String(), fmt.Sprintf("must be greater than 0 and at most %s, for example 60s", MaxOCITimeout)))
+	}
+	if v := o.Verify; v != nil {
+		if _, err := oci.LoadVerifier([]byte(v.PublicKey)); err != nil {
+			errs = append(errs, field.Invalid(path.Child("verify", "publicKey"), "(PEM)", err.Error()+"; paste the signer's public key (cosign.pub), -----BEGIN PUBLIC KEY----- included"))
+		}
+	}
+	return errs
 }
 
 func validateScope(path *field.Path, sc *config.Scope) field.ErrorList {

@@ -20,6 +20,17 @@ func validArgs() *config.WasmPolicyArgs {
 	)
 }
 
+const ociRef = "registry.example.com/policies/team-isolation:v1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// ociSource makes the first policy's source an oci source changed by f.
+func ociSource(f func(o *config.OCISource)) func(a *config.WasmPolicyArgs) {
+	return func(a *config.WasmPolicyArgs) {
+		o := &config.OCISource{Ref: ociRef}
+		f(o)
+		a.Policies[0].Source = config.Source{OCI: o}
+	}
+}
+
 // manyPolicies returns n valid policies with distinct names.
 func manyPolicies(n int) []config.Policy {
 	ps := make([]config.Policy, n)
@@ -45,9 +56,27 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"duplicate name", func(a *config.WasmPolicyArgs) { a.Policies[1].Name = a.Policies[0].Name }, "policies[1].name", "unique name"},
 		{"empty name", func(a *config.WasmPolicyArgs) { a.Policies[0].Name = "" }, "policies[0].name", "name the policy"},
 		{"name not a DNS label", func(a *config.WasmPolicyArgs) { a.Policies[0].Name = "Team_Isolation" }, "policies[0].name", "DNS label"},
-		{"two sources", func(a *config.WasmPolicyArgs) { a.Policies[1].Source.File = "/x.wasm" }, "policies[1].source", "exactly one of file or configMap"},
-		{"no source", func(a *config.WasmPolicyArgs) { a.Policies[0].Source = config.Source{} }, "policies[0].source", "exactly one of file or configMap"},
+		{"two sources", func(a *config.WasmPolicyArgs) { a.Policies[1].Source.File = "/x.wasm" }, "policies[1].source", "exactly one of file, configMap or oci"},
+		{"no source", func(a *config.WasmPolicyArgs) { a.Policies[0].Source = config.Source{} }, "policies[0].source", "exactly one of file, configMap or oci"},
 		{"relative file", func(a *config.WasmPolicyArgs) { a.Policies[0].Source.File = "policy.wasm" }, "policies[0].source.file", "absolute path"},
+		{"oci pinned", ociSource(func(o *config.OCISource) {}), "", ""},
+		{"oci and file", func(a *config.WasmPolicyArgs) {
+			a.Policies[0].Source.OCI = &config.OCISource{Ref: ociRef}
+		}, "policies[0].source", "exactly one of file, configMap or oci"},
+		{"oci without ref", ociSource(func(o *config.OCISource) { o.Ref = "" }), "policies[0].source.oci.ref", "wasmsched push prints"},
+		{"oci ref not a reference", ociSource(func(o *config.OCISource) { o.Ref = "registry.example.com/p/team@sha256:abc" }), "policies[0].source.oci.ref", "64 hex digits"},
+		{"oci ref without registry", ociSource(func(o *config.OCISource) { o.Ref = "team-isolation:v1" }), "policies[0].source.oci.ref", "names no registry"},
+		{"oci ref with scheme", ociSource(func(o *config.OCISource) { o.Ref = "oci://" + ociRef }), "policies[0].source.oci.ref", "without oci://"},
+		{"oci tag without digest", ociSource(func(o *config.OCISource) { o.Ref = "registry.example.com/policies/team-isolation:v1" }), "policies[0].source.oci.ref", "followTag: true"},
+		{"oci followTag", ociSource(func(o *config.OCISource) { o.Ref, o.FollowTag = "registry.example.com/policies/team-isolation:stable", true }), "", ""},
+		{"oci followTag with digest", ociSource(func(o *config.OCISource) { o.FollowTag = true }), "policies[0].source.oci.ref", "remove the digest"},
+		{"oci followTag without tag", ociSource(func(o *config.OCISource) { o.Ref, o.FollowTag = "registry.example.com:5000/policies/team-isolation", true }), "policies[0].source.oci.ref", "tag to follow"},
+		{"oci poll too often", ociSource(func(o *config.OCISource) { o.Ref, o.FollowTag, o.PollInterval = "registry.example.com/p/team:stable", true, time.Second }), "policies[0].source.oci.pollInterval", "between 5s"},
+		{"oci secret without namespace", ociSource(func(o *config.OCISource) { o.PullSecret = &config.SecretReference{Name: "regcred"} }), "policies[0].source.oci.pullSecret.namespace", "dockerconfigjson"},
+		{"oci bad CA", ociSource(func(o *config.OCISource) { o.CABundle = "not a certificate" }), "policies[0].source.oci.caBundle", "BEGIN CERTIFICATE"},
+		{"oci too large maxSize", ociSource(func(o *config.OCISource) { o.MaxSize = 1 << 30 }), "policies[0].source.oci.maxSize", "256Mi"},
+		{"oci bad public key", ociSource(func(o *config.OCISource) { o.Verify = &config.Verification{PublicKey: "ssh-ed25519 AAAA"} }), "policies[0].source.oci.verify.publicKey", "cosign.pub"},
+		{"oci relative cache dir", func(a *config.WasmPolicyArgs) { a.ModuleCacheDir = "cache" }, "moduleCacheDir", "absolute path"},
 		{"configMap without key", func(a *config.WasmPolicyArgs) { a.Policies[1].Source.ConfigMap.Key = "" }, "policies[1].source.configMap.key", "binaryData key"},
 		{"configMap without namespace", func(a *config.WasmPolicyArgs) { a.Policies[1].Source.ConfigMap.Namespace = "" }, "policies[1].source.configMap.namespace", "namespace"},
 		{"bad sha256", func(a *config.WasmPolicyArgs) { a.Policies[0].SHA256 = "abc" }, "policies[0].sha256", "64 hex digits"},

@@ -31,7 +31,7 @@ type ClusterSchedulingPolicy struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.source.configMap) || has(self.source.configMap.__namespace__)",message="source.configMap.namespace is required in a ClusterSchedulingPolicy: name the namespace of the ConfigMap that holds the module",fieldPath=".source.configMap"
 type ClusterSchedulingPolicySpec struct {
 	// Source is where the module comes from: exactly one of file (a path on
-	// the scheduler's host) or configMap.
+	// the scheduler's host), configMap or oci.
 	Source Source `json:"source"`
 
 	PolicySettings `json:",inline"`
@@ -79,7 +79,8 @@ type SchedulingPolicy struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.source.file)",message="a SchedulingPolicy takes its module from a ConfigMap in its own namespace (source.configMap); file sources are for ClusterSchedulingPolicy",fieldPath=".source.file"
 type SchedulingPolicySpec struct {
 	// Source is where the module comes from: a configMap in the policy's
-	// own namespace (namespace may be left out).
+	// own namespace (namespace may be left out), or oci (a pull secret,
+	// if any, in the policy's own namespace).
 	Source Source `json:"source"`
 
 	PolicySettings `json:",inline"`
@@ -97,7 +98,7 @@ type SchedulingPolicyList struct {
 
 // Source says where a module comes from: exactly one field is set.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.file) != has(self.configMap)",message="set exactly one of file or configMap"
+// +kubebuilder:validation:XValidation:rule="[has(self.file), has(self.configMap), has(self.oci)].filter(x, x).size() == 1",message="set exactly one of file, configMap or oci"
 type Source struct {
 	// File is an absolute path on the scheduler's host (hostPath or a
 	// mounted volume). ClusterSchedulingPolicy only.
@@ -109,6 +110,76 @@ type Source struct {
 	// the module, raw or gzipped.
 	// +optional
 	ConfigMap *ConfigMapSource `json:"configMap,omitempty"`
+	// OCI names a module in an OCI registry: a wasm artifact (wasmsched
+	// push oci://…), or an image of one layer holding plugin.wasm.
+	// +optional
+	OCI *OCISource `json:"oci,omitempty"`
+}
+
+// OCISource is a module in an OCI registry; each field has the meaning and
+// default of the field of the same name in the WasmPolicy args (README,
+// args reference).
+//
+// +kubebuilder:validation:XValidation:rule="self.followTag == true ? !self.ref.contains('@') : self.ref.contains('@sha256:')",message="ref must pin a digest (registry/repository:tag@sha256:…), or set followTag and give a tag without a digest"
+type OCISource struct {
+	// Ref is registry/repository:tag@sha256:<manifest digest>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Ref string `json:"ref"`
+	// FollowTag follows ref's tag instead of pinning a digest.
+	// +optional
+	// +kubebuilder:default=false
+	FollowTag bool `json:"followTag"`
+	// PollInterval is how often a followed tag is resolved. Default 1m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('24h')",message="must be between 5s and 24h"
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+	// PullSecret names a kubernetes.io/dockerconfigjson Secret with the
+	// registry's credentials. In a SchedulingPolicy it may only be in the
+	// policy's own namespace.
+	// +optional
+	PullSecret *SecretReference `json:"pullSecret,omitempty"`
+	// CABundle is PEM certificates the registry's certificate must chain to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	CABundle string `json:"caBundle,omitempty"`
+	// Insecure allows plain HTTP and skips certificate checks.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+	// MaxSize bounds the module, checked before it is downloaded. Default
+	// 32Mi, at most 256Mi.
+	// +optional
+	MaxSize *resource.Quantity `json:"maxSize,omitempty"`
+	// Timeout bounds one pull. Default 60s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="must be greater than 0 and at most 10m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Verify requires a cosign signature by a key.
+	// +optional
+	Verify *Verification `json:"verify,omitempty"`
+}
+
+// SecretReference names a Secret.
+type SecretReference struct {
+	// Namespace of the Secret. Required in a ClusterSchedulingPolicy; in a
+	// SchedulingPolicy it may only be the policy's own namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// Verification says which key an artifact's signature must verify with.
+type Verification struct {
+	// PublicKey is a PEM public key (ECDSA, RSA or Ed25519; cosign.pub).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16384
+	PublicKey string `json:"publicKey"`
 }
 
 // ConfigMapSource names a key of a ConfigMap.
@@ -318,4 +389,10 @@ const (
 	ReasonCompileError   = "CompileError"
 	ReasonSourceMissing  = "SourceMissing"
 	ReasonInvalidSpec    = "InvalidSpec"
+	// Reasons of an oci source that could not be pulled or trusted.
+	ReasonNotFound         = "NotFound"
+	ReasonUnauthorized     = "Unauthorized"
+	ReasonTooLarge         = "TooLarge"
+	ReasonSignatureInvalid = "SignatureInvalid"
+	ReasonDigestMismatch   = "DigestMismatch"
 )
