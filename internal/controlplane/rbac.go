@@ -101,3 +101,22 @@ func GrantPodPatch(ctx context.Context, c kubernetes.Interface, user string) err
 	}, metav1.CreateOptions{})
 	return err
 }
+
+// GrantSecretRead lets user get the named Secrets of namespace (an oci
+// source's pullSecret), as the Role in manifests/examples/oci does for the
+// scheduler's ServiceAccount: get on those Secrets by name, nothing else.
+func GrantSecretRead(ctx context.Context, c kubernetes.Interface, namespace, user string, names ...string) error {
+	name := "wasmsched-pull-secret-reader"
+	if _, err := c.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: names}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := c.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}, metav1.CreateOptions{})
+	return err
+}

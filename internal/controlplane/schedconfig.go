@@ -6,7 +6,8 @@ import "fmt"
 // with the default plugins plus WasmPolicy and scores with WasmPolicy alone,
 // so placements show the policies' decisions. policies is the YAML list under
 // args.policies, indented by six spaces; leaderElection is a one-line
-// `leaderElection: {...}` stanza.
+// `leaderElection: {...}` stanza. Modules pulled from registries are
+// cached in cacheDir/oci.
 func SchedulerConfig(kubeconfig, schedulerName, cacheDir, filePollInterval, leaderElection, policies string) string {
 	return fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -29,7 +30,8 @@ profiles:
   - name: WasmPolicy
     args:
       compilationCacheDir: %q
+      moduleCacheDir: %q
       filePollInterval: %s
       policies:
-%s`, kubeconfig, leaderElection, schedulerName, cacheDir, filePollInterval, policies)
+%s`, kubeconfig, leaderElection, schedulerName, cacheDir, cacheDir+"/oci", filePollInterval, policies)
 }

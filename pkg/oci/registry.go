@@ -99,13 +99,19 @@ func (s strictTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return s.base.RoundTrip(r)
 }
 
-func (c *Client) options(ctx context.Context) []remote.Option {
+// Transport is the HTTP transport the client reaches registries with: its
+// CAs, and plain HTTP refused unless Insecure.
+func (c *Client) Transport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: c.RootCAs, MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.Insecure} //nolint:gosec // the explicit insecure switch
-	var rt http.RoundTripper = t
-	if !c.Insecure {
-		rt = strictTransport{t}
+	if c.Insecure {
+		return t
 	}
+	return strictTransport{t}
+}
+
+func (c *Client) options(ctx context.Context) []remote.Option {
+	rt := c.Transport()
 	kc := c.Keychain
 	if kc == nil {
 		kc = anonymous{}

@@ -26,11 +26,19 @@ import (
 // wasmsched runs bin/wasmsched as the cluster admin and returns stdout.
 func wasmsched(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return wasmschedEnv(t, nil, args...)
+}
+
+// wasmschedEnv runs bin/wasmsched as the cluster admin with env added to
+// the test's environment, and returns stdout.
+func wasmschedEnv(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
 	bin := filepath.Join(root, "bin", "wasmsched")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s missing: run make build", bin)
 	}
 	cmd := exec.Command(bin, append(args, "--kubeconfig", cp.AdminKubeconfig)...)
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
