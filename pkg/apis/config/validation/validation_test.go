@@ -68,10 +68,16 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"oci ref without registry", ociSource(func(o *config.OCISource) { o.Ref = "team-isolation:v1" }), "policies[0].source.oci.ref", "names no registry"},
 		{"oci ref with scheme", ociSource(func(o *config.OCISource) { o.Ref = "oci://" + ociRef }), "policies[0].source.oci.ref", "without oci://"},
 		{"oci tag without digest", ociSource(func(o *config.OCISource) { o.Ref = "registry.example.com/policies/team-isolation:v1" }), "policies[0].source.oci.ref", "followTag: true"},
-		{"oci followTag", ociSource(func(o *config.OCISource) { o.Ref, o.FollowTag = "registry.example.com/policies/team-isolation:stable", true }), "", ""},
+		{"oci followTag", ociSource(func(o *config.OCISource) {
+			o.Ref, o.FollowTag = "registry.example.com/policies/team-isolation:stable", true
+		}), "", ""},
 		{"oci followTag with digest", ociSource(func(o *config.OCISource) { o.FollowTag = true }), "policies[0].source.oci.ref", "remove the digest"},
-		{"oci followTag without tag", ociSource(func(o *config.OCISource) { o.Ref, o.FollowTag = "registry.example.com:5000/policies/team-isolation", true }), "policies[0].source.oci.ref", "tag to follow"},
-		{"oci poll too often", ociSource(func(o *config.OCISource) { o.Ref, o.FollowTag, o.PollInterval = "registry.example.com/p/team:stable", true, time.Second }), "policies[0].source.oci.pollInterval", "between 5s"},
+		{"oci followTag without tag", ociSource(func(o *config.OCISource) {
+			o.Ref, o.FollowTag = "registry.example.com:5000/policies/team-isolation", true
+		}), "policies[0].source.oci.ref", "tag to follow"},
+		{"oci poll too often", ociSource(func(o *config.OCISource) {
+			o.Ref, o.FollowTag, o.PollInterval = "registry.example.com/p/team:stable", true, time.Second
+		}), "policies[0].source.oci.pollInterval", "between 5s"},
 		{"oci secret without namespace", ociSource(func(o *config.OCISource) { o.PullSecret = &config.SecretReference{Name: "regcred"} }), "policies[0].source.oci.pullSecret.namespace", "dockerconfigjson"},
 		{"oci bad CA", ociSource(func(o *config.OCISource) { o.CABundle = "not a certificate" }), "policies[0].source.oci.caBundle", "BEGIN CERTIFICATE"},
 		{"oci too large maxSize", ociSource(func(o *config.OCISource) { o.MaxSize = 1 << 30 }), "policies[0].source.oci.maxSize", "256Mi"},
