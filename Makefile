@@ -158,7 +158,7 @@ e2e-lines: build build-lines guests-tinygo controlplane-lines
 	  for v in $$($(K8SLIB); echo $$(modfile_k8s go.$$l.mod) $$(skew_version go.$$l.mod)); do \
 	    echo "e2e: bin/kube-scheduler-$$l against kube-apiserver $$v"; \
 	    WASMSCHED_SCHEDULER=bin/kube-scheduler-$$l WASMSCHED_KUBE_VERSION=$$v \
-	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler|TestPolicyObjectChurn|TestPolicyObjectsWithTwoReplicas|TestManyPoliciesFitTheDeployment|TestStartupWaitsForLoadingPolicies' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
+	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler|TestPolicyObjectChurn|TestPolicyObjectsWithTwoReplicas|TestManyPoliciesFitTheDeployment|TestStartupWaitsForLoadingPolicies|TestHelmChart' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
 	  done; \
 	done
 
@@ -173,13 +173,15 @@ verify:
 
 ## generate: everything derived: the config API's deepcopy, conversion and
 ## defaulters (k8s.io/code-generator), the policy CRDs and their deepcopy
-## (controller-gen), docs/abi.md's tables, the version matrix
+## (controller-gen), docs/abi.md's tables, the Helm chart (from
+## manifests/base), the version matrix
 generate:
 	./hack/update-codegen.sh
 	$(GO) run ./hack/gen-abi-docs
+	$(GO) run ./hack/gen-chart
 	./hack/gen-k8s-matrix.sh
 
-## tools: the pinned developer tools (staticcheck, code-generator, controller-gen) in .cache/tools/bin
+## tools: the pinned developer tools (staticcheck, code-generator, controller-gen, helm) in .cache/tools/bin
 tools:
 	./hack/install-tools.sh
 
@@ -245,8 +247,14 @@ fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzInstrument$$' -fuzztime $(FUZZTIME) ./host/
 	$(GO) test -run XXX -fuzz '^FuzzArgs$$' -fuzztime $(FUZZTIME) ./pkg/apis/config/scheme/
 
+# The pinned helm, for the chart's tests (hack/tools/helm).
+HELM := $(CURDIR)/.cache/tools/bin/helm
+$(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
+	./hack/install-tools.sh helm
+
 ## e2e: bin/kube-scheduler against a real kube-apiserver and etcd on 127.0.0.1
-e2e: build guests-tinygo controlplane
+## (and the Helm chart, with the pinned helm)
+e2e: build guests-tinygo controlplane $(HELM)
 	set -o pipefail; $(GO) test -count=1 -v ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 
 ## bench: every benchmark at full length (about 40 minutes); regenerates

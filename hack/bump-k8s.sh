@@ -133,9 +133,10 @@ fi
 # The manifests deploy the main line's image; the config API is generated
 # by the code-generator of the main line's staging version.
 if [ "$MODFILE" = go.mod ]; then
-  grep -rlE 'wasmsched/kube-scheduler:v[0-9.]+-wasmsched' manifests | xargs -r sed -i -E "s#(wasmsched/kube-scheduler:)v[0-9.]+-wasmsched#\1$V-wasmsched#"
+  grep -rlE 'wasmsched/(kube-scheduler|wasm-extender):v[0-9.]+-wasmsched' manifests | xargs -r sed -i -E "s#(wasmsched/(kube-scheduler|wasm-extender):)v[0-9.]+-wasmsched#\1$V-wasmsched#"
   (cd hack/tools && go get "k8s.io/code-generator@$(staging_version "$V")" && go mod tidy)
   hack/update-codegen.sh
+  go run ./hack/gen-chart
 fi
 
 # 5. Tidy every line: all build tags count for go mod tidy, so each module

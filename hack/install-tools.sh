@@ -17,13 +17,17 @@ ROOT_DIR="$(cd "$(dirname "$0")/.." && pwd)"
 TOOLS_DIR="$ROOT_DIR/hack/tools"
 BIN_DIR="${TOOLS_BIN:-$ROOT_DIR/.cache/tools/bin}"
 
-# name=package, one per tool blank-imported by hack/tools/tools.go.
+# name=package[@module dir under hack/tools], one per tool blank-imported by
+# a tools.go there. Helm has a module of its own (hack/tools/helm): its
+# dependencies would move the others'. Helm reports the version its
+# release ldflags set, here from its module's pin.
 TOOLS=(
   staticcheck=honnef.co/go/tools/cmd/staticcheck
   deepcopy-gen=k8s.io/code-generator/cmd/deepcopy-gen
   conversion-gen=k8s.io/code-generator/cmd/conversion-gen
   defaulter-gen=k8s.io/code-generator/cmd/defaulter-gen
   controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen
+  helm=helm.sh/helm/v4/cmd/helm@helm
 )
 
 wanted() {
@@ -35,18 +39,23 @@ wanted() {
 }
 
 mkdir -p "$BIN_DIR"
-cd "$TOOLS_DIR"
 for t in "${TOOLS[@]}"; do
   name="${t%%=*}"
   pkg="${t#*=}"
+  dir="$TOOLS_DIR"
+  case "$pkg" in *@*) dir="$TOOLS_DIR/${pkg#*@}"; pkg="${pkg%@*}" ;; esac
   wanted "$name" "$@" || continue
   out="$BIN_DIR/$name"
-  if [ -x "$out" ] && [ "$out" -nt go.sum ]; then
+  if [ -x "$out" ] && [ "$out" -nt "$dir/go.sum" ]; then
     continue
+  fi
+  ldflags=""
+  if [ "$name" = helm ]; then
+    ldflags="-X helm.sh/helm/v4/internal/version.version=$(cd "$dir" && go list -m -f '{{.Version}}' helm.sh/helm/v4)"
   fi
   echo "hack/install-tools.sh: building $name ($pkg)" >&2
   start=$SECONDS
-  go build -buildvcs=false -o "$out" "$pkg"
+  (cd "$dir" && go build -buildvcs=false -ldflags "$ldflags" -o "$out" "$pkg")
   echo "hack/install-tools.sh: built $out in $((SECONDS - start))s" >&2
 done
 echo "$BIN_DIR"

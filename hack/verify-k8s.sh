@@ -48,8 +48,10 @@ done
 main="$(modfile_k8s go.mod)"
 cg="$(awk '$1=="k8s.io/code-generator" {print $2; exit}' hack/tools/go.mod)"
 [ "$cg" = "$(staging_version "$main")" ] || problem "hack/tools pins k8s.io/code-generator $cg, the main line needs $(staging_version "$main"); run hack/bump-k8s.sh ${main#v}"
-for m in $(grep -rlE 'wasmsched/kube-scheduler:v[0-9.]+-wasmsched' manifests); do
-  grep -qE "wasmsched/kube-scheduler:$main-wasmsched" "$m" || problem "$m deploys another kube-scheduler image than the main line's $main; run hack/bump-k8s.sh ${main#v}"
+for m in $(grep -rlE 'wasmsched/(kube-scheduler|wasm-extender):v[0-9.]+-wasmsched' manifests); do
+  if grep -E 'wasmsched/(kube-scheduler|wasm-extender):v[0-9.]+-wasmsched' "$m" | grep -vqE "wasmsched/(kube-scheduler|wasm-extender):$main-wasmsched"; then
+    problem "$m deploys another image than the main line's $main (make image tags IMAGE_VERSION); run hack/bump-k8s.sh ${main#v}"
+  fi
 done
 
 want="$(hack/gen-k8s-matrix.sh --stdout)"

@@ -11,7 +11,7 @@ problem() { echo "hack/verify.sh: $*" >&2; fail=1; }
 step() { echo "hack/verify.sh: $*" >&2; }
 
 # The Go modules of the repository (hack/stub holds empty stand-ins).
-MODULES=(. guest-sdk plugins-wasm hack/tools)
+MODULES=(. guest-sdk plugins-wasm hack/tools hack/tools/helm)
 
 step "gofmt"
 # Tracked and new files that exist (a deleted file is still listed until staged).
@@ -65,6 +65,7 @@ for f in "${gen[@]}"; do
   fi
 done
 go run ./hack/gen-abi-docs -check || problem "docs/abi.md is stale: run make generate"
+go run ./hack/gen-chart -check || problem "manifests/charts/wasmsched is stale: run make generate"
 
 step "build lines"
 hack/verify-k8s.sh || fail=1

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/logs"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -300,6 +301,9 @@ func push(args []string) error {
 	var opts []name.Option
 	if *insecure {
 		opts = append(opts, name.Insecure)
+	}
+	if os.Getenv("IMAGE_DEBUG") != "" {
+		logs.Debug.SetOutput(os.Stderr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

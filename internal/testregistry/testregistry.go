@@ -77,6 +77,11 @@ func (r *Registry) serve(l net.Listener) {
 		ReadHeaderTimeout: 10 * time.Second,
 		// Handshakes a test refuses on purpose (an unknown CA) are not news.
 		ErrorLog: log.New(io.Discard, "", 0),
+		// HTTP/1.1 only: go-containerregistry's registry holds one lock
+		// while it reads an upload's body, so two uploads on one HTTP/2
+		// connection exhaust its flow-control window and wait on each
+		// other forever (two 50 MB layers pushed at once hung).
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
 	r.mu.Lock()
 	r.srv = srv

@@ -28,9 +28,10 @@ import (
 // payload naming the signed manifest digest; its annotation holds the
 // signature of those bytes, base64. cosign verify --key reads what Sign
 // writes, and Verify reads what cosign sign --key writes.
+const simpleSigningMediaType types.MediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
+
 const (
-	simpleSigningMediaType types.MediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
-	signatureAnnotation                    = "dev.cosignproject.cosign/signature"
+	signatureAnnotation = "dev.cosignproject.cosign/signature"
 	// maxSignatures and maxPayload bound what is read of a signature image.
 	maxSignatures = 32
 	maxPayload    = 64 << 10

@@ -39,6 +39,11 @@ func TestManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl apply --server-side -f team-a.yaml: %v\n%s", err, out)
 	}
+	// A registry's pull secret, readable by name (manifests/examples/oci).
+	out, err = exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "apply", "--server-side", "-f", filepath.Join(root, "manifests", "examples", "oci", "pull-secret.yaml")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl apply --server-side -f pull-secret.yaml: %v\n%s", err, out)
+	}
 
 	type check struct {
 		allowed                         bool
@@ -77,6 +82,9 @@ func TestManifests(t *testing.T) {
 		{true, "get", "", "configmaps", "kube-system", "extension-apiserver-authentication", ""},
 		{true, "create", "authentication.k8s.io", "tokenreviews", "", "", ""},
 		{false, "get", "", "secrets", "wasmsched", "any", ""},
+		{true, "get", "", "secrets", "wasmsched", "policy-registry", ""},
+		{false, "list", "", "secrets", "wasmsched", "", ""},
+		{false, "watch", "", "secrets", "wasmsched", "policy-registry", ""},
 		{false, "list", "", "secrets", "", "", ""},
 		{false, "get", "", "configmaps", "default", "anything", ""},
 		{false, "list", "", "configmaps", "", "", ""},
