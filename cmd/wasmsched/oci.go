@@ -90,13 +90,16 @@ func validateOCI(ctx context.Context, ref string, o *registryOptions) (*Validate
 			add("signature", true, "a cosign signature verifies with "+o.publicKey)
 		}
 	}
+	return validateModule(ctx, rep, art.Module, ociSize)
+}
+
+// ociSize checks a module against an oci source's size limit.
+func ociSize(wasm, _ int) (bool, string) {
 	limit := int64(oci.DefaultMaxSize)
-	return validateModule(ctx, rep, art.Module, func(wasm, gz int) (bool, string) {
-		if int64(wasm) > limit {
-			return false, fmt.Sprintf("%d KiB is over an oci source's default maxSize of %d MiB; raise maxSize in the source", wasm>>10, limit>>20)
-		}
-		return true, fmt.Sprintf("%d KiB, within an oci source's default maxSize of %d MiB", wasm>>10, limit>>20)
-	})
+	if int64(wasm) > limit {
+		return false, fmt.Sprintf("%d KiB is over %d MiB, the largest module the scheduler loads: build with TinyGo (-opt=z, -no-debug)", wasm>>10, limit>>20)
+	}
+	return true, fmt.Sprintf("%d KiB, within an oci source's maxSize (default and most %d MiB)", wasm>>10, limit>>20)
 }
 
 // OCIPushResult is what wasmsched push oci://… did.
@@ -125,16 +128,16 @@ func pushOCI(cmd *cobra.Command, g *globalOptions, file, ref, policy string, o *
 	if _, pinned := oci.PinnedDigest(r); pinned {
 		return fmt.Errorf("%s: push to a tag (registry/repository:tag); the digest is the registry's answer", ref)
 	}
-	report, err := validateFile(ctx, file)
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	report, err := validateModule(ctx, &ValidateReport{File: file, Size: len(src), Valid: true}, src, ociSize)
 	if err != nil {
 		return err
 	}
 	if !report.Valid {
 		return notValid(file, report)
-	}
-	src, err := os.ReadFile(file)
-	if err != nil {
-		return err
 	}
 	module, _, err := host.DecodeModule(src)
 	if err != nil {
@@ -162,7 +165,9 @@ func pushOCI(cmd *cobra.Command, g *globalOptions, file, ref, policy string, o *
 	}
 	pinned := r.Context().Digest(digest.String())
 	res := &OCIPushResult{Digest: digest.String(), SHA256: report.SHA256, Bytes: len(module)}
-	res.Ref = strings.TrimPrefix(r.Name(), "index.docker.io/") + "@" + digest.String()
+	// The whole name, registry included: a source's reference names its
+	// registry (index.docker.io for Docker Hub).
+	res.Ref = r.Name() + "@" + digest.String()
 	if signer != nil {
 		if err := c.Sign(ctx, pinned, signer); err != nil {
 			return fmt.Errorf("pushed %s, but signing failed: %w", res.Ref, err)

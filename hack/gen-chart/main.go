@@ -233,6 +233,9 @@ const (
 	markConfig    = "__CONFIG__"
 	markRules     = "__ROLE_RULES__"
 	markPodExtras = "__POD_EXTRAS__"
+	markChecksum  = "__CONFIG_CHECKSUM__"
+	markLeader    = "__LEADER_LEASE__"
+	markStatus    = "__STATUS_LEASE__"
 )
 
 // template turns one base object into template text ("" to leave it out).
@@ -261,6 +264,15 @@ func template(o obj, v *values) (string, error) {
 		spec := o["spec"].(obj)
 		v.replicas = spec["replicas"]
 		spec["replicas"] = markReplicas
+		// kube-scheduler reads its config once: a changed config rolls
+		// the pods (the one annotation the base does not have).
+		tm := spec["template"].(obj)["metadata"].(obj)
+		anns, _ := tm["annotations"].(obj)
+		if anns == nil {
+			anns = obj{}
+		}
+		anns["checksum/config"] = markChecksum
+		tm["annotations"] = anns
 		pod := spec["template"].(obj)["spec"].(obj)
 		pod["serviceAccountName"] = markPodExtras
 		c := pod["containers"].([]any)[0].(obj)
@@ -287,6 +299,18 @@ func template(o obj, v *values) (string, error) {
 			kept = append(kept, r)
 		}
 		o["rules"] = append([]any{markRules}, kept...)
+		// The Leases are the ones the config names.
+		for _, r := range kept {
+			names, _ := r.(obj)["resourceNames"].([]any)
+			for i, n := range names {
+				switch n {
+				case baseName:
+					names[i] = markLeader
+				case baseName + "-policy-status":
+					names[i] = markStatus
+				}
+			}
+		}
 	}
 	rename(o)
 	b, err := yaml.Marshal(o)
@@ -370,6 +394,9 @@ func replaceMarkers(s string) string {
 			pad + "{{- with (include \"wasmsched.pullSecrets\" . | fromJsonArray) }}\n" +
 			pad + "- apiGroups: [\"\"]\n" + pad + "  resources: [secrets]\n" + pad + "  resourceNames: {{ toJson . }}\n" + pad + "  verbs: [get]\n" + pad + "{{- end }}"
 	})
+	s = strings.ReplaceAll(s, markChecksum, `{{ include "wasmsched.config" . | sha256sum }}`)
+	s = strings.ReplaceAll(s, markLeader, `{{ include "wasmsched.leaderLease" . }}`)
+	s = strings.ReplaceAll(s, markStatus, `{{ include "wasmsched.statusLease" . }}`)
 	s = strings.ReplaceAll(s, markRelease, "{{ .Release.Namespace }}")
 	s = strings.ReplaceAll(s, markFullname, fullname)
 	return s
@@ -405,6 +432,14 @@ func (v *values) yaml() ([]byte, error) {
 			delete(po, "statusLease")
 		}
 	}
+	// A policy's ConfigMap in the base's namespace is in the release's.
+	if list, ok := policies.([]any); ok {
+		for _, p := range list {
+			if cm, ok := p.(obj)["source"].(obj)["configMap"].(obj); ok && cm["namespace"] == baseName {
+				delete(cm, "namespace")
+			}
+		}
+	}
 	image := v.image
 	i := strings.LastIndex(image, ":")
 	section := func(comment string, key string, val any) (string, error) {
@@ -428,10 +463,10 @@ func (v *values) yaml() ([]byte, error) {
 		{"", "tolerations", []any{}},
 		{"# rbac.create: false leaves out every ClusterRole, Role and binding.\n", "rbac", obj{"create": true}},
 		{"# The profile's schedulerName: pods opt in with spec.schedulerName.\n", "schedulerName", prof["schedulerName"]},
-		{"# KubeSchedulerConfiguration leaderElection; its Lease is the release's\n# full name in the release's namespace unless resourceName and\n# resourceNamespace say otherwise.\n", "leaderElection", le},
+		{"# KubeSchedulerConfiguration leaderElection. Its Lease is in the release's\n# namespace, named resourceName (default: the release's full name).\n", "leaderElection", le},
 		{"", "plugins", prof["plugins"]},
-		{"# The WasmPolicy args (README, args reference) but policies. The policy\n# objects' status Lease is <full name>-policy-status in the release's\n# namespace unless policyObjects.statusLease says otherwise.\n", "args", args},
-		{"# The WasmPolicy args' policies. The Role lets the scheduler read the\n# ConfigMaps (configMap sources) and pull Secrets (oci sources) they name\n# in the release's namespace, by name.\n", "policies", policies},
+		{"# The WasmPolicy args (README, args reference) but policies. The policy\n# objects' status Lease is in the release's namespace, named\n# policyObjects.statusLease.name (default: <full name>-policy-status).\n", "args", args},
+		{"# The WasmPolicy args' policies. A configMap source or an oci pullSecret\n# without a namespace is in the release's; the Role lets the scheduler read\n# the ConfigMaps and pull Secrets they name there, by name.\n", "policies", policies},
 	}
 	for _, p := range parts {
 		s, err := section(p.comment, p.key, p.val)
@@ -449,22 +484,46 @@ const helpers = header + `{{/* The prefix of every name: the release name, or fu
 {{- .Values.fullnameOverride | default .Release.Name | trunc 52 | trimSuffix "-" -}}
 {{- end }}
 
+{{/* The leader election Lease's name, in the release's namespace. */}}
+{{- define "wasmsched.leaderLease" -}}
+{{- .Values.leaderElection.resourceName | default (include "wasmsched.fullname" .) -}}
+{{- end }}
+
+{{/* The policy objects' status Lease's name, in the release's namespace. */}}
+{{- define "wasmsched.statusLease" -}}
+{{- dig "policyObjects" "statusLease" "name" "" .Values.args | default (printf "%s-policy-status" (include "wasmsched.fullname" .)) -}}
+{{- end }}
+
 {{/* The KubeSchedulerConfiguration: one profile with the WasmPolicy args. */}}
 {{- define "wasmsched.config" -}}
 {{- $le := deepCopy .Values.leaderElection -}}
-{{- if not $le.resourceNamespace }}{{- $_ := set $le "resourceNamespace" .Release.Namespace }}{{- end -}}
-{{- if not $le.resourceName }}{{- $_ := set $le "resourceName" (include "wasmsched.fullname" .) }}{{- end -}}
+{{- if and $le.resourceNamespace (ne $le.resourceNamespace .Release.Namespace) -}}
+{{- fail "leaderElection.resourceNamespace: the chart's Role covers Leases in the release's namespace only" -}}
+{{- end -}}
+{{- $_ := set $le "resourceNamespace" .Release.Namespace -}}
+{{- $_ := set $le "resourceName" (include "wasmsched.leaderLease" .) -}}
 {{- if and (gt (int .Values.replicas) 1) (not $le.leaderElect) -}}
 {{- fail "replicas > 1 needs leaderElection.leaderElect: true" -}}
 {{- end -}}
 {{- $args := deepCopy .Values.args -}}
 {{- if and $args.policyObjects $args.policyObjects.enabled -}}
 {{- $lease := deepCopy ($args.policyObjects.statusLease | default dict) -}}
-{{- if not $lease.namespace }}{{- $_ := set $lease "namespace" .Release.Namespace }}{{- end -}}
-{{- if not $lease.name }}{{- $_ := set $lease "name" (printf "%s-policy-status" (include "wasmsched.fullname" .)) }}{{- end -}}
+{{- if and $lease.namespace (ne $lease.namespace .Release.Namespace) -}}
+{{- fail "args.policyObjects.statusLease.namespace: the chart's Role covers Leases in the release's namespace only" -}}
+{{- end -}}
+{{- $_ := set $lease "namespace" .Release.Namespace -}}
+{{- $_ := set $lease "name" (include "wasmsched.statusLease" .) -}}
 {{- $_ := set $args.policyObjects "statusLease" $lease -}}
 {{- end -}}
-{{- $_ := set $args "policies" (.Values.policies | default list) -}}
+{{- $policies := list -}}
+{{- range (.Values.policies | default list) -}}
+{{- $p := deepCopy . -}}
+{{- $src := $p.source | default dict -}}
+{{- if and $src.configMap (not $src.configMap.namespace) }}{{- $_ := set $src.configMap "namespace" $.Release.Namespace }}{{- end -}}
+{{- if and $src.oci $src.oci.pullSecret (not $src.oci.pullSecret.namespace) }}{{- $_ := set $src.oci.pullSecret "namespace" $.Release.Namespace }}{{- end -}}
+{{- $policies = append $policies $p -}}
+{{- end -}}
+{{- $_ := set $args "policies" $policies -}}
 {{- $profile := dict "schedulerName" .Values.schedulerName "plugins" .Values.plugins "pluginConfig" (list (dict "name" "WasmPolicy" "args" $args)) -}}
 {{- toYaml (dict "apiVersion" "kubescheduler.config.k8s.io/v1" "kind" "KubeSchedulerConfiguration" "leaderElection" $le "profiles" (list $profile)) -}}
 {{- end }}
@@ -474,7 +533,7 @@ const helpers = header + `{{/* The prefix of every name: the release name, or fu
 {{- $names := list -}}
 {{- range .Values.policies -}}
 {{- $cm := (.source | default dict).configMap -}}
-{{- if and $cm (eq ($cm.namespace | default "") $.Release.Namespace) -}}
+{{- if and $cm (eq ($cm.namespace | default $.Release.Namespace) $.Release.Namespace) -}}
 {{- $names = append $names $cm.name -}}
 {{- end -}}
 {{- end -}}
@@ -486,7 +545,7 @@ const helpers = header + `{{/* The prefix of every name: the release name, or fu
 {{- $names := list -}}
 {{- range .Values.policies -}}
 {{- $oci := (.source | default dict).oci -}}
-{{- if and $oci $oci.pullSecret (eq ($oci.pullSecret.namespace | default "") $.Release.Namespace) -}}
+{{- if and $oci $oci.pullSecret (eq ($oci.pullSecret.namespace | default $.Release.Namespace) $.Release.Namespace) -}}
 {{- $names = append $names $oci.pullSecret.name -}}
 {{- end -}}
 {{- end -}}

@@ -127,11 +127,17 @@ func imageModule(layer []byte, limit int64) ([]byte, error) {
 		}
 		r = zr
 	}
-	tr := tar.NewReader(r)
+	// What is inflated in all, wasm or not, is bounded too: a small layer
+	// may inflate to gigabytes of entries skipped on the way.
+	budget := &io.LimitedReader{R: r, N: 4*limit + 1<<20}
+	tr := tar.NewReader(budget)
 	var only []byte
 	count := 0
 	for {
 		h, err := tr.Next()
+		if budget.N <= 0 {
+			return nil, fmt.Errorf("the image layer inflates to more than %d bytes", 4*limit+1<<20)
+		}
 		if errors.Is(err, io.EOF) {
 			break
 		}

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"sync"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -22,9 +25,23 @@ import (
 // altered file is a miss, not a module. Trust is not cached: signatures are
 // verified against the configured key on every load. A nil Cache keeps
 // nothing.
+//
+// The blobs are bounded by MaxBytes: past it, the least recently used go
+// first, but never those a source serves now (Protect), so a restart still
+// finds every serving module however often a followed tag moves.
 type Cache struct {
 	Dir string
+	// MaxBytes bounds the blobs; 0: DefaultCacheBytes.
+	MaxBytes int64
+
+	mu        sync.Mutex
+	protected map[string][]v1.Hash
 }
+
+// DefaultCacheBytes bounds a cache's blobs when MaxBytes is 0: eight
+// modules of the largest size, beside the compilation cache in the same
+// volume.
+const DefaultCacheBytes = 256 << 20
 
 // NewCache opens (creating) a cache directory; "" gives a nil Cache.
 func NewCache(dir string) (*Cache, error) {
@@ -37,6 +54,69 @@ func NewCache(dir string) (*Cache, error) {
 		}
 	}
 	return &Cache{Dir: dir}, nil
+}
+
+// Protect records the blobs owner serves now, replacing what it served
+// before: they outlive any pruning.
+func (c *Cache) Protect(owner string, hs ...v1.Hash) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.protected == nil {
+		c.protected = map[string][]v1.Hash{}
+	}
+	c.protected[owner] = hs
+}
+
+// prune deletes the least recently used blobs that no owner protects until
+// the blobs fit MaxBytes, with the signatures of deleted manifests.
+func (c *Cache) prune() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	limit := c.MaxBytes
+	if limit <= 0 {
+		limit = DefaultCacheBytes
+	}
+	keep := map[string]bool{}
+	for _, hs := range c.protected {
+		for _, h := range hs {
+			keep[h.Hex] = true
+		}
+	}
+	dir := filepath.Join(c.Dir, "blobs", "sha256")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	type blob struct {
+		name string
+		size int64
+		used time.Time
+	}
+	var blobs []blob
+	var total int64
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		total += info.Size()
+		if !keep[e.Name()] {
+			blobs = append(blobs, blob{e.Name(), info.Size(), info.ModTime()})
+		}
+	}
+	sort.Slice(blobs, func(i, j int) bool { return blobs[i].used.Before(blobs[j].used) })
+	for _, b := range blobs {
+		if total <= limit {
+			return
+		}
+		if os.Remove(filepath.Join(dir, b.name)) == nil {
+			total -= b.size
+			_ = os.Remove(filepath.Join(c.Dir, "signatures", b.name+".json"))
+		}
+	}
 }
 
 func (c *Cache) blobPath(h v1.Hash) (string, bool) {
@@ -66,6 +146,9 @@ func (c *Cache) Get(h v1.Hash) ([]byte, bool) {
 		_ = os.Remove(p)
 		return nil, false
 	}
+	// Its modification time is its last use, for pruning.
+	now := time.Now()
+	_ = os.Chtimes(p, now, now)
 	return data, true
 }
 
@@ -77,6 +160,7 @@ func (c *Cache) Put(h v1.Hash, data []byte) {
 	}
 	if p, ok := c.blobPath(h); ok {
 		writeAtomic(p, data)
+		c.prune()
 	}
 }
 

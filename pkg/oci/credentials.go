@@ -68,3 +68,11 @@ func hostOf(key string) string {
 	}
 	return key
 }
+
+// SecretError is a pull secret that cannot be used: missing, unreadable,
+// of the wrong type or malformed.
+type SecretError struct{ Err error }
+
+func (e *SecretError) Error() string { return e.Err.Error() }
+
+func (e *SecretError) Unwrap() error { return e.Err }

@@ -7,12 +7,14 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -143,6 +145,54 @@ func TestPlainHTTPNeedsInsecure(t *testing.T) {
 	}
 	if art, err := (&oci.Client{Insecure: true}).Pull(ctx, ref(t, host+"/pp@"+d.String())); err != nil || !bytes.Equal(art.Module, module) {
 		t.Errorf("pull with insecure: %v", err)
+	}
+}
+
+// A registry that answers a digest pin with other bytes is caught, whatever
+// its headers claim: go-containerregistry believes Docker-Content-Digest for
+// schema 1 manifests, so the client hashes every manifest itself.
+func TestLyingRegistry(t *testing.T) {
+	inner := registry.New()
+	ctx := context.Background()
+	var forged []byte
+	var pinned v1.Hash
+	contentType := "application/vnd.docker.distribution.manifest.v1+prettyjws"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if forged != nil && strings.HasSuffix(r.URL.Path, "/manifests/"+pinned.String()) {
+			w.Header().Set("Content-Type", contentType)
+			w.Header().Set("Docker-Content-Digest", pinned.String())
+			w.Header().Set("Content-Length", fmt.Sprint(len(forged)))
+			if r.Method != http.MethodHead {
+				_, _ = w.Write(forged)
+			}
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	c := &oci.Client{Insecure: true}
+	good, err := c.Push(ctx, ref(t, host+"/pp:good"), []byte("\x00asm\x01\x00\x00\x00good"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil, err := c.Push(ctx, ref(t, host+"/pp:evil"), []byte("\x00asm\x01\x00\x00\x00evil"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Get(ref(t, host+"/pp@"+evil.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From now on the registry answers the good pin with the evil manifest.
+	pinned, forged = good, desc.Manifest
+	for _, ct := range []string{contentType, string(types.OCIManifestSchema1)} {
+		contentType = ct
+		art, err := c.Pull(ctx, ref(t, host+"/pp@"+good.String()))
+		if err == nil {
+			t.Fatalf("%s: a forged manifest was accepted for %s: module %q", ct, good, art.Module)
+		}
+		t.Logf("%s: refused: %v", ct, err)
 	}
 }
 
@@ -395,4 +445,41 @@ func transport(reg *testregistry.Registry) http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: reg.RootCAs(), MinVersion: tls.VersionTLS12}
 	return t
+}
+
+// The cache keeps its blobs within MaxBytes, least recently used first, but
+// never the blobs a source serves.
+func TestCachePrunes(t *testing.T) {
+	cache, err := oci.NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache.MaxBytes = 3000
+	blob := func(b byte) (v1.Hash, []byte) {
+		data := bytes.Repeat([]byte{b}, 1000)
+		h, _, _ := v1.SHA256(bytes.NewReader(data))
+		return h, data
+	}
+	served, sd := blob('s')
+	cache.Put(served, sd)
+	cache.Protect("policy", served)
+	var hs []v1.Hash
+	for _, b := range []byte("abcd") {
+		h, d := blob(b)
+		cache.Put(h, d)
+		hs = append(hs, h)
+		time.Sleep(10 * time.Millisecond) // distinct modification times
+	}
+	if _, ok := cache.Get(served); !ok {
+		t.Error("the served blob was pruned")
+	}
+	var kept []string
+	for i, h := range hs {
+		if _, ok := cache.Get(h); ok {
+			kept = append(kept, string("abcd"[i]))
+		}
+	}
+	if strings.Join(kept, "") != "cd" {
+		t.Errorf("kept %v; want the two most recent, c and d, beside the served blob", kept)
+	}
 }

@@ -53,6 +53,10 @@ type Client struct {
 	// Blobs, when set, is looked up before a registry and keeps what was
 	// fetched: the on-disk cache.
 	Blobs *Cache
+	// HTTP, when set, is the transport, reused across clients so that
+	// connections are too (it must honour RootCAs and Insecure: build it
+	// with Transport); nil: one per operation.
+	HTTP http.RoundTripper
 }
 
 // ParseReference parses a policy's reference: registry/repository, then a
@@ -111,7 +115,10 @@ func (c *Client) Transport() http.RoundTripper {
 }
 
 func (c *Client) options(ctx context.Context) []remote.Option {
-	rt := c.Transport()
+	rt := c.HTTP
+	if rt == nil {
+		rt = c.Transport()
+	}
 	kc := c.Keychain
 	if kc == nil {
 		kc = anonymous{}
@@ -147,11 +154,17 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 func (c *Client) Resolve(ctx context.Context, ref name.Reference) (v1.Hash, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ref = c.reference(ref)
 	d, err := remote.Head(ref, c.options(ctx)...)
-	if err != nil {
-		return v1.Hash{}, Explain(ref, err)
+	if err == nil {
+		return d.Digest, nil
 	}
-	return d.Digest, nil
+	// A registry whose HEAD says nothing useful: the manifest's own hash.
+	_, h, gerr := c.fetchManifest(ctx, ref)
+	if gerr != nil {
+		return v1.Hash{}, gerr
+	}
+	return h, nil
 }
 
 // Pull fetches the module a reference names: the manifest (from the cache
@@ -203,37 +216,70 @@ func (c *Client) Pull(ctx context.Context, ref name.Reference) (*Artifact, error
 }
 
 func (c *Client) fetchManifest(ctx context.Context, ref name.Reference) ([]byte, v1.Hash, error) {
+	ref = c.reference(ref)
 	opts := c.options(ctx)
+	target := ref
 	head, err := remote.Head(ref, opts...)
-	if err != nil {
-		// Some registries answer HEAD with nothing useful (a 404 without a
-		// body); GET says why.
-		if _, gerr := remote.Get(ref, opts...); gerr != nil {
-			return nil, v1.Hash{}, Explain(ref, gerr)
+	if err == nil {
+		if head.Size > maxManifestSize {
+			return nil, v1.Hash{}, fmt.Errorf("%s: the manifest is %d bytes, more than %d", ref, head.Size, maxManifestSize)
 		}
-		return nil, v1.Hash{}, Explain(ref, err)
+		if head.MediaType.IsIndex() {
+			return nil, v1.Hash{}, fmt.Errorf("%s names an image index; reference the digest of the wasm artifact's manifest instead", ref)
+		}
+		// Get by the digest HEAD returned, so what is read is what was
+		// sized (a tag may move in between).
+		target = ref.Context().Digest(head.Digest.String())
 	}
-	if head.Size > maxManifestSize {
-		return nil, v1.Hash{}, fmt.Errorf("%s: the manifest is %d bytes, more than %d", ref, head.Size, maxManifestSize)
+	// Some registries answer HEAD with nothing useful (no digest, a 404
+	// without a body): GET decides, and says why when it fails too.
+	d, gerr := remote.Get(target, opts...)
+	if gerr != nil {
+		return nil, v1.Hash{}, Explain(ref, gerr)
 	}
-	if head.MediaType.IsIndex() {
-		return nil, v1.Hash{}, fmt.Errorf("%s names an image index; reference the digest of the wasm artifact's manifest instead", ref)
+	if int64(len(d.Manifest)) > maxManifestSize {
+		return nil, v1.Hash{}, fmt.Errorf("%s: the manifest is %d bytes, more than %d", ref, len(d.Manifest), maxManifestSize)
 	}
-	// Get by the digest HEAD returned, so what is read is what was sized
-	// (a tag may move in between); go-containerregistry checks the bytes
-	// against it.
-	pinned := ref.Context().Digest(head.Digest.String())
-	d, err := remote.Get(pinned, opts...)
+	switch d.MediaType {
+	case types.DockerManifestSchema1, types.DockerManifestSchema1Signed:
+		// go-containerregistry takes a schema 1 manifest's digest from the
+		// registry's header instead of hashing it.
+		return nil, v1.Hash{}, fmt.Errorf("%s: Docker schema 1 manifests are not accepted; push the module as a wasm artifact (wasmsched push) or an OCI image", ref)
+	}
+	// The digest is the hash of the bytes read, computed here: a registry
+	// that answers a pin with other bytes is caught whatever it claims.
+	got, _, err := v1.SHA256(bytes.NewReader(d.Manifest))
 	if err != nil {
-		return nil, v1.Hash{}, Explain(ref, err)
+		return nil, v1.Hash{}, err
 	}
-	if h, ok := PinnedDigest(ref); ok && h != d.Digest {
-		return nil, v1.Hash{}, &DigestMismatchError{Ref: ref.String(), Got: d.Digest.String()}
+	if want, ok := PinnedDigest(target); ok && got != want {
+		return nil, v1.Hash{}, &DigestMismatchError{Ref: ref.String(), Got: got.String()}
 	}
-	return d.Manifest, d.Digest, nil
+	if want, ok := PinnedDigest(ref); ok && got != want {
+		return nil, v1.Hash{}, &DigestMismatchError{Ref: ref.String(), Got: got.String()}
+	}
+	return d.Manifest, got, nil
+}
+
+// reference is ref as the client reaches it: with Insecure, plain HTTP is
+// allowed for any registry, not only the private and loopback addresses
+// go-containerregistry allows it for by default.
+func (c *Client) reference(ref name.Reference) name.Reference {
+	if !c.Insecure {
+		return ref
+	}
+	if r, err := name.ParseReference(ref.String(), name.Insecure, name.WithDefaultRegistry("")); err == nil {
+		return r
+	}
+	return ref
 }
 
 func (c *Client) fetchBlob(ctx context.Context, repo name.Repository, desc v1.Descriptor, limit int64) ([]byte, error) {
+	if c.Insecure {
+		if r, err := name.NewRepository(repo.Name(), name.Insecure, name.WithDefaultRegistry("")); err == nil {
+			repo = r
+		}
+	}
 	l, err := remote.Layer(repo.Digest(desc.Digest.String()), c.options(ctx)...)
 	if err != nil {
 		return nil, Explain(repo, err)
@@ -272,6 +318,7 @@ func (r rawManifest) MediaType() (types.MediaType, error) { return r.mt, nil }
 func (c *Client) Push(ctx context.Context, ref name.Reference, module []byte) (v1.Hash, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ref = c.reference(ref)
 	opts := c.options(ctx)
 	layer := static.NewLayer(module, LayerMediaType)
 	ld, err := layer.Digest()
@@ -322,11 +369,15 @@ type DigestMismatchError struct {
 }
 
 func (e *DigestMismatchError) Error() string {
-	return fmt.Sprintf("%s: the registry returned manifest %s", e.Ref, e.Got)
+	return fmt.Sprintf("%s: the registry answered the digest pin with other content (%s)", e.Ref, e.Got)
 }
 
 // Explain turns a registry's error into one that says what to do.
 func Explain(ref interface{ String() string }, err error) error {
+	// go-containerregistry's own digest check returns a plain error.
+	if msg := err.Error(); strings.Contains(msg, "does not match requested digest") {
+		return &DigestMismatchError{Ref: ref.String(), Got: msg}
+	}
 	var te *transport.Error
 	if errors.As(err, &te) {
 		switch {

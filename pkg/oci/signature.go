@@ -86,7 +86,7 @@ func (c *Client) Sign(ctx context.Context, d name.Digest, s signature.Signer) er
 	if err != nil {
 		return err
 	}
-	tag := SignatureTag(d.Context(), h)
+	tag := c.reference(SignatureTag(d.Context(), h)).(name.Tag)
 	var base v1.Image = mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	if existing, err := remote.Image(tag, opts...); err == nil {
 		base = existing

@@ -48,6 +48,11 @@ type OCI struct {
 	// Cache is where a followed tag's last loaded digest is kept; nil:
 	// nowhere.
 	Cache *oci.Cache
+	// TagKey names this source's record of the digest its tag last loaded
+	// in Cache: the reference and the credentials it pulls with, so a
+	// source without another's credentials never starts from what that
+	// one pulled. "": Ref.
+	TagKey string
 	// MinBackoff and MaxBackoff bound the wait after a failed attempt.
 	MinBackoff, MaxBackoff time.Duration
 }
@@ -115,7 +120,9 @@ func (r *ociRun) follow(ctx context.Context) {
 		h, err := r.resolve(ctx)
 		switch {
 		case err != nil:
-			if cached, ok := r.Cache.Tag(r.Ref); ok && r.served == (v1.Hash{}) {
+			// Only a registry out of reach falls back to the cache: a
+			// refusal (credentials, a deleted tag) is an answer.
+			if cached, ok := r.Cache.Tag(r.tagKey()); ok && r.served == (v1.Hash{}) && unreachable(err) {
 				logger.Info("Registry unreachable; serving the digest the tag last loaded, from the cache", "ref", r.Ref, "digest", cached.String(), "err", err)
 				if r.pull(ctx, cached) {
 					break
@@ -125,6 +132,13 @@ func (r *ociRun) follow(ctx context.Context) {
 			next = min(next, r.nextBackoff())
 		case h != r.served:
 			logger.V(2).Info("Followed tag resolved", "ref", r.Ref, "digest", h.String(), "serving", r.served.String())
+			if !r.pull(ctx, h) {
+				next = min(next, r.nextBackoff())
+			}
+		case r.lastErr != "":
+			// The registry answers again with the digest being served:
+			// report it again, which clears the error the caller keeps.
+			r.served = v1.Hash{}
 			if !r.pull(ctx, h) {
 				next = min(next, r.nextBackoff())
 			}
@@ -161,17 +175,36 @@ func (r *ociRun) pull(ctx context.Context, h v1.Hash) bool {
 		return false
 	}
 	r.lastErr, r.backoff = "", r.MinBackoff
+	r.Cache.Protect(r.tagKey(), art.Digest, art.Layer)
 	if r.served == art.Digest {
 		return true
 	}
 	r.served = art.Digest
 	u := Update{Data: art.Module, Digest: art.Digest.String(), FromCache: art.FromCache}
 	if r.Follow {
-		cache, ref, d := r.Cache, r.Ref, art.Digest
-		u.Loaded = func() { cache.PutTag(ref, d) }
+		cache, key, d := r.Cache, r.tagKey(), art.Digest
+		u.Loaded = func() { cache.PutTag(key, d) }
 	}
 	r.fn(u)
 	return true
+}
+
+func (r *ociRun) tagKey() string {
+	if r.TagKey != "" {
+		return r.TagKey
+	}
+	return r.Ref
+}
+
+// unreachable says whether err is a registry out of reach (no answer, or a
+// server error), as opposed to a registry's refusal.
+func unreachable(err error) bool {
+	switch ReasonOf(err) {
+	case ReasonNotFound, ReasonUnauthorized, ReasonTooLarge, ReasonSignatureInvalid, ReasonDigestMismatch:
+		return false
+	}
+	var se *oci.SecretError
+	return !errors.As(err, &se)
 }
 
 func (r *ociRun) report(err error) {

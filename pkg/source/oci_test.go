@@ -244,3 +244,63 @@ func TestOCIOverSizeLimit(t *testing.T) {
 		t.Errorf("%d blobs downloaded for a module over the limit; want 0", n)
 	}
 }
+
+// A followed tag starts from the cache only when the registry is out of
+// reach: a registry that refuses the credentials is an answer, and the
+// digest another source loaded with other credentials is not served.
+func TestOCIFollowTagRefusalIsNotServedFromCache(t *testing.T) {
+	f := newFixture(t)
+	repo := f.reg.Host + "/policies/private"
+	d := f.push(t, repo+":stable", f.modules[0])
+	cache, err := oci.NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCreds := f.source(repo+":stable", true, cache)
+	withCreds.TagKey = repo + ":stable secret ns/regcred"
+	u, stop := run(t, withCreds)
+	if up := u.next(t, "the tag's digest"); up.Err != nil || up.Digest != d.String() {
+		t.Fatalf("with credentials: %v", up.Err)
+	}
+	stop()
+	anonymous := f.source(repo+":stable", true, cache)
+	anonymous.Client = func(context.Context) (*oci.Client, error) {
+		return &oci.Client{RootCAs: f.reg.RootCAs()}, nil
+	}
+	u, stop = run(t, anonymous)
+	if up := u.next(t, "the refusal"); up.Err == nil || up.Reason != source.ReasonUnauthorized {
+		t.Fatalf("without credentials: %v (%s), %d bytes; want Unauthorized and no module", up.Err, up.Reason, len(up.Data))
+	}
+	stop()
+	// Out of reach, a source with other credentials does not find the
+	// first one's record either.
+	f.reg.Stop()
+	u, _ = run(t, anonymous)
+	if up := u.next(t, "the unreachable registry"); up.Err == nil || len(up.Data) != 0 {
+		t.Fatalf("unreachable, other credentials: %v, %d bytes; want an error and no module", up.Err, len(up.Data))
+	}
+}
+
+// A followed tag whose registry comes back with the digest being served
+// reports it again, so the error its caller keeps is cleared.
+func TestOCIFollowTagRecovers(t *testing.T) {
+	f := newFixture(t)
+	repo := f.reg.Host + "/policies/flaky"
+	d := f.push(t, repo+":stable", f.modules[0])
+	cache, err := oci.NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := run(t, f.source(repo+":stable", true, cache))
+	if up := u.next(t, "the tag's digest"); up.Err != nil {
+		t.Fatal(up.Err)
+	}
+	f.reg.Stop()
+	if up := u.next(t, "the outage"); up.Err == nil {
+		t.Fatal("no error while the registry is down")
+	}
+	f.reg.Restart(t)
+	if up := u.next(t, "the recovery"); up.Err != nil || up.Digest != d.String() || len(up.Data) == 0 {
+		t.Fatalf("after the registry came back: %v, digest %s; want the served module reported again", up.Err, up.Digest)
+	}
+}

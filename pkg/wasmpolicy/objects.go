@@ -350,6 +350,9 @@ func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (confi
 				return config.Policy{}, nil, fmt.Sprintf("spec.source.configMap.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may take its module only from a ConfigMap in %s (copy the ConfigMap there, or ask the cluster's operators for a ClusterSchedulingPolicy)", cm.Namespace, k.namespace)
 			}
 		}
+		if o := src.OCI; o != nil && o.Insecure {
+			return config.Policy{}, nil, "spec.source.oci.insecure: Forbidden: a SchedulingPolicy may not turn TLS off; a cluster's operators may, in a ClusterSchedulingPolicy"
+		}
 		if o := src.OCI; o != nil && o.PullSecret != nil && o.PullSecret.Namespace != "" && o.PullSecret.Namespace != k.namespace {
 			return config.Policy{}, nil, fmt.Sprintf("spec.source.oci.pullSecret.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may use only a pull secret in %s", o.PullSecret.Namespace, k.namespace)
 		}

@@ -38,6 +38,9 @@ func (w *WasmPolicy) ociSource(pc config.Policy) (*source.OCI, error) {
 			return nil, fmt.Errorf("policy %q: source.oci.caBundle holds no PEM certificate", pc.Name)
 		}
 	}
+	// One transport for the source's life: its connections are reused
+	// from one poll to the next.
+	transport := (&oci.Client{RootCAs: roots, Insecure: o.Insecure}).Transport()
 	var secrets kubernetes.Interface
 	if o.PullSecret != nil {
 		if w.handle == nil || w.handle.ClientSet() == nil {
@@ -46,15 +49,19 @@ func (w *WasmPolicy) ociSource(pc config.Policy) (*source.OCI, error) {
 		secrets = w.handle.ClientSet()
 	}
 	client := func(ctx context.Context) (*oci.Client, error) {
-		c := &oci.Client{RootCAs: roots, Insecure: o.Insecure, MaxSize: o.MaxSize, Timeout: o.Timeout, UserAgent: "wasmsched"}
+		c := &oci.Client{RootCAs: roots, Insecure: o.Insecure, MaxSize: o.MaxSize, Timeout: o.Timeout, UserAgent: "wasmsched", HTTP: transport}
 		if o.PullSecret != nil {
 			kc, err := pullSecret(ctx, secrets, o.PullSecret)
 			if err != nil {
-				return nil, err
+				return nil, &oci.SecretError{Err: err}
 			}
 			c.Keychain = kc
 		}
 		return c, nil
+	}
+	tagKey := o.Ref
+	if o.PullSecret != nil {
+		tagKey += " secret " + o.PullSecret.Namespace + "/" + o.PullSecret.Name
 	}
 	return &source.OCI{
 		Ref:          o.Ref,
@@ -63,6 +70,7 @@ func (w *WasmPolicy) ociSource(pc config.Policy) (*source.OCI, error) {
 		Client:       client,
 		Verifier:     verifier,
 		Cache:        w.ociCache,
+		TagKey:       tagKey,
 		MinBackoff:   ociMinBackoff,
 		MaxBackoff:   ociMaxBackoff,
 	}, nil

@@ -108,6 +108,22 @@ func TestHelmChart(t *testing.T) {
 	}
 	fromHelm, fromKust := objects(t, rendered), objects(t, string(kust))
 	delete(fromKust, "Namespace/<nil>/wasmsched")
+	// The one difference: the pod template's checksum of the config, which
+	// rolls the pods on helm upgrade (kube-scheduler reads its config once).
+	checksum := func(objs map[string]map[string]any, dep string) string {
+		meta := objs[dep]["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)
+		anns, _ := meta["annotations"].(map[string]any)
+		sum, _ := anns["checksum/config"].(string)
+		delete(anns, "checksum/config")
+		if len(anns) == 0 {
+			delete(meta, "annotations")
+		}
+		return sum
+	}
+	defaultSum := checksum(fromHelm, "Deployment/wasmsched/wasmsched")
+	if len(defaultSum) != 64 {
+		t.Errorf("the chart's pod template has checksum/config %q; want the config's sha256", defaultSum)
+	}
 	if !reflect.DeepEqual(keys(fromHelm), keys(fromKust)) {
 		t.Fatalf("the chart renders %v;\nthe base %v", keys(fromHelm), keys(fromKust))
 	}
@@ -141,6 +157,7 @@ func TestHelmChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	vals := writeFile(t, "values.yaml", []byte(`replicas: 3
+leaderElection: {leaderElect: true, resourceName: platform-leader}
 image: {repository: registry.example.com/platform/kube-scheduler, tag: v1.37.2-wasmsched-rc1, pullPolicy: Always}
 imagePullSecrets: [{name: platform-registry}]
 resources: {requests: {cpu: 500m, memory: 512Mi}, limits: {memory: 2Gi}}
@@ -156,6 +173,8 @@ policies:
       pullSecret: {namespace: wasmsched-helm, name: policy-registry}
 - name: elsewhere
   source: {configMap: {namespace: team-a, name: policy-x, key: policy.wasm}}
+- name: relative
+  source: {configMap: {name: policy-relative, key: policy.wasm}}
 `))
 	custom, err := helm(t, "template", release, chart, "--namespace", ns, "--values", vals)
 	if err != nil {
@@ -171,8 +190,15 @@ policies:
 	}
 	cfg := objs["ConfigMap/"+ns+"/"+release+"-config"]["data"].(map[string]any)["config.yaml"].(map[string]any)
 	le := cfg["leaderElection"].(map[string]any)
-	if le["resourceNamespace"] != ns || le["resourceName"] != release {
-		t.Errorf("leader election Lease %v/%v; want %s/%s", le["resourceNamespace"], le["resourceName"], ns, release)
+	if le["resourceNamespace"] != ns || le["resourceName"] != "platform-leader" {
+		t.Errorf("leader election Lease %v/%v; want %s/platform-leader", le["resourceNamespace"], le["resourceName"], ns)
+	}
+	policies := cfg["profiles"].([]any)[0].(map[string]any)["pluginConfig"].([]any)[0].(map[string]any)["args"].(map[string]any)["policies"].([]any)
+	if cm := policies[3].(map[string]any)["source"].(map[string]any)["configMap"].(map[string]any); cm["namespace"] != ns {
+		t.Errorf("a configMap source without a namespace rendered in %v; want the release's %s", cm["namespace"], ns)
+	}
+	if sum := checksum(objs, "Deployment/"+ns+"/"+release); sum == defaultSum || len(sum) != 64 {
+		t.Errorf("checksum/config %q for other policies; want another sha256 than the defaults' %s", sum, defaultSum)
 	}
 	// The rendered config is one the scheduler accepts.
 	cfgPath := writeFile(t, "config.yaml", []byte(strings.Replace(mustJSONYAML(t, cfg), "kind: KubeSchedulerConfiguration", "kind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: "+cp.SchedulerKubeconfig+"}", 1)))
@@ -207,7 +233,9 @@ policies:
 		{false, "list", "", "secrets", ns, "", ""},
 		{false, "get", "", "secrets", ns, "platform-registry", ""},
 		{false, "get", "", "secrets", "wasmsched", "policy-registry", ""},
-		{true, "get", "coordination.k8s.io", "leases", ns, release, ""},
+		{true, "get", "", "configmaps", ns, "policy-relative", ""},
+		{true, "get", "coordination.k8s.io", "leases", ns, "platform-leader", ""},
+		{false, "get", "coordination.k8s.io", "leases", ns, release, ""},
 		{true, "update", "coordination.k8s.io", "leases", ns, release + "-policy-status", ""},
 		{false, "update", "coordination.k8s.io", "leases", ns, "wasmsched", ""},
 		{true, "list", pg, "clusterschedulingpolicies", "", "", ""},
@@ -243,6 +271,9 @@ policies:
 	}
 	if _, err := helm(t, "template", release, chart, "--set", "leaderElection.leaderElect=false"); err == nil || !strings.Contains(err.Error(), "leaderElect: true") {
 		t.Errorf("2 replicas without leader election: %v; want the chart to refuse", err)
+	}
+	if _, err := helm(t, "template", release, chart, "--namespace", ns, "--set", "leaderElection.resourceNamespace=kube-system"); err == nil || !strings.Contains(err.Error(), "release's namespace only") {
+		t.Errorf("a Lease in another namespace: %v; want the chart to refuse", err)
 	}
 }
 

@@ -4,22 +4,46 @@
 {{- .Values.fullnameOverride | default .Release.Name | trunc 52 | trimSuffix "-" -}}
 {{- end }}
 
+{{/* The leader election Lease's name, in the release's namespace. */}}
+{{- define "wasmsched.leaderLease" -}}
+{{- .Values.leaderElection.resourceName | default (include "wasmsched.fullname" .) -}}
+{{- end }}
+
+{{/* The policy objects' status Lease's name, in the release's namespace. */}}
+{{- define "wasmsched.statusLease" -}}
+{{- dig "policyObjects" "statusLease" "name" "" .Values.args | default (printf "%s-policy-status" (include "wasmsched.fullname" .)) -}}
+{{- end }}
+
 {{/* The KubeSchedulerConfiguration: one profile with the WasmPolicy args. */}}
 {{- define "wasmsched.config" -}}
 {{- $le := deepCopy .Values.leaderElection -}}
-{{- if not $le.resourceNamespace }}{{- $_ := set $le "resourceNamespace" .Release.Namespace }}{{- end -}}
-{{- if not $le.resourceName }}{{- $_ := set $le "resourceName" (include "wasmsched.fullname" .) }}{{- end -}}
+{{- if and $le.resourceNamespace (ne $le.resourceNamespace .Release.Namespace) -}}
+{{- fail "leaderElection.resourceNamespace: the chart's Role covers Leases in the release's namespace only" -}}
+{{- end -}}
+{{- $_ := set $le "resourceNamespace" .Release.Namespace -}}
+{{- $_ := set $le "resourceName" (include "wasmsched.leaderLease" .) -}}
 {{- if and (gt (int .Values.replicas) 1) (not $le.leaderElect) -}}
 {{- fail "replicas > 1 needs leaderElection.leaderElect: true" -}}
 {{- end -}}
 {{- $args := deepCopy .Values.args -}}
 {{- if and $args.policyObjects $args.policyObjects.enabled -}}
 {{- $lease := deepCopy ($args.policyObjects.statusLease | default dict) -}}
-{{- if not $lease.namespace }}{{- $_ := set $lease "namespace" .Release.Namespace }}{{- end -}}
-{{- if not $lease.name }}{{- $_ := set $lease "name" (printf "%s-policy-status" (include "wasmsched.fullname" .)) }}{{- end -}}
+{{- if and $lease.namespace (ne $lease.namespace .Release.Namespace) -}}
+{{- fail "args.policyObjects.statusLease.namespace: the chart's Role covers Leases in the release's namespace only" -}}
+{{- end -}}
+{{- $_ := set $lease "namespace" .Release.Namespace -}}
+{{- $_ := set $lease "name" (include "wasmsched.statusLease" .) -}}
 {{- $_ := set $args.policyObjects "statusLease" $lease -}}
 {{- end -}}
-{{- $_ := set $args "policies" (.Values.policies | default list) -}}
+{{- $policies := list -}}
+{{- range (.Values.policies | default list) -}}
+{{- $p := deepCopy . -}}
+{{- $src := $p.source | default dict -}}
+{{- if and $src.configMap (not $src.configMap.namespace) }}{{- $_ := set $src.configMap "namespace" $.Release.Namespace }}{{- end -}}
+{{- if and $src.oci $src.oci.pullSecret (not $src.oci.pullSecret.namespace) }}{{- $_ := set $src.oci.pullSecret "namespace" $.Release.Namespace }}{{- end -}}
+{{- $policies = append $policies $p -}}
+{{- end -}}
+{{- $_ := set $args "policies" $policies -}}
 {{- $profile := dict "schedulerName" .Values.schedulerName "plugins" .Values.plugins "pluginConfig" (list (dict "name" "WasmPolicy" "args" $args)) -}}
 {{- toYaml (dict "apiVersion" "kubescheduler.config.k8s.io/v1" "kind" "KubeSchedulerConfiguration" "leaderElection" $le "profiles" (list $profile)) -}}
 {{- end }}
@@ -29,7 +53,7 @@
 {{- $names := list -}}
 {{- range .Values.policies -}}
 {{- $cm := (.source | default dict).configMap -}}
-{{- if and $cm (eq ($cm.namespace | default "") $.Release.Namespace) -}}
+{{- if and $cm (eq ($cm.namespace | default $.Release.Namespace) $.Release.Namespace) -}}
 {{- $names = append $names $cm.name -}}
 {{- end -}}
 {{- end -}}
@@ -41,7 +65,7 @@
 {{- $names := list -}}
 {{- range .Values.policies -}}
 {{- $oci := (.source | default dict).oci -}}
-{{- if and $oci $oci.pullSecret (eq ($oci.pullSecret.namespace | default "") $.Release.Namespace) -}}
+{{- if and $oci $oci.pullSecret (eq ($oci.pullSecret.namespace | default $.Release.Namespace) $.Release.Namespace) -}}
 {{- $names = append $names $oci.pullSecret.name -}}
 {{- end -}}
 {{- end -}}

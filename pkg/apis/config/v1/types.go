@@ -204,7 +204,8 @@ type OCISource struct {
 	// registries only. Without it, plain HTTP is refused.
 	Insecure bool `json:"insecure,omitempty"`
 	// MaxSize bounds the module, checked against the manifest before
-	// anything is downloaded. Default 32Mi; at most 256Mi.
+	// anything is downloaded. Default and most 32Mi, the largest module
+	// the scheduler loads.
 	MaxSize *resource.Quantity `json:"maxSize,omitempty"`
 	// Timeout bounds one pull, every request included. Default 60s.
 	Timeout *metav1.Duration `json:"timeout,omitempty"`

@@ -284,7 +284,7 @@ func sourceString(s config.Source) string {
 const (
 	MinOCIPollInterval = 5 * time.Second
 	MaxOCIPollInterval = 24 * time.Hour
-	MaxOCIMaxSize      = 256 << 20
+	MaxOCIMaxSize      = 32 << 20 // host.MaxModuleSize: a larger module would be refused after its download
 	MaxOCITimeout      = 10 * time.Minute
 )
 
@@ -330,7 +330,7 @@ func validateOCI(path *field.Path, o *config.OCISource) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("caBundle"), "(PEM)", "holds no PEM certificate; paste the registry CA's certificate, -----BEGIN CERTIFICATE----- included"))
 	}
 	if o.MaxSize < 0 || o.MaxSize > MaxOCIMaxSize {
-		errs = append(errs, field.Invalid(path.Child("maxSize"), o.MaxSize, "must be greater than 0 and at most 256Mi, for example 32Mi"))
+		errs = append(errs, field.Invalid(path.Child("maxSize"), o.MaxSize, "must be greater than 0 and at most 32Mi, the largest module the scheduler loads, for example 8Mi"))
 	}
 	if o.Timeout < 0 || o.Timeout > MaxOCITimeout {
 		errs = append(errs, field.Invalid(path.Child("timeout"), o.Timeout.String(), fmt.Sprintf("must be greater than 0 and at most %s, for example 60s", MaxOCITimeout)))

@@ -80,7 +80,7 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		}), "policies[0].source.oci.pollInterval", "between 5s"},
 		{"oci secret without namespace", ociSource(func(o *config.OCISource) { o.PullSecret = &config.SecretReference{Name: "regcred"} }), "policies[0].source.oci.pullSecret.namespace", "dockerconfigjson"},
 		{"oci bad CA", ociSource(func(o *config.OCISource) { o.CABundle = "not a certificate" }), "policies[0].source.oci.caBundle", "BEGIN CERTIFICATE"},
-		{"oci too large maxSize", ociSource(func(o *config.OCISource) { o.MaxSize = 1 << 30 }), "policies[0].source.oci.maxSize", "256Mi"},
+		{"oci too large maxSize", ociSource(func(o *config.OCISource) { o.MaxSize = 1 << 30 }), "policies[0].source.oci.maxSize", "at most 32Mi"},
 		{"oci bad public key", ociSource(func(o *config.OCISource) { o.Verify = &config.Verification{PublicKey: "ssh-ed25519 AAAA"} }), "policies[0].source.oci.verify.publicKey", "cosign.pub"},
 		{"oci relative cache dir", func(a *config.WasmPolicyArgs) { a.ModuleCacheDir = "cache" }, "moduleCacheDir", "absolute path"},
 		{"configMap without key", func(a *config.WasmPolicyArgs) { a.Policies[1].Source.ConfigMap.Key = "" }, "policies[1].source.configMap.key", "binaryData key"},

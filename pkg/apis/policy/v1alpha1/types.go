@@ -145,10 +145,11 @@ type OCISource struct {
 	// +kubebuilder:validation:MaxLength=65536
 	CABundle string `json:"caBundle,omitempty"`
 	// Insecure allows plain HTTP and skips certificate checks.
+	// ClusterSchedulingPolicy only.
 	// +optional
 	Insecure bool `json:"insecure,omitempty"`
 	// MaxSize bounds the module, checked before it is downloaded. Default
-	// 32Mi, at most 256Mi.
+	// and most 32Mi.
 	// +optional
 	MaxSize *resource.Quantity `json:"maxSize,omitempty"`
 	// Timeout bounds one pull. Default 60s.
