@@ -49,7 +49,9 @@ func SignatureTag(repo name.Repository, h v1.Hash) name.Tag {
 }
 
 // LoadVerifier reads a PEM public key (ECDSA, RSA or Ed25519; cosign.pub)
-// into a verifier.
+// into a verifier of SHA-256 signatures, as cosign verify --key loads one.
+// ECDSA P-256, what cosign generate-key-pair makes, verifies signatures
+// either tool made; cosign signs with other keys over other hashes.
 func LoadVerifier(pemKey []byte) (signature.Verifier, error) {
 	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pemKey)
 	if err != nil {
@@ -61,6 +63,9 @@ func LoadVerifier(pemKey []byte) (signature.Verifier, error) {
 // LoadSigner reads a PEM private key: PKCS#8, PKCS#1 or SEC 1, or cosign's
 // encrypted key (cosign.key), decrypted with password.
 func LoadSigner(pemKey []byte, password []byte) (signature.Signer, error) {
+	if password == nil {
+		password = []byte{} // nil would skip the decryption of an encrypted key
+	}
 	priv, err := cryptoutils.UnmarshalPEMToPrivateKey(pemKey, func(bool) ([]byte, error) { return password, nil })
 	if err != nil {
 		return nil, fmt.Errorf("reading the private key: %w", err)
