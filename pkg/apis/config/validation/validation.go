@@ -190,16 +190,7 @@ func ValidatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	default:
 		cm := p.Source.ConfigMap
 		cp := sp.Child("configMap")
-		if cm.Namespace == "" {
-			errs = append(errs, field.Required(cp.Child("namespace"), "set the namespace of the ConfigMap that holds the module"))
-		} else if msgs := validation.IsDNS1123Label(cm.Namespace); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(cp.Child("namespace"), cm.Namespace, strings.Join(msgs, "; ")))
-		}
-		if cm.Name == "" {
-			errs = append(errs, field.Required(cp.Child("name"), "set the name of the ConfigMap that holds the module"))
-		} else if msgs := validation.IsDNS1123Subdomain(cm.Name); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(cp.Child("name"), cm.Name, strings.Join(msgs, "; ")))
-		}
+		errs = append(errs, validateObjectRef(cp, cm.Namespace, cm.Name, "ConfigMap that holds the module")...)
 		if cm.Key == "" {
 			errs = append(errs, field.Required(cp.Child("key"), "set the binaryData key that holds the module, for example policy.wasm"))
 		} else if msgs := validation.IsConfigMapKey(cm.Key); len(msgs) > 0 {
@@ -280,6 +271,23 @@ func sourceString(s config.Source) string {
 	return "{" + strings.Join(set, ", ") + "}"
 }
 
+// validateObjectRef checks the namespace and name of an object a source
+// names (what: the object, for the messages).
+func validateObjectRef(path *field.Path, namespace, name, what string) field.ErrorList {
+	var errs field.ErrorList
+	if namespace == "" {
+		errs = append(errs, field.Required(path.Child("namespace"), "set the namespace of the "+what))
+	} else if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(path.Child("namespace"), namespace, strings.Join(msgs, "; ")))
+	}
+	if name == "" {
+		errs = append(errs, field.Required(path.Child("name"), "set the name of the "+what))
+	} else if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(path.Child("name"), name, strings.Join(msgs, "; ")))
+	}
+	return errs
+}
+
 // Bounds of an oci source's fields.
 const (
 	MinOCIPollInterval = 5 * time.Second
@@ -314,17 +322,7 @@ func validateOCI(path *field.Path, o *config.OCISource) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("pollInterval"), t.String(), fmt.Sprintf("must be between %s and %s, for example 1m", MinOCIPollInterval, MaxOCIPollInterval)))
 	}
 	if s := o.PullSecret; s != nil {
-		sp := path.Child("pullSecret")
-		if s.Namespace == "" {
-			errs = append(errs, field.Required(sp.Child("namespace"), "set the namespace of the kubernetes.io/dockerconfigjson Secret"))
-		} else if msgs := validation.IsDNS1123Label(s.Namespace); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(sp.Child("namespace"), s.Namespace, strings.Join(msgs, "; ")))
-		}
-		if s.Name == "" {
-			errs = append(errs, field.Required(sp.Child("name"), "set the name of the kubernetes.io/dockerconfigjson Secret"))
-		} else if msgs := validation.IsDNS1123Subdomain(s.Name); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(sp.Child("name"), s.Name, strings.Join(msgs, "; ")))
-		}
+		errs = append(errs, validateObjectRef(path.Child("pullSecret"), s.Namespace, s.Name, "kubernetes.io/dockerconfigjson Secret")...)
 	}
 	if o.CABundle != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(o.CABundle)) {
 		errs = append(errs, field.Invalid(path.Child("caBundle"), "(PEM)", "holds no PEM certificate; paste the registry CA's certificate, -----BEGIN CERTIFICATE----- included"))
