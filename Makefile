@@ -78,7 +78,7 @@ $(BIN)/wasmsched: $(GO_SRCS) go.mod go.sum
 ## image: OCI images of kube-scheduler and wasm-extender for IMAGE_PLATFORMS
 ## (default linux/amd64 linux/arm64), without Docker: an OCI layout in
 ## _output/images/oci, tagged IMAGE_VERSION (hack/image)
-image: $(foreach i,$(IMAGES),$(foreach p,$(IMAGE_PLATFORMS),$(call image_bin,$(i),$(p))))
+image: deps $(foreach i,$(IMAGES),$(foreach p,$(IMAGE_PLATFORMS),$(call image_bin,$(i),$(p))))
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) $(GO) run ./hack/image build -out $(IMAGE_DIR)/oci \
 		-version $(IMAGE_VERSION) -revision $$(git rev-parse HEAD) \
 		$(foreach i,$(IMAGES),$(foreach p,$(IMAGE_PLATFORMS),-binary $(i)=$(p)=$(call image_bin,$(i),$(p))))
