@@ -150,15 +150,15 @@ controlplane-lines:
 	./hack/build-controlplane.sh $(foreach l,$(LINES),$(call line_version,$(l)) $(call line_skew,$(l)))
 
 ## e2e-lines: the e2e suite with each older line's scheduler (but the soak,
-## the extender test, and the many-policies and startup runs, which
-## exercise the plugin's own code, the same on every line), against a
-## kube-apiserver of each minor the line serves
+## the extender test, the many-policies, startup and OCI runs, which
+## exercise the plugin's own code, the same on every line, and the Helm
+## chart's), against a kube-apiserver of each minor the line serves
 e2e-lines: build build-lines guests-tinygo controlplane-lines
 	@set -eo pipefail; for l in $(LINES); do \
 	  for v in $$($(K8SLIB); echo $$(modfile_k8s go.$$l.mod) $$(skew_version go.$$l.mod)); do \
 	    echo "e2e: bin/kube-scheduler-$$l against kube-apiserver $$v"; \
 	    WASMSCHED_SCHEDULER=bin/kube-scheduler-$$l WASMSCHED_KUBE_VERSION=$$v \
-	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler|TestPolicyObjectChurn|TestPolicyObjectsWithTwoReplicas|TestManyPoliciesFitTheDeployment|TestStartupWaitsForLoadingPolicies|TestHelmChart' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
+	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler|TestPolicyObjectChurn|TestPolicyObjectsWithTwoReplicas|TestManyPoliciesFitTheDeployment|TestStartupWaitsForLoadingPolicies|TestHelmChart|TestOCIPolicies' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
 	  done; \
 	done
 
@@ -283,6 +283,8 @@ bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	$(GO) run ./hack/benchreport
 
 ## bench-smoke: each benchmark once, so they keep compiling and running
+## (the cluster benchmark's ports workloads with the TinyGo ports only:
+## -perf-scheduling-label-filter=smoke-all runs every profile)
 bench-smoke: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	$(GO) test -run XXX -bench . -benchtime 1x ./test/perf/ ./pkg/extender/ ./host/ ./test/ports/
 	@# With the cluster benchmark, TestPlacementChecks: the checks it applies after each ports workload.
