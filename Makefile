@@ -52,7 +52,7 @@ IMAGE_DIR     := $(OUT)/images
 IMAGES        := kube-scheduler wasm-extender
 image_bin      = $(IMAGE_DIR)/$(subst /,-,$(2))/$(1)
 
-.PHONY: image image-push build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
+.PHONY: image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -251,6 +251,18 @@ fuzz:
 HELM := $(CURDIR)/.cache/tools/bin/helm
 $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 	./hack/install-tools.sh helm
+
+# The pinned cosign, for make cosign-interop (hack/tools/cosign).
+COSIGN := $(CURDIR)/.cache/tools/bin/cosign
+$(COSIGN): hack/tools/cosign/go.mod hack/tools/cosign/go.sum
+	./hack/install-tools.sh cosign
+
+## cosign-interop: a real cosign (v2, pinned) verifies what wasmsched push
+## signs, and wasmsched validate verifies what cosign sign signs, against a
+## registry with TLS and basic auth (not in make test: cosign builds in
+## about 2.5 minutes)
+cosign-interop: build guests-tinygo $(COSIGN)
+	$(GO) test -count=1 -v -tags cosign -run TestCosignInterop ./test/image/
 
 ## e2e: bin/kube-scheduler against a real kube-apiserver and etcd on 127.0.0.1
 ## (and the Helm chart, with the pinned helm)

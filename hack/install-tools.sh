@@ -18,8 +18,9 @@ TOOLS_DIR="$ROOT_DIR/hack/tools"
 BIN_DIR="${TOOLS_BIN:-$ROOT_DIR/.cache/tools/bin}"
 
 # name=package[@module dir under hack/tools], one per tool blank-imported by
-# a tools.go there. Helm has a module of its own (hack/tools/helm): its
-# dependencies would move the others'. Helm reports the version its
+# a tools.go there. Helm and cosign have modules of their own
+# (hack/tools/helm, hack/tools/cosign): their dependencies would move the
+# others'. cosign is built only for make cosign-interop. Helm reports the version its
 # release ldflags set, here from its module's pin.
 TOOLS=(
   staticcheck=honnef.co/go/tools/cmd/staticcheck
@@ -28,6 +29,7 @@ TOOLS=(
   defaulter-gen=k8s.io/code-generator/cmd/defaulter-gen
   controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen
   helm=helm.sh/helm/v4/cmd/helm@helm
+  cosign=github.com/sigstore/cosign/v2/cmd/cosign@cosign
 )
 
 wanted() {
