@@ -16,11 +16,14 @@ import (
 // which is what the WasmPolicy ConfigMap source needs and what kube-scheduler's
 // bootstrap role does not grant.
 func GrantPolicyRead(ctx context.Context, c kubernetes.Interface, namespace, user string) error {
-	const name = "wasmsched-policy-reader"
-	if _, err := c.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
-	}, metav1.CreateOptions{}); err != nil {
+	return grantRole(ctx, c, namespace, "wasmsched-policy-reader", user,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+}
+
+// grantRole creates a Role named name in namespace with rules, and binds it
+// to user.
+func grantRole(ctx context.Context, c kubernetes.Interface, namespace, name, user string, rules ...rbacv1.PolicyRule) error {
+	if _, err := c.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	_, err := c.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
@@ -106,17 +109,6 @@ func GrantPodPatch(ctx context.Context, c kubernetes.Interface, user string) err
 // source's pullSecret), as the Role in manifests/examples/oci does for the
 // scheduler's ServiceAccount: get on those Secrets by name, nothing else.
 func GrantSecretRead(ctx context.Context, c kubernetes.Interface, namespace, user string, names ...string) error {
-	name := "wasmsched-pull-secret-reader"
-	if _, err := c.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: names}},
-	}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	_, err := c.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}, metav1.CreateOptions{})
-	return err
+	return grantRole(ctx, c, namespace, "wasmsched-pull-secret-reader", user,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: names})
 }

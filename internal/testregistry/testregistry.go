@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
 // Registry is a running test registry.
@@ -224,25 +225,15 @@ func certificates() ([]byte, tls.Certificate, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), cert, nil
 }
 
-// KeyPair makes an ECDSA P-256 signing key pair as PEM: the private key
-// (PKCS#8) and the public key, as cosign generate-key-pair makes them
-// (unencrypted).
+// KeyPair makes an ECDSA P-256 signing key pair as PEM, unencrypted, with
+// sigstore's generator (what cosign generate-key-pair uses).
 func KeyPair(t testing.TB) (priv, pub []byte) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	priv, pub, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	privDER, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubDER, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
+	return priv, pub
 }
 
 func randomHex(n int) string {

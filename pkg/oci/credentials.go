@@ -6,6 +6,7 @@ import (
 
 	"github.com/docker/cli/cli/config"
 	"github.com/docker/cli/cli/config/configfile"
+	"github.com/docker/cli/cli/config/credentials"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 )
@@ -34,7 +35,7 @@ func (d dockerConfig) Resolve(target authn.Resource) (authn.Authenticator, error
 	ac, ok := d.cf.AuthConfigs[key]
 	if !ok {
 		for k, v := range d.cf.AuthConfigs {
-			if hostOf(k) == target.RegistryStr() {
+			if credentials.ConvertToHostname(k) == target.RegistryStr() {
 				ac, ok = v, true
 				break
 			}
@@ -50,23 +51,6 @@ func (d dockerConfig) Resolve(target authn.Resource) (authn.Authenticator, error
 		IdentityToken: ac.IdentityToken,
 		RegistryToken: ac.RegistryToken,
 	}), nil
-}
-
-// hostOf strips a scheme and a path from a docker config key
-// ("https://registry.example.com/v1/" is registry.example.com).
-func hostOf(key string) string {
-	for _, p := range []string{"https://", "http://"} {
-		if len(key) > len(p) && key[:len(p)] == p {
-			key = key[len(p):]
-			break
-		}
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i]
-		}
-	}
-	return key
 }
 
 // SecretError is a pull secret that cannot be used: missing, unreadable,

@@ -360,7 +360,7 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s: the module is %d bytes, more than the source's maxSize of %d; raise maxSize or make the module smaller", e.Ref, e.Size, e.Limit)
+	return fmt.Sprintf("%s: the module is %d bytes, more than source.oci.maxSize (%d); raise maxSize (at most 32Mi) or make the module smaller", e.Ref, e.Size, e.Limit)
 }
 
 // DigestMismatchError is a registry answering a digest pin with other bytes.
@@ -412,9 +412,9 @@ type AuthError struct {
 
 func (e *AuthError) Error() string {
 	if e.Forbidden {
-		return fmt.Sprintf("%s: the registry refused access (%v); the credentials in the pull secret may not read this repository", e.Ref, e.Err)
+		return fmt.Sprintf("%s: the registry refused access (%v); the credentials in source.oci.pullSecret may not read this repository", e.Ref, e.Err)
 	}
-	return fmt.Sprintf("%s: the registry asks for credentials (%v); name a kubernetes.io/dockerconfigjson Secret with an entry for this registry in the source's pullSecret", e.Ref, e.Err)
+	return fmt.Sprintf("%s: the registry asks for credentials (%v); set source.oci.pullSecret to a kubernetes.io/dockerconfigjson Secret with an entry for this registry", e.Ref, e.Err)
 }
 
 func (e *AuthError) Unwrap() error { return e.Err }
@@ -426,7 +426,7 @@ type NotFoundError struct {
 }
 
 func (e *NotFoundError) Error() string {
-	return fmt.Sprintf("%s: not found in the registry (%v); check the repository and the digest wasmsched push printed", e.Ref, e.Err)
+	return fmt.Sprintf("%s: not found in the registry (%v); check source.oci.ref: the repository and the digest wasmsched push printed", e.Ref, e.Err)
 }
 
 func (e *NotFoundError) Unwrap() error { return e.Err }

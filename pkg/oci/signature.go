@@ -135,7 +135,7 @@ func (c *Client) CheckSignature(ctx context.Context, repo name.Repository, h v1.
 	if err != nil {
 		var nf *NotFoundError
 		if errors.As(err, &nf) {
-			return &SignatureError{Ref: ref, Reason: fmt.Sprintf("no signature found (tag %s); sign it with wasmsched push --sign-key or cosign sign --key", SignatureTag(repo, h).TagStr())}
+			return &SignatureError{Ref: ref, Reason: fmt.Sprintf("no signature found (tag %s); sign it with wasmsched push --sign-key or cosign sign --key, or remove source.oci.verify", SignatureTag(repo, h).TagStr())}
 		}
 		return err
 	}
@@ -217,7 +217,7 @@ func verifySignatures(sigs []Signature, repo name.Repository, h v1.Hash, v signa
 		}
 		return nil
 	}
-	return fmt.Errorf("no signature verifies with the configured public key (%s)", strings.Join(dedupe(reasons), "; "))
+	return fmt.Errorf("no signature verifies with source.oci.verify.publicKey (%s)", strings.Join(dedupe(reasons), "; "))
 }
 
 func sameRepository(ref string, repo name.Repository) bool {
