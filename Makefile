@@ -36,7 +36,7 @@ WAT2WASM      ?= wat2wasm
 # Tests that run alone and without -race: the deadline tests (no other test
 # binary may compete for the cores while they measure), and the warm-start
 # crash test (50 starts of 40 Go policies: 50 s, several minutes under -race).
-TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts|TestSpinningGuestLeavesTheProcessRunning|TestRefuelLetsGarbageCollectionStopTheGuest|TestNodeTableBatchDeadline|TestPreEnqueueTimeout|TestPreBindPatchAttacks|TestAdversarialGatesAndPatches
+TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts|TestSpinningGuestLeavesTheProcessRunning|TestRefuelLetsGarbageCollectionStopTheGuest|TestNodeTableBatchDeadline|TestPreEnqueueTimeout|TestPreBindPatchAttacks|TestAdversarialGatesAndPatches|TestBulkLoopsEndWithinTimeout|TestLoadCostAtTheLimits|TestHostCallsEndWithinTimeout
 # Tests that run without -race only: the spec-suite differential (65,000
 # guest calls, 5x slower under the race detector) and the example policies'
 # case tables, which make test runs on their own stage anyway.
@@ -217,7 +217,7 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane
 	set -o pipefail; $(GO) test -count=1 -v ./test/ports/ | grep -E '(ports_test.go|generated:|pod:|^\s*--- |^ok|FAIL|^PASS)'
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
-	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./host/internal/fuel/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial|interrupt|gc|table|gates)_test.go|--- |ok|FAIL|PASS)'
+	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./host/internal/fuel/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial|interrupt|gc|table|gates|containment)_test.go|--- |ok|FAIL|PASS)'
 	set -o pipefail; $(GO) test -count=1 -v -run 'TestExamplePoliciesAsWasm' ./test/policies/ | grep -E '^(\s+--- |\s+policies_test.go|ok|FAIL|PASS)'
 	# The conformance kit as an author runs it: team-isolation's case table
 	# against its Go, TinyGo, C and WAT builds (docs/sdk.md).
@@ -245,6 +245,7 @@ fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./host/
 	$(GO) test -run XXX -fuzz '^FuzzHostFunctions$$' -fuzztime $(FUZZTIME) ./host/
 	$(GO) test -run XXX -fuzz '^FuzzInstrument$$' -fuzztime $(FUZZTIME) ./host/
+	$(GO) test -run XXX -fuzz '^FuzzDeclarations$$' -fuzztime $(FUZZTIME) ./host/
 	$(GO) test -run XXX -fuzz '^FuzzArgs$$' -fuzztime $(FUZZTIME) ./pkg/apis/config/scheme/
 
 # The pinned helm, for the chart's tests (hack/tools/helm).

@@ -65,15 +65,20 @@ func (l CompileLimits) withDefaults() CompileLimits {
 type TooLargeError struct {
 	What        string
 	Size, Limit uint64
-	// Arg is the WasmPolicy args field that raises the limit.
+	// Arg is the WasmPolicy args field that raises the limit ("": the
+	// limit is fixed).
 	Arg string
 }
 
 func (e *TooLargeError) Error() string {
+	if e.Arg == "" {
+		return fmt.Sprintf("module has %d %s, more than the limit of %d: compiling or instantiating it could take the scheduler's memory or minutes of CPU (docs/security.md, declaration and code-shape limits); the limit is fixed and a policy built with Go or TinyGo stays far below it: rebuild the policy from source, or split generated code into smaller functions", e.Size, e.What, e.Limit)
+	}
 	return fmt.Sprintf("module has %d %s, more than the limit of %d: compiling it could take the scheduler's memory (docs/security.md, compile limits); drop unused code, or raise %s in the WasmPolicy args", e.Size, e.What, e.Limit, e.Arg)
 }
 
-// check compares a module's code with the compile limits.
+// check compares a module's code with the compile limits, and its
+// declarations with the fixed declaration limits.
 func (c codeSize) check(l CompileLimits) error {
 	switch {
 	case c.functions > uint64(l.MaxFunctions):
@@ -83,12 +88,50 @@ func (c codeSize) check(l CompileLimits) error {
 	case c.locals > uint64(l.MaxLocals):
 		return &TooLargeError{"locals", c.locals, uint64(l.MaxLocals), "compileLimits.maxLocals"}
 	}
+	for _, d := range []struct {
+		what     string
+		n, limit uint64
+	}{
+		{"imports", c.imports, maxImports},
+		{"types", c.types, maxTypes},
+		{"exports", c.exports, maxExports},
+		{"globals", c.globals, maxGlobals},
+		{"data segments", c.dataSegments, maxDataSegments},
+		{"element segments", c.elemSegments, maxElemSegments},
+		{"element segment entries", c.elemEntries, maxElemEntries},
+	} {
+		if d.n > d.limit {
+			return &TooLargeError{What: d.what, Size: d.n, Limit: d.limit}
+		}
+	}
 	return nil
 }
 
-// codeSize is what a module asks the compiler to compile.
+// Declaration limits: what a module may declare, fixed, checked before
+// wazero decodes it. wazero holds a few dozen to a few hundred bytes of
+// host memory for every declared import, type, export, global and segment
+// (1M globals compiled at 139 MiB here, hack/compilecost), and a module of
+// 32 MiB could declare millions of each. The example policies declare at
+// most 16 imports, 120 types, 23 exports, 8 globals, 20 data segments and
+// one element segment (Go; TinyGo fewer): the limits are hundreds of times
+// that and bound the host memory of a module's declarations to a few tens
+// of MiB. docs/security.md (RATIONALE: declaration and code-shape limits).
+const (
+	maxImports      = 1_000
+	maxTypes        = 10_000
+	maxExports      = 10_000
+	maxGlobals      = 100_000
+	maxDataSegments = 100_000
+	maxElemSegments = 10_000
+	maxElemEntries  = 1 << 20
+)
+
+// codeSize is what a module asks the compiler to compile, and what it
+// declares.
 type codeSize struct {
-	functions, bodyBytes, locals uint64
+	functions, bodyBytes, locals            uint64
+	imports, types, exports, globals        uint64
+	dataSegments, elemSegments, elemEntries uint64
 }
 
 // measure is checkBounds that also adds up the module's code.
@@ -284,6 +327,9 @@ func (r *reader) section(id byte) error {
 		return nil
 	case 1: // type
 		n, err := r.count("type section", 3)
+		if r.size != nil {
+			r.size.types += uint64(n)
+		}
 		for i := uint32(0); err == nil && i < n; i++ {
 			if _, err = r.byte(); err == nil {
 				if err = r.valTypes("parameter types"); err == nil {
@@ -294,6 +340,9 @@ func (r *reader) section(id byte) error {
 		return err
 	case 2: // import
 		n, err := r.count("import section", 4)
+		if r.size != nil {
+			r.size.imports += uint64(n)
+		}
 		for i := uint32(0); err == nil && i < n; i++ {
 			if err = r.bytesVec("import module name"); err != nil {
 				break
@@ -332,6 +381,9 @@ func (r *reader) section(id byte) error {
 		return err
 	case 6: // global
 		n, err := r.count("global section", 3)
+		if r.size != nil {
+			r.size.globals += uint64(n)
+		}
 		for i := uint32(0); err == nil && i < n; i++ {
 			if err = r.valType(); err == nil {
 				if err = r.skip(1); err == nil {
@@ -342,6 +394,9 @@ func (r *reader) section(id byte) error {
 		return err
 	case 7: // export
 		n, err := r.count("export section", 3)
+		if r.size != nil {
+			r.size.exports += uint64(n)
+		}
 		for i := uint32(0); err == nil && i < n; i++ {
 			if err = r.bytesVec("export name"); err == nil {
 				if err = r.skip(1); err == nil {
@@ -375,6 +430,9 @@ func (r *reader) section(id byte) error {
 		return err
 	case 11: // data
 		n, err := r.count("data section", 2)
+		if r.size != nil {
+			r.size.dataSegments += uint64(n)
+		}
 		for i := uint32(0); err == nil && i < n; i++ {
 			var flags uint32
 			if flags, err = r.u32(); err != nil {
@@ -419,6 +477,9 @@ func (r *reader) locals(fn uint32) error {
 
 func (r *reader) elements() error {
 	n, err := r.count("element section", 2)
+	if r.size != nil {
+		r.size.elemSegments += uint64(n)
+	}
 	for i := uint32(0); err == nil && i < n; i++ {
 		var flags uint32
 		if flags, err = r.u32(); err != nil {
@@ -447,12 +508,18 @@ func (r *reader) elements() error {
 			if m, err = r.count("element function indices", 1); err != nil {
 				return err
 			}
+			if r.size != nil {
+				r.size.elemEntries += uint64(m)
+			}
 			for k := uint32(0); k < m && err == nil; k++ {
 				_, err = r.u32()
 			}
 		} else { // expressions
 			if m, err = r.count("element expressions", 2); err != nil {
 				return err
+			}
+			if r.size != nil {
+				r.size.elemEntries += uint64(m)
 			}
 			for k := uint32(0); k < m && err == nil; k++ {
 				err = r.constExpr()

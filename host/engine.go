@@ -26,6 +26,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host/internal/fuel"
 )
 
 // Limits that apply to every policy regardless of its args. They bound what a
@@ -85,6 +86,9 @@ type sharedModule struct {
 	// cost is the module's compiled code and the host heap its compiled
 	// form holds, measured when it compiled.
 	code, heap int64
+	// tableRoom is the host memory table.grow can add to one instance
+	// (maxTableGrowth), charged to each instance up front.
+	tableRoom int64
 	// instHeap is the host heap one instance holds (wazero's instance data:
 	// function tables, globals, the module context), measured when its first
 	// instance was made; -1 until then.
@@ -281,11 +285,13 @@ func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule
 	if e.interruption == InterruptFuel {
 		var reason string
 		var err error
-		if wasm, reason, err = instrument(ctx, rt, wasm); err != nil {
+		var shape fuel.Shape
+		if wasm, shape, reason, err = instrument(ctx, rt, wasm); err != nil {
 			m.reason, m.err = reason, err
 			return
 		}
 		defer holdSource(wasm)()
+		m.tableRoom = int64(shape.TableGrowth) * tableEntryBytes
 	}
 	known, ok := e.loadMeasurement(m.key)
 	var heap0, released int64

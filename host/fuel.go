@@ -56,28 +56,77 @@ func countHostCalls(fn api.GoModuleFunc) api.GoModuleFunc {
 }
 
 // instrument rewrites wasm for in-module deadline checks (host/internal/fuel)
-// before it is compiled. A module the rewriter refuses is compiled and
-// checked as it is, only so that the error is the one it always got
-// (wazero's for an invalid module, the allow-list's for one importing the
-// reserved module); one that passes both but cannot be instrumented is
-// refused, since it could not be stopped.
-func instrument(ctx context.Context, rt wazero.Runtime, wasm []byte) ([]byte, string, error) {
-	out, err := fuel.Instrument(wasm)
+// before it is compiled, with the tables' growth bounded, and checks the
+// shape of its code against the code-shape limits. A module the rewriter
+// refuses is compiled and checked as it is, only so that the error is the
+// one it always got (wazero's for an invalid module, the allow-list's for
+// one importing the reserved module); one that passes both but cannot be
+// instrumented is refused, since it could not be stopped.
+func instrument(ctx context.Context, rt wazero.Runtime, wasm []byte) ([]byte, fuel.Shape, string, error) {
+	out, shape, err := fuel.InstrumentWith(wasm, fuel.Options{TableGrowth: maxTableGrowth})
 	if err == nil {
-		return out, "", nil
+		if err := checkShape(shape); err != nil {
+			return nil, shape, "TooLarge", err
+		}
+		return out, shape, "", nil
 	}
 	if errors.Is(err, fuel.ErrReserved) {
-		return nil, "Validate", fmt.Errorf("module imports functions outside the sandbox allow-list: %s.%s (reserved for the host; policies may import only %q host functions and a minimal WASI without filesystem, sockets or environment)", fuel.ImportModule, fuel.ImportName, abi.HostModule)
+		return nil, shape, "Validate", fmt.Errorf("module imports functions outside the sandbox allow-list: %s.%s (reserved for the host; policies may import only %q host functions and a minimal WASI without filesystem, sockets or environment)", fuel.ImportModule, fuel.ImportName, abi.HostModule)
 	}
 	cm, cerr := rt.CompileModule(ctx, wasm)
 	if cerr != nil {
-		return nil, "Compile", compileError(cerr)
+		return nil, shape, "Compile", compileError(cerr)
 	}
 	defer cm.Close(ctx)
 	if _, verr := checkModule(cm); verr != nil {
-		return nil, "Validate", verr
+		return nil, shape, "Validate", verr
 	}
-	return nil, "Compile", fmt.Errorf("the module cannot be instrumented for deadline checks: %w (the sandbox runs WebAssembly 2.0 without threads, tail calls or exceptions)", err)
+	return nil, shape, "Compile", fmt.Errorf("the module cannot be instrumented for deadline checks: %w (the sandbox runs WebAssembly 2.0 without threads, tail calls or exceptions)", err)
+}
+
+// Code-shape and table limits: what wazero's compiler and an instance pay
+// for that the compile limits (functions, bytes, locals) do not count.
+// Measured with hack/compilecost: compile time grows with the square of a
+// function's block nesting (10k levels 0.4 s, 40k 6.8 s) and of a
+// br_table's labels (16k 0.16 s, 64k 1.4 s), summed over functions and
+// br_tables. The Go example policies nest at most 549 deep (the sum of
+// squares 1.8e7 at most) with br_tables of at most 896 labels; TinyGo's
+// far less. At every limit at once a module compiles in a few seconds.
+// docs/security.md (RATIONALE: declaration and code-shape limits).
+const (
+	maxNesting        = 10_000
+	maxNestingSquares = 400_000_000
+	maxBrTableLabels  = 65_536
+	maxBrTableSquares = 1 << 33
+	// A table entry is 8 bytes of host memory in each instance. The
+	// example policies have one table of at most 5,728 entries.
+	maxTables       = 100
+	maxTableEntries = 1 << 20
+	// maxTableGrowth is what table.grow may add beyond the declared
+	// minimums (all tables together): a grow past it returns -1. Each
+	// instance is charged for it in the memory budget.
+	maxTableGrowth  = 1 << 16
+	tableEntryBytes = 8
+)
+
+// checkShape compares the shape of an instrumented module with the limits.
+func checkShape(s fuel.Shape) error {
+	for _, d := range []struct {
+		what     string
+		n, limit uint64
+	}{
+		{"levels of block nesting in one function", uint64(s.MaxDepth), maxNesting},
+		{"as the sum over functions of their block nesting squared", s.DepthSquares, maxNestingSquares},
+		{"labels in one br_table", uint64(s.MaxBrTable), maxBrTableLabels},
+		{"as the sum over br_tables of their labels squared", s.BrTableSquares, maxBrTableSquares},
+		{"tables", uint64(s.Tables), maxTables},
+		{"table entries declared", s.TableEntries, maxTableEntries},
+	} {
+		if d.n > d.limit {
+			return &TooLargeError{What: d.what, Size: d.n, Limit: d.limit}
+		}
+	}
+	return nil
 }
 
 // compileError is how a module wazero refuses is reported.

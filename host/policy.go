@@ -455,7 +455,7 @@ func (v *Version) trackMemory(in *instance, closing bool) {
 	mem, charge := int64(0), int64(0)
 	if !closing {
 		mem = int64(in.memoryBytes())
-		charge = mem + max(0, v.sm.instHeap.Load())
+		charge = mem + max(0, v.sm.instHeap.Load()) + v.sm.tableRoom
 	}
 	if d := mem - in.lastMem; d != 0 {
 		v.memBytes.Add(d)

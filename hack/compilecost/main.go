@@ -33,6 +33,16 @@ var shapes = []struct {
 	{"1000 functions, 1000 ops", wasmgen.Shape{Functions: 1000, BodyOps: 1000}},
 	{"1 function, 10k nested blocks", wasmgen.Shape{Functions: 1, BodyOps: 1, Nesting: 10_000}},
 	{"1000 functions, 10k locals", wasmgen.Shape{Functions: 1000, Locals: 10_000}},
+	{"1 function, 20k nested blocks", wasmgen.Shape{Functions: 1, BodyOps: 1, Nesting: 20_000}},
+	{"1 function, 40k nested blocks", wasmgen.Shape{Functions: 1, BodyOps: 1, Nesting: 40_000}},
+	{"10 functions, 4k nested blocks", wasmgen.Shape{Functions: 10, BodyOps: 1, Nesting: 4_000}},
+	{"100 functions, 1k nested blocks", wasmgen.Shape{Functions: 100, BodyOps: 1, Nesting: 1_000}},
+	{"1 br_table, 16k labels", wasmgen.Shape{Functions: 1, BrTable: 16_000}},
+	{"1 br_table, 64k labels", wasmgen.Shape{Functions: 1, BrTable: 64_000}},
+	{"1 br_table, 64k labels, 1k nested blocks", wasmgen.Shape{Functions: 1, BrTable: 64_000, Nesting: 1_000}},
+	{"100 br_tables, 16k labels", wasmgen.Shape{Functions: 100, BrTable: 16_000}},
+	{"100k globals", wasmgen.Shape{Globals: 100_000}},
+	{"1M globals", wasmgen.Shape{Globals: 1_000_000}},
 }
 
 func main() {

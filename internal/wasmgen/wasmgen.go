@@ -17,6 +17,11 @@ type Shape struct {
 	Nesting int
 	// Locals declares that many i64 locals in each extra function.
 	Locals int
+	// BrTable adds to each extra function a br_table with that many
+	// labels (all to the function's outermost block).
+	BrTable int
+	// Globals declares that many immutable i32 globals.
+	Globals int
 }
 
 // Module returns the wasm bytes of a module of shape s.
@@ -38,6 +43,14 @@ func Module(s Shape) []byte {
 		return b
 	}))
 	out = section(out, 5, []byte{1, 0, 1}) // one memory, min 1 page
+	if s.Globals > 0 {
+		out = section(out, 6, vec(s.Globals, func(b []byte) []byte {
+			for i := 0; i < s.Globals; i++ {
+				b = append(b, 0x7f, 0, 0x41, 0, 0x0b) // i32 const: i32.const 0
+			}
+			return b
+		}))
+	}
 	out = section(out, 7, vec(3, func(b []byte) []byte {
 		b = name(b, "memory")
 		b = append(b, 2, 0)
@@ -73,6 +86,14 @@ func extraBody(s Shape) []byte {
 	}
 	for i := 0; i < s.BodyOps; i++ {
 		code = append(code, 0x41, 0, 0x1a) // i32.const 0; drop
+	}
+	if s.BrTable > 0 {
+		code = append(code, 0x02, 0x40, 0x41, 0, 0x0e) // block; i32.const 0; br_table
+		code = binary.AppendUvarint(code, uint64(s.BrTable-1))
+		for i := 0; i < s.BrTable; i++ {
+			code = append(code, 0) // to the block
+		}
+		code = append(code, 0x0b)
 	}
 	for i := 0; i < s.Nesting; i++ {
 		code = append(code, 0x0b)

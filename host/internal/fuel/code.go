@@ -8,14 +8,18 @@ const (
 	opBlock        = 0x02
 	opLoop         = 0x03
 	opIf           = 0x04
+	opElse         = 0x05
 	opEnd          = 0x0b
+	opLocalGet     = 0x20
 	opCall         = 0x10
 	opReturnCall   = 0x12
 	opGlobalGet    = 0x23
 	opGlobalSet    = 0x24
 	opI32Const     = 0x41
 	opI32Eqz       = 0x45
+	opI32LtU       = 0x49
 	opI32Sub       = 0x6b
+	opI32ShrU      = 0x76
 	opRefFunc      = 0xd2
 	prefixMisc     = 0xfc
 	prefixSIMD     = 0xfd
@@ -35,6 +39,23 @@ type exprRewriter struct {
 	// past them is refused: the rewrite adds a type and a global at those
 	// indices and would otherwise turn an invalid module into a valid one.
 	types, globals uint32
+	// charge, when set, is inserted before every bulk instruction (the
+	// call of $charge).
+	charge []byte
+	// The shape of the code rewritten so far (Shape).
+	maxDepth, maxBrTable         uint32
+	depthSquares, brTableSquares uint64
+}
+
+// isBulk reports whether a 0xfc sub-opcode is a bulk instruction whose
+// length operand is on top of the stack: memory.init, memory.copy,
+// memory.fill, table.init, table.copy, table.grow, table.fill.
+func isBulk(sub uint32) bool {
+	switch sub {
+	case 8, 10, 11, 12, 14, 15, 17:
+		return true
+	}
+	return false
 }
 
 // rewrite copies instructions from r to out until r reaches end (a function
@@ -42,7 +63,13 @@ type exprRewriter struct {
 // (a constant expression). Unchanged instructions are copied byte for byte,
 // non-canonical LEB128s included.
 func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
-	depth := 0
+	depth, deepest := 0, 0
+	defer func() {
+		if end >= 0 {
+			x.maxDepth = max(x.maxDepth, uint32(min(deepest, 1<<31)))
+			x.depthSquares += uint64(deepest) * uint64(deepest)
+		}
+	}()
 	// Unchanged instructions are copied in runs: copied is where the
 	// bytes not yet appended to out begin.
 	copied := r.pos
@@ -73,12 +100,28 @@ func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
 				return nil, err
 			}
 			depth++
+			deepest = max(deepest, depth)
 			out = append(out, r.b[copied:r.pos]...)
 			out = append(out, x.check...)
 			copied = r.pos
 			continue
 		case opBlock, opIf:
 			depth++
+			deepest = max(deepest, depth)
+		case prefixMisc:
+			if x.charge != nil {
+				save := r.pos
+				sub, err := r.u32()
+				if err != nil {
+					return nil, err
+				}
+				r.pos = save
+				if isBulk(sub) {
+					out = append(out, r.b[copied:start]...)
+					out = append(out, x.charge...)
+					copied = start
+				}
+			}
 		case opEnd:
 			if depth == 0 && end < 0 {
 				return append(out, r.b[copied:r.pos]...), nil
@@ -112,6 +155,8 @@ func (x *exprRewriter) skipImmediates(r *reader, op byte) error {
 		if err != nil {
 			return err
 		}
+		x.brTableSquares += (uint64(n) + 1) * (uint64(n) + 1)
+		x.maxBrTable = max(x.maxBrTable, n+1)
 		for i := uint32(0); i <= n; i++ { // n labels and the default
 			if _, err := r.u32(); err != nil {
 				return err

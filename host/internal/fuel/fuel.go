@@ -39,6 +39,7 @@ const (
 	secType     = 1
 	secImport   = 2
 	secFunction = 3
+	secTable    = 4
 	secGlobal   = 6
 	secExport   = 7
 	secStart    = 8
@@ -69,9 +70,50 @@ type module struct {
 	// importedFuncs and importedGlobals count the imports of each kind;
 	// definedGlobals the global section's entries.
 	importedFuncs, importedGlobals, definedGlobals uint32
-	// refuelType is the index of a () -> i32 type (numTypes when absent).
-	refuelType, numTypes uint32
-	hasRefuelType        bool
+	// refuelType is the index of a () -> i32 type, chargeType of an
+	// (i32) -> i32 type, when the module has one (has*Type).
+	refuelType, chargeType, numTypes uint32
+	hasRefuelType, hasChargeType     bool
+	// definedFuncs is the function section's count; hasFuncs and hasCode
+	// say whether the function and code sections are there. The charge
+	// function is added only to a module with both.
+	definedFuncs      uint32
+	hasFuncs, hasCode bool
+	// charge is set when the rewrite adds $charge.
+	charge bool
+	opts   Options
+}
+
+// Options bound what the instrumented module may do beyond what its own
+// declarations allow.
+type Options struct {
+	// TableGrowth is how many entries table.grow may add to the module's
+	// tables beyond their declared minimums, all tables together: each
+	// defined table's maximum becomes at most its minimum plus an even
+	// share of it, so a grow past that fails (returns -1) as the
+	// specification allows, instead of allocating host memory. Zero leaves
+	// the tables' declared maximums as they are.
+	TableGrowth uint32
+}
+
+// Shape is what the module's code asks of the compiler beyond its size:
+// measured while rewriting, for the host's compile limits.
+type Shape struct {
+	// MaxDepth is the deepest nesting of block, loop and if in any
+	// function; DepthSquares adds up the square of each function's deepest
+	// nesting, which is how wazero's compile time grows with it.
+	MaxDepth     uint32
+	DepthSquares uint64
+	// MaxBrTable counts the labels of the largest br_table (the default
+	// included); BrTableSquares adds up the square of each br_table's
+	// labels, which is how wazero's compile time grows with them.
+	MaxBrTable     uint32
+	BrTableSquares uint64
+	// Tables is how many tables the module defines, TableEntries their
+	// declared minimums together, and TableGrowth how many entries
+	// table.grow can add to them after the rewrite.
+	Tables                    uint32
+	TableEntries, TableGrowth uint64
 }
 
 // Instrument returns wasm rewritten to check in with the host: an added
@@ -93,13 +135,37 @@ type module struct {
 // An error means the input is not a module the rewriter can read: either
 // it is invalid, or it uses an instruction outside WebAssembly 2.0 and the
 // proposals wazero implements (tail calls, threads, extended constants).
+//
+// Bulk instructions (memory.fill, memory.copy, memory.init, table.fill,
+// table.copy, table.init, table.grow) do work in proportion to their
+// length operand, which one fuel unit does not pay for: a loop of
+// memory.fill over 64 MiB would run minutes between two checks. The
+// rewriter adds one function, $charge (i32) -> i32, after the module's
+// own, and calls it before each bulk instruction with the length on top
+// of the stack: it takes one unit per bulkUnit bytes (or table entries)
+// from the fuel and returns the length unchanged; a length the fuel left
+// cannot pay for calls refuel first, so the deadline is checked before
+// every bulk instruction longer than the fuel left.
 func Instrument(wasm []byte) ([]byte, error) {
+	out, _, err := InstrumentWith(wasm, Options{})
+	return out, err
+}
+
+// InstrumentWith is Instrument with bounds on the module's tables, and it
+// reports the shape of the module's code.
+func InstrumentWith(wasm []byte, o Options) ([]byte, Shape, error) {
 	m, err := parse(wasm)
 	if err != nil {
-		return nil, err
+		return nil, Shape{}, err
 	}
+	m.opts = o
 	return m.rewrite()
 }
+
+// bulkShift sets the price of bulk instructions: one unit of fuel per
+// 1<<bulkShift bytes or table entries. A unit is what one loop iteration
+// costs (2-4 ns); memset and memcpy move 32 bytes in about that time here.
+const bulkShift = 5
 
 func parse(wasm []byte) (*module, error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) || !bytes.Equal(wasm[4:8], []byte{1, 0, 0, 0}) {
@@ -134,7 +200,12 @@ func parse(wasm []byte) (*module, error) {
 			err = m.readImports(sr)
 		case secGlobal:
 			m.definedGlobals, err = sr.u32()
-		case 4, 5, secFunction, secExport, secStart, secElement, secCode, secData, secDataCnt:
+		case secFunction:
+			m.definedFuncs, err = sr.u32()
+			m.hasFuncs = true
+		case secCode:
+			m.hasCode = true
+		case secTable, 5, secExport, secStart, secElement, secData, secDataCnt:
 		default:
 			return nil, fmt.Errorf("unknown or unsupported section id %d", id)
 		}
@@ -167,7 +238,8 @@ func (m *module) readTypes(r *reader) error {
 		if err != nil {
 			return err
 		}
-		if _, err := r.bytes(uint64(np)); err != nil {
+		params, err := r.bytes(uint64(np))
+		if err != nil {
 			return err
 		}
 		nr, err := r.vecLen(1)
@@ -180,6 +252,9 @@ func (m *module) readTypes(r *reader) error {
 		}
 		if !m.hasRefuelType && np == 0 && nr == 1 && res[0] == valI32 {
 			m.refuelType, m.hasRefuelType = i, true
+		}
+		if !m.hasChargeType && np == 1 && params[0] == valI32 && nr == 1 && res[0] == valI32 {
+			m.chargeType, m.hasChargeType = i, true
 		}
 	}
 	return nil
@@ -233,10 +308,17 @@ func (m *module) readImports(r *reader) error {
 
 // shift maps a function index of the input to the output's.
 func (m *module) shift(f uint32) uint32 {
-	if f >= m.importedFuncs {
-		return f + 1
+	switch {
+	case f < m.importedFuncs:
+		return f
+	case f >= 1<<32-3:
+		return 1<<32 - 1 // invalid before, invalid after
+	case m.charge && f-m.importedFuncs >= m.definedFuncs:
+		// Past the module's functions, which is invalid: past $charge
+		// too, so that it stays invalid.
+		return f + 2
 	}
-	return f
+	return f + 1
 }
 
 // check returns the fuel check for a global index.
@@ -253,26 +335,41 @@ func check(global, refuel uint32) []byte {
 	return appendU32(c, global)
 }
 
-func (m *module) rewrite() ([]byte, error) {
+func (m *module) rewrite() ([]byte, Shape, error) {
 	fuelGlobal := m.importedGlobals + m.definedGlobals
-	refuelType := m.refuelType
+	// The types the rewrite adds, after the module's own.
+	var added []byte
+	nAdded := uint32(0)
+	refuelType, chargeType := m.refuelType, m.chargeType
 	if !m.hasRefuelType {
-		refuelType = m.numTypes
+		refuelType = m.numTypes + nAdded
+		added, nAdded = append(added, 0x60, 0, 1, valI32), nAdded+1
+	}
+	charge := m.hasFuncs && m.hasCode
+	m.charge = charge
+	if charge && !m.hasChargeType {
+		chargeType = m.numTypes + nAdded
+		added, nAdded = append(added, 0x60, 1, valI32, 1, valI32), nAdded+1
 	}
 	x := &exprRewriter{shift: m.shift, check: check(fuelGlobal, m.importedFuncs), types: m.numTypes, globals: fuelGlobal}
+	if charge {
+		// $charge follows the module's functions (and the added import).
+		x.charge = appendU32([]byte{opCall}, m.importedFuncs+1+m.definedFuncs)
+	}
 	consts := &exprRewriter{shift: m.shift, types: m.numTypes, globals: fuelGlobal}
+	var shape Shape
 
 	// Sections the module lacks but the rewrite needs are inserted where
 	// their id orders them.
 	need := map[byte]bool{secImport: true, secGlobal: true}
-	if !m.hasRefuelType {
+	if nAdded > 0 {
 		need[secType] = true
 	}
 	out := append([]byte(nil), "\x00asm\x01\x00\x00\x00"...)
 	emitMissing := func(before byte) {
 		for _, id := range []byte{secType, secImport, secGlobal} {
 			if id < before && need[id] {
-				out = appendSection(out, id, m.newSection(id, refuelType))
+				out = appendSection(out, id, m.newSection(id, refuelType, nAdded, added))
 				need[id] = false
 			}
 		}
@@ -313,10 +410,10 @@ func (m *module) rewrite() ([]byte, error) {
 			out = appendSection(out, secCustom, append(b, content...))
 			continue
 		case secType:
-			content, err = m.appendType(s.content, refuelType)
+			content, err = recount(s.content, nAdded, added)
 			need[secType] = false
 		case secImport:
-			content, err = m.appendImport(s.content, refuelType)
+			content, err = recount(s.content, 1, refuelImport(refuelType))
 			need[secImport] = false
 		case secGlobal:
 			content, err = m.globals(s.content, consts)
@@ -332,18 +429,93 @@ func (m *module) rewrite() ([]byte, error) {
 		case secElement:
 			content, err = m.elements(s.content, consts)
 		case secCode:
-			content, err = m.code(s.content, x)
+			content, err = m.code(s.content, x, charge, fuelGlobal)
 		case secFunction:
-			content, err = s.content, m.checkFunctionTypes(s.content)
+			if err = m.checkFunctionTypes(s.content); err == nil && charge {
+				content, err = recount(s.content, 1, appendU32(nil, chargeType))
+			} else {
+				content = s.content
+			}
+		case secTable:
+			content, err = m.tables(s.content, &shape)
 		default:
 			content = s.content
 		}
 		if err != nil {
-			return nil, fmt.Errorf("section %d: %w", s.id, err)
+			return nil, Shape{}, fmt.Errorf("section %d: %w", s.id, err)
 		}
 		out = appendSection(out, s.id, content)
 	}
 	emitMissing(secGlobal + 1)
+	shape.MaxDepth, shape.DepthSquares = x.maxDepth, x.depthSquares
+	shape.MaxBrTable, shape.BrTableSquares = x.maxBrTable, x.brTableSquares
+	return out, shape, nil
+}
+
+// tables copies the table section, counting the tables and their entries,
+// and lowers each table's maximum to what Options.TableGrowth allows.
+func (m *module) tables(content []byte, shape *Shape) ([]byte, error) {
+	r := &reader{b: content}
+	n, err := r.vecLen(3)
+	if err != nil {
+		return nil, err
+	}
+	shape.Tables = n
+	out := appendU32(nil, n)
+	for i := uint32(0); i < n; i++ {
+		start := r.pos
+		t, err := r.byte()
+		if err != nil {
+			return nil, err
+		}
+		if t == 0x63 || t == 0x64 { // typed reference: a heap type follows
+			if _, err := r.sleb(33); err != nil {
+				return nil, err
+			}
+		}
+		typ := r.b[start:r.pos]
+		flags, err := r.byte()
+		if err != nil {
+			return nil, err
+		}
+		if flags > 1 { // shared or 64-bit: not for tables here; wazero refuses it
+			if err := (&reader{b: []byte{flags}}).limits(); err != nil {
+				return nil, err
+			}
+			r.pos--
+			if err := r.limits(); err != nil {
+				return nil, err
+			}
+			out = append(out, r.b[start:r.pos]...)
+			continue
+		}
+		lo, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		hi, hasMax := uint64(1<<32-1), flags == 1
+		if hasMax {
+			v, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			hi = uint64(v)
+		}
+		shape.TableEntries += uint64(lo)
+		if m.opts.TableGrowth == 0 || (hasMax && hi <= uint64(lo)) {
+			shape.TableGrowth += hi - min(hi, uint64(lo))
+			out = append(out, r.b[start:r.pos]...)
+			continue
+		}
+		hi = min(hi, uint64(lo)+uint64(m.opts.TableGrowth/n), 1<<32-1)
+		shape.TableGrowth += hi - min(hi, uint64(lo))
+		out = append(out, typ...)
+		out = appendU32(append(out, 1), lo)
+		out = appendU32(out, uint32(hi))
+	}
+	if r.left() != 0 {
+		return nil, errors.New("section size mismatch")
+	}
 	return out, nil
 }
 
@@ -372,10 +544,10 @@ func (m *module) checkFunctionTypes(content []byte) error {
 
 // newSection builds a type, import or global section holding only what the
 // rewrite adds.
-func (m *module) newSection(id byte, refuelType uint32) []byte {
+func (m *module) newSection(id byte, refuelType, nTypes uint32, types []byte) []byte {
 	switch id {
 	case secType:
-		return []byte{1, 0x60, 0, 1, valI32}
+		return append(appendU32(nil, nTypes), types...)
 	case secImport:
 		return append([]byte{1}, refuelImport(refuelType)...)
 	default:
@@ -392,28 +564,20 @@ func refuelImport(typ uint32) []byte {
 	return appendU32(append(b, kindFunc), typ)
 }
 
-// recount rewrites a vector's count and appends extra entries after the
+// recount adds k to a vector's count and appends extra entries after the
 // existing ones.
-func recount(content []byte, extra []byte) ([]byte, error) {
+func recount(content []byte, k uint32, extra []byte) ([]byte, error) {
+	if k == 0 {
+		return content, nil
+	}
 	r := &reader{b: content}
 	n, err := r.u32()
 	if err != nil {
 		return nil, err
 	}
-	b := appendU32(nil, n+1)
+	b := appendU32(nil, n+k)
 	b = append(b, content[r.pos:]...)
 	return append(b, extra...), nil
-}
-
-func (m *module) appendType(content []byte, refuelType uint32) ([]byte, error) {
-	if m.hasRefuelType {
-		return content, nil
-	}
-	return recount(content, []byte{0x60, 0, 1, valI32})
-}
-
-func (m *module) appendImport(content []byte, refuelType uint32) ([]byte, error) {
-	return recount(content, refuelImport(refuelType))
 }
 
 func (m *module) globals(content []byte, consts *exprRewriter) ([]byte, error) {
@@ -534,13 +698,16 @@ func (m *module) elements(content []byte, consts *exprRewriter) ([]byte, error) 
 	return out, nil
 }
 
-func (m *module) code(content []byte, x *exprRewriter) ([]byte, error) {
+func (m *module) code(content []byte, x *exprRewriter, charge bool, fuelGlobal uint32) ([]byte, error) {
 	r := &reader{b: content}
 	n, err := r.vecLen(1)
 	if err != nil {
 		return nil, err
 	}
 	out := appendU32(nil, n)
+	if charge {
+		out = appendU32(nil, n+1)
+	}
 	var body []byte
 	for i := uint32(0); i < n; i++ {
 		size, err := r.u32()
@@ -576,7 +743,34 @@ func (m *module) code(content []byte, x *exprRewriter) ([]byte, error) {
 	if r.left() != 0 {
 		return nil, errors.New("section size mismatch")
 	}
+	if charge {
+		body = chargeBody(fuelGlobal, m.importedFuncs)
+		out = appendU32(out, uint32(len(body)))
+		out = append(out, body...)
+	}
 	return out, nil
+}
+
+// chargeBody is the code of $charge (i32 n) -> i32:
+//
+//	if (n >> bulkShift) <u fuel { fuel -= n >> bulkShift } else { fuel = refuel() }
+//	return n
+//
+// A bulk instruction the fuel left cannot pay for checks the deadline
+// first; the unpaid rest is forgiven, as a loop's units are between two
+// checks.
+func chargeBody(global, refuel uint32) []byte {
+	cost := []byte{opLocalGet, 0, opI32Const, bulkShift, opI32ShrU}
+	b := []byte{0} // no locals
+	b = append(b, cost...)
+	b = appendU32(append(b, opGlobalGet), global)
+	b = append(b, opI32LtU, opIf, blockTypeEmpty)
+	b = appendU32(append(b, opGlobalGet), global)
+	b = append(b, cost...)
+	b = appendU32(append(b, opI32Sub, opGlobalSet), global)
+	b = appendU32(append(b, opElse, opCall), refuel)
+	b = appendU32(append(b, opGlobalSet), global)
+	return append(b, opEnd, opLocalGet, 0, opEnd)
 }
 
 // names shifts the function indices of the name section's function (1),
