@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/internal/testguests"
@@ -171,4 +172,46 @@ func peakRSS(t *testing.T) int64 {
 	}
 	t.Fatal("no VmHWM in /proc/self/status")
 	return 0
+}
+
+// Host calls whose work grows with their arguments end within timeout +
+// 10 ms: random_get of 64 MiB in a loop (ran 75 s before), one fd_write of
+// 400 iovecs of 63 MiB (13.2 s before), a label lookup with a 63 MiB key
+// in a loop, and, for a policy with the real clock, poll_oneoff sleeping
+// an hour. The fd_write's single line reaches the log cut at MaxLogSize
+// (a 63 MiB line before).
+func TestHostCallsEndWithinTimeout(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	logs := testguests.CaptureKlog(t)
+	e := newEngine(t)
+	p := newPolicy(t, e, PolicySpec{Timeout: timeout, MaxInstances: 1, MemoryLimitBytes: 64 << 20, RealClock: true})
+	v := load(t, p, testguests.Fixture(t, "hostflood"))
+	for _, kind := range []CallKind{CallFilter, CallScore, CallPreFilter, CallPreEnqueue} {
+		t.Run(kind.String(), func(t *testing.T) {
+			var o overruns
+			for run := 0; run < deadlineRuns; run++ {
+				node := nodeInfo("n", nil, false)
+				if kind == CallPreEnqueue || kind == CallPreFilter {
+					node = nil
+				}
+				start := time.Now()
+				_, _, err := v.Call(context.Background(), kind, testPod(), node, new(PolicyCycle), nil)
+				o.add(time.Since(start), timeout)
+				if err == nil || err.Outcome != OutcomeTimeout {
+					t.Fatalf("run %d: %v, want a timeout", run, err)
+				}
+			}
+			o.check(t, kind.String()+" ended")
+		})
+	}
+	klog.Flush()
+	longest := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"Policy output"`) {
+			longest = max(longest, len(line))
+		}
+	}
+	if longest == 0 || longest > MaxLogSize+500 {
+		t.Errorf("longest policy output line is %d bytes, want one line cut at %d (plus the log's own fields)", longest, MaxLogSize)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -43,16 +44,55 @@ func instantiateFuelModule(ctx context.Context, rt wazero.Runtime) error {
 }
 
 // countHostCalls wraps a host function so that every hostCheckEvery calls
-// of one instance check its deadline.
-func countHostCalls(fn api.GoModuleFunc) api.GoModuleFunc {
+// of one instance check its deadline. A call's input buffers (its *_len
+// and len parameters) count one more tick per hostBytesPerTick bytes, and
+// a call given more than hostCheckEvery ticks' worth checks the deadline
+// again when it returns: a loop of calls that each hash or parse
+// megabytes meets its deadline as a loop of cheap calls does.
+func countHostCalls(fn api.GoModuleFunc, lens []int) api.GoModuleFunc {
+	if len(lens) == 0 {
+		return func(ctx context.Context, m api.Module, s []uint64) {
+			in := current(ctx)
+			if in.ticks++; in.ticks >= hostCheckEvery {
+				in.ticks = 0
+				in.checkDeadline()
+			}
+			fn(ctx, m, s)
+		}
+	}
 	return func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
-		if in.ticks++; in.ticks >= hostCheckEvery {
+		var bytes uint64
+		for _, i := range lens {
+			bytes += uint64(uint32(s[i]))
+		}
+		weight := 1 + bytes/hostBytesPerTick
+		if in.ticks += uint32(min(weight, hostCheckEvery)); in.ticks >= hostCheckEvery {
 			in.ticks = 0
 			in.checkDeadline()
 		}
 		fn(ctx, m, s)
+		if weight >= hostCheckEvery {
+			in.checkDeadline()
+		}
 	}
+}
+
+// hostBytesPerTick is how many bytes of a host call's input count as one
+// more call: about what one host call costs in time (~80 ns) at the speed
+// the host reads guest bytes.
+const hostBytesPerTick = 1 << 10
+
+// lengthParams lists the parameters of a host function that are the
+// lengths of buffers it reads.
+func lengthParams(ps []abi.Param) []int {
+	var out []int
+	for i, p := range ps {
+		if p.Name == "len" || strings.HasSuffix(p.Name, "_len") {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // instrument rewrites wasm for in-module deadline checks (host/internal/fuel)

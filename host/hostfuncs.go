@@ -503,7 +503,7 @@ func instantiateHostModule(ctx context.Context, rt wazero.Runtime) error {
 			return fmt.Errorf("host function %q of the ABI table has no implementation", f.Name)
 		}
 		sig := hostFunctionSignatures[f.Name]
-		b = b.NewFunctionBuilder().WithGoModuleFunction(countHostCalls(fn), sig.params, sig.results).Export(f.Name)
+		b = b.NewFunctionBuilder().WithGoModuleFunction(countHostCalls(fn, lengthParams(f.Params)), sig.params, sig.results).Export(f.Name)
 	}
 	_, err := b.Instantiate(ctx)
 	return err

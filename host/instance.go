@@ -2,8 +2,11 @@ package host
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"io"
+	mrand "math/rand"
 	"runtime"
 	"strings"
 	"sync"
@@ -193,8 +196,12 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 
 	p := v.p
 	cfg := p.moduleConfig.WithName("").
-		WithStdout(&lineLogger{p: p, stream: "stdout"}).
-		WithStderr(&lineLogger{p: p, stream: "stderr"})
+		WithStdout(&lineLogger{p: p, in: in, stream: "stdout"}).
+		WithStderr(&lineLogger{p: p, in: in, stream: "stderr"}).
+		WithRandSource(in.randSource())
+	if p.realClock {
+		cfg = cfg.WithNanosleep(in.nanosleep)
+	}
 	// Instantiation runs the start section, which may loop forever: bound it.
 	in.arm(p.initTimeout, 0)
 	in.cctx.parent = instantiateCtx
@@ -584,4 +591,58 @@ func (in *instance) memoryBytes() uint32 {
 		return mem.Size()
 	}
 	return 0
+}
+
+// randSource is the instance's random_get source, deterministic unless the
+// policy asked for crypto/rand (the same seed as wazero's default, so a
+// guest sees the bytes it always saw). It fills a buffer in chunks of
+// randChunk bytes with a deadline check between them: random_get of
+// 64 MiB in a loop ran 75 s past its deadline before.
+func (in *instance) randSource() io.Reader {
+	var src io.Reader = crand.Reader
+	if !in.v.p.realRandom {
+		src = mrand.New(mrand.NewSource(42))
+	}
+	return &checkedReader{in: in, src: src}
+}
+
+// randChunk is how many random bytes are made between deadline checks
+// (about 0.1 ms of work either way).
+const randChunk = 64 << 10
+
+type checkedReader struct {
+	in  *instance
+	src io.Reader
+}
+
+func (r *checkedReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if n > 0 && r.in.armed.Load() {
+			r.in.checkDeadline()
+		}
+		m, err := io.ReadFull(r.src, p[n:min(len(p), n+randChunk)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// nanosleep is poll_oneoff's sleep for a policy with the real clock: it
+// sleeps at most until the call's deadline, and then the deadline check
+// ends the call (a sleep of an hour would otherwise hold the call, and
+// its CPU token, for an hour).
+func (in *instance) nanosleep(ns int64) {
+	if !in.armed.Load() {
+		return
+	}
+	now := monotonic()
+	left := in.limit - time.Duration(now-in.started.Load())
+	if in.deadline != 0 {
+		left = min(left, time.Duration(in.deadline-now))
+	}
+	time.Sleep(max(0, min(time.Duration(ns), left+time.Millisecond)))
+	in.checkDeadline()
 }

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -101,6 +100,9 @@ type Policy struct {
 
 	pages        uint32
 	moduleConfig wazero.ModuleConfig
+	// realClock and realRandom are the spec's: each instance gets its
+	// own deadline-bounded sleep and random source (instance.go).
+	realClock, realRandom bool
 
 	loadMu sync.Mutex
 	cur    atomic.Pointer[Version]
@@ -163,9 +165,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		sec, nsec := spec.Clock.Unix(), int32(spec.Clock.Nanosecond())
 		mc = mc.WithWalltime(func() (int64, int32) { return sec, nsec }, sys.ClockResolution(1))
 	}
-	if spec.RealRandom {
-		mc = mc.WithRandSource(crand.Reader)
-	}
+
 	reads := map[fields.Scope]bool{}
 	for _, r := range spec.Reads {
 		reads[fields.Scope(r)] = true
@@ -192,6 +192,8 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		pages:         uint32(pages),
 		versions:      map[*Version]struct{}{},
 		moduleConfig:  mc,
+		realClock:     spec.RealClock,
+		realRandom:    spec.RealRandom,
 	}, nil
 }
 

@@ -5,26 +5,40 @@ import "fmt"
 // Opcodes the rewriter acts on; every other opcode is copied with its
 // immediates unchanged.
 const (
-	opBlock        = 0x02
-	opLoop         = 0x03
-	opIf           = 0x04
-	opElse         = 0x05
-	opEnd          = 0x0b
-	opLocalGet     = 0x20
-	opCall         = 0x10
-	opReturnCall   = 0x12
-	opGlobalGet    = 0x23
-	opGlobalSet    = 0x24
-	opI32Const     = 0x41
-	opI32Eqz       = 0x45
-	opI32LtU       = 0x49
-	opI32Sub       = 0x6b
-	opI32ShrU      = 0x76
-	opRefFunc      = 0xd2
-	prefixMisc     = 0xfc
-	prefixSIMD     = 0xfd
-	prefixAtomic   = 0xfe
-	blockTypeEmpty = 0x40
+	opBlock         = 0x02
+	opLoop          = 0x03
+	opIf            = 0x04
+	opElse          = 0x05
+	opBr            = 0x0c
+	opBrIf          = 0x0d
+	opReturn        = 0x0f
+	opDrop          = 0x1a
+	opLocalSet      = 0x21
+	opMemorySize    = 0x3f
+	opI64Const      = 0x42
+	opI32LeU        = 0x4d
+	opI64LeU        = 0x58
+	opI32Add        = 0x6a
+	opI32And        = 0x71
+	opI64Add        = 0x7c
+	opI64Shl        = 0x86
+	opI64ExtendI32U = 0xad
+	opEnd           = 0x0b
+	opLocalGet      = 0x20
+	opCall          = 0x10
+	opReturnCall    = 0x12
+	opGlobalGet     = 0x23
+	opGlobalSet     = 0x24
+	opI32Const      = 0x41
+	opI32Eqz        = 0x45
+	opI32LtU        = 0x49
+	opI32Sub        = 0x6b
+	opI32ShrU       = 0x76
+	opRefFunc       = 0xd2
+	prefixMisc      = 0xfc
+	prefixSIMD      = 0xfd
+	prefixAtomic    = 0xfe
+	blockTypeEmpty  = 0x40
 )
 
 // exprRewriter copies instructions, shifting function indices and adding a
@@ -40,8 +54,11 @@ type exprRewriter struct {
 	// indices and would otherwise turn an invalid module into a valid one.
 	types, globals uint32
 	// charge, when set, is inserted before every bulk instruction (the
-	// call of $charge).
-	charge []byte
+	// call of $charge); memory.fill and memory.copy are replaced by the
+	// calls fill and copy (of $fill and $copy), which charge as they go.
+	charge, fill, copy []byte
+	// usedMemBulk is set once fill or copy was inserted.
+	usedMemBulk bool
 	// The shape of the code rewritten so far (Shape).
 	maxDepth, maxBrTable         uint32
 	depthSquares, brTableSquares uint64
@@ -116,6 +133,20 @@ func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
 					return nil, err
 				}
 				r.pos = save
+				if (sub == 10 || sub == 11) && x.fill != nil { // memory.copy, memory.fill
+					if err := x.skipImmediates(r, op); err != nil {
+						return nil, fmt.Errorf("opcode 0x%02x at offset %d: %w", op, start, err)
+					}
+					out = append(out, r.b[copied:start]...)
+					x.usedMemBulk = true
+					if sub == 10 {
+						out = append(out, x.copy...)
+					} else {
+						out = append(out, x.fill...)
+					}
+					copied = r.pos
+					continue
+				}
 				if isBulk(sub) {
 					out = append(out, r.b[copied:start]...)
 					out = append(out, x.charge...)

@@ -74,14 +74,21 @@ type module struct {
 	// (i32) -> i32 type, when the module has one (has*Type).
 	refuelType, chargeType, numTypes uint32
 	hasRefuelType, hasChargeType     bool
+	// bulkType is the index of an (i32, i32, i32) -> () type.
+	bulkType    uint32
+	hasBulkType bool
 	// definedFuncs is the function section's count; hasFuncs and hasCode
 	// say whether the function and code sections are there. The charge
 	// function is added only to a module with both.
 	definedFuncs      uint32
 	hasFuncs, hasCode bool
-	// charge is set when the rewrite adds $charge.
-	charge bool
-	opts   Options
+	// charge is set when the rewrite adds $charge, and added is how many
+	// functions it adds: $charge, and $fill and $copy for a module with a
+	// memory (hasMemory).
+	charge    bool
+	added     uint32
+	hasMemory bool
+	opts      Options
 }
 
 // Options bound what the instrumented module may do beyond what its own
@@ -205,7 +212,11 @@ func parse(wasm []byte) (*module, error) {
 			m.hasFuncs = true
 		case secCode:
 			m.hasCode = true
-		case secTable, 5, secExport, secStart, secElement, secData, secDataCnt:
+		case 5:
+			var n uint32
+			n, err = sr.u32()
+			m.hasMemory = m.hasMemory || n > 0
+		case secTable, secExport, secStart, secElement, secData, secDataCnt:
 		default:
 			return nil, fmt.Errorf("unknown or unsupported section id %d", id)
 		}
@@ -256,6 +267,9 @@ func (m *module) readTypes(r *reader) error {
 		if !m.hasChargeType && np == 1 && params[0] == valI32 && nr == 1 && res[0] == valI32 {
 			m.chargeType, m.hasChargeType = i, true
 		}
+		if !m.hasBulkType && np == 3 && string(params) == "\x7f\x7f\x7f" && nr == 0 {
+			m.bulkType, m.hasBulkType = i, true
+		}
 	}
 	return nil
 }
@@ -292,6 +306,7 @@ func (m *module) readImports(r *reader) error {
 				err = r.limits()
 			}
 		case kindMem:
+			m.hasMemory = true
 			err = r.limits()
 		case kindGlob:
 			m.importedGlobals++
@@ -311,12 +326,13 @@ func (m *module) shift(f uint32) uint32 {
 	switch {
 	case f < m.importedFuncs:
 		return f
-	case f >= 1<<32-3:
+	case f >= 1<<32-5:
 		return 1<<32 - 1 // invalid before, invalid after
 	case m.charge && f-m.importedFuncs >= m.definedFuncs:
-		// Past the module's functions, which is invalid: past $charge
-		// too, so that it stays invalid.
-		return f + 2
+		// Past the module's functions, which is invalid: past the
+		// functions the rewrite may add too (3, decided after the code is
+		// rewritten), so that it stays invalid.
+		return f + 4
 	}
 	return f + 1
 }
@@ -353,8 +369,37 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 	}
 	x := &exprRewriter{shift: m.shift, check: check(fuelGlobal, m.importedFuncs), types: m.numTypes, globals: fuelGlobal}
 	if charge {
-		// $charge follows the module's functions (and the added import).
-		x.charge = appendU32([]byte{opCall}, m.importedFuncs+1+m.definedFuncs)
+		// $charge, $fill and $copy follow the module's functions (and
+		// the added import).
+		base := m.importedFuncs + 1 + m.definedFuncs
+		x.charge = appendU32([]byte{opCall}, base)
+		if m.hasMemory {
+			x.fill = appendU32([]byte{opCall}, base+1)
+			x.copy = appendU32([]byte{opCall}, base+2)
+		}
+	}
+	// The code is rewritten first: $fill and $copy are added only when
+	// it uses memory.fill or memory.copy (a module without bulk memory
+	// must stay valid without that feature).
+	var code []byte
+	for _, s := range m.sections {
+		if s.id == secCode {
+			var err error
+			if code, err = m.code(s.content, x); err != nil {
+				return nil, Shape{}, fmt.Errorf("section %d: %w", s.id, err)
+			}
+		}
+	}
+	if charge {
+		m.added = 1
+		if x.usedMemBulk {
+			m.added = 3
+		}
+	}
+	bulkType := m.bulkType
+	if m.added == 3 && !m.hasBulkType {
+		bulkType = m.numTypes + nAdded
+		added, nAdded = append(added, 0x60, 3, valI32, valI32, valI32, 0), nAdded+1
 	}
 	consts := &exprRewriter{shift: m.shift, types: m.numTypes, globals: fuelGlobal}
 	var shape Shape
@@ -429,10 +474,23 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 		case secElement:
 			content, err = m.elements(s.content, consts)
 		case secCode:
-			content, err = m.code(s.content, x, charge, fuelGlobal)
+			content = code
+			if charge {
+				base := m.importedFuncs + 1 + m.definedFuncs
+				var helpers []byte
+				for _, body := range [][]byte{chargeBody(fuelGlobal, m.importedFuncs), fillBody(base), copyBody(base)}[:m.added] {
+					helpers = appendU32(helpers, uint32(len(body)))
+					helpers = append(helpers, body...)
+				}
+				content, err = recount(code, m.added, helpers)
+			}
 		case secFunction:
 			if err = m.checkFunctionTypes(s.content); err == nil && charge {
-				content, err = recount(s.content, 1, appendU32(nil, chargeType))
+				types := appendU32(nil, chargeType)
+				if m.added == 3 {
+					types = appendU32(appendU32(types, bulkType), bulkType)
+				}
+				content, err = recount(s.content, m.added, types)
 			} else {
 				content = s.content
 			}
@@ -698,16 +756,13 @@ func (m *module) elements(content []byte, consts *exprRewriter) ([]byte, error) 
 	return out, nil
 }
 
-func (m *module) code(content []byte, x *exprRewriter, charge bool, fuelGlobal uint32) ([]byte, error) {
+func (m *module) code(content []byte, x *exprRewriter) ([]byte, error) {
 	r := &reader{b: content}
 	n, err := r.vecLen(1)
 	if err != nil {
 		return nil, err
 	}
 	out := appendU32(nil, n)
-	if charge {
-		out = appendU32(nil, n+1)
-	}
 	var body []byte
 	for i := uint32(0); i < n; i++ {
 		size, err := r.u32()
@@ -743,12 +798,98 @@ func (m *module) code(content []byte, x *exprRewriter, charge bool, fuelGlobal u
 	if r.left() != 0 {
 		return nil, errors.New("section size mismatch")
 	}
-	if charge {
-		body = chargeBody(fuelGlobal, m.importedFuncs)
-		out = appendU32(out, uint32(len(body)))
-		out = append(out, body...)
-	}
 	return out, nil
+}
+
+// bulkChunk is the most memory.fill and memory.copy move between two
+// charges: each chunk of a longer one is charged (and, since it costs more
+// than refuelAmount units, checks the deadline) before it runs. A 64 MiB
+// fill of memory never touched took 25-50 ms here in one piece.
+const bulkChunk = 1 << 20
+
+// Opcodes of the helpers' code.
+var (
+	memFill = []byte{prefixMisc, 11, 0}
+	memCopy = []byte{prefixMisc, 10, 0, 0}
+)
+
+// inBounds pushes whether [local a, local a + local n) lies in memory:
+// (u64) a + n <= memory.size << 16.
+func inBounds(b []byte, a, n byte) []byte {
+	b = append(b, opLocalGet, a, opI64ExtendI32U, opLocalGet, n, opI64ExtendI32U, opI64Add)
+	return append(b, opMemorySize, 0, opI64ExtendI32U, opI64Const, 16, opI64Shl, opI64LeU)
+}
+
+// fillBody is $fill (d, v, n): memory.fill in chunks of bulkChunk, each
+// charged first. A fill that is out of bounds is left to memory.fill
+// itself, which traps before it writes anything, as the specification
+// says; one in bounds writes the same bytes in pieces.
+func fillBody(charge uint32) []byte {
+	b := []byte{0}
+	b = inBounds(b, 0, 2)
+	b = append(b, opI32Eqz, opIf, blockTypeEmpty, opLocalGet, 0, opLocalGet, 1, opLocalGet, 2)
+	b = append(append(b, memFill...), opReturn, opEnd)
+	b = append(b, opBlock, blockTypeEmpty, opLoop, blockTypeEmpty)
+	b = sconst(append(b, opLocalGet, 2), bulkChunk)
+	b = append(b, opI32LeU, opBrIf, 1)
+	b = appendU32(append(sconst(b, bulkChunk), opCall), charge)
+	b = append(b, opDrop, opLocalGet, 0, opLocalGet, 1)
+	b = append(sconst(b, bulkChunk), memFill...)
+	b = append(sconst(append(b, opLocalGet, 0), bulkChunk), opI32Add, opLocalSet, 0)
+	b = append(sconst(append(b, opLocalGet, 2), bulkChunk), opI32Sub, opLocalSet, 2)
+	b = append(b, opBr, 0, opEnd, opEnd)
+	b = append(b, opLocalGet, 0, opLocalGet, 1, opLocalGet, 2)
+	b = appendU32(append(b, opCall), charge)
+	return append(append(b, memFill...), opEnd)
+}
+
+// copyBody is $copy (d, s, n): memory.copy in chunks of bulkChunk, each
+// charged first, low chunks first when d <= s and high chunks first
+// otherwise, so that overlapping ranges copy as one memory.copy would.
+func copyBody(charge uint32) []byte {
+	b := []byte{0}
+	b = inBounds(b, 0, 2)
+	b = inBounds(b, 1, 2)
+	b = append(b, opI32And, opI32Eqz, opIf, blockTypeEmpty, opLocalGet, 0, opLocalGet, 1, opLocalGet, 2)
+	b = append(append(b, memCopy...), opReturn, opEnd)
+	step := func(b []byte, forward bool) []byte {
+		b = append(b, opBlock, blockTypeEmpty, opLoop, blockTypeEmpty)
+		b = sconst(append(b, opLocalGet, 2), bulkChunk)
+		b = append(b, opI32LeU, opBrIf, 1)
+		b = append(sconst(append(b, opLocalGet, 2), bulkChunk), opI32Sub, opLocalSet, 2)
+		b = appendU32(append(sconst(b, bulkChunk), opCall), charge)
+		b = append(b, opDrop)
+		if forward {
+			b = append(b, opLocalGet, 0, opLocalGet, 1)
+			b = append(sconst(b, bulkChunk), memCopy...)
+			b = append(sconst(append(b, opLocalGet, 0), bulkChunk), opI32Add, opLocalSet, 0)
+			b = append(sconst(append(b, opLocalGet, 1), bulkChunk), opI32Add, opLocalSet, 1)
+		} else {
+			b = append(b, opLocalGet, 0, opLocalGet, 2, opI32Add, opLocalGet, 1, opLocalGet, 2, opI32Add)
+			b = append(sconst(b, bulkChunk), memCopy...)
+		}
+		return append(b, opBr, 0, opEnd, opEnd)
+	}
+	b = append(b, opLocalGet, 0, opLocalGet, 1, opI32LeU, opIf, blockTypeEmpty)
+	b = step(b, true)
+	b = append(b, opElse)
+	b = step(b, false)
+	b = append(b, opEnd, opLocalGet, 0, opLocalGet, 1, opLocalGet, 2)
+	b = appendU32(append(b, opCall), charge)
+	return append(append(b, memCopy...), opEnd)
+}
+
+// sconst appends i32.const v.
+func sconst(b []byte, v int32) []byte {
+	b = append(b, opI32Const)
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
 }
 
 // chargeBody is the code of $charge (i32 n) -> i32:
