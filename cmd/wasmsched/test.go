@@ -376,7 +376,7 @@ func explanationTable(tw *tabwriter.Writer, ex *wasmpolicy.Explanation) {
 	}
 	tw.Flush()
 	for _, s := range ex.Policies {
-		fmt.Fprintf(tw, "\nWasmPolicy/%s: cycle budget %s of %s used; circuit breaker %s (%d consecutive failures)", s.Policy, dur(s.BudgetSpent), s.Budget, s.Breaker, s.ConsecutiveFailures)
+		fmt.Fprintf(tw, "\nWasmPolicy/%s: cycle budget %s of %s used; circuit breaker %s (%d failed cycles); %d pod inputs quarantined", s.Policy, dur(s.BudgetSpent), s.Budget, s.Breaker, s.ConsecutiveFailures, s.Quarantined)
 		if s.Stopped != "" {
 			fmt.Fprintf(tw, "\n  stopped in this cycle: %s", s.Stopped)
 		}

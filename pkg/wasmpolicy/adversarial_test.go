@@ -262,7 +262,10 @@ func TestAdversarialGatesAndPatches(t *testing.T) {
 					} else if gated && !strings.Contains(st.Message(), "gated by WasmPolicy/"+name+": ") {
 						t.Errorf("PreEnqueue status %q does not name the policy", st.Message())
 					}
-					body, st, d := bind(p)
+					// The bind runs with a pod of its own: a pod the
+					// adversary's preenqueue failed on is quarantined, and
+					// its cycle would stop at PreFilter before any prebind.
+					body, st, d := bind(pod("b-"+attack, map[string]string{"prebind-attack": attack}, 100))
 					if d > timeout+50*time.Millisecond {
 						t.Errorf("PreBind took %s", d)
 					}

@@ -78,6 +78,7 @@ func (p *policy) observe(c *cycleData, kind host.CallKind, start time.Time, cerr
 	switch {
 	case cerr == nil:
 		p.breaker.succeeded(c.pod.Pod)
+		p.quarantine.release(c.pod.Pod)
 	case cerr.Outcome == host.OutcomeTimeout || cerr.Outcome == host.OutcomeBudget:
 		p.m.overrun.Observe(cerr.Late.Seconds())
 	}

@@ -35,12 +35,16 @@ type breakerConfig struct {
 	maxBackoff time.Duration // the period doubles up to this
 }
 
-// breaker stops calling a policy that keeps failing. A cycle budget bounds
-// what one scheduling cycle pays for a broken policy; the breaker bounds
-// what the cluster pays across cycles: after threshold consecutive cycles in
-// which a call failed (timeout, trap, exit, spent budget), the policy is not
-// called for a backoff that doubles from backoff to maxBackoff, and then one
-// probe call decides whether it closes. A module reload closes it.
+// breaker stops calling a policy that fails on most pods. A cycle budget
+// bounds what one scheduling cycle pays for a broken policy, and the
+// quarantine (quarantine.go) stops calling it for the pods it failed on;
+// the breaker bounds what the cluster pays when the policy is broken for
+// everyone: when, within breakerWindow, the failed cycles span at least
+// threshold distinct pod inputs and more than twice the pods the policy
+// answered meanwhile, the policy is not called for a backoff that doubles from
+// backoff to maxBackoff, and then one probe cycle, of a pod not in
+// quarantine, decides whether it closes. A module reload closes it. A few
+// pods that loop the policy, among many it answers, never open it.
 type breaker struct {
 	cfg breakerConfig
 	now func() time.Time
@@ -49,22 +53,32 @@ type breaker struct {
 	// without the breaker's lock held.
 	changed func(from, to breakerState, why string, pod *v1.Pod)
 
-	// clean is true while closed with no failure counted: the fast path
-	// of success, which every successful call takes.
+	// clean is true while closed: the fast path of admit and of success,
+	// which every cycle and successful call takes.
 	clean atomic.Bool
+	// The pods answered: lastOK is the pod of the last successful call
+	// (a cycle's calls share one), okNow and okPrev count the distinct
+	// pods answered in the current and the previous window (okEpoch).
+	lastOK        atomic.Pointer[v1.Pod]
+	okNow, okPrev atomic.Int64
+	okEpoch       atomic.Int64
 
 	mu       sync.Mutex
 	state    breakerState
-	failures int           // consecutive failed cycles
-	period   time.Duration // the current (or last) open period
-	until    time.Time     // when an open breaker becomes half-open
-	probeAt  time.Time     // when the half-open breaker let a cycle probe
-	lastErr  string        // what the last failure was
+	failing  map[[32]byte]time.Time // inputs that failed, within the window
+	failures int                    // failed cycles since the breaker was last clean
+	period   time.Duration          // the current (or last) open period
+	until    time.Time              // when an open breaker becomes half-open
+	probeAt  time.Time              // when the half-open breaker let a cycle probe
+	lastErr  string                 // what the last failure was
 	timer    *time.Timer
 }
 
+// breakerWindow is how far back failures and answered pods count.
+const breakerWindow = time.Minute
+
 func newBreaker(cfg breakerConfig, changed func(from, to breakerState, why string, pod *v1.Pod)) *breaker {
-	b := &breaker{cfg: cfg, now: time.Now, changed: changed}
+	b := &breaker{cfg: cfg, now: time.Now, changed: changed, failing: map[[32]byte]time.Time{}}
 	b.clean.Store(true)
 	return b
 }
@@ -98,7 +112,7 @@ func (b *breaker) admit(pod *v1.Pod) string {
 		b.state, b.probeAt = breakerHalfOpen, now
 	case breakerHalfOpen:
 		if now.Sub(b.probeAt) < probeTimeout {
-			why := fmt.Sprintf("circuit breaker half-open: another scheduling cycle is probing the policy after %d consecutive failures (last: %s)", b.failures, b.lastErr)
+			why := fmt.Sprintf("circuit breaker half-open: another scheduling cycle is probing the policy after %d failed cycles (last: %s)", b.failures, b.lastErr)
 			b.mu.Unlock()
 			return why
 		}
@@ -112,50 +126,101 @@ func (b *breaker) admit(pod *v1.Pod) string {
 }
 
 func (b *breaker) openReason(now time.Time) string {
-	return fmt.Sprintf("circuit breaker open after %d consecutive failures (last: %s); not called for %s more", b.failures, b.lastErr, b.until.Sub(now).Round(time.Second))
+	return fmt.Sprintf("circuit breaker open after %d failed cycles of %d distinct pods (last: %s); not called for %s more", b.failures, len(b.failing), b.lastErr, b.until.Sub(now).Round(time.Second))
 }
 
 // succeeded records a call of pod's cycle that completed.
 func (b *breaker) succeeded(pod *v1.Pod) {
+	if b.lastOK.Swap(pod) != pod {
+		b.answered()
+	}
 	if b.clean.Load() {
 		return
 	}
 	b.mu.Lock()
 	from := b.state
-	b.state, b.failures, b.period = breakerClosed, 0, 0
+	if from == breakerClosed {
+		b.mu.Unlock()
+		return
+	}
+	b.state, b.period, b.failures = breakerClosed, 0, 0
+	clear(b.failing)
 	b.stopTimer()
 	b.clean.Store(true)
 	b.mu.Unlock()
-	if from != breakerClosed {
-		b.changed(from, breakerClosed, "a probe call succeeded", pod)
-	}
+	b.changed(from, breakerClosed, "a probe call succeeded", pod)
 }
 
-// failed records a cycle (of pod) in which a call of the policy failed with
-// err, and returns the breaker's state after it, phrased for the pod's status.
-func (b *breaker) failed(err string, pod *v1.Pod) string {
+// answered counts a pod the policy answered in the current window.
+func (b *breaker) answered() {
+	epoch := b.now().UnixNano() / int64(breakerWindow)
+	if cur := b.okEpoch.Load(); cur != epoch && b.okEpoch.CompareAndSwap(cur, epoch) {
+		if epoch == cur+1 {
+			b.okPrev.Store(b.okNow.Swap(0))
+		} else {
+			b.okPrev.Store(0)
+			b.okNow.Store(0)
+		}
+	}
+	b.okNow.Add(1)
+}
+
+// answeredInWindow is how many distinct pods the policy answered lately.
+func (b *breaker) answeredInWindow() int64 {
+	epoch := b.now().UnixNano() / int64(breakerWindow)
+	switch b.okEpoch.Load() {
+	case epoch:
+		return b.okNow.Load() + b.okPrev.Load()
+	case epoch - 1:
+		return b.okNow.Load()
+	}
+	return 0
+}
+
+// failed records a cycle of pod, whose input is input, in which a call of
+// the policy failed with err, and returns the breaker's state after it,
+// phrased for the pod's status.
+func (b *breaker) failed(err string, pod *v1.Pod, input [32]byte) string {
 	b.mu.Lock()
-	b.clean.Store(false)
+	now := b.now()
 	b.failures++
 	b.lastErr = err
+	for in, at := range b.failing {
+		if now.Sub(at) > breakerWindow {
+			delete(b.failing, in)
+		}
+	}
+	if len(b.failing) < maxQuarantined {
+		b.failing[input] = now
+	}
 	from := b.state
-	if from == breakerOpen || from == breakerClosed && b.failures < b.cfg.threshold {
-		// Open: a cycle admitted before it opened. Closed: not yet.
-		note := b.note()
+	answered := b.answeredInWindow()
+	if from == breakerOpen || from == breakerClosed && !b.brokenLocked(answered) {
+		// Open: a cycle admitted before it opened. Closed: the failures
+		// are a few pods' (the quarantine holds them), not everyone's.
+		note := b.note(answered)
 		b.mu.Unlock()
 		return note
 	}
-	// Closed at the threshold, or a failed probe: open for the next period.
+	// Closed with most pods failing, or a failed probe: open for the next period.
 	b.period = min(max(2*b.period, b.cfg.backoff), b.cfg.maxBackoff)
 	b.state = breakerOpen
-	b.until = b.now().Add(b.period)
+	b.clean.Store(false)
+	b.until = now.Add(b.period)
 	b.stopTimer()
 	b.timer = time.AfterFunc(b.period, b.probeDue)
-	note := b.note()
-	why := fmt.Sprintf("%d consecutive failures, the last: %s; not called for %s", b.failures, err, b.period)
+	note := b.note(answered)
+	why := fmt.Sprintf("%d distinct pods failed within %s while %d were answered, the last: %s; not called for %s", len(b.failing), breakerWindow, answered, err, b.period)
 	b.mu.Unlock()
 	b.changed(from, breakerOpen, why, pod)
 	return note
+}
+
+// brokenLocked reports whether the failures in the window say the policy
+// is broken for everyone: at least threshold distinct inputs, and more
+// than twice the pods answered meanwhile (two in three pods fail).
+func (b *breaker) brokenLocked(answered int64) bool {
+	return len(b.failing) >= b.cfg.threshold && int64(len(b.failing)) > 2*answered
 }
 
 // probeDue runs when an open period ends: the pods the open breaker
@@ -172,15 +237,16 @@ func (b *breaker) probeDue() {
 	}
 }
 
-// note phrases the state for a pod's status (under mu).
-func (b *breaker) note() string {
+// note phrases the state for a pod's status (under mu): nothing while
+// it is closed, which a failure of a few pods leaves it.
+func (b *breaker) note(answered int64) string {
 	switch b.state {
 	case breakerOpen:
-		return fmt.Sprintf("circuit breaker opened after %d consecutive failures, policy not called for %s", b.failures, b.period)
+		return fmt.Sprintf("circuit breaker opened: %d distinct pods failed within %s, more than twice the %d answered; policy not called for %s", len(b.failing), breakerWindow, answered, b.period)
 	case breakerHalfOpen:
 		return "circuit breaker half-open"
 	}
-	return fmt.Sprintf("circuit breaker closed, %d of %d consecutive failures", b.failures, b.cfg.threshold)
+	return ""
 }
 
 // reset closes the breaker: a new module version gets a fresh start.
@@ -188,6 +254,7 @@ func (b *breaker) reset(why string) {
 	b.mu.Lock()
 	from := b.state
 	b.state, b.failures, b.period, b.lastErr = breakerClosed, 0, 0, ""
+	clear(b.failing)
 	b.stopTimer()
 	b.clean.Store(true)
 	b.mu.Unlock()
@@ -196,7 +263,7 @@ func (b *breaker) reset(why string) {
 	}
 }
 
-// snapshot returns the state and the consecutive failures, for explain.
+// snapshot returns the state and the failed cycles since it was last closed, for explain.
 func (b *breaker) snapshot() (breakerState, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

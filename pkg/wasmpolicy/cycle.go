@@ -85,7 +85,18 @@ func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
 	for i, p := range policies {
 		c.modules[i] = p.runtime.Current()
 		c.pcs[i].Budget = host.NewBudget(p.budget)
-		if why := p.breaker.admit(pod); why != "" && c.modules[i] != nil {
+		if c.modules[i] == nil {
+			continue
+		}
+		// A quarantined pod is answered without a call, and never takes
+		// the breaker's half-open probe.
+		if why, _ := p.quarantine.holds(pod); why != "" {
+			c.pcs[i].Budget.Stop(&host.CallError{Outcome: host.OutcomeStopped, Err: errors.New(why)})
+			c.stopped[i] = why + "; fix the policy for pods like this one, or raise its timeout; the pod is retried when the quarantine ends or a new module loads"
+			p.m.stoppedCycle(reasonQuarantined)
+			continue
+		}
+		if why := p.breaker.admit(pod); why != "" {
 			c.pcs[i].Budget.Stop(&host.CallError{Outcome: host.OutcomeStopped, Err: errors.New(why)})
 			c.stopped[i] = why + "; fix the policy and push a new module (a new version closes the breaker)"
 			p.m.stoppedCycle(reasonBreakerOpen)

@@ -87,8 +87,12 @@ type PolicyState struct {
 	Policy string `json:"policy"`
 	// Breaker is the policy's circuit breaker: closed, open or half-open.
 	Breaker string `json:"breaker"`
-	// ConsecutiveFailures counts the failed cycles since the last success.
+	// ConsecutiveFailures counts the failed cycles since the breaker
+	// last closed (the name is kept for the JSON's readers).
 	ConsecutiveFailures int `json:"consecutiveFailures"`
+	// Quarantined counts the pod inputs the policy failed on and holds
+	// in quarantine.
+	Quarantined int `json:"quarantined"`
 	// BudgetSpent is the guest time the cycle charged to the policy, of
 	// Budget (its cycleBudget).
 	BudgetSpent time.Duration `json:"budgetSpent"`
@@ -373,7 +377,7 @@ func (w *WasmPolicy) policyStates(c *cycleData) []PolicyState {
 	for i, p := range c.policies {
 		state, failures := p.breaker.snapshot()
 		b := c.pcs[i].Budget
-		out[i] = PolicyState{Policy: p.cfg.Name, Breaker: state.String(), ConsecutiveFailures: failures,
+		out[i] = PolicyState{Policy: p.cfg.Name, Breaker: state.String(), ConsecutiveFailures: failures, Quarantined: p.quarantine.size(),
 			BudgetSpent: b.Spent(), Budget: b.Limit(), Stopped: c.stopReason(i)}
 	}
 	return out

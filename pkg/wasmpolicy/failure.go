@@ -2,6 +2,7 @@ package wasmpolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -90,6 +91,9 @@ func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdic
 // logged once, counted once by the breaker, and its reason, with the
 // breaker's state and the fix, becomes the one every node left gets.
 func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host.CallKind, err *host.CallError, enforce bool) verdict {
+	if v, ok := p.notStarted(ctx, point, err); ok {
+		return v
+	}
 	if err.Outcome == host.OutcomeUnavailable {
 		// No instance or no such export: not the guest's doing, not counted.
 		p.m.evaluated(point, resultOfOutcome(err.Outcome))
@@ -120,8 +124,9 @@ func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host
 	return p.onFailure(point, why, enforce)
 }
 
-// stopReason phrases the failure that stopped the policy in a cycle, records
-// it with the breaker, and says how to fix it.
+// stopReason phrases the failure that stopped the policy in a cycle,
+// quarantines the pod, records the failure with the breaker, and says how
+// to fix it.
 func (p *policy) stopReason(cause *host.CallError, pod *v1.Pod) string {
 	what, fix := cause.Error(), "fix the policy"
 	switch cause.Outcome {
@@ -130,7 +135,20 @@ func (p *policy) stopReason(cause *host.CallError, pod *v1.Pod) string {
 	case host.OutcomeBudget:
 		fix = "fix the policy or raise its cycleBudget"
 	}
-	return what + "; " + p.breaker.failed(what, pod) + "; " + fix
+	return what + "; " + p.quarantineFor(pod, what) + "; " + fix
+}
+
+// quarantineFor quarantines pod after the policy failed on it with what,
+// counts the failure with the breaker, and says both for the pod's status.
+func (p *policy) quarantineFor(pod *v1.Pod, what string) string {
+	in := inputOf(pod)
+	period := p.quarantine.add(pod, in, what)
+	p.m.setQuarantined(p.quarantine.size())
+	why := fmt.Sprintf("the pod (and pods like it) is quarantined for %s: the policy is not called for it until then or until a new module loads", period)
+	if note := p.breaker.failed(what, pod, in); note != "" {
+		why += "; " + note
+	}
+	return why
 }
 
 // policyError handles a guest that returned the Error status (or an invalid
@@ -156,4 +174,26 @@ func notLoaded(p *policy) string {
 
 func loading(p *policy) string {
 	return "policy is loading its module (" + p.source.String() + "); the pod is retried when it has loaded"
+}
+
+// notStarted handles a call that never started because its context ended
+// while it waited for a CPU or an instance (host.ErrNotStarted): the
+// scheduler's overload, or a cycle that no longer needs the answer, never
+// the policy's failure. It is counted as NotCalled, neither the
+// failurePolicy nor the breaker nor the quarantine sees it, and the
+// verdict holds only where a verdict is needed: a Filter node not
+// evaluated is Unschedulable (kube-scheduler cancels the Filter calls
+// still waiting once it has found enough nodes, and ignores their
+// statuses), and a pod not let in by a gate waits for its recheck.
+func (p *policy) notStarted(ctx context.Context, point host.CallKind, err *host.CallError) (verdict, bool) {
+	if err.Outcome != host.OutcomeUnavailable || !errors.Is(err.Err, host.ErrNotStarted) {
+		return verdict{}, false
+	}
+	p.m.evaluated(point, rNotCalled)
+	klog.FromContext(ctx).V(4).Info("Policy call not started before its context ended", "policy", p.cfg.Name, "extensionPoint", point.String(), "reason", err.Err.Error())
+	switch point {
+	case host.CallFilter, host.CallPreFilter, host.CallPreEnqueue:
+		return verdict{code: fwk.Unschedulable, reason: "not evaluated: the scheduler had no CPU free for the policy before the call's context ended (scheduler overload, not the policy's failure); retried"}, true
+	}
+	return pass, true
 }

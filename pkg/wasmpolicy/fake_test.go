@@ -53,6 +53,19 @@ type fakeModule struct {
 	// prebind writes: label:<key> or annotation:<key> to value.
 	recheck host.Recheck
 	patch   map[string]string
+	// loops, when set, makes every call for a pod it picks time out (after
+	// counting it in loopCalls), whatever fns says.
+	loops     func(*v1.Pod) bool
+	loopCalls atomic.Int64
+}
+
+// looping reports, and counts, a call the fake guest times out on.
+func (f *fakeModule) looping(ps *host.PodState) bool {
+	if f.loops == nil || ps == nil || !f.loops(ps.Pod) {
+		return false
+	}
+	f.loopCalls.Add(1)
+	return true
 }
 
 func (f *fakeModule) Exports() host.Exports {
@@ -100,7 +113,7 @@ func fail(pc *host.PolicyCycle, err *host.CallError) *host.CallError {
 	return err
 }
 
-func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodState, node fwk.NodeInfo, pc *host.PolicyCycle, scores []int64) (int64, host.Result, *host.CallError) {
+func (f *fakeModule) Call(_ context.Context, kind host.CallKind, pod *host.PodState, node fwk.NodeInfo, pc *host.PolicyCycle, scores []int64) (int64, host.Result, *host.CallError) {
 	if err := stopped(pc); err != nil {
 		return 0, host.Result{}, err
 	}
@@ -133,15 +146,21 @@ func (f *fakeModule) Call(_ context.Context, kind host.CallKind, _ *host.PodStat
 	if node != nil {
 		name = node.Node().Name
 	}
+	if f.looping(pod) {
+		return 0, host.Result{}, fail(pc, &host.CallError{Outcome: host.OutcomeTimeout})
+	}
 	s, r, err := f.fns[kind](name)
 	return s, r, fail(pc, err)
 }
 
-func (f *fakeModule) CallNodes(_ context.Context, kind host.CallKind, _ *host.PodState, nodes []fwk.NodeInfo, pc *host.PolicyCycle, results []host.Result, scores []int64) (int, *host.CallError) {
+func (f *fakeModule) CallNodes(_ context.Context, kind host.CallKind, pod *host.PodState, nodes []fwk.NodeInfo, pc *host.PolicyCycle, results []host.Result, scores []int64) (int, *host.CallError) {
 	if err := stopped(pc); err != nil {
 		return 0, err
 	}
 	f.batchCalls.Add(1)
+	if f.looping(pod) {
+		return 0, fail(pc, &host.CallError{Outcome: host.OutcomeTimeout})
+	}
 	f.withNode.Or(abi.Points[kind].Batch.Cap())
 	for i, ni := range nodes {
 		s, r, err := f.fns[kind](ni.Node().Name)
@@ -314,9 +333,9 @@ func TestFailurePolicyTable(t *testing.T) {
 			m.fns[host.CallPreFilter], m.fns[host.CallFilter] = timeout, succeed
 			return m
 		},
-			want{"PreFilter", fwk.UnschedulableAndUnresolvable, "rejected by WasmPolicy/p: policy call exceeded its timeout of 100ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its timeout"}},
+			want{"PreFilter", fwk.UnschedulableAndUnresolvable, "rejected by WasmPolicy/p: policy call exceeded its timeout of 100ms; the pod (and pods like it) is quarantined for 30s: the policy is not called for it until then or until a new module loads; fix the policy or raise its timeout"}},
 		{"filter timeout", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallFilter] = timeout; return m },
-			want{"Filter", fwk.UnschedulableAndUnresolvable, "node(s) rejected by WasmPolicy/p: policy call exceeded its timeout of 100ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its timeout"}},
+			want{"Filter", fwk.UnschedulableAndUnresolvable, "node(s) rejected by WasmPolicy/p: policy call exceeded its timeout of 100ms; the pod (and pods like it) is quarantined for 30s: the policy is not called for it until then or until a new module loads; fix the policy or raise its timeout"}},
 		{"filter error status", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallFilter] = errorOut; return m },
 			want{"Filter", fwk.UnschedulableAndUnresolvable, "node(s) rejected by WasmPolicy/p: policy error: no data"}},
 		{"prescore error status", func() *fakeModule {
@@ -325,7 +344,7 @@ func TestFailurePolicyTable(t *testing.T) {
 			return m
 		}, want{"PreScore", fwk.Error, "WasmPolicy/p: policy error: no data"}},
 		{"score timeout", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallScore] = timeout; return m },
-			want{"Score", fwk.Error, "WasmPolicy/p: policy call exceeded its timeout of 100ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its timeout"}},
+			want{"Score", fwk.Error, "WasmPolicy/p: policy call exceeded its timeout of 100ms; the pod (and pods like it) is quarantined for 30s: the policy is not called for it until then or until a new module loads; fix the policy or raise its timeout"}},
 		{"score out of range", func() *fakeModule { m := &fakeModule{}; m.fns[host.CallScore] = scoreOf(1000); return m },
 			want{"NormalizeScore", fwk.Error, "WasmPolicy/p: score out of range 0..100 (register a NormalizeScore function to rescale raw scores)"}},
 		{"normalize error", func() *fakeModule {
@@ -390,7 +409,7 @@ func TestFailureStopsTheCycle(t *testing.T) {
 			m.fns[host.CallScore] = scoreOf(10)
 			p := fakePolicy("p", m, func(c *config.Policy) { c.FailurePolicy = fp })
 			r := runCycle(fakePlugin(p), fakeNodes(BatchSize+10))
-			const stop = "policy trapped: unreachable; circuit breaker closed, 1 of 3 consecutive failures; fix the policy"
+			const stop = "policy trapped: unreachable; the pod (and pods like it) is quarantined for 30s: the policy is not called for it until then or until a new module loads; fix the policy"
 			for n, st := range r.filters {
 				switch {
 				case n == "n3":

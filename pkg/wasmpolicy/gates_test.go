@@ -43,7 +43,7 @@ func TestPreEnqueueTable(t *testing.T) {
 	}{
 		{"pass", succeed, "", true},
 		{"gate", gate("frozen"), "gated by WasmPolicy/p: frozen", false},
-		{"timeout", timeout, "gated by WasmPolicy/p: policy call exceeded its preEnqueueTimeout of 10ms; fix the policy or raise its preEnqueueTimeout", true},
+		{"timeout", timeout, "gated by WasmPolicy/p: policy call exceeded its preEnqueueTimeout of 10ms; the pod (and pods like it) is quarantined for 30s: the policy is not called for it until then or until a new module loads; fix the policy or raise its preEnqueueTimeout", true},
 		{"error", errorOut, "gated by WasmPolicy/p: policy error: no data", true},
 	} {
 		for _, mode := range []string{"Fail", "Ignore", "Audit"} {

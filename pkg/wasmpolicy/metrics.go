@@ -36,7 +36,11 @@ const (
 
 // The reasons of wasmsched_policy_stopped_cycles_total besides the call
 // results: a cycle that never called the policy.
-const reasonBreakerOpen = "BreakerOpen"
+const (
+	reasonBreakerOpen = "BreakerOpen"
+	// reasonQuarantined: the pod was quarantined (quarantine.go).
+	reasonQuarantined = "Quarantined"
+)
 
 var results = []string{ResultSuccess, ResultUnschedulable, ResultUnschedulableAndUnresolvable, ResultSkip, ResultError, ResultTimeout, ResultTrap, ResultExit, ResultUnavailable, ResultBudgetExceeded, ResultNotCalled}
 
@@ -151,7 +155,7 @@ var (
 	stoppedCycles = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_stopped_cycles_total",
-		Help:           "Scheduling cycles in which a policy was stopped, by reason: the first failed call (Timeout, Trap, Exit, BudgetExceeded), or BreakerOpen when its circuit breaker kept it from being called. Each such cycle costs the scheduler up to the policy's cycleBudget (nothing when BreakerOpen).",
+		Help:           "Scheduling cycles in which a policy was stopped, by reason: the first failed call (Timeout, Trap, Exit, BudgetExceeded), Quarantined when the pod's quarantine kept the policy from being called for it, or BreakerOpen when its circuit breaker did. Each such cycle costs the scheduler up to the policy's cycleBudget (nothing when Quarantined or BreakerOpen).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "reason"})
 	breakerStates = metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -160,6 +164,12 @@ var (
 		Help:           "1 for the state (closed, open, half-open) each policy's circuit breaker is in, 0 for the others.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "state"})
+	quarantinedInputs = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "policy_quarantined_inputs",
+		Help:           "Distinct pod inputs (namespace, labels, annotations and spec) each policy has failed on and holds in quarantine: their pods get the failurePolicy without a call until the quarantine ends.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy"})
 	moduleInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_module_info",
@@ -214,7 +224,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, sourceInfo, stoppedCycles, breakerStates, deadlineOverrun, podPatches, patchDuration)
+		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, sourceInfo, stoppedCycles, breakerStates, quarantinedInputs, deadlineOverrun, podPatches, patchDuration)
 		legacyregistry.CustomMustRegister(&poolCollector{})
 	})
 }
@@ -384,6 +394,10 @@ func (m *policyMetrics) stoppedCycle(reason string) {
 }
 
 // setBreaker sets the breaker gauge: 1 for state, 0 for the others.
+func (m *policyMetrics) setQuarantined(n int) {
+	quarantinedInputs.WithLabelValues(m.name).Set(float64(n))
+}
+
 func (m *policyMetrics) setBreaker(state breakerState) {
 	for s := breakerClosed; s <= breakerHalfOpen; s++ {
 		v := 0.0
@@ -412,6 +426,7 @@ func (m *policyMetrics) forget(activeSHA string) {
 		ignored.Delete(map[string]string{"policy": m.name, "extension_point": k.String()})
 	}
 	deadlineOverrun.Delete(map[string]string{"policy": m.name})
+	quarantinedInputs.Delete(map[string]string{"policy": m.name})
 	for s := breakerClosed; s <= breakerHalfOpen; s++ {
 		breakerStates.Delete(map[string]string{"policy": m.name, "state": s.String()})
 	}

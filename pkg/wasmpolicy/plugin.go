@@ -282,8 +282,10 @@ type policy struct {
 	// stop ends the policy's source (policy objects that are replaced or
 	// deleted); nil for the args' policies, whose sources end with the plugin.
 	stop context.CancelFunc
-	// breaker stops calling the policy while it keeps failing.
-	breaker *breaker
+	// breaker stops calling the policy while it fails on most pods;
+	// quarantine stops calling it for the pods it failed on.
+	breaker    *breaker
+	quarantine *quarantine
 	// refusalLogged is when a refused patch write was last logged
 	// (monotonic nanoseconds since the plugin started): at most once a
 	// minute, not once per pod.
@@ -307,6 +309,10 @@ func (w *WasmPolicy) newPolicy(cfg config.Policy, rt policyRuntime, bc breakerCo
 	}
 	p.breaker = newBreaker(bc, func(from, to breakerState, why string, pod *v1.Pod) { w.breakerChanged(p, from, to, why, pod) })
 	p.m.setBreaker(breakerClosed)
+	p.quarantine = newQuarantine(func(pods map[string]*v1.Pod) {
+		w.activate(klog.Background(), pods, "Requeued pods whose quarantine ended", "policy", p.cfg.Name)
+	})
+	p.m.setQuarantined(0)
 	return p
 }
 

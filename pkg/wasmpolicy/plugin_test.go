@@ -218,7 +218,7 @@ func TestFailurePolicy(t *testing.T) {
 	loop := writeModule(t, dir, "loop.wasm", fixture(t, "loop"))
 	nodes := []*v1.Node{node("ok", nil, 1000), node("cordoned", nil, 1000)}
 	nodes[1].Spec.Unschedulable = true
-	const stop = "policy call exceeded its timeout of 20ms; circuit breaker closed, 1 of 3 consecutive failures; fix the policy or raise its timeout"
+	const stop = "policy call exceeded its timeout of 20ms; the pod (and pods like it) is quarantined for 30s: the policy is not called for it until then or until a new module loads; fix the policy or raise its timeout"
 	for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
 		t.Run(string(fp), func(t *testing.T) {
 			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{

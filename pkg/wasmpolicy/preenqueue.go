@@ -55,6 +55,12 @@ func (w *WasmPolicy) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, ps *host.PodState, audits *auditNotes) (verdict, host.Recheck) {
 	enforce := !p.audit()
 	pod := ps.Pod
+	if why, until := p.quarantine.holds(pod); why != "" {
+		p.m.evaluated(host.CallPreEnqueue, rNotCalled)
+		p.m.stoppedCycle(reasonQuarantined)
+		v := p.onFailure(host.CallPreEnqueue, why+"; fix the policy for pods like this one, or raise its preEnqueueTimeout; the pod is checked again when the quarantine ends or a new module loads", enforce)
+		return v, host.Recheck{Events: abi.RecheckAll, After: max(time.Second, time.Until(until))}
+	}
 	pc := &host.PolicyCycle{}
 	// The queue is locked: waiting for a CPU or an instance counts
 	// against the call's timeout too.
@@ -64,6 +70,9 @@ func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, 
 	cancel()
 	p.m.observe(host.CallPreEnqueue, start)
 	if cerr != nil {
+		if v, ok := p.notStarted(ctx, host.CallPreEnqueue, cerr); ok {
+			return v, busyRecheck
+		}
 		v, _ := p.outOfCycleFailure(ctx, pod, host.CallPreEnqueue, cerr, enforce)
 		return v, failureRecheck
 	}
@@ -93,9 +102,13 @@ func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, 
 // seconds, as kube-scheduler backs off a pod whose plugin failed.
 var failureRecheck = host.Recheck{Events: abi.RecheckAll, After: 5 * time.Second}
 
+// busyRecheck is when a pod whose preenqueue could not start (no CPU free
+// within preEnqueueTimeout) is checked again: soon, since nothing failed.
+var busyRecheck = host.Recheck{Events: abi.RecheckAll, After: time.Second}
+
 // outOfCycleFailure handles a failed call at PreEnqueue or PreBind, which
-// belong to no scheduling cycle's budget: it is counted and logged, and the
-// policy's failurePolicy decides. It returns that verdict and why the call
+// belong to no scheduling cycle's budget: it is counted and logged, the
+// pod is quarantined, and the policy's failurePolicy decides. It returns that verdict and why the call
 // failed (which an ignored failure's verdict does not carry). The circuit
 // breaker is the scheduling cycle's: a gate's or a patch's calls neither
 // open it nor close it (a gate passing pods whose Filter loops would close
@@ -120,6 +133,13 @@ func (p *policy) outOfCycleFailure(ctx context.Context, pod *v1.Pod, point host.
 		what, fix = fmt.Sprintf("policy call exceeded its %s of %s", field, limit), "fix the policy or raise its "+field
 	}
 	why := what + "; " + fix
+	if cerr.Outcome != host.OutcomeStopped {
+		// Quarantined, so the pod's next PreEnqueue, or its next cycle,
+		// does not pay the failure again; not counted by the breaker.
+		period := p.quarantine.add(pod, inputOf(pod), what)
+		p.m.setQuarantined(p.quarantine.size())
+		why = fmt.Sprintf("%s; the pod (and pods like it) is quarantined for %s: the policy is not called for it until then or until a new module loads; %s", what, period, fix)
+	}
 	klog.FromContext(ctx).Error(cerr.Err, "Policy call failed", "pod", klog.KObj(pod), "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", cerr.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce), "reason", why)
 	return p.onFailure(point, why, enforce), why
 }

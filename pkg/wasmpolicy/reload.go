@@ -83,6 +83,8 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 	p.m.load("Success", time.Since(start))
 	p.m.setActive(v.SHA256(), serving)
 	p.breaker.reset("module " + short(v.SHA256()) + " loaded")
+	p.quarantine.reset()
+	p.m.setQuarantined(0)
 	w.requeueRejected(logger, p)
 	logger.Info("Policy module active", "policy", p.cfg.Name, "source", p.source.String(), "sha256", v.SHA256(), "previous", serving, "exports", v.Exports().String())
 	w.event(u.Object, v1.EventTypeNormal, "PolicyLoaded", fmt.Sprintf("WasmPolicy/%s: module %s active (exports %s)", p.cfg.Name, short(v.SHA256()), v.Exports().String()))

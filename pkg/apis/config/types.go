@@ -59,7 +59,8 @@ type LeaseRef struct {
 // CircuitBreaker shapes each policy's circuit breaker. A zero field means
 // the default.
 type CircuitBreaker struct {
-	// FailureThreshold is how many consecutive failed calls open it.
+	// FailureThreshold is how many distinct pods must fail within a
+	// minute, and outnumber twice the pods answered, for it to open.
 	FailureThreshold int32
 	// Backoff is the first open period; MaxBackoff caps its doubling.
 	Backoff    time.Duration

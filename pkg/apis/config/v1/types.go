@@ -78,9 +78,13 @@ type LeaseRef struct {
 
 // CircuitBreaker shapes each policy's circuit breaker (docs/security.md).
 type CircuitBreaker struct {
-	// FailureThreshold is how many consecutive failed calls (timeout, trap,
-	// exit, spent cycle budget) open the breaker. Calls that a failure
-	// stopped in the same scheduling cycle are not counted. Default 3.
+	// FailureThreshold is how many distinct pods (distinct inputs: pods
+	// of one template count once) must have failed the policy (timeout,
+	// trap, exit, spent cycle budget) within a minute, more than twice
+	// the pods it answered meanwhile, for the breaker to open: the policy
+	// is broken for everyone. A pod the policy fails on is quarantined
+	// first (docs/security.md), so a few failing pods never open it.
+	// Default 3.
 	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
 	// Backoff is how long the breaker stays open the first time; each failed
 	// probe doubles it. Default 1s.
