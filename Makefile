@@ -308,9 +308,10 @@ bench-smoke: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 $(ETCD_PATH)/etcd: | controlplane
 
 ## soak: the load, reload and failover run at full size (500 nodes, 2000 pods;
+## the tenant-isolation run with 5 pairs instead of 3;
 ## make e2e runs it at 100 nodes and 400 pods)
 soak: build guests-tinygo controlplane
-	set -o pipefail; SOAK_NODES=$${SOAK_NODES:-500} SOAK_PODS=$${SOAK_PODS:-2000} $(GO) test -count=1 -v -timeout 30m -run 'TestSoak' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
+	set -o pipefail; SOAK_NODES=$${SOAK_NODES:-500} SOAK_PODS=$${SOAK_PODS:-2000} TENANT_PAIRS=$${TENANT_PAIRS:-5} $(GO) test -count=1 -v -timeout 30m -run 'TestSoak|TestBadPolicyIsContained' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 
 clean:
 	rm -rf $(BIN) $(OUT)

@@ -470,12 +470,20 @@ func (v *Version) trackMemory(in *instance, closing bool) {
 	}
 }
 
-var errPoolWait = errors.New("no free instance before the scheduling context ended")
+// ErrNotStarted is in the error of a call that never started because its
+// context ended while it waited: for a CPU to run on (every running token
+// was taken by other guest calls) or for a free instance. The guest did
+// nothing wrong: the scheduler was busy, or it no longer needed the answer
+// (kube-scheduler cancels the Filter calls still waiting once it has found
+// enough feasible nodes). Callers must not hold it against the policy.
+var ErrNotStarted = errors.New("the call did not start before its context ended")
+
+var errPoolWait = fmt.Errorf("%w: no free instance", ErrNotStarted)
 
 // errRunWait is a call that could not start before its context ended:
 // every CPU was running another guest call (a PreEnqueue call waits at
 // most its timeout, since kube-scheduler's queue is locked meanwhile).
-var errRunWait = errors.New("no CPU free to run the call before its context ended")
+var errRunWait = fmt.Errorf("%w: no CPU free to run it", ErrNotStarted)
 
 // maxInstanceMeasures bounds the measurements of a module's instance heap
 // that read nothing before 0 is kept: each takes measureMu alone and two
@@ -523,7 +531,7 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 		select {
 		case <-v.permits:
 		case <-ctx.Done():
-			return nil, errPoolWait
+			return nil, fmt.Errorf("%w (%w)", errPoolWait, context.Cause(ctx))
 		}
 	}
 	v.lastUsed.Store(monotonic())
@@ -789,7 +797,7 @@ func (v *Version) begin(ctx context.Context, pc *PolicyCycle) (*instance, int64,
 		select {
 		case tokens <- struct{}{}:
 		case <-ctx.Done():
-			return nil, 0, &CallError{Outcome: OutcomeUnavailable, Err: errRunWait}
+			return nil, 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("%w (%w)", errRunWait, context.Cause(ctx))}
 		}
 	}
 	in, err := v.acquire(ctx)

@@ -255,6 +255,10 @@ func (b *breaker) reset(why string) {
 	from := b.state
 	b.state, b.failures, b.period, b.lastErr = breakerClosed, 0, 0, ""
 	clear(b.failing)
+	// The pods answered were answered by the previous module.
+	b.okNow.Store(0)
+	b.okPrev.Store(0)
+	b.lastOK.Store(nil)
 	b.stopTimer()
 	b.clean.Store(true)
 	b.mu.Unlock()

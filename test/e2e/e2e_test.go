@@ -8,6 +8,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -166,6 +167,14 @@ func (e *env) stopScheduler() {
 	if e.sched != nil && e.sched.Process != nil {
 		_ = e.sched.Process.Kill()
 		_, _ = e.sched.Process.Wait()
+	}
+	// No policy call of any e2e run may fail for want of a CPU or an
+	// instance: a call that could not start is the scheduler's overload
+	// (logged at -v=4 only), never an Unavailable outcome.
+	if e.log != "" {
+		if b, _ := os.ReadFile(e.log); bytes.Contains(b, []byte(`outcome="unavailable"`)) {
+			e.t.Errorf("the scheduler logged %d policy calls with outcome=\"unavailable\" (%s)", bytes.Count(b, []byte(`outcome="unavailable"`)), e.log)
+		}
 	}
 	if e.t.Failed() && e.log != "" {
 		b, _ := os.ReadFile(e.log)
