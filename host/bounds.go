@@ -111,17 +111,19 @@ func (c codeSize) check(l CompileLimits) error {
 // wazero decodes it. wazero holds a few dozen to a few hundred bytes of
 // host memory for every declared import, type, export, global and segment
 // (1M globals compiled at 139 MiB here, hack/compilecost), and a module of
-// 32 MiB could declare millions of each. The example policies declare at
-// most 16 imports, 120 types, 23 exports, 8 globals, 20 data segments and
-// one element segment (Go; TinyGo fewer): the limits are hundreds of times
-// that and bound the host memory of a module's declarations to a few tens
-// of MiB. docs/security.md (RATIONALE: declaration and code-shape limits).
+// 32 MiB could declare millions of each. The 52 example, port and test
+// policies (Go and TinyGo) declare at most 35 imports, 29 types, 21
+// exports, 8 globals, 29,117 data segments (Go's linker writes many) and
+// one element segment of 1,690 entries: the limits are 17 times the data
+// segments and hundreds of times the rest, and bound what a module's
+// declarations hold to a few tens of MiB. docs/security.md (RATIONALE:
+// declaration and code-shape limits).
 const (
 	maxImports      = 1_000
 	maxTypes        = 10_000
 	maxExports      = 10_000
 	maxGlobals      = 100_000
-	maxDataSegments = 100_000
+	maxDataSegments = 500_000
 	maxElemSegments = 10_000
 	maxElemEntries  = 1 << 20
 )

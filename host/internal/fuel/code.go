@@ -57,8 +57,9 @@ type exprRewriter struct {
 	// call of $charge); memory.fill and memory.copy are replaced by the
 	// calls fill and copy (of $fill and $copy), which charge as they go.
 	charge, fill, copy []byte
-	// usedMemBulk is set once fill or copy was inserted.
-	usedMemBulk bool
+	// usedMemBulk is set once fill or copy was inserted, usedTableGrow
+	// once a table.grow was seen.
+	usedMemBulk, usedTableGrow bool
 	// The shape of the code rewritten so far (Shape).
 	maxDepth, maxBrTable         uint32
 	depthSquares, brTableSquares uint64
@@ -133,6 +134,7 @@ func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
 					return nil, err
 				}
 				r.pos = save
+				x.usedTableGrow = x.usedTableGrow || sub == 15
 				if (sub == 10 || sub == 11) && x.fill != nil { // memory.copy, memory.fill
 					if err := x.skipImmediates(r, op); err != nil {
 						return nil, fmt.Errorf("opcode 0x%02x at offset %d: %w", op, start, err)

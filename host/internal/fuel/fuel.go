@@ -97,9 +97,10 @@ type Options struct {
 	// TableGrowth is how many entries table.grow may add to the module's
 	// tables beyond their declared minimums, all tables together: each
 	// defined table's maximum becomes at most its minimum plus an even
-	// share of it, so a grow past that fails (returns -1) as the
-	// specification allows, instead of allocating host memory. Zero leaves
-	// the tables' declared maximums as they are.
+	// share of it (its minimum, when the code has no table.grow), so a
+	// grow past that fails (returns -1) as the specification allows,
+	// instead of allocating host memory. Zero leaves the tables' declared
+	// maximums as they are.
 	TableGrowth uint32
 }
 
@@ -495,7 +496,7 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 				content = s.content
 			}
 		case secTable:
-			content, err = m.tables(s.content, &shape)
+			content, err = m.tables(s.content, &shape, x.usedTableGrow)
 		default:
 			content = s.content
 		}
@@ -511,8 +512,14 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 }
 
 // tables copies the table section, counting the tables and their entries,
-// and lowers each table's maximum to what Options.TableGrowth allows.
-func (m *module) tables(content []byte, shape *Shape) ([]byte, error) {
+// and lowers each table's maximum to what Options.TableGrowth allows: to
+// its minimum when the code has no table.grow (nothing else grows a table
+// here), so a module that cannot grow its tables is charged nothing for it.
+func (m *module) tables(content []byte, shape *Shape, grows bool) ([]byte, error) {
+	room := m.opts.TableGrowth
+	if !grows {
+		room = 0
+	}
 	r := &reader{b: content}
 	n, err := r.vecLen(3)
 	if err != nil {
@@ -565,7 +572,7 @@ func (m *module) tables(content []byte, shape *Shape) ([]byte, error) {
 			out = append(out, r.b[start:r.pos]...)
 			continue
 		}
-		hi = min(hi, uint64(lo)+uint64(m.opts.TableGrowth/n), 1<<32-1)
+		hi = min(hi, uint64(lo)+uint64(room/n), 1<<32-1)
 		shape.TableGrowth += hi - min(hi, uint64(lo))
 		out = append(out, typ...)
 		out = appendU32(append(out, 1), lo)
