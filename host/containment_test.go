@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -214,4 +215,28 @@ func TestHostCallsEndWithinTimeout(t *testing.T) {
 	if longest == 0 || longest > MaxLogSize+500 {
 		t.Errorf("longest policy output line is %d bytes, want one line cut at %d (plus the log's own fields)", longest, MaxLogSize)
 	}
+}
+
+// A call whose context ends while it waits for a running token never
+// starts, and says so: ErrNotStarted with the context's cause, so the
+// plugin can tell the scheduler's overload (or a cycle that moved on) from
+// the policy's failure.
+func TestCallThatCannotStartSaysSo(t *testing.T) {
+	setRunningTokens(1)
+	t.Cleanup(func() { setRunningTokens(max(1, runtime.GOMAXPROCS(0))) })
+	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: 300 * time.Millisecond, MaxInstances: 2})
+	v := load(t, p, testguests.Fixture(t, "loop"))
+	busy := make(chan struct{})
+	go func() {
+		defer close(busy)
+		_, _, _ = v.Call(context.Background(), CallFilter, testPod(), nodeInfo("cordoned", nil, true), new(PolicyCycle), nil)
+	}()
+	time.Sleep(50 * time.Millisecond) // the looping call holds the only token
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, _, err := v.Call(ctx, CallFilter, testPod(), nodeInfo("n", nil, false), new(PolicyCycle), nil)
+	if err == nil || err.Outcome != OutcomeUnavailable || !errors.Is(err, ErrNotStarted) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("call cancelled while waiting: %v, want Unavailable wrapping ErrNotStarted and context.Canceled", err)
+	}
+	<-busy
 }

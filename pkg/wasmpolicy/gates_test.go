@@ -2,6 +2,7 @@ package wasmpolicy
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -318,5 +320,52 @@ func TestPreBindRefusal(t *testing.T) {
 		if got := p.takeRejected(); len(got) != 1 {
 			t.Errorf("%s: remembered %v", fp, got)
 		}
+	}
+}
+
+// A pod whose preenqueue failed is quarantined like a pod whose cycle
+// failed: its next PreEnqueue, and a replica's, are answered without a
+// call, with the quarantine in the reason; its scheduling cycle stops the
+// policy at PreFilter; another pod is still called; and a PreEnqueue that
+// never started (no CPU before its context ended) is neither a failure nor
+// quarantined.
+func TestPreEnqueueQuarantine(t *testing.T) {
+	m := &fakeModule{}
+	m.fns[host.CallPreEnqueue], m.fns[host.CallFilter] = succeed, succeed
+	m.loops = func(p *v1.Pod) bool { return p.Labels["attack"] == "loop" }
+	p := fakePolicy("p", m, nil)
+	w := withGates(fakePlugin(p))
+	looping := func(name string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), Labels: map[string]string{"attack": "loop"}}}
+	}
+	if st := w.PreEnqueue(context.Background(), looping("a")); st == nil || !strings.Contains(st.Message(), "quarantined for 30s") {
+		t.Fatalf("first PreEnqueue: %v, want the pod gated and quarantined", st)
+	}
+	calls := m.singleCalls.Load()
+	for _, name := range []string{"a", "a-replica"} {
+		st := w.PreEnqueue(context.Background(), looping(name))
+		if st == nil || !strings.Contains(st.Message(), "quarantined: the policy failed on this pod or one like it") || !strings.Contains(st.Message(), "preEnqueueTimeout") {
+			t.Fatalf("%s: %v, want it answered from the quarantine", name, st)
+		}
+	}
+	if r := runCycleFor(w, looping("a"), fakeNodes(3)); r.point != "PreFilter" || !strings.Contains(r.status.Message(), "quarantined") {
+		t.Fatalf("cycle of the quarantined pod: %s %v, want it stopped at PreFilter", r.point, r.status)
+	}
+	if got := m.singleCalls.Load(); got != calls {
+		t.Fatalf("%d guest calls for quarantined pods, want 0", got-calls)
+	}
+	if st := w.PreEnqueue(context.Background(), fakePod()); st != nil || m.singleCalls.Load() != calls+1 {
+		t.Fatalf("another pod: %v; want it called and let in", st)
+	}
+	// Not started: counted as NotCalled, no quarantine, a recheck soon.
+	busy := &fakeModule{}
+	busy.fns[host.CallPreEnqueue] = func(string) (int64, host.Result, *host.CallError) {
+		return 0, host.Result{}, &host.CallError{Outcome: host.OutcomeUnavailable, Err: fmt.Errorf("%w: no CPU free to run it (context deadline exceeded)", host.ErrNotStarted)}
+	}
+	q := fakePolicy("busy", busy, nil)
+	wb := withGates(fakePlugin(q))
+	st := wb.PreEnqueue(context.Background(), fakePod())
+	if st == nil || !strings.Contains(st.Message(), "not evaluated") || q.quarantine.size() != 0 {
+		t.Fatalf("not started: %v, %d quarantined; want the pod held for a recheck and nothing quarantined", st, q.quarantine.size())
 	}
 }
