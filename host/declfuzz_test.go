@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/wasmsched/wasmsched/host/internal/fuel"
 )
 
 // declModule builds a module that declares what the fuzzer chooses and
@@ -65,14 +67,14 @@ func declModule(tables, tableMin, tableMax, globals, memMin, memMax, dataLen, el
 	body := []byte{1, 1, 0x7f}      // one i32 local: the counter
 	body = append(body, 0x03, 0x40) // loop
 	if tables > 0 {
-		body = sleb(append(body, 0xd0, 0x70, 0x41), int32(growBy))         // ref.null func; i32.const
-		body = append(body, 0xfc, 15, 0, 0x1a)                             // table.grow 0; drop
-		body = append(body, 0x41, 0, 0xd0, 0x70, 0xfc, 16, 0, 0xfc, 17, 0) // table.fill 0 from 0, null, table.size
+		body = fuel.AppendI32Const(append(body, 0xd0, 0x70), int32(growBy)) // ref.null func; i32.const
+		body = append(body, 0xfc, 15, 0, 0x1a)                              // table.grow 0; drop
+		body = append(body, 0x41, 0, 0xd0, 0x70, 0xfc, 16, 0, 0xfc, 17, 0)  // table.fill 0 from 0, null, table.size
 	}
-	body = sleb(append(body, 0x41), int32(memGrow))
+	body = fuel.AppendI32Const(body, int32(memGrow))
 	body = append(body, 0x40, 0, 0x1a)                   // memory.grow; drop
 	body = append(body, 0x20, 1, 0x41, 1, 0x6a, 0x22, 1) // local.tee counter+1
-	body = sleb(append(body, 0x41), int32(grows))
+	body = fuel.AppendI32Const(body, int32(grows))
 	body = append(body, 0x49, 0x0d, 0, 0x0b, 0x0b) // i32.lt_u; br_if loop; end; end
 	code := u(nil, 2)
 	code = append(u(code, 4), 0, 0x41, 1, 0x0b)
@@ -125,16 +127,4 @@ func FuzzDeclarations(f *testing.F) {
 			t.Fatalf("heap at %d MiB after a module of %d tables (min %d, max %d) grown by %d ×%d", ms.HeapAlloc>>20, tables, tableMin, tableMax, growBy, grows)
 		}
 	})
-}
-
-// sleb appends v as a signed LEB128 (i32.const's immediate).
-func sleb(b []byte, v int32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }

@@ -887,7 +887,11 @@ func copyBody(charge uint32) []byte {
 }
 
 // sconst appends i32.const v.
-func sconst(b []byte, v int32) []byte {
+func sconst(b []byte, v int32) []byte { return AppendI32Const(b, v) }
+
+// AppendI32Const appends the instruction i32.const v (its immediate a
+// signed LEB128), for tests that build modules by hand.
+func AppendI32Const(b []byte, v int32) []byte {
 	b = append(b, opI32Const)
 	for {
 		c := byte(v & 0x7f)
