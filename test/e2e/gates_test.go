@@ -272,9 +272,18 @@ func TestPreBindPatches(t *testing.T) {
 			t.Errorf("loop-ignore carries %s from the policy that timed out", k)
 		}
 	}
-	// The pod that failed is retried (the scheduler's backoff), each time
-	// with the same outcome: it is not lost, and never bound.
-	e.waitLogMatch(regexp.MustCompile(`"Policy call failed".* pod="`+regexp.QuoteMeta(e.name)+`/loop-fail" policy="adversary-fail" extensionPoint="PreBind"`), 2, 30*time.Second)
+	// The pod that failed is quarantined: retried (the scheduler's
+	// backoff), it is held by the policy's gate from its quarantine,
+	// without calling the policy again; it is not lost, and never bound.
+	failedBind := regexp.MustCompile(`"Policy call failed".* pod="` + regexp.QuoteMeta(e.name) + `/loop-fail" policy="adversary-fail" extensionPoint="PreBind"`)
+	e.waitLogMatch(failedBind, 1, 30*time.Second)
+	note := e.waitEvent(e.name, "loop-fail", "WasmPolicyGated", "quarantined: the policy failed on this pod")
+	if !strings.Contains(note, "gated by WasmPolicy/adversary-fail") {
+		t.Errorf("the retry's WasmPolicyGated %q does not name the policy", note)
+	}
+	if n := e.logMatchCount(failedBind); n != 1 {
+		t.Errorf("%d failed PreBind calls for loop-fail, want 1: its retries are answered from the quarantine", n)
+	}
 	if p, err := client.CoreV1().Pods(e.name).Get(context.Background(), "loop-fail", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
 		t.Errorf("loop-fail: %v, bound to %q; want it pending", err, p.Spec.NodeName)
 	}
