@@ -91,7 +91,7 @@ func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdic
 // logged once, counted once by the breaker, and its reason, with the
 // breaker's state and the fix, becomes the one every node left gets.
 func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host.CallKind, err *host.CallError, enforce bool) verdict {
-	if v, ok := p.notStarted(ctx, point, err); ok {
+	if v, ok := p.notStarted(ctx, point, err, enforce); ok {
 		return v
 	}
 	if err.Outcome == host.OutcomeUnavailable {
@@ -184,15 +184,18 @@ func loading(p *policy) string {
 // verdict holds only where a verdict is needed: a Filter node not
 // evaluated is Unschedulable (kube-scheduler cancels the Filter calls
 // still waiting once it has found enough nodes, and ignores their
-// statuses), and a pod not let in by a gate waits for its recheck.
-func (p *policy) notStarted(ctx context.Context, point host.CallKind, err *host.CallError) (verdict, bool) {
+// statuses), and a pod not let in by a gate waits for its recheck. A
+// policy in Audit mode lets the pod through, as always.
+func (p *policy) notStarted(ctx context.Context, point host.CallKind, err *host.CallError, enforce bool) (verdict, bool) {
 	if err.Outcome != host.OutcomeUnavailable || !errors.Is(err.Err, host.ErrNotStarted) {
 		return verdict{}, false
 	}
 	p.m.evaluated(point, rNotCalled)
 	klog.FromContext(ctx).V(4).Info("Policy call not started before its context ended", "policy", p.cfg.Name, "extensionPoint", point.String(), "reason", err.Err.Error())
-	switch point {
-	case host.CallFilter, host.CallPreFilter, host.CallPreEnqueue:
+	switch {
+	case !enforce:
+		return pass, true
+	case point == host.CallFilter, point == host.CallPreFilter, point == host.CallPreEnqueue:
 		return verdict{code: fwk.Unschedulable, reason: "not evaluated: the scheduler had no CPU free for the policy before the call's context ended (scheduler overload, not the policy's failure); retried"}, true
 	}
 	return pass, true

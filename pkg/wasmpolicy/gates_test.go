@@ -368,4 +368,9 @@ func TestPreEnqueueQuarantine(t *testing.T) {
 	if st == nil || !strings.Contains(st.Message(), "not evaluated") || q.quarantine.size() != 0 {
 		t.Fatalf("not started: %v, %d quarantined; want the pod held for a recheck and nothing quarantined", st, q.quarantine.size())
 	}
+	// An audited gate never holds a pod, started or not.
+	a := fakePolicy("busy-audit", busy, func(c *config.Policy) { c.Mode = config.ModeAudit })
+	if st := withGates(fakePlugin(a)).PreEnqueue(context.Background(), fakePod()); st != nil {
+		t.Fatalf("audited, not started: %v, want the pod let in", st)
+	}
 }

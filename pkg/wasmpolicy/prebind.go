@@ -251,7 +251,7 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 			"fix", fmt.Sprintf("write keys under the policy's patchPrefixes %q, or add the prefix to policies[].patchPrefixes of policy %q (at most %d keys and %d bytes per pod)", p.cfg.PatchPrefixes, p.cfg.Name, abi.MaxPatchKeys, abi.MaxPatchBytes))
 	}
 	if cerr != nil {
-		if _, ok := p.notStarted(ctx, host.CallPreBind, cerr); ok {
+		if _, ok := p.notStarted(ctx, host.CallPreBind, cerr, enforce); ok {
 			// Binding was cancelled while the call waited: nothing to patch.
 			return fwk.NewStatus(fwk.Error, fmt.Sprintf("%s/%s: prebind not started before its context ended; the pod will be retried", Name, p.cfg.Name))
 		}

@@ -70,7 +70,7 @@ func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, 
 	cancel()
 	p.m.observe(host.CallPreEnqueue, start)
 	if cerr != nil {
-		if v, ok := p.notStarted(ctx, host.CallPreEnqueue, cerr); ok {
+		if v, ok := p.notStarted(ctx, host.CallPreEnqueue, cerr, enforce); ok {
 			return v, busyRecheck
 		}
 		v, _ := p.outOfCycleFailure(ctx, pod, host.CallPreEnqueue, cerr, enforce)
