@@ -127,8 +127,10 @@ func TestBadPolicyIsContained(t *testing.T) {
 		withBad := run(last, pods, true)
 		ratios = append(ratios, base.Seconds()/withBad.Seconds())
 		m := metrics()
-		t.Logf("pair %d: %d pods on %d nodes in %s without looping pods, %s with 5: %.0f%%; timed-out cycles %v, answered from quarantine %v",
-			i, pods, nodes, base.Round(time.Millisecond), withBad.Round(time.Millisecond), 100*ratios[i], stopped(m, "Timeout"), stopped(m, "Quarantined"))
+		t.Logf("pair %d: %d pods on %d nodes in %s without looping pods, %s with 5: %.0f%%; timed-out cycles %v, answered from quarantine %v; calls not started (no CPU in time): PreEnqueue %v, Filter %v",
+			i, pods, nodes, base.Round(time.Millisecond), withBad.Round(time.Millisecond), 100*ratios[i], stopped(m, "Timeout"), stopped(m, "Quarantined"),
+			counter(m, "wasmsched_policy_evaluations_total", `extension_point="PreEnqueue",policy="guard",result="NotCalled"`),
+			counter(m, "wasmsched_policy_evaluations_total", `extension_point="Filter",policy="guard",result="NotCalled"`))
 		// Each looping pod costs at most one timed-out cycle: then it is
 		// quarantined. (A distinct input each: 5 cycles.)
 		if got := stopped(m, "Timeout"); got > attackers {
