@@ -109,12 +109,15 @@ func TestBadPolicyIsContained(t *testing.T) {
 		}
 		wg.Wait()
 		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-			bound, _, _ := settle(t, e, names)
+			bound, unschedulable, neither := settle(t, e, names)
 			if len(bound) == n {
 				return lastScheduled(t, e, names).Sub(begin)
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d of %d pods bound after 3 minutes", prefix, len(bound), n)
+				for _, name := range append(unschedulable, neither...) {
+					t.Logf("%s: events %v", name, eventNotes(e.name, name, "", ""))
+				}
+				t.Fatalf("%s: %d of %d pods bound after 3 minutes (unschedulable %v, neither %v)", prefix, len(bound), n, unschedulable, neither)
 			}
 		}
 	}
