@@ -131,7 +131,9 @@ func (b *breaker) openReason(now time.Time) string {
 
 // succeeded records a call of pod's cycle that completed.
 func (b *breaker) succeeded(pod *v1.Pod) {
-	if b.lastOK.Swap(pod) != pod {
+	// A load first: the calls of one cycle, in parallel, share the pod,
+	// and a swap by each would contend on the line for nothing.
+	if b.lastOK.Load() != pod && b.lastOK.Swap(pod) != pod {
 		b.answered()
 	}
 	if b.clean.Load() {
