@@ -35,6 +35,10 @@ type cycleData struct {
 	scoreSkipped  []bool
 	// rejectedBy marks the policies that rejected the pod on some node.
 	rejectedBy []atomic.Bool
+	// notEvaluated is set when a policy rejected a node (or the pod at
+	// PreFilter) only because its call could not start in time: if no node
+	// fits, PostFilter has the pod retried soon.
+	notEvaluated atomic.Bool
 	// batching is false when every node gets its own guest call (Explain).
 	batching bool
 

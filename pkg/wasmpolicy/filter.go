@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -73,10 +74,16 @@ func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, node
 
 // PostFilter runs when no node fits. It cannot make the pod fit (that is
 // preemption's job), but it remembers which policies rejected it, so that a
-// new version of such a policy requeues the pod immediately.
+// new version of such a policy requeues the pod immediately, and it has a
+// pod that some node rejected only because a policy found no CPU in time
+// retried soon: no cluster event may come to retry it.
 func (w *WasmPolicy) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	w.reportAudit(ctx, state, pod, "")
 	if c := readCycle(state); c != nil {
+		if c.notEvaluated.Load() {
+			klog.FromContext(ctx).V(2).Info("Pod not evaluated by every policy for lack of CPU; retrying it", "pod", klog.KObj(pod), "after", busyRecheck.After)
+			w.gates.retry(pod, busyRecheck.After)
+		}
 		for i := range c.rejectedBy {
 			if c.rejectedBy[i].Load() {
 				w.rememberRejected(c.policies[i], pod, c.modules[i])

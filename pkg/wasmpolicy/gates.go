@@ -21,9 +21,13 @@ import (
 // pass PreEnqueue or are deleted. A nil tracker (a plugin not built by
 // NewWithArgs) tracks nothing.
 type gateTracker struct {
-	mu    sync.Mutex
-	pods  map[types.UID]*gatedPod
-	timer *time.Timer
+	mu   sync.Mutex
+	pods map[types.UID]*gatedPod
+	// retries are pods a scheduling cycle could not evaluate (no CPU free
+	// for a policy in time), to be sent back to the queue after a delay:
+	// no cluster event may come to retry them. They are not gated.
+	retries map[types.UID]*gatedPod
+	timer   *time.Timer
 	// due is when the timer fires (zero: not armed).
 	due time.Time
 	// activate sends pods back to the scheduling queue (nil: no queue).
@@ -47,7 +51,7 @@ type gatedPod struct {
 const maxGated = 10000
 
 func newGateTracker(activate func(map[string]*v1.Pod)) *gateTracker {
-	return &gateTracker{pods: map[types.UID]*gatedPod{}, activate: activate}
+	return &gateTracker{pods: map[types.UID]*gatedPod{}, retries: map[types.UID]*gatedPod{}, activate: activate}
 }
 
 // gate records that p gated pod, and when to check it again.
@@ -68,6 +72,25 @@ func (g *gateTracker) gate(pod *v1.Pod, p *policy, r host.Recheck) {
 	g.pods[pod.UID] = gp
 }
 
+// retry sends pod back to the scheduling queue after d, once: a cycle
+// left it unschedulable only because a policy could not run in time, and
+// a pod rejected in a cycle otherwise waits for a cluster event, which an
+// idle cluster never sends (kube-scheduler's own flush comes after 5
+// minutes).
+func (g *gateTracker) retry(pod *v1.Pod, d time.Duration) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.retries[pod.UID]; !ok && len(g.retries) >= maxGated {
+		return
+	}
+	rp := &gatedPod{pod: pod, at: time.Now().Add(d)}
+	g.retries[pod.UID] = rp
+	g.arm(rp.at)
+}
+
 // release forgets a pod that passed PreEnqueue or was deleted.
 func (g *gateTracker) release(uid types.UID) {
 	if g == nil {
@@ -75,6 +98,17 @@ func (g *gateTracker) release(uid types.UID) {
 	}
 	g.mu.Lock()
 	delete(g.pods, uid)
+	g.mu.Unlock()
+}
+
+// forget forgets a deleted pod: its gate and its retry.
+func (g *gateTracker) forget(uid types.UID) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	delete(g.pods, uid)
+	delete(g.retries, uid)
 	g.mu.Unlock()
 }
 
@@ -121,6 +155,15 @@ func (g *gateTracker) fire() {
 			gp.at = time.Time{}
 		case next.IsZero() || gp.at.Before(next):
 			next = gp.at
+		}
+	}
+	for uid, rp := range g.retries {
+		switch {
+		case !rp.at.After(now):
+			due[klog.KObj(rp.pod).String()] = rp.pod
+			delete(g.retries, uid)
+		case next.IsZero() || rp.at.Before(next):
+			next = rp.at
 		}
 	}
 	g.due = time.Time{}

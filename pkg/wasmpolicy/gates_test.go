@@ -374,3 +374,69 @@ func TestPreEnqueueQuarantine(t *testing.T) {
 		t.Fatalf("audited, not started: %v, want the pod let in", st)
 	}
 }
+
+// A cycle in which a policy's Filter could not start on some node (no CPU
+// free in time) and no node fit has its pod sent back to the queue soon,
+// once, since no cluster event may come to retry it; a cycle that fits,
+// or whose rejections are the policy's own, does not; a deleted pod's
+// retry is dropped.
+func TestNotEvaluatedPodIsRetried(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	busy := &fakeModule{}
+	busy.fns[host.CallFilter] = func(node string) (int64, host.Result, *host.CallError) {
+		if node == "n0" {
+			return 0, host.Result{Code: abi.CodeUnschedulable, Reason: "no"}, nil
+		}
+		return 0, host.Result{}, &host.CallError{Outcome: host.OutcomeUnavailable, Err: fmt.Errorf("%w: no CPU free to run it (context deadline exceeded)", host.ErrNotStarted)}
+	}
+	w := fakePlugin(fakePolicy("busy", busy, nil))
+	w.gates = newGateTracker(func(pods map[string]*v1.Pod) {
+		mu.Lock()
+		defer mu.Unlock()
+		for k := range pods {
+			got = append(got, k)
+		}
+	})
+	defer w.gates.close()
+	ctx := context.Background()
+	cycle := func(name string, nodes int) {
+		pod := fakePod()
+		pod.Name, pod.UID = name, types.UID(name)
+		state := intree.NewCycleState()
+		if _, st := w.PreFilter(ctx, state, pod, fakeNodes(nodes)); st != nil && !st.IsSkip() {
+			t.Fatalf("%s: PreFilter %v", name, st)
+		}
+		fits := false
+		for _, ni := range fakeNodes(nodes) {
+			st := w.Filter(ctx, state, pod, ni)
+			fits = fits || st.IsSuccess()
+			if ni.Node().Name != "n0" && (st.IsSuccess() || !strings.Contains(st.Message(), "not evaluated")) {
+				t.Fatalf("%s on %s: %v, want not evaluated", name, ni.Node().Name, st)
+			}
+		}
+		if !fits {
+			w.PostFilter(ctx, state, pod, nil)
+		}
+	}
+	cycle("busy", 3)    // no node fits, two not evaluated: retried
+	cycle("own", 1)     // the policy's own rejection: waits for an event
+	cycle("deleted", 3) // retried, but deleted first
+	w.podDeleted(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "deleted"}})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 1 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // nothing more comes
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, ",") != "default/busy" {
+		t.Errorf("activated %v, want default/busy once", got)
+	}
+}

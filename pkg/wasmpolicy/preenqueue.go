@@ -103,8 +103,12 @@ func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, 
 var failureRecheck = host.Recheck{Events: abi.RecheckAll, After: 5 * time.Second}
 
 // busyRecheck is when a pod whose preenqueue could not start (no CPU free
-// within preEnqueueTimeout) is checked again: soon, since nothing failed.
-var busyRecheck = host.Recheck{Events: abi.RecheckAll, After: time.Second}
+// within preEnqueueTimeout: a gate has a CPU of its own, so only when
+// gates overlap) is checked again: after a second, since nothing failed,
+// and not on cluster events, which do not free a CPU and would requeue
+// it, under the queue's lock, once for every pod bound meanwhile. A pod a
+// scheduling cycle could not evaluate is retried after the same delay.
+var busyRecheck = host.Recheck{After: time.Second}
 
 // outOfCycleFailure handles a failed call at PreEnqueue or PreBind, which
 // belong to no scheduling cycle's budget: it is counted and logged, the

@@ -158,13 +158,13 @@ func (w *WasmPolicy) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHi
 	}, nil
 }
 
-// podDeleted forgets a deleted pod's gate.
+// podDeleted forgets a deleted pod's gate and retry.
 func (w *WasmPolicy) podDeleted(obj interface{}) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
 	if pod, ok := obj.(*v1.Pod); ok {
-		w.gates.release(pod.UID)
+		w.gates.forget(pod.UID)
 	}
 }
 

@@ -111,11 +111,16 @@ func TestBadPolicyIsContained(t *testing.T) {
 		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 			bound, unschedulable, neither := settle(t, e, names)
 			if len(bound) == n {
+				m := metrics()
+				t.Logf("%s: calls that got no CPU in time: PreEnqueue %v, Filter %v; pods retried for it %d", prefix,
+					counter(m, "wasmsched_policy_evaluations_total", `extension_point="PreEnqueue",policy="guard",result="NotCalled"`),
+					counter(m, "wasmsched_policy_evaluations_total", `extension_point="Filter",policy="guard",result="NotCalled"`),
+					e.logCount("Pod not evaluated by every policy for lack of CPU"))
 				return lastScheduled(t, e, names).Sub(begin)
 			}
 			if time.Now().After(deadline) {
 				for _, name := range append(unschedulable, neither...) {
-					t.Logf("%s: events %v", name, eventNotes(e.name, name, "", ""))
+					t.Logf("%s: events %v", name, podEvents(e.name, name))
 				}
 				t.Fatalf("%s: %d of %d pods bound after 3 minutes (unschedulable %v, neither %v)", prefix, len(bound), n, unschedulable, neither)
 			}
@@ -130,10 +135,8 @@ func TestBadPolicyIsContained(t *testing.T) {
 		withBad := run(last, pods, true)
 		ratios = append(ratios, base.Seconds()/withBad.Seconds())
 		m := metrics()
-		t.Logf("pair %d: %d pods on %d nodes in %s without looping pods, %s with 5: %.0f%%; timed-out cycles %v, answered from quarantine %v; calls not started (no CPU in time): PreEnqueue %v, Filter %v",
-			i, pods, nodes, base.Round(time.Millisecond), withBad.Round(time.Millisecond), 100*ratios[i], stopped(m, "Timeout"), stopped(m, "Quarantined"),
-			counter(m, "wasmsched_policy_evaluations_total", `extension_point="PreEnqueue",policy="guard",result="NotCalled"`),
-			counter(m, "wasmsched_policy_evaluations_total", `extension_point="Filter",policy="guard",result="NotCalled"`))
+		t.Logf("pair %d: %d pods on %d nodes in %s without looping pods, %s with 5: %.0f%%; timed-out cycles %v, answered from quarantine %v",
+			i, pods, nodes, base.Round(time.Millisecond), withBad.Round(time.Millisecond), 100*ratios[i], stopped(m, "Timeout"), stopped(m, "Quarantined"))
 		// Each looping pod costs at most one timed-out cycle: then it is
 		// quarantined. (A distinct input each: 5 cycles.)
 		if got := stopped(m, "Timeout"); got > attackers {

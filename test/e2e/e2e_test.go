@@ -356,6 +356,19 @@ func eventNotes(ns, name, typ, reason string) []string {
 	return notes
 }
 
+// podEvents lists every Event about pod name, as "reason: note".
+func podEvents(ns, name string) []string {
+	evs, err := client.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + name})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, ev := range evs.Items {
+		out = append(out, ev.Reason+": "+ev.Note)
+	}
+	return out
+}
+
 func module(t *testing.T, name string) []byte {
 	return testguests.PolicyBytes(t, testguests.TinyGo, name)
 }
