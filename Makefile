@@ -36,7 +36,7 @@ WAT2WASM      ?= wat2wasm
 # Tests that run alone and without -race: the deadline tests (no other test
 # binary may compete for the cores while they measure), and the warm-start
 # crash test (50 starts of 40 Go policies: 50 s, several minutes under -race).
-TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts|TestSpinningGuestLeavesTheProcessRunning|TestRefuelLetsGarbageCollectionStopTheGuest|TestNodeTableBatchDeadline|TestPreEnqueueTimeout|TestPreBindPatchAttacks|TestAdversarialGatesAndPatches|TestBulkLoopsEndWithinTimeout|TestLoadCostAtTheLimits|TestHostCallsEndWithinTimeout
+TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts|TestSpinningGuestLeavesTheProcessRunning|TestRefuelLetsGarbageCollectionStopTheGuest|TestNodeTableBatchDeadline|TestPreEnqueueTimeout|TestPreBindPatchAttacks|TestAdversarialGatesAndPatches|TestBulkLoopsEndWithinTimeout|TestLoadCostAtTheLimits|TestHostCallsEndWithinTimeout|TestFatLoopEndsWithinTimeout|TestGateHasACPUOfItsOwn
 # Tests that run without -race only: the spec-suite differential (65,000
 # guest calls, 5x slower under the race detector) and the example policies'
 # case tables, which make test runs on their own stage anyway.

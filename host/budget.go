@@ -5,6 +5,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,6 +62,11 @@ type Budget struct {
 	busySince int64         // monotonic time the current busy interval began
 	inflight  []*instance
 	stopped   *CallError
+	// work is the deadline checks of the calls that ended, slept whether
+	// one of them slept: whether a spent budget went to the policy's work
+	// or to waiting for the machine (instance.starved).
+	work  atomic.Int64
+	slept atomic.Bool
 }
 
 // NewBudget returns a budget of limit guest time; limit <= 0 means no
@@ -158,6 +164,10 @@ func (b *Budget) end(in *instance, cerr *CallError) *CallError {
 	defer b.mu.Unlock()
 	in.stopReq.Store(false) // no later interrupt can reach in for this call
 	in.budget = nil
+	b.work.Add(int64(in.checks))
+	if in.slept {
+		b.slept.Store(true)
+	}
 	if i := slices.Index(b.inflight, in); i >= 0 {
 		b.inflight = slices.Delete(b.inflight, i, i+1)
 		if len(b.inflight) == 0 {

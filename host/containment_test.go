@@ -7,12 +7,16 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/internal/wasmgen"
 )
@@ -239,4 +243,115 @@ func TestCallThatCannotStartSaysSo(t *testing.T) {
 		t.Fatalf("call cancelled while waiting: %v, want Unavailable wrapping ErrNotStarted and context.Canceled", err)
 	}
 	<-busy
+}
+
+// A gate never waits behind the scheduling cycles' calls: with the only
+// running token held by a looping Filter call, a PreEnqueue call runs at
+// once on the gate's own token. A second gate while the first still runs
+// waits like any call, and says so when its context ends.
+func TestGateHasACPUOfItsOwn(t *testing.T) {
+	setRunningTokens(1)
+	t.Cleanup(func() { setRunningTokens(max(1, runtime.GOMAXPROCS(0))) })
+	const hold = 2 * time.Second // how long a looping call holds its token
+	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: hold, MaxInstances: 4})
+	v := load(t, p, testguests.PolicyBytes(t, testguests.TinyGo, "testdata/adversary"))
+	pod := func(labels map[string]string) *PodState {
+		return NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: labels}})
+	}
+	var filterDone, gateDone atomic.Bool
+	go func() {
+		defer filterDone.Store(true)
+		_, _, _ = v.Call(context.Background(), CallFilter, pod(map[string]string{"attack": "loop"}), nodeInfo("n", nil, false), new(PolicyCycle), nil)
+	}()
+	time.Sleep(100 * time.Millisecond) // the looping Filter holds the only token
+	_, r, err := v.Call(context.Background(), CallPreEnqueue, pod(nil), nil, new(PolicyCycle), nil)
+	if err != nil || r.Code != abi.CodeSuccess || filterDone.Load() {
+		t.Fatalf("gate beside a looping Filter: %+v, %v (Filter ended first: %v); want it to pass at once", r, err, filterDone.Load())
+	}
+	go func() {
+		defer gateDone.Store(true)
+		_, _, _ = v.Call(context.Background(), CallPreEnqueue, pod(map[string]string{"preenqueue-attack": "loop"}), nil, new(PolicyCycle), nil)
+	}()
+	time.Sleep(100 * time.Millisecond) // the looping gate holds the gate's token
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, _, err = v.Call(ctx, CallPreEnqueue, pod(nil), nil, new(PolicyCycle), nil)
+	if err == nil || !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("second gate with both tokens held: %v (Filter ended: %v, gate ended: %v); want ErrNotStarted", err, filterDone.Load(), gateDone.Load())
+	}
+}
+
+// A call that reached its deadline after next to no work was starved by
+// the machine: it is not the policy's timeout (ErrStarved, Unavailable),
+// unless the guest slept or the module is not instrumented; a spent cycle
+// budget counts the work of the cycle's ended calls too. A looping guest
+// does hundreds of checks within any timeout (TestDeadline*, also under
+// make test-deadlines-loaded), so it stays a timeout.
+func TestStarvedCallIsNotATimeout(t *testing.T) {
+	engine := func(i Interruption) *Engine {
+		e, err := NewEngine(EngineOptions{CacheDir: t.TempDir(), Interruption: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	fuelled := newPolicy(t, engine(InterruptFuel), PolicySpec{})
+	v := load(t, fuelled, testguests.Fixture(t, "ok"))
+	in := &instance{v: v}
+	b := NewBudget(time.Second)
+	for _, c := range []struct {
+		name    string
+		checks  uint32
+		slept   bool
+		by      expiry
+		work    int64
+		starved bool
+	}{
+		{"timeout, no work", 1, false, expiredByTimeout, 0, true},
+		{"timeout, a looping call's work", 400, false, expiredByTimeout, 0, false},
+		{"timeout after a sleep", 1, true, expiredByTimeout, 0, false},
+		{"stopped by another call", 0, false, expiredByStop, 0, false},
+		{"budget, no work in the cycle", 1, false, expiredByBudget, 2, true},
+		{"budget, work in earlier calls", 1, false, expiredByBudget, 100, false},
+	} {
+		in.checks, in.slept = c.checks, c.slept
+		b.work.Store(c.work)
+		if got := in.starved(c.by, b); got != c.starved {
+			t.Errorf("%s: starved = %v, want %v", c.name, got, c.starved)
+		}
+	}
+	in.checks, in.slept = 1, false
+	if err := in.starvedError(); err.Outcome != OutcomeUnavailable || !errors.Is(err, ErrStarved) {
+		t.Errorf("starved call's error: %v, want Unavailable wrapping ErrStarved", err)
+	}
+	// Without the instrumentation there is no measure of work: a timeout
+	// is a timeout.
+	closing := newPolicy(t, engine(InterruptCloseOnDone), PolicySpec{})
+	in = &instance{v: load(t, closing, testguests.Fixture(t, "ok"))}
+	if in.starved(expiredByTimeout, nil) {
+		t.Error("an uninstrumented call counted as starved")
+	}
+}
+
+// A loop over long straight-line code (a function of 400,000
+// instructions, no loop of its own, called forever) ends within timeout +
+// 10 ms and is a timeout, not a starved call: the rewriter adds a fuel
+// check every fuel.StraightLine instructions, so its work is counted.
+// Before, it was charged one unit per call and checked its deadline every
+// 10,000 calls.
+func TestFatLoopEndsWithinTimeout(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
+	v := load(t, p, wasmgen.Module(wasmgen.Shape{FatLoop: 100_000}))
+	var o overruns
+	for run := 0; run < deadlineRuns; run++ {
+		start := time.Now()
+		_, _, err := v.Call(context.Background(), CallFilter, testPod(), nodeInfo("n", nil, false), new(PolicyCycle), nil)
+		o.add(time.Since(start), timeout)
+		if err == nil || err.Outcome != OutcomeTimeout {
+			t.Fatalf("run %d: %v, want a timeout", run, err)
+		}
+	}
+	o.check(t, "fat loop ended")
 }

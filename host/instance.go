@@ -77,6 +77,13 @@ type instance struct {
 	// ticks counts host function calls since the last deadline check
 	// (hostCheckEvery).
 	ticks uint32
+	// checks counts the deadline checks of the current call: the work it
+	// did (each refuel is refuelAmount loop iterations and function
+	// entries, each host check hostCheckEvery host calls). slept is set
+	// when the guest slept (nanosleep). Both tell a call the machine
+	// starved from one that spent its time (starved).
+	checks uint32
+	slept  bool
 	// lastMem is the memory size last accounted in Version.memBytes,
 	// charged what was last charged to the memory budget (trackMemory).
 	lastMem, charged int64
@@ -171,6 +178,22 @@ const (
 var running atomic.Pointer[chan struct{}]
 
 func init() { setRunningTokens(max(1, runtime.GOMAXPROCS(0))) }
+
+// gateToken is one more running token, for PreEnqueue calls only, taken
+// when every token of running is held. kube-scheduler calls PreEnqueue
+// with its scheduling queue locked, one pod at a time: had it waited for
+// a token behind the scheduling cycles' Filter calls, every pod added or
+// requeued meanwhile would have waited on the lock too. On a loaded
+// machine, with looping pods holding tokens for their whole timeout,
+// gates that found no token within their 10 ms let 3,119 pods wait and
+// requeue in one run of 500 pods, which took 33 s instead of 3.2 s
+// (docs/security.md, "A gate has a CPU of its own"). The guest it runs
+// shares a P with one other guest at most, on the goroutine already
+// running there.
+var gateToken = make(chan struct{}, 1)
+
+// maxRunning is how many guest calls may run at once: one per token.
+func maxRunning() int { return cap(*running.Load()) + cap(gateToken) }
 
 // setRunningTokens sets how many guest calls may run at once (tests change
 // it between calls; a call releases the token it took).
@@ -268,6 +291,7 @@ func (in *instance) arm(d time.Duration, deadline int64) bool {
 	in.deadline = deadline
 	in.expiredBy = expiredByTimeout
 	in.ticks = 0
+	in.checks, in.slept = 0, false
 	now := monotonic()
 	in.started.Store(now)
 	in.armed.Store(true)
@@ -322,6 +346,7 @@ var errDeadline = errors.New("wasmsched: call stopped at its deadline")
 // budget stopped, is unwound by a panic, which wazero turns into the
 // call's error; the budget is stopped so the cycle's other calls end too.
 func (in *instance) checkDeadline() {
+	in.checks++
 	if in.callTable != nil {
 		in.tableProgress()
 	}
@@ -345,11 +370,7 @@ func (in *instance) checkDeadline() {
 	b := in.budget
 	in.mu.Unlock()
 	if fired && b != nil && by != expiredByStop {
-		cause := &CallError{Outcome: OutcomeTimeout, Err: context.DeadlineExceeded}
-		if by == expiredByBudget {
-			cause = b.spentError()
-		}
-		b.Stop(cause)
+		b.Stop(in.deadlineCause(by, b))
 	}
 	panic(errDeadline)
 }
@@ -384,12 +405,55 @@ func (in *instance) timerFired() {
 	b := in.budget
 	in.mu.Unlock()
 	if b != nil {
-		cause := &CallError{Outcome: OutcomeTimeout, Err: context.DeadlineExceeded}
-		if by == expiredByBudget {
-			cause = b.spentError()
-		}
-		b.Stop(cause)
+		b.Stop(in.deadlineCause(by, b))
 	}
+}
+
+// deadlineCause is why a call's deadline stops its cycle's budget: the
+// call's timeout or the spent budget, unless the machine starved it.
+func (in *instance) deadlineCause(by expiry, b *Budget) *CallError {
+	switch {
+	case in.starved(by, b):
+		return in.starvedError()
+	case by == expiredByBudget:
+		return b.spentError()
+	}
+	return &CallError{Outcome: OutcomeTimeout, Err: context.DeadlineExceeded}
+}
+
+// starvedChecks: a call that reached its deadline after fewer deadline
+// checks than this (its cycle's calls together, for the cycle budget) ran
+// at most a few tens of thousands of loop iterations and function entries,
+// well under a millisecond of CPU, against a timeout of 10 ms or more.
+// Its time went to waiting for the machine (other processes, the
+// scheduler's own goroutines), not to the policy: a looping guest reaches
+// hundreds of checks in 10 ms even when it gets a third of a core.
+const starvedChecks = 5
+
+// starved reports whether the call that expired by by did next to no work
+// (starvedChecks). Only instrumented modules count their work; a guest
+// that slept chose to spend its time.
+func (in *instance) starved(by expiry, b *Budget) bool {
+	if in.v.p.e.interruption != InterruptFuel || in.slept || by == expiredByStop {
+		return false
+	}
+	work := int64(in.checks)
+	if by == expiredByBudget && b != nil {
+		if b.slept.Load() {
+			return false
+		}
+		work += b.work.Load()
+	}
+	return work < starvedChecks
+}
+
+// ErrStarved is in the error of a call that reached its deadline having
+// had almost no CPU: the machine was overloaded, the policy did nothing
+// wrong. Like ErrNotStarted, callers must not hold it against the policy.
+var ErrStarved = errors.New("the call reached its deadline with almost no CPU time: the machine was overloaded")
+
+func (in *instance) starvedError() *CallError {
+	return &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("%w (%d deadline checks in %s)", ErrStarved, in.checks, time.Duration(monotonic()-in.started.Load()).Round(time.Millisecond))}
 }
 
 // interrupt stops the instance's call because its budget stopped. Called
@@ -566,6 +630,9 @@ func (in *instance) expired(err error) *CallError {
 		due = in.deadline
 	}
 	late := time.Duration(max(0, monotonic()-due))
+	if in.starved(in.expiredBy, in.budget) {
+		return in.starvedError()
+	}
 	switch in.expiredBy {
 	case expiredByBudget:
 		return &CallError{Outcome: OutcomeBudget, Err: err, Late: late}
@@ -643,6 +710,7 @@ func (in *instance) nanosleep(ns int64) {
 	if in.deadline != 0 {
 		left = min(left, time.Duration(in.deadline-now))
 	}
+	in.slept = true
 	time.Sleep(max(0, min(time.Duration(ns), left+time.Millisecond)))
 	in.checkDeadline()
 }

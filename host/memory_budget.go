@@ -43,8 +43,9 @@ var (
 // liveHeap, the linear memory's size), not estimated from module size.
 //
 // A module is admitted only if the loaded modules plus one running instance
-// per CPU (the largest instance loaded) fit: at most GOMAXPROCS guest calls
-// run at once (running), so that is what the scheduler needs to make
+// per CPU, and one for a gate (the largest instance loaded), fit: at most
+// GOMAXPROCS guest calls run at once (running), and a PreEnqueue call
+// beside them (gateToken), so that is what the scheduler needs to make
 // progress. Everything above is shared out by use: an instance is created
 // when a call finds none idle, after closing idle instances of the least
 // recently used policies if the budget is full; instances idle for
@@ -97,7 +98,7 @@ func (b *memoryBudget) roomLocked(extra int64) int64 {
 	for v := range b.versions {
 		largest = max(largest, v.instCost)
 	}
-	return int64(cap(*running.Load())) * largest
+	return int64(maxRunning()) * largest
 }
 
 // admit checks that a new version fits: every loaded module (v's module is

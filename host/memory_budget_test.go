@@ -126,7 +126,7 @@ func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
 	before := e.MemoryBudget()
 	// Room for what is loaded and one more MiB: less than a Go module's
 	// machine code alone (7 MiB or more).
-	e.budget.limit = before.Modules + int64(cap(*running.Load()))*small.instCost + 1<<20
+	e.budget.limit = before.Modules + int64(maxRunning())*small.instCost + 1<<20
 
 	big := newPolicy(t, e, PolicySpec{Name: "big"})
 	_, err := big.Load(context.Background(), testguests.PolicyBytes(t, testguests.Go, "spread"), "")

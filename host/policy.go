@@ -290,7 +290,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	if modules, room, ok := p.e.budget.admit(v); !ok {
 		b := p.e.budget
 		return fail(in, "MemoryBudget", fmt.Errorf("the policies' memory budget of %s cannot hold this module: loaded modules hold %s (this one %s: compiled code %s, host heap %s, shared by %d policies) and %s must stay free to run %d guest calls at once (one instance of this module is %s); raise memoryBudget in the WasmPolicy args or remove policies",
-			mib(b.limit), mib(modules), mib(sm.cost()), mib(sm.code), mib(sm.heap), p.e.sharers(sm), mib(room), cap(*running.Load()), mib(v.instCost)))
+			mib(b.limit), mib(modules), mib(sm.cost()), mib(sm.code), mib(sm.heap), p.e.sharers(sm), mib(room), maxRunning(), mib(v.instCost)))
 	}
 	p.replaceMu.Lock()
 	p.versions[v] = struct{}{}
@@ -708,7 +708,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		}
 		return 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", name, len(nodes), len(results), len(scores))}
 	}
-	in, deadline, cerr := v.begin(ctx, pc)
+	in, deadline, cerr := v.begin(ctx, kind, pc)
 	if cerr != nil {
 		return 0, cerr
 	}
@@ -788,7 +788,7 @@ func unselected(results []Result, nodes []fwk.NodeInfo, batchKind CallKind, tabl
 
 // begin takes an instance for a call of pc's cycle, and the budget's
 // deadline for it.
-func (v *Version) begin(ctx context.Context, pc *PolicyCycle) (*instance, int64, *CallError) {
+func (v *Version) begin(ctx context.Context, kind CallKind, pc *PolicyCycle) (*instance, int64, *CallError) {
 	var b *Budget
 	if pc != nil {
 		b = pc.Budget
@@ -803,8 +803,14 @@ func (v *Version) begin(ctx context.Context, pc *PolicyCycle) (*instance, int64,
 	select {
 	case tokens <- struct{}{}:
 	default:
+		var gate chan struct{} // nil: never ready
+		if kind == CallPreEnqueue {
+			gate = gateToken
+		}
 		select {
 		case tokens <- struct{}{}:
+		case gate <- struct{}{}:
+			tokens = gate
 		case <-ctx.Done():
 			return nil, 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("%w (%w)", errRunWait, context.Cause(ctx))}
 		}
@@ -861,7 +867,7 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 	if kind < 0 || kind >= NumCallKinds || abi.Points[kind].BatchOf != abi.BatchNone || !v.implements(kind) {
 		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement extension point %d", kind)}
 	}
-	in, deadline, cerr := v.begin(ctx, pc)
+	in, deadline, cerr := v.begin(ctx, kind, pc)
 	if cerr != nil {
 		return 0, Result{}, cerr
 	}

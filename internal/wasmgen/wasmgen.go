@@ -22,10 +22,18 @@ type Shape struct {
 	BrTable int
 	// Globals declares that many immutable i32 globals.
 	Globals int
+	// FatLoop, when set, makes filter loop forever calling a function of
+	// FatLoop increments of a mutable global (4 instructions each, no loop
+	// of its own): long straight-line code run over and over. Functions,
+	// BodyOps and Globals are ignored.
+	FatLoop int
 }
 
 // Module returns the wasm bytes of a module of shape s.
 func Module(s Shape) []byte {
+	if s.FatLoop > 0 {
+		return fatLoop(s.FatLoop)
+	}
 	var out []byte
 	out = append(out, 0, 'a', 's', 'm', 1, 0, 0, 0)
 	// Types: 0 () -> i32, 1 (i64) -> (), 2 () -> ().
@@ -120,4 +128,36 @@ func section(out []byte, id byte, content []byte) []byte {
 	out = append(out, id)
 	out = binary.AppendUvarint(out, uint64(len(content)))
 	return append(out, content...)
+}
+
+// fatLoop is Module for Shape.FatLoop.
+func fatLoop(n int) []byte {
+	out := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	out = section(out, 1, vec(3, func(b []byte) []byte {
+		b = append(b, 0x60, 0, 1, 0x7f)
+		b = append(b, 0x60, 1, 0x7e, 0)
+		return append(b, 0x60, 0, 0)
+	}))
+	out = section(out, 3, vec(3, func(b []byte) []byte { return append(b, 0, 1, 2) }))
+	out = section(out, 5, []byte{1, 0, 1})
+	out = section(out, 6, vec(1, func(b []byte) []byte { return append(b, 0x7f, 1, 0x41, 0, 0x0b) })) // mut i32 = 0
+	out = section(out, 7, vec(3, func(b []byte) []byte {
+		b = name(b, "memory")
+		b = append(b, 2, 0)
+		b = name(b, "abi_version")
+		b = append(b, 0, 0)
+		b = name(b, "filter")
+		return append(b, 0, 1)
+	}))
+	body := []byte{0}
+	for i := 0; i < n; i++ {
+		body = append(body, 0x23, 0, 0x41, 1, 0x6a, 0x24, 0) // global.get 0; i32.const 1; i32.add; global.set 0
+	}
+	body = append(body, 0x0b)
+	out = section(out, 10, vec(3, func(b []byte) []byte {
+		b = fn(b, []byte{0, 0x41, 1, 0x0b})                            // abi_version: i32.const 1
+		b = fn(b, []byte{0, 0x03, 0x40, 0x10, 2, 0x0c, 0, 0x0b, 0x0b}) // filter: loop (call 2; br 0) end
+		return fn(b, body)
+	}))
+	return out
 }

@@ -91,7 +91,16 @@ func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdic
 // logged once, counted once by the breaker, and its reason, with the
 // breaker's state and the fix, becomes the one every node left gets.
 func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host.CallKind, err *host.CallError, enforce bool) verdict {
-	if v, ok := p.notStarted(ctx, point, err, enforce); ok {
+	// A call stopped because another of the cycle's calls failed reports
+	// that call's cause: the machine's overload is nobody's failure.
+	starved := err
+	if first, ok := err.Err.(*host.CallError); ok && err.Outcome == host.OutcomeStopped {
+		starved = first
+	}
+	if v, ok := p.notStarted(ctx, point, starved, enforce); ok {
+		if v.rejects() {
+			c.notEvaluated.Store(true)
+		}
 		return v
 	}
 	if err.Outcome == host.OutcomeUnavailable {
@@ -177,7 +186,8 @@ func loading(p *policy) string {
 }
 
 // notStarted handles a call that never started because its context ended
-// while it waited for a CPU or an instance (host.ErrNotStarted): the
+// while it waited for a CPU or an instance (host.ErrNotStarted), or that
+// reached its deadline with almost no CPU (host.ErrStarved): the
 // scheduler's overload, or a cycle that no longer needs the answer, never
 // the policy's failure. It is counted as NotCalled, neither the
 // failurePolicy nor the breaker nor the quarantine sees it, and the
@@ -187,7 +197,7 @@ func loading(p *policy) string {
 // statuses), and a pod not let in by a gate waits for its recheck. A
 // policy in Audit mode lets the pod through, as always.
 func (p *policy) notStarted(ctx context.Context, point host.CallKind, err *host.CallError, enforce bool) (verdict, bool) {
-	if err.Outcome != host.OutcomeUnavailable || !errors.Is(err.Err, host.ErrNotStarted) {
+	if err.Outcome != host.OutcomeUnavailable || !errors.Is(err.Err, host.ErrNotStarted) && !errors.Is(err.Err, host.ErrStarved) {
 		return verdict{}, false
 	}
 	p.m.evaluated(point, rNotCalled)
@@ -196,7 +206,7 @@ func (p *policy) notStarted(ctx context.Context, point host.CallKind, err *host.
 	case !enforce:
 		return pass, true
 	case point == host.CallFilter, point == host.CallPreFilter, point == host.CallPreEnqueue:
-		return verdict{code: fwk.Unschedulable, reason: "not evaluated: the scheduler had no CPU free for the policy before the call's context ended (scheduler overload, not the policy's failure); retried"}, true
+		return verdict{code: fwk.Unschedulable, reason: "not evaluated: the policy's call got no CPU in time (scheduler overload, not the policy's failure); retried"}, true
 	}
 	return pass, true
 }
