@@ -59,14 +59,7 @@ func Module(s Shape) []byte {
 			return b
 		}))
 	}
-	out = section(out, 7, vec(3, func(b []byte) []byte {
-		b = name(b, "memory")
-		b = append(b, 2, 0)
-		b = name(b, "abi_version")
-		b = append(b, 0, 0)
-		b = name(b, "filter")
-		return append(b, 0, 1)
-	}))
+	out = exports(out)
 	body := extraBody(s)
 	out = section(out, 10, vec(2+s.Functions, func(b []byte) []byte {
 		b = fn(b, []byte{0, 0x41, 1, 0x0b}) // abi_version: i32.const 1
@@ -141,14 +134,7 @@ func fatLoop(n int) []byte {
 	out = section(out, 3, vec(3, func(b []byte) []byte { return append(b, 0, 1, 2) }))
 	out = section(out, 5, []byte{1, 0, 1})
 	out = section(out, 6, vec(1, func(b []byte) []byte { return append(b, 0x7f, 1, 0x41, 0, 0x0b) })) // mut i32 = 0
-	out = section(out, 7, vec(3, func(b []byte) []byte {
-		b = name(b, "memory")
-		b = append(b, 2, 0)
-		b = name(b, "abi_version")
-		b = append(b, 0, 0)
-		b = name(b, "filter")
-		return append(b, 0, 1)
-	}))
+	out = exports(out)
 	body := []byte{0}
 	for i := 0; i < n; i++ {
 		body = append(body, 0x23, 0, 0x41, 1, 0x6a, 0x24, 0) // global.get 0; i32.const 1; i32.add; global.set 0
@@ -160,4 +146,17 @@ func fatLoop(n int) []byte {
 		return fn(b, body)
 	}))
 	return out
+}
+
+// exports is the export section every module here has: memory 0,
+// abi_version (function 0) and filter (function 1).
+func exports(out []byte) []byte {
+	return section(out, 7, vec(3, func(b []byte) []byte {
+		b = name(b, "memory")
+		b = append(b, 2, 0)
+		b = name(b, "abi_version")
+		b = append(b, 0, 0)
+		b = name(b, "filter")
+		return append(b, 0, 1)
+	}))
 }

@@ -158,15 +158,8 @@ func withAnnotation(p *v1.Pod, k, v string) *v1.Pod {
 // A gate that asked for a delay has its pod sent back to the queue then,
 // once; pods without a delay are not.
 func TestGateRecheckTimer(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	g := newGateTracker(func(pods map[string]*v1.Pod) {
-		mu.Lock()
-		defer mu.Unlock()
-		for k := range pods {
-			got = append(got, k)
-		}
-	})
+	var a activations
+	g := newGateTracker(a.activate)
 	defer g.close()
 	p := fakePolicy("p", nil, nil)
 	soon, later, never := fakePod(), fakePod(), fakePod()
@@ -176,20 +169,7 @@ func TestGateRecheckTimer(t *testing.T) {
 	g.gate(later, p, host.Recheck{After: 400 * time.Millisecond})
 	g.gate(soon, p, host.Recheck{After: 100 * time.Millisecond})
 	g.gate(never, p, host.Recheck{Events: abi.RecheckPodUpdate})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond) // nothing more comes
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Join(got, ",") != "default/soon,default/later" {
+	if got := a.after(2, 500*time.Millisecond); got != "default/soon,default/later" {
 		t.Errorf("activated %v, want soon then later, once each", got)
 	}
 }
@@ -381,8 +361,7 @@ func TestPreEnqueueQuarantine(t *testing.T) {
 // or whose rejections are the policy's own, does not; a deleted pod's
 // retry is dropped.
 func TestNotEvaluatedPodIsRetried(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
+	var a activations
 	busy := &fakeModule{}
 	busy.fns[host.CallFilter] = func(node string) (int64, host.Result, *host.CallError) {
 		if node == "n0" {
@@ -391,13 +370,7 @@ func TestNotEvaluatedPodIsRetried(t *testing.T) {
 		return 0, host.Result{}, &host.CallError{Outcome: host.OutcomeUnavailable, Err: fmt.Errorf("%w: no CPU free to run it (context deadline exceeded)", host.ErrNotStarted)}
 	}
 	w := fakePlugin(fakePolicy("busy", busy, nil))
-	w.gates = newGateTracker(func(pods map[string]*v1.Pod) {
-		mu.Lock()
-		defer mu.Unlock()
-		for k := range pods {
-			got = append(got, k)
-		}
-	})
+	w.gates = newGateTracker(a.activate)
 	defer w.gates.close()
 	ctx := context.Background()
 	cycle := func(name string, nodes int) {
@@ -423,20 +396,38 @@ func TestNotEvaluatedPodIsRetried(t *testing.T) {
 	cycle("own", 1)     // the policy's own rejection: waits for an event
 	cycle("deleted", 3) // retried, but deleted first
 	w.podDeleted(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "deleted"}})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n >= 1 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(1500 * time.Millisecond) // nothing more comes
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Join(got, ",") != "default/busy" {
+	if got := a.after(1, 1500*time.Millisecond); got != "default/busy" {
 		t.Errorf("activated %v, want default/busy once", got)
 	}
+}
+
+// activations records the pods a gate tracker sends back to the queue.
+type activations struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (a *activations) activate(pods map[string]*v1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range pods {
+		a.got = append(a.got, k)
+	}
+}
+
+// after waits (up to 10 s) until n pods were activated, then quiet more,
+// and returns every pod activated, in order.
+func (a *activations) after(n int, quiet time.Duration) string {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		a.mu.Lock()
+		done := len(a.got) >= n
+		a.mu.Unlock()
+		if done {
+			break
+		}
+	}
+	time.Sleep(quiet) // nothing more comes
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return strings.Join(a.got, ",")
 }
