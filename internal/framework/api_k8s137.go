@@ -1,4 +1,4 @@
-//go:build !k8s_1_34
+//go:build !k8s_1_34 && !k8s_1_35
 
 package framework
 
@@ -7,7 +7,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// The plugin API from k8s.io/kube-scheduler/framework (Kubernetes v1.35 and later).
+// The plugin API from k8s.io/kube-scheduler/framework (Kubernetes v1.36 and
+// later; api_k8s135.go is v1.35's).
 type (
 	Handle              = fwk.Handle
 	Plugin              = fwk.Plugin
@@ -41,8 +42,3 @@ const (
 	MinNodeScore = fwk.MinScore
 	MaxNodeScore = fwk.MaxScore
 )
-
-// PodSelf is the event resource of an unscheduled pod's update of
-// itself: TargetPod since v1.35, so a registration sees the pod's own
-// updates and not those of every pod in the cluster.
-const PodSelf = fwk.TargetPod

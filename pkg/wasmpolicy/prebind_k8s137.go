@@ -1,4 +1,4 @@
-//go:build !k8s_1_34
+//go:build !k8s_1_34 && !k8s_1_35
 
 package wasmpolicy
 
@@ -9,7 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// PreBindPreFlight implements framework.PreBindPlugin (v1.35 and later):
+// PreBindPreFlight implements framework.PreBindPlugin (v1.36 and later):
 // Skip unless a policy of the pod's cycle has a prebind. No parallel run
 // is offered (a nil result): the profile's preBind order decides, and
 // WasmPolicy listed after VolumeBinding does not patch a pod whose volumes
