@@ -77,16 +77,26 @@ $(BIN)/wasmsched: $(GO_SRCS) go.mod go.sum
 
 ## image: OCI images of kube-scheduler and wasm-extender for IMAGE_PLATFORMS
 ## (default linux/amd64 linux/arm64), without Docker: an OCI layout in
-## _output/images/oci, tagged IMAGE_VERSION (hack/image)
-image: deps $(foreach i,$(IMAGES),$(foreach p,$(IMAGE_PLATFORMS),$(call image_bin,$(i),$(p))))
+## _output/images/oci, tagged IMAGE_VERSION, and the kube-scheduler of each
+## older build line tagged with its own version (hack/image)
+image: deps $(foreach i,$(IMAGES),$(foreach p,$(IMAGE_PLATFORMS),$(call image_bin,$(i),$(p)))) \
+		$(foreach l,$(LINES),$(foreach p,$(IMAGE_PLATFORMS),$(call image_bin,kube-scheduler-$(l),$(p))))
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) $(GO) run ./hack/image build -out $(IMAGE_DIR)/oci \
 		-version $(IMAGE_VERSION) -revision $$(git rev-parse HEAD) \
-		$(foreach i,$(IMAGES),$(foreach p,$(IMAGE_PLATFORMS),-binary $(i)=$(p)=$(call image_bin,$(i),$(p))))
+		$(foreach i,$(IMAGES),$(foreach p,$(IMAGE_PLATFORMS),-binary $(i)=$(p)=$(call image_bin,$(i),$(p)))) \
+		$(foreach l,$(LINES),$(foreach p,$(IMAGE_PLATFORMS),-binary kube-scheduler@$(call line_version,$(l))-wasmsched=$(p)=$(call image_bin,kube-scheduler-$(l),$(p))))
 
 $(IMAGE_DIR)/linux-%/kube-scheduler: $(GO_SRCS) go.mod go.sum
 	GOOS=linux GOARCH=$* $(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kube-scheduler
 $(IMAGE_DIR)/linux-%/wasm-extender: $(GO_SRCS) go.mod go.sum
 	GOOS=linux GOARCH=$* $(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/wasm-extender
+# An older line's kube-scheduler for its image, per platform.
+define line_image_rule
+$(IMAGE_DIR)/linux-%/kube-scheduler-$(1): $(GO_SRCS) go.$(1).mod go.$(1).sum
+	GOOS=linux GOARCH=$$* $(GO) build -modfile=go.$(1).mod -tags $(call line_tag,$(1)) \
+		-ldflags '$(shell $(K8SLIB); version_ldflags $(call line_version,$(1)))' -o $$@ ./cmd/kube-scheduler
+endef
+$(foreach l,$(LINES),$(eval $(call line_image_rule,$(l))))
 
 ## image-push: push make image's images to REGISTRY (REGISTRY=registry.example.com/wasmsched:
 ## REGISTRY/kube-scheduler:IMAGE_VERSION ...) with the docker config's

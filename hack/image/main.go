@@ -3,12 +3,15 @@
 // make image-push).
 //
 //	go run ./hack/image build -out DIR -version V -revision SHA \
-//	    -binary kube-scheduler=linux/amd64=PATH [-binary ...]
+//	    -binary kube-scheduler=linux/amd64=PATH [-binary kube-scheduler@V2=linux/amd64=PATH2 ...]
 //	go run ./hack/image push -out DIR -registry REGISTRY [-tag TAG] [-ca-file F] [-insecure]
 //
 // build writes one OCI image layout, DIR, holding for each binary an image
 // index of its platforms, named by the annotation
-// org.opencontainers.image.ref.name (NAME:VERSION). Each image is two
+// org.opencontainers.image.ref.name (NAME:VERSION; a binary given as
+// NAME@VERSION carries that version instead of -version: the scheduler of
+// each Kubernetes build line is one more image of the same name, tagged
+// with its version). Each image is two
 // layers and no shell: a root file system with a non-root user (65532,
 // nonroot), the system's CA certificates and a writable cache directory;
 // and the static binary in /usr/local/bin, its entrypoint. Timestamps are
@@ -91,7 +94,7 @@ func build(args []string) error {
 	revision := fs.String("revision", "", "the source revision (git commit)")
 	cacerts := fs.String("ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle copied into the images, for registries' certificates")
 	var bins binaries
-	fs.Var(&bins, "binary", "NAME=OS/ARCH=PATH, once per image and platform")
+	fs.Var(&bins, "binary", "NAME[@VERSION]=OS/ARCH=PATH, once per image and platform (VERSION: the image's own, instead of -version)")
 	_ = fs.Parse(args)
 	if *out == "" || *version == "" || len(bins) == 0 {
 		return errors.New("build needs -out, -version and -binary")
@@ -109,14 +112,18 @@ func build(args []string) error {
 	for _, b := range bins {
 		parts := strings.SplitN(b, "=", 3)
 		if len(parts) != 3 {
-			return fmt.Errorf("-binary %q: want NAME=OS/ARCH=PATH", b)
+			return fmt.Errorf("-binary %q: want NAME[@VERSION]=OS/ARCH=PATH", b)
 		}
 		p, err := v1.ParsePlatform(parts[1])
 		if err != nil {
 			return err
 		}
-		byName[parts[0]] = append(byName[parts[0]], *p)
-		paths[parts[0]+"="+p.String()] = parts[2]
+		key := parts[0]
+		if !strings.Contains(key, "@") {
+			key += "@" + *version
+		}
+		byName[key] = append(byName[key], *p)
+		paths[key+"="+p.String()] = parts[2]
 	}
 	if err := os.RemoveAll(*out); err != nil {
 		return err
@@ -130,18 +137,19 @@ func build(args []string) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		anns := map[string]string{annSource: sourceURL, annRevision: *revision, annVersion: *version, annTitle: n, annLicenses: "Apache-2.0"}
+	for _, key := range names {
+		n, ver, _ := strings.Cut(key, "@")
+		anns := map[string]string{annSource: sourceURL, annRevision: *revision, annVersion: ver, annTitle: n, annLicenses: "Apache-2.0"}
 		idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
-		for _, p := range byName[n] {
-			img, err := image(n, p, paths[n+"="+p.String()], roots, anns, epoch)
+		for _, p := range byName[key] {
+			img, err := image(n, p, paths[key+"="+p.String()], roots, anns, epoch)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", n, p, err)
 			}
 			pc := p
 			idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &pc}})
 		}
-		idxAnns := map[string]string{annRefName: n + ":" + *version}
+		idxAnns := map[string]string{annRefName: n + ":" + ver}
 		for k, v := range anns {
 			idxAnns[k] = v
 		}
@@ -150,7 +158,7 @@ func build(args []string) error {
 			return err
 		}
 		d, _ := idx.Digest()
-		fmt.Printf("%s:%s %s (%d platforms)\n", n, *version, d, len(byName[n]))
+		fmt.Printf("%s:%s %s (%d platforms)\n", n, ver, d, len(byName[key]))
 	}
 	return nil
 }
@@ -304,6 +312,16 @@ func push(args []string) error {
 	}
 	if os.Getenv("IMAGE_DEBUG") != "" {
 		logs.Debug.SetOutput(os.Stderr)
+	}
+	if *tag != "" {
+		seen := map[string]bool{}
+		for _, d := range im.Manifests {
+			n, _, _ := strings.Cut(d.Annotations[annRefName], ":")
+			if seen[n] {
+				return fmt.Errorf("-tag %s would push every %s image (one per Kubernetes build line) to one tag: push without -tag, each image to its own version", *tag, n)
+			}
+			seen[n] = true
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

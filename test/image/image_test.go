@@ -8,10 +8,13 @@ import (
 	"archive/tar"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,14 +47,34 @@ func TestImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var version string
-	for _, d := range im.Manifests {
-		if n, v, _ := strings.Cut(d.Annotations["org.opencontainers.image.ref.name"], ":"); n == "kube-scheduler" {
-			version = v
+	// One kube-scheduler image per build line, tagged with its Kubernetes
+	// version, and the extender of the main line.
+	want := map[string]bool{}
+	lines, err := filepath.Glob(filepath.Join(root, "go*.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range lines {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^\s*k8s.io/kubernetes (v1\.[0-9.]+)$`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s requires no k8s.io/kubernetes", f)
+		}
+		v := string(m[1]) + "-wasmsched"
+		want["kube-scheduler:"+v] = true
+		if filepath.Base(f) == "go.mod" {
+			want["wasm-extender:"+v] = true
 		}
 	}
-	if len(im.Manifests) != 2 || version == "" {
-		t.Fatalf("the layout holds %d images (want kube-scheduler and wasm-extender): %+v", len(im.Manifests), im.Manifests)
+	got := map[string]bool{}
+	for _, d := range im.Manifests {
+		got[d.Annotations["org.opencontainers.image.ref.name"]] = true
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("the layout holds %v, want %v (one kube-scheduler per build line, the extender of main)", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 	}
 
 	// Pushed as make image-push pushes them, to a registry with TLS and
@@ -68,8 +91,9 @@ func TestImages(t *testing.T) {
 	transport := &oci.Client{Keychain: kc, RootCAs: reg.RootCAs()}
 	opts := []remote.Option{remote.WithAuthFromKeychain(kc), remote.WithTransport(transport.Transport())}
 	host := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
-	for _, bin := range []string{"kube-scheduler", "wasm-extender"} {
-		t.Run(bin, func(t *testing.T) {
+	for _, image := range slices.Sorted(maps.Keys(want)) {
+		bin, version, _ := strings.Cut(image, ":")
+		t.Run(image, func(t *testing.T) {
 			ref, err := name.ParseReference(reg.Host + "/wasmsched/" + bin + ":" + version)
 			if err != nil {
 				t.Fatal(err)
@@ -135,7 +159,7 @@ func TestImages(t *testing.T) {
 			}
 			if bin == "kube-scheduler" {
 				b, err := exec.Command(filepath.Join(dir, "usr/local/bin", bin), "--version").CombinedOutput()
-				if err != nil || !strings.Contains(string(b), "Kubernetes v1.") {
+				if err != nil || !strings.Contains(string(b), "Kubernetes "+strings.TrimSuffix(version, "-wasmsched")) {
 					t.Errorf("%s --version from the image: %v: %s", bin, err, b)
 				}
 			} else {
