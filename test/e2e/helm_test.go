@@ -281,3 +281,57 @@ func mustJSONYAML(t *testing.T, o any) string {
 	}
 	return string(b)
 }
+
+// The chart runs the build line that serves the cluster's minor: the
+// line's own minor, or else the one a minor older (hack/k8s-minors.txt and
+// the module files, through hack/gen-chart). A minor no line serves is
+// refused with the range the chart serves; image.tag pins a build on any.
+func TestHelmChartPicksTheLine(t *testing.T) {
+	chart := filepath.Join(root, "manifests", "charts", "wasmsched")
+	pins := map[string]string{} // minor -> the k8s.io/kubernetes version of its line
+	mods, err := filepath.Glob(filepath.Join(root, "go*.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range mods {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := regexp.MustCompile(`(?m)^\s*k8s.io/kubernetes (v1\.([0-9]+)\.[0-9]+)$`).FindSubmatch(b); m != nil {
+			pins["1."+string(m[2])] = string(m[1])
+		}
+	}
+	image := func(kubeVersion string, set ...string) (string, error) {
+		args := append([]string{"template", "wasmsched", chart, "--namespace", "wasmsched", "--kube-version", kubeVersion}, set...)
+		out, err := helm(t, args...)
+		if err != nil {
+			return "", err
+		}
+		m := regexp.MustCompile(`image: "?([^"\s]+)"?`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("helm template --kube-version %s rendered no image", kubeVersion)
+		}
+		return m[1], nil
+	}
+	for minor, line := range map[string]string{"1.35": "1.35", "1.36": "1.36", "1.37": "1.37", "1.38": "1.37"} {
+		want := "registry.example.com/wasmsched/kube-scheduler:" + pins[line] + "-wasmsched"
+		if pins[line] == "" {
+			t.Fatalf("no build line for %s (module files: %v)", line, pins)
+		}
+		got, err := image(minor + ".2")
+		if err != nil || got != want {
+			t.Errorf("Kubernetes %s: image %q (%v), want %s", minor, got, err, want)
+		}
+	}
+	for _, minor := range []string{"1.34.5", "1.39.0"} {
+		_, err := image(minor)
+		if err == nil || !strings.Contains(err.Error(), "no wasmsched build serves Kubernetes v"+minor) || !strings.Contains(err.Error(), "1.35 to 1.38") || !strings.Contains(err.Error(), "image.tag") {
+			t.Errorf("Kubernetes %s: %v, want a refusal naming 1.35 to 1.38 and image.tag", minor, err)
+		}
+	}
+	pinned := "v" + strings.TrimPrefix(pins["1.34"], "v") + "-wasmsched"
+	if got, err := image("1.34.5", "--set", "image.tag="+pinned); err != nil || !strings.HasSuffix(got, ":"+pinned) {
+		t.Errorf("image.tag=%s on Kubernetes 1.34: %q (%v), want the pinned build", pinned, got, err)
+	}
+}

@@ -71,3 +71,20 @@
 {{- end -}}
 {{- toJson ($names | uniq) -}}
 {{- end }}
+
+{{/* The scheduler image: image.tag when set, else the build line that
+serves the cluster's minor (generated from the module files and
+hack/k8s-minors.txt), else a refusal naming the minors served. */}}
+{{- define "wasmsched.image" -}}
+{{- $tag := .Values.image.tag -}}
+{{- if not $tag -}}
+{{- $lines := dict "1.35" "v1.35.4-wasmsched" "1.36" "v1.36.3-wasmsched" "1.37" "v1.37.2-wasmsched" "1.38" "v1.37.2-wasmsched" -}}
+{{- $kv := .Capabilities.KubeVersion -}}
+{{- $minor := printf "%s.%s" (trimSuffix "+" $kv.Major) (trimSuffix "+" $kv.Minor) -}}
+{{- $tag = get $lines $minor -}}
+{{- if not $tag -}}
+{{- fail (printf "no wasmsched build serves Kubernetes %s: this chart serves Kubernetes 1.35 to 1.38 (kube-scheduler may be one minor older than kube-apiserver, never newer); run a supported minor, or set image.tag to pin a build yourself" $kv.Version) -}}
+{{- end -}}
+{{- end -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end }}
