@@ -32,8 +32,51 @@ table() {
   done
 }
 
-if [ "${1:-}" = "--stdout" ]; then table; exit 0; fi
-t="$(mktemp)"; table > "$t"
+# supported_minors: the minors of hack/k8s-minors.txt (35 36 ...).
+supported_minors() { sed 's/#.*//' hack/k8s-minors.txt | awk 'NF {sub(/^1\./, "", $1); print $1}' | sort -n; }
+
+# serving_line MINOR: the module file of the line a MINOR cluster runs: the
+# line of that minor, or else the one a minor older ("" when none).
+serving_line() {
+  local f same="" older=""
+  for f in $(line_modfiles); do
+    case "$(k8s_minor "$(modfile_k8s "$f")")" in
+      "$1") same="$f" ;;
+      "$(($1 - 1))") older="$f" ;;
+    esac
+  done
+  echo "${same:-$older}"
+}
+
+# which: per supported minor, the build to run and the image the Helm chart
+# picks; then the lines no supported minor picks, and why they exist.
+which() {
+  echo
+  echo "**Which build to run** (the supported minors of hack/k8s-minors.txt):"
+  echo
+  echo "| your cluster (kube-apiserver) | run | image the Helm chart picks | why |"
+  echo "|---|---|---|---|"
+  local m f v why picked=""
+  for m in $(supported_minors); do
+    f="$(serving_line "$m")"
+    [ -n "$f" ] || { echo "| 1.$m | **no build** | refused | add a line (hack/bump-k8s.sh --line) |"; continue; }
+    v="$(modfile_k8s "$f")"; picked+=" $f"
+    if [ "$(k8s_minor "$v")" = "$m" ]; then why="same minor"; else why="one minor older, which the skew policy allows"; fi
+    echo "| 1.$m | \`$(line_binary "$f")\` ($v) | \`kube-scheduler:$v-wasmsched\` | $why |"
+  done
+  for f in $(line_modfiles); do
+    case " $picked " in *" $f "*) continue ;; esac
+    v="$(modfile_k8s "$f")"; m="$(k8s_minor "$v")"
+    echo "| 1.$m or 1.$((m + 1)), only to run the scheduler-plugins plugins | \`$(line_binary "$f")\` ($v) | none: pin \`image.tag: $v-wasmsched\` | 1.$m is not a supported minor; this line is kept because it is the newest on which sigs.k8s.io/scheduler-plugins compiles |"
+  done
+}
+
+if [ "${1:-}" = "--stdout" ]; then table; which; exit 0; fi
+if [ "${1:-}" = "--unserved" ]; then
+  for m in $(supported_minors); do [ -n "$(serving_line "$m")" ] || echo "1.$m"; done
+  exit 0
+fi
+t="$(mktemp)"; { table; which; } > "$t"
 for doc in README.md docs/kubernetes.md; do
   grep -q 'BEGIN GENERATED k8s-matrix' "$doc" || { echo "$doc has no BEGIN GENERATED k8s-matrix marker" >&2; exit 1; }
   awk -v tf="$t" '

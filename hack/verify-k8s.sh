@@ -53,6 +53,19 @@ for m in $(grep -rlE 'wasmsched/(kube-scheduler|wasm-extender):v[0-9.]+-wasmsche
     problem "$m deploys another image than the main line's $main (make image tags IMAGE_VERSION); run hack/bump-k8s.sh ${main#v}"
   fi
 done
+# Each older line has its kustomize overlay, on the line's image.
+for f in $(line_modfiles); do
+  [ "$f" = go.mod ] && continue
+  v="$(modfile_k8s "$f")"; o="manifests/overlays/$(line_name "$f")/kustomization.yaml"
+  grep -q "newTag: $v-wasmsched" "$o" 2>/dev/null || problem "$o does not deploy the $(line_name "$f") line's image $v-wasmsched; run hack/bump-k8s.sh --line $f ${v#v}"
+done
+for o in manifests/overlays/k8s-*/kustomization.yaml; do
+  [ -f "go.$(basename "$(dirname "$o")").mod" ] || problem "$o is the overlay of a build line that no longer exists; remove it"
+done
+# Every supported minor has a build it may run.
+for m in $(hack/gen-k8s-matrix.sh --unserved); do
+  problem "hack/k8s-minors.txt supports Kubernetes $m, and no build line serves it (the line of $m, or of the minor before it): add one (docs/kubernetes.md, Adding a line)"
+done
 
 want="$(hack/gen-k8s-matrix.sh --stdout)"
 for doc in README.md docs/kubernetes.md; do
