@@ -172,7 +172,7 @@ e2e-lines: build build-lines guests-tinygo controlplane-lines
 	  for v in $$($(K8SLIB); echo $$(modfile_k8s go.$$l.mod) $$(skew_version go.$$l.mod)); do \
 	    echo "e2e: bin/kube-scheduler-$$l against kube-apiserver $$v"; \
 	    WASMSCHED_SCHEDULER=bin/kube-scheduler-$$l WASMSCHED_KUBE_VERSION=$$v TENANT_PODS=1000 \
-	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler|TestPolicyObjectChurn|TestPolicyObjectsWithTwoReplicas|TestManyPoliciesFitTheDeployment|TestStartupWaitsForLoadingPolicies|TestHelmChart|TestOCIPolicies' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
+	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler|TestPolicyObjectChurn|TestPolicyObjectsWithTwoReplicas|TestManyPoliciesFitTheDeployment|TestStartupWaitsForLoadingPolicies|TestHelmChart|TestLineOverlays|TestOCIPolicies' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
 	  done; \
 	done
 

@@ -335,3 +335,35 @@ func TestHelmChartPicksTheLine(t *testing.T) {
 		t.Errorf("image.tag=%s on Kubernetes 1.34: %q (%v), want the pinned build", pinned, got, err)
 	}
 }
+
+// Each older build line's kustomize overlay is the base on that line's
+// image, as hack/bump-k8s.sh writes it.
+func TestLineOverlays(t *testing.T) {
+	_, _, kubectl, err := controlplane.Binaries(controlplane.BinDir(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, err := filepath.Glob(filepath.Join(root, "go.k8s-*.mod"))
+	if err != nil || len(mods) == 0 {
+		t.Fatalf("no older build lines (%v)", err)
+	}
+	for _, f := range mods {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^\s*k8s.io/kubernetes (v1\.[0-9.]+)$`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s requires no k8s.io/kubernetes", f)
+		}
+		line := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "go."), ".mod")
+		out, err := exec.Command(kubectl, "kustomize", filepath.Join(root, "manifests", "overlays", line)).Output()
+		if err != nil {
+			t.Fatalf("kubectl kustomize manifests/overlays/%s: %v", line, err)
+		}
+		want := "image: registry.example.com/wasmsched/kube-scheduler:" + string(m[1]) + "-wasmsched"
+		if !strings.Contains(string(out), want) || strings.Count(string(out), "image: ") != 1 {
+			t.Errorf("manifests/overlays/%s renders images %q, want only %s", line, regexp.MustCompile(`image: \S+`).FindAllString(string(out), -1), want)
+		}
+	}
+}
