@@ -10,7 +10,6 @@ ETCD_PATH      = $(CACHE)/bin/$(K8S_VERSION)
 LINES         := $(patsubst go.%.mod,%,$(wildcard go.k8s-*.mod))
 line_modfile   = go.$(1).mod
 line_version   = $(shell $(K8SLIB); modfile_k8s go.$(1).mod)
-line_skew      = $(shell $(K8SLIB); skew_version go.$(1).mod)
 line_tag       = $(shell $(K8SLIB); line_tag go.$(1).mod)
 GO            ?= go
 # Static binaries, as Kubernetes releases them and as the images need
@@ -155,9 +154,10 @@ controlplane:
 	./hack/build-controlplane.sh
 
 ## controlplane-lines: the control planes the older lines' e2e runs against
-## (each line's own minor and the next one: the version skew policy)
+## (each line's own minor and the next one, the version skew policy, of the
+## supported minors: hack/lib/k8s.sh e2e_versions)
 controlplane-lines:
-	./hack/build-controlplane.sh $(foreach l,$(LINES),$(call line_version,$(l)) $(call line_skew,$(l)))
+	./hack/build-controlplane.sh $(foreach l,$(LINES),$(shell $(K8SLIB); e2e_versions go.$(l).mod))
 
 ## e2e-lines: the e2e suite with each older line's scheduler (but the soak,
 ## the extender test, the many-policies, startup and OCI runs, which
@@ -169,7 +169,7 @@ controlplane-lines:
 ## in one pair of runs; 1000 pods: 98-101%).
 e2e-lines: build build-lines guests-tinygo controlplane-lines
 	@set -eo pipefail; for l in $(LINES); do \
-	  for v in $$($(K8SLIB); echo $$(modfile_k8s go.$$l.mod) $$(skew_version go.$$l.mod)); do \
+	  for v in $$($(K8SLIB); e2e_versions go.$$l.mod); do \
 	    echo "e2e: bin/kube-scheduler-$$l against kube-apiserver $$v"; \
 	    WASMSCHED_SCHEDULER=bin/kube-scheduler-$$l WASMSCHED_KUBE_VERSION=$$v TENANT_PODS=1000 \
 	      $(GO) test -count=1 -v -skip 'TestSoak|TestExtenderWithUpstreamScheduler|TestPolicyObjectChurn|TestPolicyObjectsWithTwoReplicas|TestManyPoliciesFitTheDeployment|TestStartupWaitsForLoadingPolicies|TestHelmChart|TestLineOverlays|TestOCIPolicies' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \

@@ -28,7 +28,8 @@ table() {
     # (hack/build-controlplane.sh).
     etcd="$(etcd_version "$main")"
     [ "$v" = "$main" ] || etcd="$etcd (the main line's; $v pins $(etcd_version "$v"))"
-    echo "| \`$(line_binary "$f")\` | \`$f\`${tags:+, \`-tags $tags\`} | $v | 1.$m, 1.$((m + 1)) | $v${skew:+, $skew} | $etcd | $reg |"
+    e2e="$(e2e_versions "$f" | sed 's/ /, /g')"
+    echo "| \`$(line_binary "$f")\` | \`$f\`${tags:+, \`-tags $tags\`} | $v | 1.$m, 1.$((m + 1)) | $e2e | $etcd | $reg |"
   done
 }
 

@@ -88,6 +88,21 @@ version_ldflags() {
 # also runs against ("" for main).
 skew_version() { sed -n 's|^// skew: e2e also against kube-apiserver \(v[0-9.]*\)$|\1|p' "$1" | head -1; }
 
+# supported_minor MINOR: whether hack/k8s-minors.txt lists 1.MINOR.
+supported_minor() { sed 's/#.*//' hack/k8s-minors.txt | awk -v m="1.$1" '$1 == m {found=1} END {exit !found}'; }
+
+# e2e_versions MODFILE: the kube-apiservers a line's e2e runs against: its
+# own minor's and the next one's (skew_version), those of supported minors
+# only. The 1.34 line runs against 1.35 alone: 1.34 is end of life and no
+# chart or overlay offers it for a 1.34 cluster.
+e2e_versions() {
+  local v out=""
+  for v in $(modfile_k8s "$1") $(skew_version "$1"); do
+    if supported_minor "$(k8s_minor "$v")"; then out+=" $v"; fi
+  done
+  echo "${out# }"
+}
+
 # line_name MODFILE: "main" or k8s-1.MINOR.
 line_name() { case "$1" in go.mod) echo main ;; *) local n="${1#go.}"; echo "${n%.mod}" ;; esac; }
 
