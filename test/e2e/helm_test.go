@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
 // helm runs the pinned helm (hack/install-tools.sh) and returns stdout.
@@ -289,18 +290,12 @@ func mustJSONYAML(t *testing.T, o any) string {
 func TestHelmChartPicksTheLine(t *testing.T) {
 	chart := filepath.Join(root, "manifests", "charts", "wasmsched")
 	pins := map[string]string{} // minor -> the k8s.io/kubernetes version of its line
-	mods, err := filepath.Glob(filepath.Join(root, "go*.mod"))
+	lines, err := testguests.BuildLines(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range mods {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m := regexp.MustCompile(`(?m)^\s*k8s.io/kubernetes (v1\.([0-9]+)\.[0-9]+)$`).FindSubmatch(b); m != nil {
-			pins["1."+string(m[2])] = string(m[1])
-		}
+	for _, l := range lines {
+		pins["1."+l.Minor] = l.Kubernetes
 	}
 	image := func(kubeVersion string, set ...string) (string, error) {
 		args := append([]string{"template", "wasmsched", chart, "--namespace", "wasmsched", "--kube-version", kubeVersion}, set...)
@@ -343,25 +338,17 @@ func TestLineOverlays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mods, err := filepath.Glob(filepath.Join(root, "go.k8s-*.mod"))
-	if err != nil || len(mods) == 0 {
+	lines, err := testguests.BuildLines(root)
+	if err != nil || len(lines) < 2 {
 		t.Fatalf("no older build lines (%v)", err)
 	}
-	for _, f := range mods {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := regexp.MustCompile(`(?m)^\s*k8s.io/kubernetes (v1\.[0-9.]+)$`).FindSubmatch(b)
-		if m == nil {
-			t.Fatalf("%s requires no k8s.io/kubernetes", f)
-		}
-		line := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "go."), ".mod")
+	for _, l := range lines[1:] {
+		line := strings.TrimSuffix(strings.TrimPrefix(l.ModFile, "go."), ".mod")
 		out, err := exec.Command(kubectl, "kustomize", filepath.Join(root, "manifests", "overlays", line)).Output()
 		if err != nil {
 			t.Fatalf("kubectl kustomize manifests/overlays/%s: %v", line, err)
 		}
-		want := "image: registry.example.com/wasmsched/kube-scheduler:" + string(m[1]) + "-wasmsched"
+		want := "image: registry.example.com/wasmsched/kube-scheduler:" + l.Kubernetes + "-wasmsched"
 		if !strings.Contains(string(out), want) || strings.Count(string(out), "image: ") != 1 {
 			t.Errorf("manifests/overlays/%s renders images %q, want only %s", line, regexp.MustCompile(`image: \S+`).FindAllString(string(out), -1), want)
 		}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -50,22 +49,14 @@ func TestImages(t *testing.T) {
 	// One kube-scheduler image per build line, tagged with its Kubernetes
 	// version, and the extender of the main line.
 	want := map[string]bool{}
-	lines, err := filepath.Glob(filepath.Join(root, "go*.mod"))
+	lines, err := testguests.BuildLines(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range lines {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := regexp.MustCompile(`(?m)^\s*k8s.io/kubernetes (v1\.[0-9.]+)$`).FindSubmatch(b)
-		if m == nil {
-			t.Fatalf("%s requires no k8s.io/kubernetes", f)
-		}
-		v := string(m[1]) + "-wasmsched"
+	for _, l := range lines {
+		v := l.Kubernetes + "-wasmsched"
 		want["kube-scheduler:"+v] = true
-		if filepath.Base(f) == "go.mod" {
+		if l.ModFile == "go.mod" {
 			want["wasm-extender:"+v] = true
 		}
 	}

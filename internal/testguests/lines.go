@@ -1,0 +1,45 @@
+package testguests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+)
+
+// BuildLine is one Kubernetes build line of the repository
+// (docs/kubernetes.md): its module file and the k8s.io/kubernetes version
+// that file pins.
+type BuildLine struct {
+	// ModFile is go.mod for main, go.k8s-1.MINOR.mod for an older line.
+	ModFile string
+	// Kubernetes is the pinned version, v1.MINOR.PATCH.
+	Kubernetes string
+	// Minor is MINOR, as a string ("36").
+	Minor string
+}
+
+var kubePin = regexp.MustCompile(`(?m)^\s*(?:require\s+)?k8s.io/kubernetes (v1\.([0-9]+)\.[0-9]+)\s*$`)
+
+// BuildLines reads every build line's module file under root, main first.
+func BuildLines(root string) ([]BuildLine, error) {
+	mods, err := filepath.Glob(filepath.Join(root, "go.k8s-*.mod"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(mods)
+	var lines []BuildLine
+	for _, f := range append([]string{filepath.Join(root, "go.mod")}, mods...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		m := kubePin.FindSubmatch(b)
+		if m == nil {
+			return nil, fmt.Errorf("%s requires no k8s.io/kubernetes", f)
+		}
+		lines = append(lines, BuildLine{ModFile: filepath.Base(f), Kubernetes: string(m[1]), Minor: string(m[2])})
+	}
+	return lines, nil
+}
