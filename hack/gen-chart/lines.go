@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/wasmsched/wasmsched/internal/k8slines"
 )
 
 // minorsFile lists the Kubernetes minors wasmsched supports: the chart
@@ -20,32 +20,19 @@ const minorsFile = "hack/k8s-minors.txt"
 // build line that serves it.
 type lineImages map[string]string
 
-var kubePin = regexp.MustCompile(`(?m)^\s*(?:require\s+)?k8s.io/kubernetes (v1\.([0-9]+)\.[0-9]+)\s*$`)
-
 // readLines pairs each supported minor with a build line: the line of the
 // same minor, or else the one a minor older (kube-scheduler may be one
 // minor older than kube-apiserver, never newer). A minor no line serves is
 // an error: the chart must not offer a cluster a build it may not run.
 func readLines() (lineImages, error) {
-	mods, err := filepath.Glob("go*.mod")
+	lines, err := k8slines.Read(".")
 	if err != nil {
 		return nil, err
 	}
 	byMinor := map[int]string{} // a line's minor -> its image tag
-	for _, f := range mods {
-		if f != "go.mod" && !strings.HasPrefix(f, "go.k8s-") {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		m := kubePin.FindSubmatch(b)
-		if m == nil {
-			return nil, fmt.Errorf("%s requires no k8s.io/kubernetes", f)
-		}
-		minor, _ := strconv.Atoi(string(m[2]))
-		byMinor[minor] = string(m[1]) + "-wasmsched"
+	for _, l := range lines {
+		minor, _ := strconv.Atoi(l.Minor)
+		byMinor[minor] = l.Kubernetes + "-wasmsched"
 	}
 	supported, err := readMinors()
 	if err != nil {

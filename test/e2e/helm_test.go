@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmsched/wasmsched/internal/controlplane"
-	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/internal/k8slines"
 )
 
 // helm runs the pinned helm (hack/install-tools.sh) and returns stdout.
@@ -290,7 +290,7 @@ func mustJSONYAML(t *testing.T, o any) string {
 func TestHelmChartPicksTheLine(t *testing.T) {
 	chart := filepath.Join(root, "manifests", "charts", "wasmsched")
 	pins := map[string]string{} // minor -> the k8s.io/kubernetes version of its line
-	lines, err := testguests.BuildLines(root)
+	lines, err := k8slines.Read(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestLineOverlays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines, err := testguests.BuildLines(root)
+	lines, err := k8slines.Read(root)
 	if err != nil || len(lines) < 2 {
 		t.Fatalf("no older build lines (%v)", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/wasmsched/wasmsched/internal/k8slines"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/internal/testregistry"
 	"github.com/wasmsched/wasmsched/pkg/oci"
@@ -49,7 +50,7 @@ func TestImages(t *testing.T) {
 	// One kube-scheduler image per build line, tagged with its Kubernetes
 	// version, and the extender of the main line.
 	want := map[string]bool{}
-	lines, err := testguests.BuildLines(root)
+	lines, err := k8slines.Read(root)
 	if err != nil {
 		t.Fatal(err)
 	}

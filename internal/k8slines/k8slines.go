@@ -1,4 +1,7 @@
-package testguests
+// Package k8slines reads the repository's Kubernetes build lines from their
+// module files (docs/kubernetes.md), for the tools that generate from them
+// (hack/gen-chart) and the tests that check what was generated.
+package k8slines
 
 import (
 	"fmt"
@@ -8,10 +11,10 @@ import (
 	"sort"
 )
 
-// BuildLine is one Kubernetes build line of the repository
+// Line is one Kubernetes build line of the repository
 // (docs/kubernetes.md): its module file and the k8s.io/kubernetes version
 // that file pins.
-type BuildLine struct {
+type Line struct {
 	// ModFile is go.mod for main, go.k8s-1.MINOR.mod for an older line.
 	ModFile string
 	// Kubernetes is the pinned version, v1.MINOR.PATCH.
@@ -22,14 +25,14 @@ type BuildLine struct {
 
 var kubePin = regexp.MustCompile(`(?m)^\s*(?:require\s+)?k8s.io/kubernetes (v1\.([0-9]+)\.[0-9]+)\s*$`)
 
-// BuildLines reads every build line's module file under root, main first.
-func BuildLines(root string) ([]BuildLine, error) {
+// Read reads every build line's module file under root, main first.
+func Read(root string) ([]Line, error) {
 	mods, err := filepath.Glob(filepath.Join(root, "go.k8s-*.mod"))
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(mods)
-	var lines []BuildLine
+	var lines []Line
 	for _, f := range append([]string{filepath.Join(root, "go.mod")}, mods...) {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -39,7 +42,7 @@ func BuildLines(root string) ([]BuildLine, error) {
 		if m == nil {
 			return nil, fmt.Errorf("%s requires no k8s.io/kubernetes", f)
 		}
-		lines = append(lines, BuildLine{ModFile: filepath.Base(f), Kubernetes: string(m[1]), Minor: string(m[2])})
+		lines = append(lines, Line{ModFile: filepath.Base(f), Kubernetes: string(m[1]), Minor: string(m[2])})
 	}
 	return lines, nil
 }
