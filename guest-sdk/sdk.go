@@ -41,7 +41,10 @@
 // plain `go test`; see RunFilter, RunScore, RunPreEnqueue and RunPreBind.
 package sdk
 
-import "github.com/wasmsched/wasmsched/guest-sdk/abi"
+import (
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+)
 
 // Code is a status code; the values are the kube-scheduler framework's.
 type Code int32
@@ -85,35 +88,6 @@ func Skip() Status { return Status{Code: CodeSkip} }
 
 // IsSuccess reports whether the status is Success.
 func (s Status) IsSuccess() bool { return s.Code == CodeSuccess }
-
-// Taint is a node taint.
-type Taint struct {
-	Key, Value, Effect string
-}
-
-// Toleration is a pod toleration. TolerationSeconds is "" when unset.
-type Toleration struct {
-	Key, Operator, Value, Effect, TolerationSeconds string
-}
-
-// Tolerates reports whether the toleration tolerates the taint, with
-// Kubernetes' matching rules (empty key with Exists matches every taint,
-// empty effect matches every effect).
-func (t Toleration) Tolerates(taint Taint) bool {
-	if t.Effect != "" && t.Effect != taint.Effect {
-		return false
-	}
-	if t.Key != "" && t.Key != taint.Key {
-		return false
-	}
-	switch t.Operator {
-	case "Exists":
-		return true
-	case "", "Equal":
-		return t.Value == taint.Value
-	}
-	return false
-}
 
 var (
 	preFilterFn func(Pod) Status
@@ -202,22 +176,22 @@ type Pod struct{}
 type Node struct{}
 
 // Name returns the pod's name.
-func (Pod) Name() string { return podString(abi.PodName) }
+func (Pod) Name() string { return podString(model.PodName) }
 
 // Namespace returns the pod's namespace.
-func (Pod) Namespace() string { return podString(abi.PodNamespace) }
+func (Pod) Namespace() string { return podString(model.PodNamespace) }
 
 // UID returns the pod's UID.
-func (Pod) UID() string { return podString(abi.PodUID) }
+func (Pod) UID() string { return podString(model.PodUID) }
 
 // SchedulerName returns spec.schedulerName.
-func (Pod) SchedulerName() string { return podString(abi.PodSchedulerName) }
+func (Pod) SchedulerName() string { return podString(model.PodSchedulerName) }
 
 // PriorityClassName returns spec.priorityClassName.
-func (Pod) PriorityClassName() string { return podString(abi.PodPriorityClassName) }
+func (Pod) PriorityClassName() string { return podString(model.PodPriorityClassName) }
 
 // ServiceAccountName returns spec.serviceAccountName.
-func (Pod) ServiceAccountName() string { return podString(abi.PodServiceAccount) }
+func (Pod) ServiceAccountName() string { return podString(model.PodServiceAccount) }
 
 // Label returns one label and whether it is set. Repeated reads in a cycle
 // are answered from a cache in the guest.
@@ -227,17 +201,17 @@ func (Pod) Label(key string) (string, bool) { return podLabel(key) }
 func (Pod) Annotation(key string) (string, bool) { return podAnnotation(key) }
 
 // Labels returns all labels.
-func (Pod) Labels() map[string]string { return decodeMap(podList(abi.PodLabels)) }
+func (Pod) Labels() map[string]string { return decodeMap(podList(model.PodLabels)) }
 
 // Annotations returns all annotations.
-func (Pod) Annotations() map[string]string { return decodeMap(podList(abi.PodAnnotations)) }
+func (Pod) Annotations() map[string]string { return decodeMap(podList(model.PodAnnotations)) }
 
 // NodeSelector returns spec.nodeSelector.
-func (Pod) NodeSelector() map[string]string { return decodeMap(podList(abi.PodNodeSelector)) }
+func (Pod) NodeSelector() map[string]string { return decodeMap(podList(model.PodNodeSelector)) }
 
 // Tolerations returns spec.tolerations.
 func (Pod) Tolerations() []Toleration {
-	r := abi.NewListReader(podList(abi.PodTolerations))
+	r := abi.NewListReader(podList(model.PodTolerations))
 	ts := make([]Toleration, 0, r.Len()/5)
 	for r.Len() >= 5 {
 		f := [5]string{}
@@ -245,7 +219,7 @@ func (Pod) Tolerations() []Toleration {
 			b, _ := r.Next()
 			f[i] = string(b)
 		}
-		ts = append(ts, Toleration{f[0], f[1], f[2], f[3], f[4]})
+		ts = append(ts, Toleration{Key: f[0], Operator: f[1], Value: f[2], Effect: f[3], TolerationSeconds: f[4]})
 	}
 	return ts
 }
@@ -256,7 +230,7 @@ func (Pod) Tolerations() []Toleration {
 func (Pod) Request(resource string) int64 { return podRequest(resource) }
 
 // Requests returns every resource the pod requests.
-func (Pod) Requests() map[string]int64 { return decodeInts(podList(abi.PodRequests)) }
+func (Pod) Requests() map[string]int64 { return decodeInts(podList(model.PodRequests)) }
 
 // Priority returns the pod's priority (0 if unset).
 func (Pod) Priority() int64 { return podPriority() }
@@ -264,19 +238,19 @@ func (Pod) Priority() int64 { return podPriority() }
 // NodeName returns spec.nodeName: empty for a pod being scheduled, unless
 // it was created with a node already named (what NodeName, the in-tree
 // plugin, checks).
-func (Pod) NodeName() string { return podString(abi.PodNodeName) }
+func (Pod) NodeName() string { return podString(model.PodNodeName) }
 
 // Containers returns the pod's init containers, then its containers, each
 // with its own requests and ports (docs/abi.md §4.0). The host encodes
 // them once per cycle; each call decodes them.
 func (Pod) Containers() []Container {
 	var cs []Container
-	r := abi.NewListReader(podList(abi.PodContainers))
+	r := abi.NewListReader(podList(model.PodContainers))
 	for r.Len() >= 4 {
 		f := next(&r, 4)
 		cs = append(cs, Container{Kind: f[0], Name: f[1], Image: f[2], RestartPolicy: f[3]})
 	}
-	r = abi.NewListReader(podList(abi.PodContainerRequests))
+	r = abi.NewListReader(podList(model.PodContainerRequests))
 	for r.Len() >= 3 {
 		f := next(&r, 3)
 		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(cs) {
@@ -286,7 +260,7 @@ func (Pod) Containers() []Container {
 			cs[i].Requests[f[1]] = parseInt([]byte(f[2]))
 		}
 	}
-	r = abi.NewListReader(podList(abi.PodContainerPorts))
+	r = abi.NewListReader(podList(model.PodContainerPorts))
 	for r.Len() >= 6 {
 		f := next(&r, 6)
 		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(cs) {
@@ -300,7 +274,7 @@ func (Pod) Containers() []Container {
 // OwnerReferences returns metadata.ownerReferences.
 func (Pod) OwnerReferences() []OwnerReference {
 	var refs []OwnerReference
-	r := abi.NewListReader(podList(abi.PodOwnerReferences))
+	r := abi.NewListReader(podList(model.PodOwnerReferences))
 	for r.Len() >= 5 {
 		f := next(&r, 5)
 		refs = append(refs, OwnerReference{APIVersion: f[0], Kind: f[1], Name: f[2], UID: f[3], Controller: f[4] == "true"})
@@ -309,12 +283,12 @@ func (Pod) OwnerReferences() []OwnerReference {
 }
 
 // Overhead returns spec.overhead (cpu in millicores, the rest in base units).
-func (Pod) Overhead() map[string]int64 { return decodeInts(podList(abi.PodOverhead)) }
+func (Pod) Overhead() map[string]int64 { return decodeInts(podList(model.PodOverhead)) }
 
 // SchedulingGates returns the names of spec.schedulingGates.
 func (Pod) SchedulingGates() []string {
 	var gs []string
-	r := abi.NewListReader(podList(abi.PodSchedulingGates))
+	r := abi.NewListReader(podList(model.PodSchedulingGates))
 	for r.Len() >= 1 {
 		gs = append(gs, next(&r, 1)[0])
 	}
@@ -322,20 +296,20 @@ func (Pod) SchedulingGates() []string {
 }
 
 // CreationTimestamp returns metadata.creationTimestamp in RFC 3339 (UTC).
-func (Pod) CreationTimestamp() string { return podString(abi.PodCreationTimestamp) }
+func (Pod) CreationTimestamp() string { return podString(model.PodCreationTimestamp) }
 
 // DeletionTimestamp returns metadata.deletionTimestamp in RFC 3339 (UTC),
 // "" when the pod is not being deleted.
-func (Pod) DeletionTimestamp() string { return podString(abi.PodDeletionTimestamp) }
+func (Pod) DeletionTimestamp() string { return podString(model.PodDeletionTimestamp) }
 
 // PodResources returns the pod-level spec.resources.requests, empty unless
 // the pod sets them.
-func (Pod) PodResources() map[string]int64 { return decodeInts(podList(abi.PodResources)) }
+func (Pod) PodResources() map[string]int64 { return decodeInts(podList(model.PodResources)) }
 
 // ClaimNames returns the claim names of the pod's persistentVolumeClaim volumes.
 func (Pod) ClaimNames() []string {
 	var out []string
-	r := abi.NewListReader(podList(abi.PodClaims))
+	r := abi.NewListReader(podList(model.PodClaims))
 	for r.Len() >= 1 {
 		out = append(out, next(&r, 1)[0])
 	}
@@ -346,7 +320,7 @@ func (Pod) ClaimNames() []string {
 // (spec.volumes[].image.reference), in spec order.
 func (Pod) ImageVolumes() []string {
 	var out []string
-	r := abi.NewListReader(podList(abi.PodImageVolumes))
+	r := abi.NewListReader(podList(model.PodImageVolumes))
 	for r.Len() >= 1 {
 		out = append(out, next(&r, 1)[0])
 	}
@@ -381,20 +355,20 @@ func (Node) Label(key string) (string, bool) { return nodeLabel(key) }
 func (Node) Annotation(key string) (string, bool) { return nodeAnnotation(key) }
 
 // Labels returns all node labels.
-func (Node) Labels() map[string]string { return decodeMap(nodeList(abi.NodeLabels)) }
+func (Node) Labels() map[string]string { return decodeMap(nodeList(model.NodeLabels)) }
 
 // Annotations returns all node annotations.
-func (Node) Annotations() map[string]string { return decodeMap(nodeList(abi.NodeAnnotations)) }
+func (Node) Annotations() map[string]string { return decodeMap(nodeList(model.NodeAnnotations)) }
 
 // Taints returns spec.taints.
 func (Node) Taints() []Taint {
-	r := abi.NewListReader(nodeList(abi.NodeTaints))
+	r := abi.NewListReader(nodeList(model.NodeTaints))
 	ts := make([]Taint, 0, r.Len()/3)
 	for r.Len() >= 3 {
 		k, _ := r.Next()
 		v, _ := r.Next()
 		e, _ := r.Next()
-		ts = append(ts, Taint{string(k), string(v), string(e)})
+		ts = append(ts, Taint{Key: string(k), Value: string(v), Effect: string(e)})
 	}
 	return ts
 }
@@ -412,7 +386,7 @@ func (Node) Taint(key string) []Taint {
 	for r.Len() >= 2 {
 		v, _ := r.Next()
 		e, _ := r.Next()
-		ts = append(ts, Taint{key, string(v), string(e)})
+		ts = append(ts, Taint{Key: key, Value: string(v), Effect: string(e)})
 	}
 	return ts
 }
@@ -420,28 +394,28 @@ func (Node) Taint(key string) []Taint {
 // Allocatable returns status.allocatable of one resource, or -1 if the node
 // does not report it. Units as in Pod.Request.
 func (Node) Allocatable(resource string) int64 {
-	return missingToMinus1(nodeResource(abi.ResourceAllocatable, resource))
+	return missingToMinus1(nodeResource(model.ResourceAllocatable, resource))
 }
 
 // Capacity returns status.capacity of one resource, or -1 if not reported.
 func (Node) Capacity(resource string) int64 {
-	return missingToMinus1(nodeResource(abi.ResourceCapacity, resource))
+	return missingToMinus1(nodeResource(model.ResourceCapacity, resource))
 }
 
 // Requested returns the sum of the requests of the pods on the node
 // (including pods the scheduler has assumed but not yet bound).
 func (Node) Requested(resource string) int64 {
-	return max(0, nodeResource(abi.ResourceRequested, resource))
+	return max(0, nodeResource(model.ResourceRequested, resource))
 }
 
 // AllocatableAll returns every allocatable resource.
-func (Node) AllocatableAll() map[string]int64 { return decodeInts(nodeList(abi.NodeAllocatable)) }
+func (Node) AllocatableAll() map[string]int64 { return decodeInts(nodeList(model.NodeAllocatable)) }
 
 // CapacityAll returns every capacity resource.
-func (Node) CapacityAll() map[string]int64 { return decodeInts(nodeList(abi.NodeCapacity)) }
+func (Node) CapacityAll() map[string]int64 { return decodeInts(nodeList(model.NodeCapacity)) }
 
 // RequestedAll returns the requested totals of every resource.
-func (Node) RequestedAll() map[string]int64 { return decodeInts(nodeList(abi.NodeRequested)) }
+func (Node) RequestedAll() map[string]int64 { return decodeInts(nodeList(model.NodeRequested)) }
 
 // PodCount returns how many pods are on the node.
 func (Node) PodCount() int { return nodePodCount() }
@@ -452,7 +426,7 @@ func (Node) Unschedulable() bool { return nodeUnschedulable() }
 // Conditions returns status.conditions.
 func (Node) Conditions() []NodeCondition {
 	var cs []NodeCondition
-	r := abi.NewListReader(nodeList(abi.NodeConditions))
+	r := abi.NewListReader(nodeList(model.NodeConditions))
 	for r.Len() >= 3 {
 		f := next(&r, 3)
 		cs = append(cs, NodeCondition{Type: f[0], Status: f[1], Reason: f[2]})
@@ -474,7 +448,7 @@ func (n Node) Condition(conditionType string) (string, bool) {
 // Images returns status.images, one entry per name of each image.
 func (Node) Images() []NodeImage {
 	var is []NodeImage
-	r := abi.NewListReader(nodeList(abi.NodeImages))
+	r := abi.NewListReader(nodeList(model.NodeImages))
 	for r.Len() >= 2 {
 		f := next(&r, 2)
 		is = append(is, NodeImage{Name: f[0], SizeBytes: parseInt([]byte(f[1]))})
@@ -489,7 +463,7 @@ func (Node) Images() []NodeImage {
 // host encodes it on every call, so read it once per call.
 func (Node) ImageStates() []ImageState {
 	var is []ImageState
-	r := abi.NewListReader(nodeList(abi.NodeImageStates))
+	r := abi.NewListReader(nodeList(model.NodeImageStates))
 	for r.Len() >= 3 {
 		f := next(&r, 3)
 		is = append(is, ImageState{Name: f[0], SizeBytes: parseInt([]byte(f[1])), NumNodes: int(parseInt([]byte(f[2])))})
@@ -500,7 +474,7 @@ func (Node) ImageStates() []ImageState {
 // Addresses returns status.addresses.
 func (Node) Addresses() []NodeAddress {
 	var as []NodeAddress
-	r := abi.NewListReader(nodeList(abi.NodeAddresses))
+	r := abi.NewListReader(nodeList(model.NodeAddresses))
 	for r.Len() >= 2 {
 		f := next(&r, 2)
 		as = append(as, NodeAddress{Type: f[0], Address: f[1]})
@@ -513,12 +487,12 @@ func (Node) Addresses() []NodeAddress {
 // host encodes them once per node generation; each call decodes them.
 func (Node) Pods() []NodePod {
 	var ps []NodePod
-	r := abi.NewListReader(nodeList(abi.NodePods))
+	r := abi.NewListReader(nodeList(model.NodePods))
 	for r.Len() >= 5 {
 		f := next(&r, 5)
 		ps = append(ps, NodePod{Namespace: f[0], Name: f[1], UID: f[2], Priority: parseInt([]byte(f[3])), Terminating: f[4] == "true"})
 	}
-	r = abi.NewListReader(nodeList(abi.NodePodLabels))
+	r = abi.NewListReader(nodeList(model.NodePodLabels))
 	for r.Len() >= 3 {
 		f := next(&r, 3)
 		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(ps) {
@@ -528,7 +502,7 @@ func (Node) Pods() []NodePod {
 			ps[i].Labels[f[1]] = f[2]
 		}
 	}
-	r = abi.NewListReader(nodeList(abi.NodePodOwners))
+	r = abi.NewListReader(nodeList(model.NodePodOwners))
 	for r.Len() >= 6 {
 		f := next(&r, 6)
 		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(ps) {
@@ -542,14 +516,14 @@ func (Node) Pods() []NodePod {
 // as NodeResourcesFit scores them: a container that requests no cpu counts
 // 100m, no memory 200Mi (an explicit 0 stays 0).
 func (Node) NonZeroRequested() map[string]int64 {
-	return decodeInts(nodeList(abi.NodeNonZeroRequested))
+	return decodeInts(nodeList(model.NodeNonZeroRequested))
 }
 
 // UsedPorts returns the host ports the node's pods use, sorted by IP,
 // protocol and port.
 func (Node) UsedPorts() []HostPort {
 	var hs []HostPort
-	r := abi.NewListReader(nodeList(abi.NodeUsedPorts))
+	r := abi.NewListReader(nodeList(model.NodeUsedPorts))
 	for r.Len() >= 3 {
 		f := next(&r, 3)
 		hs = append(hs, HostPort{IP: f[0], Protocol: f[1], Port: int32(parseInt([]byte(f[2])))})

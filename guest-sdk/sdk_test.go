@@ -145,9 +145,9 @@ func TestNodeTaintNative(t *testing.T) {
 		return Success()
 	})
 	defer RegisterFilter(nil)
-	n := &NodeData{Taints: []Taint{{"dedicated", "gpu", "NoSchedule"}, {"other", "", "NoSchedule"}, {"dedicated", "gpu", "NoExecute"}}}
+	n := &NodeData{Taints: []Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}, {Key: "other", Value: "", Effect: "NoSchedule"}, {Key: "dedicated", Value: "gpu", Effect: "NoExecute"}}}
 	RunFilter(&PodData{}, n)
-	if len(got) != 2 || got[0] != (Taint{"dedicated", "gpu", "NoSchedule"}) || got[1] != (Taint{"dedicated", "gpu", "NoExecute"}) {
+	if len(got) != 2 || got[0] != (Taint{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}) || got[1] != (Taint{Key: "dedicated", Value: "gpu", Effect: "NoExecute"}) {
 		t.Fatalf("Taint(dedicated) = %+v", got)
 	}
 	RunFilter(&PodData{}, &NodeData{})

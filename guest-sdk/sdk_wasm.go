@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 )
 
 // Host imports. Pointers are offsets into this module's linear memory.
@@ -330,9 +331,9 @@ type cachedValue struct {
 
 var (
 	curCycle       int64
-	podStrings     [abi.NumPodStrings]*string
+	podStrings     [model.NumPodStrings]*string
 	podLabels      []cachedValue
-	podLists       [abi.NumPodLists][]byte
+	podLists       [model.NumPodLists][]byte
 	podRequests    []cachedInt
 	cycleData      []byte
 	cycleDataValid bool
@@ -361,9 +362,9 @@ func begin(cycle int64) {
 		return
 	}
 	curCycle = cycle
-	podStrings = [abi.NumPodStrings]*string{}
+	podStrings = [model.NumPodStrings]*string{}
 	podLabels = podLabels[:0]
-	podLists = [abi.NumPodLists][]byte{}
+	podLists = [model.NumPodLists][]byte{}
 	podRequests = podRequests[:0]
 	cycleData, cycleDataValid = nil, false
 	podObj = nil
@@ -573,8 +574,18 @@ func nodeName() string {
 			return v
 		}
 	}
-	b, _ := read(opNodeString, abi.NodeName, "")
+	b, _ := read(opNodeString, model.NodeName, "")
 	return intern(b)
+}
+
+// nodeString reads node_string's other fields (no table column carries
+// them).
+func nodeString(field int32) string {
+	if field == model.NodeName {
+		return nodeName()
+	}
+	b, _ := read(opNodeString, field, "")
+	return string(b)
 }
 
 func nodeLabel(key string) (string, bool) {
@@ -624,7 +635,7 @@ func nodeTaint(key string) []byte {
 }
 
 // resourceColumns are the table columns of node_resource's kinds.
-var resourceColumns = [...]string{abi.ResourceAllocatable: abi.ColAllocatable, abi.ResourceCapacity: abi.ColCapacity, abi.ResourceRequested: abi.ColRequested}
+var resourceColumns = [...]string{model.ResourceAllocatable: abi.ColAllocatable, model.ResourceCapacity: abi.ColCapacity, model.ResourceRequested: abi.ColRequested}
 
 func nodeResource(kind int32, name string) int64 {
 	if (inTable || inBatch) && kind >= 0 && int(kind) < len(resourceColumns) {
@@ -724,7 +735,7 @@ func clusterNode(i int, kind int32) []byte {
 }
 
 func countPods(t *CountTerm) map[string]int64 {
-	term := t.appendJSON(nil)
+	term := t.AppendJSON(nil)
 	for i := range counts {
 		if Equal(counts[i].term, string(term)) {
 			return counts[i].value

@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,7 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
 
 // ClusterView is what a policy may see of the cluster beyond the pod being
@@ -38,7 +35,7 @@ type ClusterView struct {
 
 	mu       sync.Mutex
 	counts   map[string][]byte // by term bytes
-	existing [abi.NumExistingTerms][]byte
+	existing [model.NumExistingTerms][]byte
 }
 
 // CountTerm is what count_pods counts: a PodAffinityTerm as the API spells
@@ -188,13 +185,7 @@ func (c *ClusterView) countPods(term []byte, podNS string) ([]byte, bool) {
 		c.counts[string(term)] = nil
 		return nil, false
 	}
-	counts := c.CountPods(t, podNS)
-	keys := slices.Sorted(maps.Keys(counts))
-	b := abi.AppendListHeader(nil, 2*len(keys))
-	for _, k := range keys {
-		b = abi.AppendString(b, k)
-		b = abi.AppendString(b, strconv.FormatInt(counts[k], 10))
-	}
+	b := model.EncodeCounts(c.CountPods(t, podNS))
 	c.counts[string(term)] = b
 	return b, true
 }
@@ -208,7 +199,7 @@ func (c *ClusterView) countPods(term []byte, podNS string) ([]byte, bool) {
 // matches the pod's labels. Encoded once per view per kind; ok is false
 // for an unknown kind.
 func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
-	if kind < 0 || kind >= abi.NumExistingTerms {
+	if kind < 0 || kind >= model.NumExistingTerms {
 		return nil, false
 	}
 	c.mu.Lock()
@@ -216,6 +207,14 @@ func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
 	if b := c.existing[kind]; b != nil {
 		return b, true
 	}
+	b := model.EncodeTopologySums(c.ExistingTerms(kind, pod))
+	c.existing[kind] = b
+	return b, true
+}
+
+// ExistingTerms computes existing_terms of kind for pod, unsorted and
+// uncached (existingTerms caches its encoding per view).
+func (c *ClusterView) ExistingTerms(kind int32, pod *v1.Pod) []model.TopologySum {
 	var nsLabels labels.Set
 	if c.NamespaceLabels != nil {
 		if l, ok := c.NamespaceLabels(pod.Namespace); ok {
@@ -236,9 +235,9 @@ func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
 		}
 		for _, pi := range ni.GetPods() {
 			switch kind {
-			case abi.ExistingAntiAffinityRequired, abi.ExistingAffinityRequired:
+			case model.ExistingAntiAffinityRequired, model.ExistingAffinityRequired:
 				terms := pi.GetRequiredAntiAffinityTerms()
-				if kind == abi.ExistingAffinityRequired {
+				if kind == model.ExistingAffinityRequired {
 					terms = pi.GetRequiredAffinityTerms()
 				}
 				for i := range terms {
@@ -246,7 +245,7 @@ func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
 				}
 			default:
 				terms := pi.GetPreferredAffinityTerms()
-				if kind == abi.ExistingAntiAffinityPreferred {
+				if kind == model.ExistingAntiAffinityPreferred {
 					terms = pi.GetPreferredAntiAffinityTerms()
 				}
 				for i := range terms {
@@ -255,22 +254,11 @@ func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
 			}
 		}
 	}
-	pairs := make([]pair, 0, len(sums))
-	for p := range sums {
-		pairs = append(pairs, p)
+	out := make([]model.TopologySum, 0, len(sums))
+	for p, sum := range sums {
+		out = append(out, model.TopologySum{Key: p.key, Value: p.value, Sum: sum})
 	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		if a.key != b.key {
-			return strings.Compare(a.key, b.key)
-		}
-		return strings.Compare(a.value, b.value)
-	})
-	b := abi.AppendListHeader(nil, 3*len(pairs))
-	for _, p := range pairs {
-		b = appendStrings(b, p.key, p.value, strconv.FormatInt(sums[p], 10))
-	}
-	c.existing[kind] = b
-	return b, true
+	return out
 }
 
 // clusterNode reads field kind of node i; ok is false for a bad i or kind.
@@ -285,13 +273,13 @@ func (c *ClusterView) clusterNode(i, kind int32) ([]byte, string, bool) {
 // string, the lists from the node's per-generation cache.
 func clusterNodeField(ni fwk.NodeInfo, kind int32) ([]byte, string, bool) {
 	switch kind {
-	case abi.ClusterNodeName:
-		return nil, ni.Node().Name, true
-	case abi.ClusterNodeLabels:
-		b, ok := nodeList(ni, abi.NodeLabels)
+	case model.ClusterNodeName:
+		return model.ClusterNode(nodeModel(ni, kubemodel.NodeScalars), kind)
+	case model.ClusterNodeLabels:
+		b, ok := nodeList(ni, model.NodeLabels)
 		return b, "", ok
-	case abi.ClusterNodeTaints:
-		b, ok := nodeList(ni, abi.NodeTaints)
+	case model.ClusterNodeTaints:
+		b, ok := nodeList(ni, model.NodeTaints)
 		return b, "", ok
 	}
 	return nil, "", false

@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 )
 
@@ -369,7 +370,7 @@ func TestExistingTermsMatchUpstream(t *testing.T) {
 				return l, ok
 			}}
 			sdk.RunPreFilter(&sdk.PodData{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels}) // sets the pod natively
-			for kind := range abi.NumExistingTerms {
+			for kind := range model.NumExistingTerms {
 				got, ok := view.existingTerms(kind, pod)
 				if !ok {
 					t.Fatalf("kind %d refused", kind)
@@ -430,17 +431,17 @@ func upstreamExisting(nodes []fwk.NodeInfo, kind int32, pod *v1.Pod, nsLabels la
 		for _, pi := range ni.GetPods() {
 			var terms []fwk.WeightedAffinityTerm
 			switch kind {
-			case abi.ExistingAntiAffinityRequired:
+			case model.ExistingAntiAffinityRequired:
 				for _, t := range pi.GetRequiredAntiAffinityTerms() {
 					terms = append(terms, fwk.WeightedAffinityTerm{AffinityTerm: t, Weight: 1})
 				}
-			case abi.ExistingAffinityRequired:
+			case model.ExistingAffinityRequired:
 				for _, t := range pi.GetRequiredAffinityTerms() {
 					terms = append(terms, fwk.WeightedAffinityTerm{AffinityTerm: t, Weight: 1})
 				}
-			case abi.ExistingAffinityPreferred:
+			case model.ExistingAffinityPreferred:
 				terms = pi.GetPreferredAffinityTerms()
-			case abi.ExistingAntiAffinityPreferred:
+			case model.ExistingAntiAffinityPreferred:
 				terms = pi.GetPreferredAntiAffinityTerms()
 			}
 			for _, t := range terms {

@@ -8,6 +8,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 )
 
 // Gates and patches (ABI v3, docs/abi.md §3.3): what a preenqueue call
@@ -133,12 +134,4 @@ func patchFunc(label bool) api.GoModuleFunc {
 
 // EncodeCyclePolicies encodes cycle_policies' answer: name, sha256 and
 // mode of each policy, in the cycle's order.
-func EncodeCyclePolicies(records [][3]string) []byte {
-	b := abi.AppendListHeader(nil, len(records)*abi.CyclePolicyColumns)
-	for _, r := range records {
-		for _, f := range r {
-			b = abi.AppendString(b, f)
-		}
-	}
-	return b
-}
+func EncodeCyclePolicies(records [][3]string) []byte { return model.EncodeCyclePolicies(records) }

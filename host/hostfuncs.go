@@ -12,6 +12,8 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
 
 // instKey finds the instance a host function was called from: every guest
@@ -118,7 +120,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, in.pod.Pod.Labels)
+		s[0] = lookup(m, s, in.pod.model(kubemodel.PodLabels).Labels)
 	},
 	abi.FnPodAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
@@ -126,7 +128,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, in.pod.Pod.Annotations)
+		s[0] = lookup(m, s, in.pod.model(kubemodel.PodAnnotations).Annotations)
 	},
 	abi.FnPodList: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
@@ -148,11 +150,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retMissing
 			return
 		}
-		if v, ok := in.pod.Requests()[string(name)]; ok {
-			s[0] = uint64(v)
-		} else {
-			s[0] = 0 // a pod that does not request a resource requests zero of it
-		}
+		s[0] = uint64(model.PodRequest(in.pod.model(kubemodel.PodRequests), string(name)))
 	},
 	abi.FnPodPriority: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
@@ -202,7 +200,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		v, ok := nodeString(in.node, int32(s[0]))
+		v, ok := model.NodeString(in.nodeModel(kubemodel.NodeScalars), int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -215,7 +213,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, in.node.Node().Labels)
+		s[0] = lookup(m, s, in.nodeModel(kubemodel.NodeLabels).Labels)
 	},
 	abi.FnNodeAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
@@ -223,7 +221,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, in.node.Node().Annotations)
+		s[0] = lookup(m, s, in.nodeModel(kubemodel.NodeAnnotations).Annotations)
 	},
 	abi.FnNodeTaint: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
@@ -236,25 +234,12 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		taints := in.node.Node().Spec.Taints
-		n := 0
-		for i := range taints {
-			if taints[i].Key == string(key) {
-				n++
-			}
-		}
-		if n == 0 {
-			s[0] = retNotFound
-			return
-		}
 		// Encoded into the instance's scratch buffer: no allocation once it
 		// has grown to the node's largest answer.
-		b := abi.AppendListHeader(in.scratch[:0], 2*n)
-		for i := range taints {
-			if taints[i].Key == string(key) {
-				b = abi.AppendString(b, taints[i].Value)
-				b = abi.AppendString(b, string(taints[i].Effect))
-			}
+		b, found := model.NodeTaint(in.scratch[:0], in.nodeModel(kubemodel.NodeTaints), string(key))
+		if !found {
+			s[0] = retNotFound
+			return
 		}
 		in.scratch = b
 		s[0] = writeOut(m, s[2], s[3], b)
@@ -266,7 +251,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			return
 		}
 		kind := int32(s[0])
-		if kind >= 0 && kind < abi.NumNodeLists && !in.v.p.permits(nodeListScopes[kind], abi.FnNodeList, kind) {
+		if kind >= 0 && kind < model.NumNodeLists && !in.v.p.permits(nodeListScopes[kind], abi.FnNodeList, kind) {
 			s[0] = retNotDeclared
 			return
 		}
@@ -284,7 +269,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retMissing
 			return
 		}
-		v, _ := nodeResource(in.node, int32(s[0]), string(name))
+		v, _ := model.NodeResource(in.nodeModel(kubemodel.ResourcePart(int32(s[0]))), int32(s[0]), string(name))
 		s[0] = api.EncodeI64(v)
 	},
 	abi.FnNodePodCount: func(ctx context.Context, m api.Module, s []uint64) {
@@ -293,7 +278,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = uint64(uint32(len(in.node.GetPods())))
+		s[0] = uint64(uint32(model.NodePodCount(in.nodeModel(kubemodel.NodeScalars))))
 	},
 	abi.FnNodeUnschedulable: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
@@ -301,7 +286,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		if in.node.Node().Spec.Unschedulable {
+		if in.nodeModel(kubemodel.NodeScalars).Unschedulable {
 			s[0] = 1
 		} else {
 			s[0] = 0
@@ -472,7 +457,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotFound
 			return
 		}
-		s[0] = writeOut(m, s[2], s[3], abi.EncodeMap(l))
+		s[0] = writeOut(m, s[2], s[3], model.EncodeMap(l))
 	},
 }
 
@@ -554,7 +539,7 @@ func safeString(b []byte) string {
 
 // nodeListScopes is the declaration each node_list kind needs, from the
 // fields table.
-var nodeListScopes = func() (out [abi.NumNodeLists]fields.Scope) {
+var nodeListScopes = func() (out [model.NumNodeLists]fields.Scope) {
 	for k := range out {
 		out[k] = fields.ScopeOf(abi.FnNodeList, int32(k))
 	}

@@ -19,6 +19,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
 
 // callCtx is the context every guest call of one instance runs with,
@@ -113,12 +115,16 @@ type instance struct {
 	budget *Budget
 
 	// Per-call state read by host functions.
-	pod    *PodState
-	node   fwk.NodeInfo
-	pc     *PolicyCycle
-	scores []int64
-	code   int32
-	reason string
+	pod  *PodState
+	node fwk.NodeInfo
+	// nodeEnt is node's cache entry (nodeEntFor the node it was looked up
+	// for), so the reads of one node look it up once.
+	nodeEnt    *nodeEntry
+	nodeEntFor fwk.NodeInfo
+	pc         *PolicyCycle
+	scores     []int64
+	code       int32
+	reason     string
 
 	// Batch calls (filter_nodes, score_nodes): the nodes, their results, and
 	// the index select_node made current (-1 before the first).
@@ -713,4 +719,13 @@ func (in *instance) nanosleep(ns int64) {
 	in.slept = true
 	time.Sleep(max(0, min(time.Duration(ns), left+time.Millisecond)))
 	in.checkDeadline()
+}
+
+// nodeModel is the current node's model with part converted; the node's
+// cache entry is looked up once per node a call reads.
+func (in *instance) nodeModel(part kubemodel.NodePart) *model.Node {
+	if in.nodeEnt == nil || in.nodeEntFor != in.node || in.nodeEnt.gen != in.node.GetGeneration() {
+		in.nodeEnt, in.nodeEntFor = nodes.entry(in.node), in.node
+	}
+	return in.nodeEnt.model(part)
 }

@@ -570,6 +570,7 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 // failure does not pay for instantiating a module (5-15 ms for a Go guest).
 func (v *Version) release(in *instance, healthy bool) {
 	in.pod, in.node, in.pc, in.scores = nil, nil, nil, nil
+	in.nodeEnt, in.nodeEntFor = nil, nil
 	v.inUse.Add(-1)
 	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
 		v.trackMemory(in, false)

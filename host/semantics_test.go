@@ -13,6 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
@@ -237,7 +238,7 @@ func TestAllocatableMissingIsNotZero(t *testing.T) {
 	in := <-v.idle
 	defer func() { v.idle <- in }()
 	b, _ := in.mod.Memory().Read(8192, uint32(n))
-	if want := abi.EncodeInts(map[string]int64{"memory": 1 << 30}); string(b) != string(want) {
+	if want := model.EncodeInts(map[string]int64{"memory": 1 << 30}); string(b) != string(want) {
 		t.Errorf("node_list(allocatable) = %q, want only memory: %q", b, want)
 	}
 }

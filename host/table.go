@@ -8,10 +8,11 @@ import (
 	"sync"
 
 	"github.com/tetratelabs/wazero/api"
-	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
 
 // Node tables (ABI v2, docs/abi.md §3.2): a guest declares the node fields
@@ -197,67 +198,25 @@ func (l *tableLayout) row(ni fwk.NodeInfo, epoch uint32) ([]byte, uint32) {
 	return b, built
 }
 
-// build encodes ni's columns (the row without its verdict header).
+// build encodes ni's columns (the row without its verdict header) from
+// the node's model.
 func (l *tableLayout) build(ni fwk.NodeInfo) ([]byte, uint32) {
 	b := make([]byte, len(l.cols)*abi.ColumnSize)
-	node := ni.Node()
+	e := nodes.entry(ni)
 	epoch := interned.current()
-	str := func(s string, ok bool) uint64 {
-		if !ok {
-			return 0
-		}
-		e, id := interned.id(s)
-		epoch = e
-		return uint64(id)
-	}
 	for i, c := range l.cols {
-		var v uint64
-		switch c.kind {
-		case abi.ColName:
-			v = str(node.Name, true)
-		case abi.ColLabel:
-			s, ok := node.Labels[c.arg]
-			v = str(s, ok)
-		case abi.ColAnnotation:
-			s, ok := node.Annotations[c.arg]
-			v = str(s, ok)
-		case abi.ColAllocatable:
-			r, _ := nodeResource(ni, abi.ResourceAllocatable, c.arg)
-			v = uint64(r)
-		case abi.ColCapacity:
-			r, _ := nodeResource(ni, abi.ResourceCapacity, c.arg)
-			v = uint64(r)
-		case abi.ColRequested:
-			r, _ := nodeResource(ni, abi.ResourceRequested, c.arg)
-			v = uint64(r)
-		case abi.ColPodCount:
-			v = uint64(len(ni.GetPods()))
-		case abi.ColUnschedulable:
-			if node.Spec.Unschedulable {
-				v = 1
-			}
-		case abi.ColTaint:
-			for _, t := range node.Spec.Taints {
-				if t.Key == c.arg {
-					v |= taintBit(t.Effect)
-				}
+		s, isString, ok, v := model.TableColumn(e.model(kubemodel.ColumnPart(c.kind)), c.kind, c.arg)
+		if isString {
+			v = 0
+			if ok {
+				var id uint32
+				epoch, id = interned.id(s)
+				v = uint64(id)
 			}
 		}
 		binary.LittleEndian.PutUint64(b[i*abi.ColumnSize:], v)
 	}
 	return b, epoch
-}
-
-func taintBit(e v1.TaintEffect) uint64 {
-	switch e {
-	case v1.TaintEffectNoSchedule:
-		return abi.TaintNoSchedule
-	case v1.TaintEffectPreferNoSchedule:
-		return abi.TaintPreferNoSchedule
-	case v1.TaintEffectNoExecute:
-		return abi.TaintNoExecute
-	}
-	return 0
 }
 
 // table is an instance's declared node table.
@@ -434,7 +393,7 @@ func init() {
 			s[0] = retBadArgs
 			return
 		}
-		v, ok := in.pod.Pod.Labels[string(key)]
+		v, ok := in.pod.model(kubemodel.PodLabels).Labels[string(key)]
 		if !ok {
 			s[0] = 0
 			return

@@ -139,16 +139,6 @@ const (
 	FnNamespaceLabels = "namespace_labels"
 )
 
-// Kinds for cluster_node.
-const (
-	ClusterNodeName   int32 = 0
-	ClusterNodeLabels int32 = 1 // key, value pairs
-	ClusterNodeTaints int32 = 2 // entries of 3 strings: key, value, effect
-
-	// NumClusterNodeKinds sizes tables indexed by cluster_node kind.
-	NumClusterNodeKinds = ClusterNodeTaints + 1
-)
-
 // Formats for pod_object and node_object.
 const (
 	// ObjectJSON is the object as the apiserver serves it in JSON
@@ -174,86 +164,6 @@ const (
 
 // MissingQuantity is what pod_request and node_resource return for an unknown resource or a bad argument.
 const MissingQuantity int64 = -1 << 63
-
-// Fields for pod_string.
-const (
-	PodName              int32 = 0
-	PodNamespace         int32 = 1
-	PodUID               int32 = 2
-	PodSchedulerName     int32 = 3
-	PodPriorityClassName int32 = 4
-	PodServiceAccount    int32 = 5
-	PodNodeName          int32 = 6
-	// PodCreationTimestamp and PodDeletionTimestamp are RFC 3339 in UTC
-	// ("2026-11-23T10:00:00Z"), "" when unset.
-	PodCreationTimestamp int32 = 7
-	PodDeletionTimestamp int32 = 8
-
-	// NumPodStrings sizes tables indexed by pod_string field.
-	NumPodStrings = PodDeletionTimestamp + 1
-)
-
-// Fields for node_string.
-const (
-	NodeName int32 = 0
-)
-
-// Kinds for pod_list.
-const (
-	PodLabels       int32 = 0
-	PodAnnotations  int32 = 1
-	PodNodeSelector int32 = 2
-	PodTolerations  int32 = 3 // entries of 5 strings: key, operator, value, effect, tolerationSeconds ("" if unset)
-	PodRequests     int32 = 4 // entries of 2 strings: resource name, decimal int64 value
-	// PodContainers: init containers, then containers, 4 strings each:
-	// kind ("init" or "app"), name, image, restartPolicy ("" unless set).
-	PodContainers int32 = 5
-	// PodContainerRequests: 3 strings per request a container sets:
-	// container index (in PodContainers order), resource name, decimal
-	// value. A resource the container does not request has no entry; an
-	// explicit 0 has one.
-	PodContainerRequests int32 = 6
-	// PodContainerPorts: 6 strings per port: container index, name,
-	// containerPort, hostPort ("0" if unset), protocol, hostIP.
-	PodContainerPorts int32 = 7
-	// PodOwnerReferences: 5 strings each: apiVersion, kind, name, uid,
-	// controller ("true" or "false").
-	PodOwnerReferences int32 = 8
-	// PodOverhead: spec.overhead as resource name, decimal value pairs.
-	PodOverhead int32 = 9
-	// PodSchedulingGates: one string (the gate's name) each.
-	PodSchedulingGates int32 = 10
-	// PodResources: pod-level spec.resources.requests, name, decimal value
-	// pairs (empty unless the pod sets them).
-	PodResources int32 = 11
-	// PodClaims: the claimName of each persistentVolumeClaim volume, one
-	// string each.
-	PodClaims int32 = 12
-	// The pod's affinity and spread terms, as term rows (TermRow*): 6
-	// strings each: term index, weight, part, key, operator, values (a
-	// requirement's values each followed by a comma). docs/abi.md §4.2.1
-	// gives the parts of each kind.
-	PodNodeAffinityRequired  int32 = 13
-	PodNodeAffinityPreferred int32 = 14
-	PodAffinityRequired      int32 = 15
-	PodAffinityPreferred     int32 = 16
-	PodAntiAffinityRequired  int32 = 17
-	PodAntiAffinityPreferred int32 = 18
-	PodTopologySpread        int32 = 19
-	// PodImageVolumes: the reference of each image volume
-	// (spec.volumes[].image.reference), one string each.
-	PodImageVolumes int32 = 20
-	// PodDefaultSpreadSelector: the label selector PodTopologySpread's
-	// default constraints count the pod's peers with (the selectors of the
-	// Services selecting the pod and of its controlling
-	// ReplicationController, ReplicaSet or StatefulSet), as term rows of
-	// one term: a TermStart row, then TermLabelSelector rows. No rows when
-	// nothing selects the pod (the default constraints do not apply).
-	PodDefaultSpreadSelector int32 = 21
-
-	// NumPodLists sizes tables indexed by pod_list kind.
-	NumPodLists = PodDefaultSpreadSelector + 1
-)
 
 // Parts of a term row (docs/abi.md §4.2.1). A TermStart row opens term i
 // (so an empty term exists); the rows after it, with the same term index,
@@ -284,78 +194,12 @@ const (
 	TermNodeTaintsPolicy   = "nodeTaintsPolicy"
 )
 
-// Kinds for node_list.
-const (
-	NodeLabels      int32 = 0
-	NodeAnnotations int32 = 1
-	NodeTaints      int32 = 2 // entries of 3 strings: key, value, effect
-	NodeAllocatable int32 = 3 // entries of 2 strings: resource name, decimal int64 value
-	NodeCapacity    int32 = 4
-	NodeRequested   int32 = 5
-	// NodeConditions: status.conditions, 3 strings each: type, status, reason.
-	NodeConditions int32 = 6
-	// NodeImages: status.images, 2 strings per name of each image: name,
-	// decimal sizeBytes.
-	NodeImages int32 = 7
-	// NodeAddresses: status.addresses, 2 strings each: type, address.
-	NodeAddresses int32 = 8
-	// NodePods: the pods on the node as the scheduler sees them (assumed
-	// pods included), 5 strings each: namespace, name, uid, priority
-	// (decimal), terminating ("true" once deletionTimestamp is set).
-	NodePods int32 = 9
-	// NodePodLabels: 3 strings per label: pod index (in NodePods order),
-	// key, value.
-	NodePodLabels int32 = 10
-	// NodePodOwners: 6 strings per owner reference: pod index, apiVersion,
-	// kind, name, uid, controller ("true" or "false").
-	NodePodOwners int32 = 11
-	// NodeUsedPorts: the host ports the node's pods use, 3 strings each: ip,
-	// protocol, port; sorted.
-	NodeUsedPorts int32 = 12
-	// NodeNonZeroRequested: the requests of the pods on the node as
-	// NodeResourcesFit scores them (a container without a cpu or memory
-	// request counts 100m / 200Mi), cpu and memory, name, decimal pairs.
-	NodeNonZeroRequested int32 = 13
-	// NodeImageStates: the scheduler's image states for the node, 3
-	// strings per image name: name, decimal size in bytes, decimal number
-	// of nodes in the scheduler's snapshot that hold the image (as
-	// ImageLocality reads them). Encoded on every call: the count depends
-	// on other nodes.
-	NodeImageStates int32 = 14
-
-	// NumNodeLists sizes tables indexed by node_list kind.
-	NumNodeLists = NodeImageStates + 1
-)
-
 // MaxReasonLength is the longest status reason the host keeps: it cuts a
 // longer one at this many bytes (then replaces each byte that is not valid
 // UTF-8, including a character the cut split, with U+FFFD). The SDK's
 // native backend does the same, so a policy's unit tests see what the
 // scheduler would report.
 const MaxReasonLength = 1024
-
-// Kinds for existing_terms: which terms of the pods already on nodes.
-const (
-	// ExistingAntiAffinityRequired: required pod anti-affinity terms;
-	// each matching term adds 1.
-	ExistingAntiAffinityRequired int32 = 0
-	// ExistingAffinityRequired: required pod affinity terms; each adds 1.
-	ExistingAffinityRequired int32 = 1
-	// ExistingAffinityPreferred and ExistingAntiAffinityPreferred:
-	// preferred terms; each adds its weight.
-	ExistingAffinityPreferred     int32 = 2
-	ExistingAntiAffinityPreferred int32 = 3
-
-	// NumExistingTerms sizes tables indexed by existing_terms kind.
-	NumExistingTerms = ExistingAntiAffinityPreferred + 1
-)
-
-// Kinds for node_resource.
-const (
-	ResourceAllocatable int32 = 0
-	ResourceCapacity    int32 = 1
-	ResourceRequested   int32 = 2
-)
 
 // Resource values: cpu is in millicores, everything else in base units
 // (memory and ephemeral-storage in bytes, extended resources as integers).

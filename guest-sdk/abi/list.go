@@ -1,9 +1,6 @@
 package abi
 
-import (
-	"encoding/binary"
-	"strconv"
-)
+import "encoding/binary"
 
 // A string list is how the ABI carries maps and structs: a little-endian u32
 // count of strings, then each string as a little-endian u32 length followed by
@@ -62,27 +59,3 @@ func (r *ListReader) Next() ([]byte, bool) {
 
 // Err reports whether the list was malformed.
 func (r *ListReader) Err() bool { return r.err }
-
-// EncodeMap encodes a map as a string list of key, value pairs.
-func EncodeMap(m map[string]string) []byte {
-	n := 4
-	for k, v := range m {
-		n += 8 + len(k) + len(v)
-	}
-	b := AppendListHeader(make([]byte, 0, n), 2*len(m))
-	for k, v := range m {
-		b = AppendString(b, k)
-		b = AppendString(b, v)
-	}
-	return b
-}
-
-// EncodeInts encodes resource quantities as a string list of name, decimal value pairs.
-func EncodeInts(m map[string]int64) []byte {
-	b := AppendListHeader(nil, 2*len(m))
-	for k, v := range m {
-		b = AppendString(b, k)
-		b = AppendString(b, strconv.FormatInt(v, 10))
-	}
-	return b
-}

@@ -8,9 +8,7 @@
 package casetable
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -19,9 +17,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -29,6 +25,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
 
 // BatchSize is how many nodes one batch call gets, as in the scheduler.
@@ -649,164 +646,8 @@ func (r *Report) Summary() string {
 	return s
 }
 
-func quantity(name string, v int64) resource.Quantity {
-	if name == string(v1.ResourceCPU) {
-		return *resource.NewMilliQuantity(v, resource.DecimalSI)
-	}
-	return *resource.NewQuantity(v, resource.BinarySI)
-}
-
-func resourceList(m map[string]int64) v1.ResourceList {
-	if m == nil {
-		return nil
-	}
-	rl := v1.ResourceList{}
-	for k, v := range m {
-		rl[v1.ResourceName(k)] = quantity(k, v)
-	}
-	return rl
-}
-
-// decodeObject decodes a case's Object strictly (an unknown field is an
-// error, as everywhere in case tables).
-func decodeObject(raw []byte, into any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(into)
-}
-
-// Pod converts a case's pod into a real Pod: its Object, if any, then the
-// fields that are set, over it. Requests become one container's requests
-// (cpu in millicores, everything else in base units).
-func Pod(d sdk.PodData) (*v1.Pod, error) {
-	pod := &v1.Pod{}
-	if len(d.Object) > 0 {
-		if err := decodeObject(d.Object, pod); err != nil {
-			return nil, fmt.Errorf("pod Object: %w", err)
-		}
-	}
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&pod.Name, d.Name)
-	set(&pod.Namespace, d.Namespace)
-	if d.UID != "" || pod.UID == "" {
-		pod.UID = types.UID(d.UID + d.Name)
-	}
-	set(&pod.Spec.SchedulerName, d.SchedulerName)
-	set(&pod.Spec.PriorityClassName, d.PriorityClassName)
-	set(&pod.Spec.ServiceAccountName, d.ServiceAccountName)
-	if d.Labels != nil {
-		pod.Labels = d.Labels
-	}
-	if d.Annotations != nil {
-		pod.Annotations = d.Annotations
-	}
-	if d.NodeSelector != nil {
-		pod.Spec.NodeSelector = d.NodeSelector
-	}
-	switch {
-	case len(d.Containers) > 0:
-		pod.Spec.InitContainers, pod.Spec.Containers = nil, nil
-		for _, c := range d.Containers {
-			ctr := v1.Container{Name: c.Name, Image: c.Image, Resources: v1.ResourceRequirements{Requests: resourceList(c.Requests)}}
-			if c.RestartPolicy != "" {
-				p := v1.ContainerRestartPolicy(c.RestartPolicy)
-				ctr.RestartPolicy = &p
-			}
-			for _, p := range c.Ports {
-				ctr.Ports = append(ctr.Ports, v1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, HostPort: p.HostPort, Protocol: v1.Protocol(p.Protocol), HostIP: p.HostIP})
-			}
-			if c.Kind == sdk.ContainerInit {
-				pod.Spec.InitContainers = append(pod.Spec.InitContainers, ctr)
-			} else {
-				pod.Spec.Containers = append(pod.Spec.Containers, ctr)
-			}
-		}
-	case len(d.Requests) > 0:
-		// Effective requests without containers: one container "c" that
-		// requests them (the native SDK shows the same container).
-		pod.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: resourceList(d.Requests)}}}
-	}
-	set(&pod.Spec.NodeName, d.NodeName)
-	for _, o := range d.OwnerReferences {
-		controller := o.Controller
-		pod.OwnerReferences = append(pod.OwnerReferences, metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: types.UID(o.UID), Controller: &controller})
-	}
-	if d.Overhead != nil {
-		pod.Spec.Overhead = resourceList(d.Overhead)
-	}
-	if d.PodResources != nil {
-		pod.Spec.Resources = &v1.ResourceRequirements{Requests: resourceList(d.PodResources)}
-	}
-	for _, c := range d.ClaimNames {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: c, VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
-	}
-	for i, ref := range d.ImageVolumes {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: fmt.Sprintf("image-%d", i), VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: ref}}})
-	}
-	for _, ts := range []struct {
-		s   string
-		dst **metav1.Time
-	}{{d.CreationTimestamp, nil}, {d.DeletionTimestamp, &pod.DeletionTimestamp}} {
-		if ts.s == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339, ts.s)
-		if err != nil {
-			return nil, fmt.Errorf("pod timestamp %q: %w (want RFC 3339, e.g. 2026-11-23T10:00:00Z)", ts.s, err)
-		}
-		mt := metav1.NewTime(t)
-		if ts.dst == nil {
-			pod.CreationTimestamp = mt
-		} else {
-			*ts.dst = &mt
-		}
-	}
-	if d.Affinity != nil {
-		pod.Spec.Affinity = affinity(d.Affinity)
-	}
-	if d.TopologySpreadConstraints != nil {
-		pod.Spec.TopologySpreadConstraints = nil
-	}
-	for _, c := range d.TopologySpreadConstraints {
-		tc := v1.TopologySpreadConstraint{MaxSkew: c.MaxSkew, TopologyKey: c.TopologyKey, WhenUnsatisfiable: v1.UnsatisfiableConstraintAction(c.WhenUnsatisfiable),
-			LabelSelector: labelSelector(c.LabelSelector), MatchLabelKeys: c.MatchLabelKeys}
-		if c.MinDomains != 0 {
-			tc.MinDomains = &c.MinDomains
-		}
-		if c.NodeAffinityPolicy != "" {
-			p := v1.NodeInclusionPolicy(c.NodeAffinityPolicy)
-			tc.NodeAffinityPolicy = &p
-		}
-		if c.NodeTaintsPolicy != "" {
-			p := v1.NodeInclusionPolicy(c.NodeTaintsPolicy)
-			tc.NodeTaintsPolicy = &p
-		}
-		pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, tc)
-	}
-	for _, g := range d.SchedulingGates {
-		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, v1.PodSchedulingGate{Name: g})
-	}
-	if d.Priority != 0 {
-		p := int32(d.Priority)
-		pod.Spec.Priority = &p
-	}
-	if len(d.Tolerations) > 0 {
-		pod.Spec.Tolerations = nil
-	}
-	for _, t := range d.Tolerations {
-		tol := v1.Toleration{Key: t.Key, Operator: v1.TolerationOperator(t.Operator), Value: t.Value, Effect: v1.TaintEffect(t.Effect)}
-		if t.TolerationSeconds != "" {
-			s, _ := strconv.ParseInt(t.TolerationSeconds, 10, 64)
-			tol.TolerationSeconds = &s
-		}
-		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tol)
-	}
-	return pod, nil
-}
+// Pod converts a case's pod into a real Pod (kubemodel.ToPod).
+func Pod(d sdk.PodData) (*v1.Pod, error) { return kubemodel.ToPod(&d) }
 
 // useView gives the pod its cycle's cluster view, and nodes the image
 // states a scheduler snapshot of the view's nodes would give them.
@@ -823,13 +664,7 @@ func useView(pod *host.PodState, view *host.ClusterView, nodes []fwk.NodeInfo) {
 // namespaces, or its own node alone, as natively (casetest.Case.Cluster).
 func clusterView(c *casetest.Case, own fwk.NodeInfo) (*host.ClusterView, error) {
 	// The case's pod says what selects it, as natively.
-	var spread []metav1.LabelSelectorRequirement
-	if s := labelSelector(c.Pod.DefaultSpreadSelector); s != nil {
-		for _, k := range slices.Sorted(maps.Keys(s.MatchLabels)) {
-			spread = append(spread, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{s.MatchLabels[k]}})
-		}
-		spread = append(spread, s.MatchExpressions...)
-	}
+	spread := kubemodel.DefaultSpreadOf(&c.Pod)
 	defaultSpread := func(*v1.Pod) []metav1.LabelSelectorRequirement { return spread }
 	if c.Cluster == nil {
 		return &host.ClusterView{Nodes: []fwk.NodeInfo{own}, NamespaceLabels: func(string) (map[string]string, bool) { return nil, false }, DefaultSpreadSelector: defaultSpread}, nil
@@ -848,144 +683,5 @@ func clusterView(c *casetest.Case, own fwk.NodeInfo) (*host.ClusterView, error) 
 	return v, nil
 }
 
-// NodeInfo converts a case's node into a real NodeInfo: its Object, if any,
-// then the fields that are set, over it. Requested becomes one running pod
-// with those requests, and PodCount pods run on it in all.
-func NodeInfo(d sdk.NodeData) (fwk.NodeInfo, error) {
-	node := &v1.Node{}
-	if len(d.Object) > 0 {
-		if err := decodeObject(d.Object, node); err != nil {
-			return nil, fmt.Errorf("node Object: %w", err)
-		}
-	}
-	if d.Name != "" {
-		node.Name = d.Name
-	}
-	if d.Labels != nil {
-		node.Labels = d.Labels
-	}
-	if d.Annotations != nil {
-		node.Annotations = d.Annotations
-	}
-	if d.Unschedulable {
-		node.Spec.Unschedulable = true
-	}
-	if d.Allocatable != nil {
-		node.Status.Allocatable = resourceList(d.Allocatable)
-	}
-	if d.Capacity != nil {
-		node.Status.Capacity = resourceList(d.Capacity)
-	}
-	for _, c := range d.Conditions {
-		node.Status.Conditions = append(node.Status.Conditions, v1.NodeCondition{Type: v1.NodeConditionType(c.Type), Status: v1.ConditionStatus(c.Status), Reason: c.Reason})
-	}
-	for _, im := range d.Images {
-		node.Status.Images = append(node.Status.Images, v1.ContainerImage{Names: []string{im.Name}, SizeBytes: im.SizeBytes})
-	}
-	for _, a := range d.Addresses {
-		node.Status.Addresses = append(node.Status.Addresses, v1.NodeAddress{Type: v1.NodeAddressType(a.Type), Address: a.Address})
-	}
-	if len(d.Taints) > 0 {
-		node.Spec.Taints = nil
-	}
-	for _, t := range d.Taints {
-		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: t.Key, Value: t.Value, Effect: v1.TaintEffect(t.Effect)})
-	}
-	var pods []*v1.Pod
-	if d.Pods != nil && (len(d.Requested) > 0 || d.PodCount > 0) {
-		return nil, fmt.Errorf("node %s: give its Pods, or Requested and PodCount, not both", node.Name)
-	}
-	for _, np := range d.Pods {
-		p, _ := Pod(sdk.PodData{Name: np.Name, Namespace: np.Namespace, Labels: np.Labels, Priority: np.Priority, OwnerReferences: np.OwnerReferences, Affinity: np.Affinity})
-		p.UID = types.UID(np.UID)
-		if np.Terminating {
-			now := metav1.Now()
-			p.DeletionTimestamp = &now
-		}
-		if len(np.HostPorts) > 0 {
-			c := v1.Container{Name: "c"}
-			for _, h := range np.HostPorts {
-				c.Ports = append(c.Ports, v1.ContainerPort{ContainerPort: h.Port, HostPort: h.Port, HostIP: h.IP, Protocol: v1.Protocol(h.Protocol)})
-			}
-			p.Spec.Containers = []v1.Container{c}
-		}
-		pods = append(pods, p)
-	}
-	if len(d.Requested) > 0 {
-		p, _ := Pod(sdk.PodData{Name: node.Name + "-load", Requests: d.Requested})
-		pods = append(pods, p)
-	}
-	for len(pods) < d.PodCount {
-		p, _ := Pod(sdk.PodData{Name: node.Name + "-pod" + strconv.Itoa(len(pods))})
-		pods = append(pods, p)
-	}
-	for _, p := range pods {
-		p.Spec.NodeName = node.Name
-	}
-	ni := intree.NewNodeInfo(pods...)
-	ni.SetNode(node)
-	return ni, nil
-}
-
-// affinity converts a case's affinity into spec.affinity.
-func affinity(a *sdk.Affinity) *v1.Affinity {
-	out := &v1.Affinity{}
-	nodeTerm := func(t sdk.NodeSelectorTerm) v1.NodeSelectorTerm {
-		var o v1.NodeSelectorTerm
-		for _, r := range t.MatchExpressions {
-			o.MatchExpressions = append(o.MatchExpressions, v1.NodeSelectorRequirement{Key: r.Key, Operator: v1.NodeSelectorOperator(r.Operator), Values: r.Values})
-		}
-		for _, r := range t.MatchFields {
-			o.MatchFields = append(o.MatchFields, v1.NodeSelectorRequirement{Key: r.Key, Operator: v1.NodeSelectorOperator(r.Operator), Values: r.Values})
-		}
-		return o
-	}
-	if a.NodeAffinityRequired != nil || a.NodeAffinityPreferred != nil {
-		out.NodeAffinity = &v1.NodeAffinity{}
-		if a.NodeAffinityRequired != nil {
-			out.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &v1.NodeSelector{}
-		}
-		for _, t := range a.NodeAffinityRequired {
-			ns := out.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-			ns.NodeSelectorTerms = append(ns.NodeSelectorTerms, nodeTerm(t))
-		}
-		for _, t := range a.NodeAffinityPreferred {
-			out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
-				v1.PreferredSchedulingTerm{Weight: t.Weight, Preference: nodeTerm(t.Preference)})
-		}
-	}
-	podTerm := func(t sdk.PodAffinityTerm) v1.PodAffinityTerm {
-		return v1.PodAffinityTerm{LabelSelector: labelSelector(t.LabelSelector), Namespaces: t.Namespaces, NamespaceSelector: labelSelector(t.NamespaceSelector),
-			TopologyKey: t.TopologyKey, MatchLabelKeys: t.MatchLabelKeys, MismatchLabelKeys: t.MismatchLabelKeys}
-	}
-	terms := func(ts []sdk.PodAffinityTerm) (out []v1.PodAffinityTerm) {
-		for _, t := range ts {
-			out = append(out, podTerm(t))
-		}
-		return out
-	}
-	weighted := func(ts []sdk.WeightedPodAffinityTerm) (out []v1.WeightedPodAffinityTerm) {
-		for _, t := range ts {
-			out = append(out, v1.WeightedPodAffinityTerm{Weight: t.Weight, PodAffinityTerm: podTerm(t.PodAffinityTerm)})
-		}
-		return out
-	}
-	if a.PodAffinityRequired != nil || a.PodAffinityPreferred != nil {
-		out.PodAffinity = &v1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: terms(a.PodAffinityRequired), PreferredDuringSchedulingIgnoredDuringExecution: weighted(a.PodAffinityPreferred)}
-	}
-	if a.PodAntiAffinityRequired != nil || a.PodAntiAffinityPreferred != nil {
-		out.PodAntiAffinity = &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: terms(a.PodAntiAffinityRequired), PreferredDuringSchedulingIgnoredDuringExecution: weighted(a.PodAntiAffinityPreferred)}
-	}
-	return out
-}
-
-func labelSelector(s *sdk.LabelSelector) *metav1.LabelSelector {
-	if s == nil {
-		return nil
-	}
-	out := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
-	for _, r := range s.MatchExpressions {
-		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{Key: r.Key, Operator: metav1.LabelSelectorOperator(r.Operator), Values: r.Values})
-	}
-	return out
-}
+// NodeInfo converts a case's node into a real NodeInfo (kubemodel.ToNodeInfo).
+func NodeInfo(d sdk.NodeData) (fwk.NodeInfo, error) { return kubemodel.ToNodeInfo(&d) }

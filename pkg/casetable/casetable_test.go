@@ -15,7 +15,8 @@ import (
 )
 
 // A case's fields are applied over its Object; a malformed Object or
-// timestamp is an error that says what is wrong.
+// timestamp, or a pod given Requests and Containers, is an error that says
+// what is wrong.
 func TestPodOverObject(t *testing.T) {
 	pod, err := Pod(sdk.PodData{Name: "b", Labels: map[string]string{"x": "y"},
 		Object: sdk.RawJSON(`{"metadata": {"name": "a", "namespace": "ns", "labels": {"old": "1"}}, "spec": {"runtimeClassName": "gvisor", "containers": [{"name": "app"}]}}`)})
@@ -31,8 +32,20 @@ func TestPodOverObject(t *testing.T) {
 	if _, err := Pod(sdk.PodData{CreationTimestamp: "yesterday"}); err == nil || !strings.Contains(err.Error(), "RFC 3339") {
 		t.Errorf("bad timestamp: %v", err)
 	}
-	if _, err := NodeInfo(sdk.NodeData{Name: "n", PodCount: 1, Pods: []sdk.NodePod{{Name: "p"}}}); err == nil || !strings.Contains(err.Error(), "not both") {
-		t.Errorf("Pods and PodCount together: %v", err)
+	if _, err := Pod(sdk.PodData{Name: "p", Requests: map[string]int64{"cpu": 1}, Containers: []sdk.Container{{Name: "c"}}}); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("Requests and Containers together: %v", err)
+	}
+	// Pods, the load pod and PodCount add up, as natively (model.PodsOn).
+	ni, err := NodeInfo(sdk.NodeData{Name: "n", PodCount: 4, Requested: map[string]int64{"cpu": 500}, Pods: []sdk.NodePod{{Name: "p", UID: "u"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, pi := range ni.GetPods() {
+		names = append(names, pi.GetPod().Name+"/"+string(pi.GetPod().UID))
+	}
+	if got := strings.Join(names, " "); got != "p/u n-load/n-load n-pod2/n-pod2 n-pod3/n-pod3" || ni.GetRequested().GetMilliCPU() != 500 {
+		t.Errorf("pods %s, requested cpu %d", got, ni.GetRequested().GetMilliCPU())
 	}
 }
 

@@ -67,7 +67,9 @@ func SetImageStates(infos []fwk.NodeInfo, cluster []*v1.Node) {
 		states := map[string]*fwk.ImageStateSummary{}
 		for _, im := range ni.Node().Status.Images {
 			for _, name := range im.Names {
-				states[name] = &fwk.ImageStateSummary{Size: im.SizeBytes, NumNodes: len(holders[name])}
+				if states[name] == nil { // a name listed twice keeps its first size, as the cache does
+					states[name] = &fwk.ImageStateSummary{Size: im.SizeBytes, NumNodes: len(holders[name])}
+				}
 			}
 		}
 		ni.ImageStates = states

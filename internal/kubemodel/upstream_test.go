@@ -1,4 +1,4 @@
-package host
+package kubemodel
 
 import (
 	"fmt"
@@ -11,10 +11,10 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
-	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 )
 
-// The SDK's MatchNodeSelectorTerms is upstream's LazyErrorNodeSelector (what
+// The model's MatchNodeSelectorTerms is upstream's LazyErrorNodeSelector (what
 // NodeAffinity's Filter uses) on random terms: every operator, matchFields,
 // empty terms, numeric and non-numeric values for Gt and Lt, and terms
 // upstream refuses to parse.
@@ -75,7 +75,7 @@ func TestSDKNodeSelectorMatchesUpstream(t *testing.T) {
 			}
 		}
 		want, _ := nodeaffinity.NewLazyErrorNodeSelector(&v1.NodeSelector{NodeSelectorTerms: terms}).Match(node)
-		got := sdk.MatchNodeSelectorTerms(sdkNodeTerms(terms), node.Name, node.Labels)
+		got := model.MatchNodeSelectorTerms(sdkNodeTerms(terms), node.Name, node.Labels)
 		if got != want {
 			t.Fatalf("terms %+v on node %s %v: SDK %v, upstream %v", terms, node.Name, node.Labels, got, want)
 		}
@@ -87,15 +87,15 @@ func TestSDKNodeSelectorMatchesUpstream(t *testing.T) {
 	t.Logf("%d term sets agree with upstream, %d of them matching", checked, matched)
 }
 
-func sdkNodeTerms(terms []v1.NodeSelectorTerm) []sdk.NodeSelectorTerm {
-	var out []sdk.NodeSelectorTerm
+func sdkNodeTerms(terms []v1.NodeSelectorTerm) []model.NodeSelectorTerm {
+	var out []model.NodeSelectorTerm
 	for _, t := range terms {
-		var o sdk.NodeSelectorTerm
+		var o model.NodeSelectorTerm
 		for _, r := range t.MatchExpressions {
-			o.MatchExpressions = append(o.MatchExpressions, sdk.NodeSelectorRequirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
+			o.MatchExpressions = append(o.MatchExpressions, model.NodeSelectorRequirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
 		}
 		for _, r := range t.MatchFields {
-			o.MatchFields = append(o.MatchFields, sdk.NodeSelectorRequirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
+			o.MatchFields = append(o.MatchFields, model.NodeSelectorRequirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
 		}
 		out = append(out, o)
 	}
@@ -140,26 +140,26 @@ func TestSDKPodRequestsMatchUpstream(t *testing.T) {
 		if r.IntN(4) == 0 {
 			pod.Spec.Resources = &v1.ResourceRequirements{Requests: requests()}
 		}
-		var cs []sdk.Container
+		var cs []model.Container
 		for _, c := range pod.Spec.InitContainers {
-			cs = append(cs, sdkContainer(sdk.ContainerInit, c))
+			cs = append(cs, sdkContainer(model.ContainerInit, c))
 		}
 		for _, c := range pod.Spec.Containers {
-			cs = append(cs, sdkContainer(sdk.ContainerApp, c))
+			cs = append(cs, sdkContainer(model.ContainerApp, c))
 		}
 		var podLevel map[string]int64
 		if pod.Spec.Resources != nil {
-			podLevel = quantities(pod.Spec.Resources.Requests)
+			podLevel = Quantities(pod.Spec.Resources.Requests)
 		}
 		for _, nonMissing := range []bool{false, true} {
 			opts := resourcehelper.PodResourcesOptions{}
 			var defaults map[string]int64
 			if nonMissing {
 				opts.NonMissingContainerRequests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("200Mi")}
-				defaults = sdk.DefaultNonZeroRequests
+				defaults = model.DefaultNonZeroRequests
 			}
-			want := quantities(resourcehelper.PodRequests(pod, opts))
-			got := sdk.PodRequests(cs, podLevel, quantities(pod.Spec.Overhead), defaults)
+			want := Quantities(resourcehelper.PodRequests(pod, opts))
+			got := model.SumRequests(cs, podLevel, Quantities(pod.Spec.Overhead), defaults)
 			for k := range got {
 				if got[k] == 0 {
 					if _, ok := want[k]; !ok {
@@ -181,8 +181,8 @@ func TestSDKPodRequestsMatchUpstream(t *testing.T) {
 	}
 }
 
-func sdkContainer(kind string, c v1.Container) sdk.Container {
-	out := sdk.Container{Kind: kind, Name: c.Name, Requests: quantities(c.Resources.Requests)}
+func sdkContainer(kind string, c v1.Container) model.Container {
+	out := model.Container{Kind: kind, Name: c.Name, Requests: Quantities(c.Resources.Requests)}
 	if c.RestartPolicy != nil {
 		out.RestartPolicy = string(*c.RestartPolicy)
 	}

@@ -1,0 +1,315 @@
+package model
+
+import (
+	"sort"
+	"strconv"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// The cluster as a policy reads it, and the encoders and the native
+// computations of the cluster's rows (cluster_node, count_pods,
+// existing_terms).
+
+// Kinds for cluster_node.
+const (
+	ClusterNodeName   int32 = 0
+	ClusterNodeLabels int32 = 1 // key, value pairs
+	ClusterNodeTaints int32 = 2 // entries of 3 strings: key, value, effect
+
+	// NumClusterNodeKinds sizes tables indexed by cluster_node kind.
+	NumClusterNodeKinds = ClusterNodeTaints + 1
+)
+
+// Kinds for existing_terms: which terms of the pods already on nodes.
+const (
+	// ExistingAntiAffinityRequired: required pod anti-affinity terms;
+	// each matching term adds 1.
+	ExistingAntiAffinityRequired int32 = 0
+	// ExistingAffinityRequired: required pod affinity terms; each adds 1.
+	ExistingAffinityRequired int32 = 1
+	// ExistingAffinityPreferred and ExistingAntiAffinityPreferred:
+	// preferred terms; each adds its weight.
+	ExistingAffinityPreferred     int32 = 2
+	ExistingAntiAffinityPreferred int32 = 3
+
+	// NumExistingTerms sizes tables indexed by existing_terms kind.
+	NumExistingTerms = ExistingAntiAffinityPreferred + 1
+)
+
+// Cluster is the scheduler's snapshot as a policy reads it (natively and
+// in case tables): its nodes (with their Pods, which CountPods counts) and
+// the namespaces' labels.
+type Cluster struct {
+	Nodes      []*Node
+	Namespaces map[string]map[string]string
+}
+
+// CountTerm says which pods Cluster.CountPods counts. It is a
+// PodAffinityTerm as the Kubernetes API spells it, with the same namespace
+// rules, plus IncludeTerminating:
+//   - LabelSelector nil matches no pod; an empty selector every pod.
+//   - Namespaces empty and NamespaceSelector nil: the pod's own namespace.
+//     A NamespaceSelector with no requirements selects every namespace;
+//     otherwise the namespaces listed and those the selector matches count.
+//   - Terminating pods (deletionTimestamp set) are left out, as
+//     PodTopologySpread leaves them out, unless IncludeTerminating is set
+//     (InterPodAffinity counts them).
+type CountTerm struct {
+	LabelSelector      *LabelSelector
+	Namespaces         []string
+	NamespaceSelector  *LabelSelector
+	TopologyKey        string
+	IncludeTerminating bool
+	// AlsoMatching are further terms a pod must match too to count (their
+	// LabelSelector, Namespaces and NamespaceSelector; leave the other
+	// fields unset): InterPodAffinity counts the pods that match all of a
+	// pod's required affinity terms.
+	AlsoMatching []CountTerm
+}
+
+// JSON returns the term as the host's count_pods takes it (docs/abi.md
+// §4.6.1): what a guest in another language writes, and what the host's
+// log quotes.
+func (t CountTerm) JSON() []byte { return t.AppendJSON(nil) }
+
+// AppendJSON appends the term as count_pods takes it (docs/abi.md §4.6.1),
+// without encoding/json, which would weigh on TinyGo guests.
+func (t *CountTerm) AppendJSON(b []byte) []byte {
+	b = append(b, `{"labelSelector":`...)
+	b = t.LabelSelector.appendJSON(b)
+	b = append(b, `,"namespaces":`...)
+	b = appendJSONStrings(b, t.Namespaces)
+	b = append(b, `,"namespaceSelector":`...)
+	b = t.NamespaceSelector.appendJSON(b)
+	b = append(b, `,"topologyKey":`...)
+	b = appendJSONString(b, t.TopologyKey)
+	if t.IncludeTerminating {
+		b = append(b, `,"includeTerminating":true`...)
+	}
+	if len(t.AlsoMatching) > 0 {
+		b = append(b, `,"alsoMatching":[`...)
+		for i := range t.AlsoMatching {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = t.AlsoMatching[i].AppendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+func (s *LabelSelector) appendJSON(b []byte) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, `{"matchLabels":{`...)
+	// Sorted, so that the same selector is the same term to the host's
+	// and the SDK's caches.
+	for i, k := range sortedKeys(s.MatchLabels) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, s.MatchLabels[k])
+	}
+	b = append(b, `},"matchExpressions":[`...)
+	for i, r := range s.MatchExpressions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendJSONString(b, r.Key)
+		b = append(b, `,"operator":`...)
+		b = appendJSONString(b, r.Operator)
+		b = append(b, `,"values":`...)
+		b = appendJSONStrings(b, r.Values)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+func appendJSONStrings(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s)
+	}
+	return append(b, ']')
+}
+
+// appendJSONString quotes s for JSON: quote, backslash and control bytes
+// escaped; other bytes (UTF-8 included) pass through.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// TopologySum is a sum for one topology pair: the nodes whose label Key
+// has Value.
+type TopologySum struct {
+	Key, Value string
+	Sum        int64
+}
+
+// ClusterNode is cluster_node's kind for node n: the name as a string, the
+// labels and taints as lists; ok is false for an unknown kind.
+func ClusterNode(n *Node, kind int32) (b []byte, s string, ok bool) {
+	switch kind {
+	case ClusterNodeName:
+		return nil, n.Name, true
+	case ClusterNodeLabels:
+		return EncodeMap(n.Labels), "", true
+	case ClusterNodeTaints:
+		return encodeTaints(n.Taints), "", true
+	}
+	return nil, "", false
+}
+
+// EncodeCounts is count_pods' answer: (value, decimal count) pairs sorted
+// by value.
+func EncodeCounts(counts map[string]int64) []byte {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b := abi.AppendListHeader(nil, 2*len(keys))
+	for _, k := range keys {
+		b = abi.AppendString(abi.AppendString(b, k), strconv.FormatInt(counts[k], 10))
+	}
+	return b
+}
+
+// EncodeTopologySums is existing_terms' answer: (key, value, sum) records
+// sorted by key and value.
+func EncodeTopologySums(sums []TopologySum) []byte {
+	s := append([]TopologySum(nil), sums...)
+	sort.Slice(s, func(i, j int) bool {
+		if s[i].Key != s[j].Key {
+			return s[i].Key < s[j].Key
+		}
+		return s[i].Value < s[j].Value
+	})
+	var r records
+	for _, t := range s {
+		r.add(t.Key, t.Value, strconv.FormatInt(t.Sum, 10))
+	}
+	return r.bytes()
+}
+
+// CountPods counts what count_pods counts, over c's nodes (PodsOn)
+// and with the model's selector matching: per value of t.TopologyKey on
+// the nodes that have it (per node name when it is ""), for the pod being
+// scheduled in namespace podNS. The host counts with upstream's matching;
+// kubemodel's tests hold the two to each other.
+func CountPods(c *Cluster, podNS string, t *CountTerm) map[string]int64 {
+	matches := func(t *CountTerm, p *NodePod) bool {
+		in := false
+		if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
+			in = p.Namespace == podNS
+		} else {
+			// An unknown namespace has no labels.
+			in = contains(t.Namespaces, p.Namespace) || t.NamespaceSelector.Matches(c.Namespaces[p.Namespace])
+		}
+		return in && t.LabelSelector.Matches(p.Labels)
+	}
+	out := map[string]int64{}
+	for _, n := range c.Nodes {
+		value := n.Name
+		if t.TopologyKey != "" {
+			v, ok := n.Labels[t.TopologyKey]
+			if !ok {
+				continue
+			}
+			value = v
+		}
+		count := out[value]
+		pods, _ := PodsOn(n)
+	pods:
+		for i := range pods {
+			p := &pods[i]
+			if (p.Terminating && !t.IncludeTerminating) || !matches(t, p) {
+				continue
+			}
+			for j := range t.AlsoMatching {
+				if !matches(&t.AlsoMatching[j], p) {
+					continue pods
+				}
+			}
+			count++
+		}
+		out[value] = count
+	}
+	return out
+}
+
+// ExistingTerms computes existing_terms of kind over c's nodes' pods for
+// pod p, with the model's selector matching (docs/abi.md §4.6.2).
+func ExistingTerms(c *Cluster, p *Pod, kind int32) []TopologySum {
+	nsLabels := c.Namespaces[p.Namespace]
+	type pair struct{ key, value string }
+	sums := map[pair]int64{}
+	for _, n := range c.Nodes {
+		pods, _ := PodsOn(n)
+		for _, ep := range pods {
+			a := ep.Affinity
+			if a == nil {
+				continue
+			}
+			var terms []WeightedPodAffinityTerm
+			switch kind {
+			case ExistingAntiAffinityRequired, ExistingAffinityRequired:
+				req := a.PodAntiAffinityRequired
+				if kind == ExistingAffinityRequired {
+					req = a.PodAffinityRequired
+				}
+				for _, t := range req {
+					terms = append(terms, WeightedPodAffinityTerm{Weight: 1, PodAffinityTerm: t})
+				}
+			case ExistingAffinityPreferred:
+				terms = a.PodAffinityPreferred
+			case ExistingAntiAffinityPreferred:
+				terms = a.PodAntiAffinityPreferred
+			}
+			for _, t := range terms {
+				v, ok := n.Labels[t.TopologyKey]
+				if ok && termMatches(&t.PodAffinityTerm, ep.Namespace, p, nsLabels) {
+					sums[pair{t.TopologyKey, v}] += int64(t.Weight)
+				}
+			}
+		}
+	}
+	out := make([]TopologySum, 0, len(sums))
+	for k, s := range sums {
+		out = append(out, TopologySum{Key: k.key, Value: k.value, Sum: s})
+	}
+	return out
+}
+
+// termMatches is upstream's AffinityTerm.Matches for a term of a pod in
+// namespace ownerNS: no namespaces and no namespace selector mean ownerNS.
+func termMatches(t *PodAffinityTerm, ownerNS string, p *Pod, nsLabels map[string]string) bool {
+	in := false
+	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
+		in = p.Namespace == ownerNS
+	} else {
+		in = contains(t.Namespaces, p.Namespace) || t.NamespaceSelector.Matches(nsLabels)
+	}
+	return in && t.LabelSelector.Matches(p.Labels)
+}
