@@ -348,6 +348,10 @@ func (Pod) Object() []byte { return podObject() }
 // Name returns the node's name.
 func (Node) Name() string { return nodeName() }
 
+// KubeletVersion returns status.nodeInfo.kubeletVersion ("v1.37.2"), for a
+// version floor without reading the whole node.
+func (Node) KubeletVersion() string { return nodeString(model.NodeKubeletVersion) }
+
 // Label returns one node label and whether it is set.
 func (Node) Label(key string) (string, bool) { return nodeLabel(key) }
 

@@ -13,6 +13,8 @@ import (
 // Fields for node_string.
 const (
 	NodeName int32 = 0
+	// NodeKubeletVersion is status.nodeInfo.kubeletVersion.
+	NodeKubeletVersion int32 = 1
 )
 
 // Kinds for node_list.
@@ -69,7 +71,9 @@ const (
 // a NodeInfo into it (internal/kubemodel), once per NodeInfo generation;
 // natively and in case tables it is a test's node.
 type Node struct {
-	Name                string
+	Name string
+	// KubeletVersion is status.nodeInfo.kubeletVersion ("v1.37.2").
+	KubeletVersion      string
 	Labels, Annotations map[string]string
 	Taints              []Taint
 	// Allocatable and Capacity are status.allocatable and status.capacity.
@@ -179,10 +183,13 @@ type HostPort struct {
 
 // NodeString is node_string's field; ok is false for an unknown field.
 func NodeString(n *Node, field int32) (string, bool) {
-	if field != NodeName {
-		return "", false
+	switch field {
+	case NodeName:
+		return n.Name, true
+	case NodeKubeletVersion:
+		return n.KubeletVersion, true
 	}
-	return n.Name, true
+	return "", false
 }
 
 // NodeTaint appends node_taint's answer for key to b: the value and effect

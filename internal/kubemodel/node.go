@@ -121,6 +121,7 @@ func FillNode(m *model.Node, ni fwk.NodeInfo, part NodePart) {
 	switch part {
 	case NodeScalars:
 		m.Name, m.Unschedulable = node.Name, node.Spec.Unschedulable
+		m.KubeletVersion = node.Status.NodeInfo.KubeletVersion
 		m.Derived.PodCount = len(ni.GetPods())
 	case NodeLabels:
 		m.Labels = node.Labels
@@ -250,6 +251,9 @@ func ToNode(d *model.Node) (*v1.Node, []*v1.Pod, error) {
 	}
 	if d.Unschedulable {
 		node.Spec.Unschedulable = true
+	}
+	if d.KubeletVersion != "" {
+		node.Status.NodeInfo.KubeletVersion = d.KubeletVersion
 	}
 	if d.Allocatable != nil {
 		node.Status.Allocatable = resourceList(d.Allocatable)

@@ -187,6 +187,8 @@ var Fields = []Field{
 		"as the apiserver serves it, apiVersion and kind set, without metadata.managedFields", ScopeWholeObjects},
 
 	{ObjectNode, "metadata.name", abi.FnNodeString, model.NodeName, WireString, nil, CostScalar, "Node.Name", "", ScopeNone},
+	{ObjectNode, "status.nodeInfo.kubeletVersion", abi.FnNodeString, model.NodeKubeletVersion, WireString, nil, CostScalar, "Node.KubeletVersion",
+		`as the kubelet reports it, "v1.37.2"`, ScopeNone},
 	{ObjectNode, "metadata.labels[key]", abi.FnNodeLabel, NoNum, WireLookup, nil, CostPerCall, "Node.Label", "", ScopeNone},
 	{ObjectNode, "metadata.annotations[key]", abi.FnNodeAnnotation, NoNum, WireLookup, nil, CostPerCall, "Node.Annotation", "", ScopeNone},
 	{ObjectNode, "spec.taints[key]", abi.FnNodeTaint, NoNum, WireRecords, []string{"value", "effect"}, CostPerCall, "Node.Taint", "-1 if no taint has the key", ScopeNone},
