@@ -101,7 +101,6 @@ type nodeCache struct {
 
 type nodeEntry struct {
 	gen   int64
-	ni    fwk.NodeInfo
 	m     model.Node
 	parts [kubemodel.NumNodeParts]sync.Once
 	once  [model.NumNodeLists]sync.Once
@@ -115,10 +114,11 @@ type nodeEntry struct {
 	rows   atomic.Pointer[[]cachedRow]
 }
 
-// model returns the node's model with part converted.
-func (e *nodeEntry) model(part kubemodel.NodePart) *model.Node {
+// model returns the node's model with part converted from ni (a NodeInfo
+// of the entry's generation; the entry keeps none, so it holds no pods).
+func (e *nodeEntry) model(ni fwk.NodeInfo, part kubemodel.NodePart) *model.Node {
 	if part < kubemodel.NumNodeParts {
-		e.parts[part].Do(func() { kubemodel.FillNode(&e.m, e.ni, part) })
+		e.parts[part].Do(func() { kubemodel.FillNode(&e.m, ni, part) })
 	}
 	return &e.m
 }
@@ -148,7 +148,7 @@ func (c *nodeCache) entry(ni fwk.NodeInfo) *nodeEntry {
 	if e != nil && e.gen == gen {
 		return e
 	}
-	e = &nodeEntry{gen: gen, ni: ni}
+	e = &nodeEntry{gen: gen}
 	c.mu.Lock()
 	if len(c.m) >= maxNodeCacheEntries {
 		c.m = map[string]*nodeEntry{}
@@ -176,25 +176,25 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 	}
 	e := nodes.entry(ni)
 	e.once[kind].Do(func() {
-		e.lists[kind], _ = model.NodeList(e.model(kubemodel.NodeListPart(kind)), kind)
+		e.lists[kind], _ = model.NodeList(e.model(ni, kubemodel.NodeListPart(kind)), kind)
 	})
 	return e.lists[kind], true
 }
 
 // nodeString reads node_string's fields; ok is false for an unknown one.
 func nodeString(ni fwk.NodeInfo, field int32) (string, bool) {
-	return model.NodeString(nodes.entry(ni).model(kubemodel.NodeScalars), field)
+	return model.NodeString(nodes.entry(ni).model(ni, kubemodel.NodeScalars), field)
 }
 
 // nodeResource reads node_resource's kinds: one resource in ABI units, or
 // abi.MissingQuantity when absent; ok is false for an unknown kind (which
 // also answers abi.MissingQuantity, as bad arguments do).
 func nodeResource(ni fwk.NodeInfo, kind int32, name string) (int64, bool) {
-	return model.NodeResource(nodes.entry(ni).model(kubemodel.ResourcePart(kind)), kind, name)
+	return model.NodeResource(nodes.entry(ni).model(ni, kubemodel.ResourcePart(kind)), kind, name)
 }
 
 // nodeModel is the node's model with part converted, for the reads that
 // need no list.
 func nodeModel(ni fwk.NodeInfo, part kubemodel.NodePart) *model.Node {
-	return nodes.entry(ni).model(part)
+	return nodes.entry(ni).model(ni, part)
 }

@@ -727,5 +727,5 @@ func (in *instance) nodeModel(part kubemodel.NodePart) *model.Node {
 	if in.nodeEnt == nil || in.nodeEntFor != in.node || in.nodeEnt.gen != in.node.GetGeneration() {
 		in.nodeEnt, in.nodeEntFor = nodes.entry(in.node), in.node
 	}
-	return in.nodeEnt.model(part)
+	return in.nodeEnt.model(in.node, part)
 }

@@ -205,7 +205,7 @@ func (l *tableLayout) build(ni fwk.NodeInfo) ([]byte, uint32) {
 	e := nodes.entry(ni)
 	epoch := interned.current()
 	for i, c := range l.cols {
-		s, isString, ok, v := model.TableColumn(e.model(kubemodel.ColumnPart(c.kind)), c.kind, c.arg)
+		s, isString, ok, v := model.TableColumn(e.model(ni, kubemodel.ColumnPart(c.kind)), c.kind, c.arg)
 		if isString {
 			v = 0
 			if ok {
