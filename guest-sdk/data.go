@@ -56,10 +56,6 @@ func PodRequests(containers []Container, podLevel, overhead, nonMissing map[stri
 	return model.SumRequests(containers, podLevel, overhead, nonMissing)
 }
 
-// Equal reports whether a and b are the same string, faster than == under
-// the host's termination checks; see model.Equal.
-func Equal(a, b string) bool { return model.Equal(a, b) }
-
 // MatchNodeSelectorTerms reports whether any of the terms matches (terms
 // are ORed), as requiredDuringSchedulingIgnoredDuringExecution evaluates
 // them. No terms match nothing.

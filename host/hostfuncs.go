@@ -213,7 +213,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, in.nodeModel(kubemodel.NodeLabels).Labels)
+		s[0] = lookup(m, s, kubemodel.NodeLabelsOf(in.node))
 	},
 	abi.FnNodeAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
@@ -221,7 +221,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, in.nodeModel(kubemodel.NodeAnnotations).Annotations)
+		s[0] = lookup(m, s, kubemodel.NodeAnnotationsOf(in.node))
 	},
 	abi.FnNodeTaint: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
@@ -269,7 +269,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retMissing
 			return
 		}
-		v, _ := model.NodeResource(in.nodeModel(kubemodel.ResourcePart(int32(s[0]))), int32(s[0]), string(name))
+		v, _ := kubemodel.NodeResource(in.node, int32(s[0]), string(name))
 		s[0] = api.EncodeI64(v)
 	},
 	abi.FnNodePodCount: func(ctx context.Context, m api.Module, s []uint64) {

@@ -121,10 +121,12 @@ type instance struct {
 	// for), so the reads of one node look it up once.
 	nodeEnt    *nodeEntry
 	nodeEntFor fwk.NodeInfo
-	pc         *PolicyCycle
-	scores     []int64
-	code       int32
-	reason     string
+	// nodeScratch holds the cheap parts of the current node (nodeModel).
+	nodeScratch model.Node
+	pc          *PolicyCycle
+	scores      []int64
+	code        int32
+	reason      string
 
 	// Batch calls (filter_nodes, score_nodes): the nodes, their results, and
 	// the index select_node made current (-1 before the first).
@@ -721,9 +723,17 @@ func (in *instance) nanosleep(ns int64) {
 	in.checkDeadline()
 }
 
-// nodeModel is the current node's model with part converted; the node's
-// cache entry is looked up once per node a call reads.
+// nodeModel is the current node's model with part converted. A part that
+// costs only copies (kubemodel.Cheap: the name and scalars, the label and
+// annotation maps) is converted into the instance's own model on each
+// read, which is cheaper than finding the node's cache entry; the others
+// come from the entry, converted once per NodeInfo generation and looked
+// up once per node a call reads.
 func (in *instance) nodeModel(part kubemodel.NodePart) *model.Node {
+	if kubemodel.Cheap(part) {
+		kubemodel.FillNode(&in.nodeScratch, in.node, part)
+		return &in.nodeScratch
+	}
 	if in.nodeEnt == nil || in.nodeEntFor != in.node || in.nodeEnt.gen != in.node.GetGeneration() {
 		in.nodeEnt, in.nodeEntFor = nodes.entry(in.node), in.node
 	}

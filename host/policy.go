@@ -571,6 +571,7 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 func (v *Version) release(in *instance, healthy bool) {
 	in.pod, in.node, in.pc, in.scores = nil, nil, nil, nil
 	in.nodeEnt, in.nodeEntFor = nil, nil
+	in.nodeScratch.Labels, in.nodeScratch.Annotations = nil, nil // a pooled instance keeps no node's maps
 	v.inUse.Add(-1)
 	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
 		v.trackMemory(in, false)

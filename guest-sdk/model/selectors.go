@@ -39,7 +39,7 @@ func (s *LabelSelector) Matches(labels map[string]string) bool {
 			return false
 		}
 		got, has := labels[k]
-		ok = ok && has && Equal(got, v)
+		ok = ok && has && equal(got, v)
 	}
 	for _, r := range s.MatchExpressions {
 		ok = ok && r.matches(labels)
@@ -67,7 +67,7 @@ func (r LabelSelectorRequirement) matches(labels map[string]string) bool {
 
 func contains(list []string, s string) bool {
 	for _, v := range list {
-		if Equal(v, s) {
+		if equal(v, s) {
 			return true
 		}
 	}
@@ -280,14 +280,12 @@ func validRequirement(key string, values []string) bool {
 	return true
 }
 
-// Equal reports whether a and b are the same string. Prefer it to == for
-// strings compared on every node (label values, names): under the host's
-// termination checks every loop iteration a guest runs costs about 45 ns
-// (wazero leaves native code to check for a deadline on each loop back-edge),
-// and Go's == compares one byte per iteration where Equal compares eight.
-// Strings the SDK returns for equal values often share their bytes, which
-// Equal detects without reading them.
-func Equal(a, b string) bool {
+// equal is sdk.Equal for the model's own matching (LabelSelector.Matches
+// runs in guests' loops): one string compare that reads eight bytes at a
+// time. It is a copy, not a call: with sdk.Equal a wrapper around it, the
+// Go-built team-isolation Filter went from 158 to 186 ns per node
+// (docs/abi.md RATIONALE); TestEqual here and in sdk check both.
+func equal(a, b string) bool {
 	n := len(a)
 	if n != len(b) {
 		return false

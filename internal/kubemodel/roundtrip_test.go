@@ -263,6 +263,12 @@ func nodeResource(f fields.Field, w *world, native bool) []string {
 	var out []string
 	for _, name := range genResources {
 		v, _ := model.NodeResource(n, f.Num, name)
+		if !native {
+			// The host reads a resource in place; it must be the model's.
+			if direct, _ := kubemodel.NodeResource(w.ni, f.Num, name); direct != v {
+				return []string{fmt.Sprintf("%s: read in place %d, through the model %d", name, direct, v)}
+			}
+		}
 		out = append(out, name+"="+strconv.FormatInt(v, 10))
 	}
 	return out
