@@ -168,18 +168,21 @@ func (c *nodeCache) entry(ni fwk.NodeInfo) *nodeEntry {
 	}
 	e := &nodeEntry{gen: gen}
 	for {
-		if ok {
-			if old := v.(*nodeEntry); old.gen == gen {
-				return old
-			}
-			if m.CompareAndSwap(name, v, e) {
+		if !ok {
+			if v, ok = m.LoadOrStore(name, e); !ok {
+				if c.n.Add(1) > maxNodeCacheEntries {
+					c.n.Store(0)
+					c.m.Store(new(sync.Map))
+				}
 				return e
 			}
-		} else if v, ok = m.LoadOrStore(name, e); !ok {
-			if c.n.Add(1) > maxNodeCacheEntries {
-				c.n.Store(0)
-				c.m.Store(new(sync.Map))
-			}
+		}
+		// An entry was there: keep it if it is of this generation, else
+		// replace it unless another goroutine replaced it first.
+		if old := v.(*nodeEntry); old.gen == gen {
+			return old
+		}
+		if m.CompareAndSwap(name, v, e) {
 			return e
 		}
 		v, ok = m.Load(name)
