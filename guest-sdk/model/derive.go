@@ -229,32 +229,36 @@ func DeriveNode(n *Node, c *Cluster) (*Node, error) {
 }
 
 // ImageStates are n's images as a scheduler snapshot of cluster c (nil:
-// n alone) has them: one per name, with the size of the first image that
-// lists it, and the number of c's nodes that list the name; sorted by name.
+// n alone) has them (its NewSnapshot): one per name, with the size of the
+// last of n's images that lists it, and the number of c's nodes that list
+// the name; sorted by name.
 func ImageStates(n *Node, c *Cluster) []ImageState {
 	nodes := []*Node{n}
 	if c != nil {
 		nodes = c.Nodes
 	}
-	var out []ImageState
-	seen := map[string]bool{}
+	size := map[string]int64{}
+	var names []string
 	for _, im := range n.Images {
-		if seen[im.Name] {
-			continue
+		if _, seen := size[im.Name]; !seen {
+			names = append(names, im.Name)
 		}
-		seen[im.Name] = true
+		size[im.Name] = im.SizeBytes
+	}
+	sort.Strings(names)
+	out := make([]ImageState, 0, len(names))
+	for _, name := range names {
 		num := 0
 		for _, cn := range nodes {
 			for _, other := range cn.Images {
-				if other.Name == im.Name {
+				if other.Name == name {
 					num++
 					break
 				}
 			}
 		}
-		out = append(out, ImageState{Name: im.Name, SizeBytes: im.SizeBytes, NumNodes: num})
+		out = append(out, ImageState{Name: name, SizeBytes: size[name], NumNodes: num})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

@@ -80,9 +80,7 @@ func List(nodes []*v1.Node, pods []*v1.Pod) []fwk.NodeInfo {
 		ni.imageStates = map[string]*fwk.ImageStateSummary{}
 		for _, im := range n.Status.Images {
 			for _, name := range im.Names {
-				if ni.imageStates[name] == nil { // a name listed twice keeps its first size
-					ni.imageStates[name] = &fwk.ImageStateSummary{Size: im.SizeBytes, NumNodes: holders[name]}
-				}
+				ni.imageStates[name] = &fwk.ImageStateSummary{Size: im.SizeBytes, NumNodes: holders[name]}
 			}
 		}
 		out[i] = ni

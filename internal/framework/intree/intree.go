@@ -67,9 +67,7 @@ func SetImageStates(infos []fwk.NodeInfo, cluster []*v1.Node) {
 		states := map[string]*fwk.ImageStateSummary{}
 		for _, im := range ni.Node().Status.Images {
 			for _, name := range im.Names {
-				if states[name] == nil { // a name listed twice keeps its first size, as the cache does
-					states[name] = &fwk.ImageStateSummary{Size: im.SizeBytes, NumNodes: len(holders[name])}
-				}
+				states[name] = &fwk.ImageStateSummary{Size: im.SizeBytes, NumNodes: len(holders[name])}
 			}
 		}
 		ni.ImageStates = states
