@@ -258,14 +258,24 @@ func (o *testOptions) runCases(cmd *cobra.Command, g *globalOptions, module stri
 func caseTable(tw *tabwriter.Writer, r *casetable.Report) {
 	// The PREENQUEUE and PREBIND columns appear when a case checks them.
 	gates := slices.ContainsFunc(r.Cases, func(c casetable.Case) bool { return c.PreEnqueue != "" || c.PreBind != "" })
-	line := func(name, node, filter, score, preEnqueue, preBind, result string) {
-		if gates {
-			row(tw, name, node, filter, score, dash(preEnqueue), dash(preBind), result)
-		} else {
-			row(tw, name, node, filter, score, result)
+	// The SCHEDULER column (what kube-scheduler makes of the filter
+	// verdict) appears when the failurePolicy decided one: otherwise it
+	// only repeats FILTER.
+	applied := slices.ContainsFunc(r.Cases, func(c casetable.Case) bool {
+		return c.FailurePolicyApplied || slices.ContainsFunc(c.Nodes, func(n casetable.NodeOutcome) bool { return n.FailurePolicyApplied })
+	})
+	line := func(name, node, filter, status, score, preEnqueue, preBind, result string) {
+		cols := []any{name, node, filter}
+		if applied {
+			cols = append(cols, dash(status))
 		}
+		cols = append(cols, score)
+		if gates {
+			cols = append(cols, dash(preEnqueue), dash(preBind))
+		}
+		row(tw, append(cols, result)...)
 	}
-	line("CASE", "NODE", "FILTER", "SCORE", "PREENQUEUE", "PREBIND", "RESULT")
+	line("CASE", "NODE", "FILTER", "SCHEDULER (failurePolicy "+r.FailurePolicy+")", "SCORE", "PREENQUEUE", "PREBIND", "RESULT")
 	for _, c := range r.Cases {
 		result := "ok"
 		if !c.Passed() {
@@ -278,11 +288,11 @@ func caseTable(tw *tabwriter.Writer, r *casetable.Report) {
 				if i > 0 {
 					name, res = "", ""
 				}
-				line(name, n.Node, n.Filter, optInt(n.Score), "", "", res)
+				line(name, n.Node, n.Filter, n.Status, optInt(n.Score), "", "", res)
 			}
 			continue
 		}
-		line(c.Name, c.Node, dash(c.Filter), optInt(c.Score), c.PreEnqueue, c.PreBind, result)
+		line(c.Name, c.Node, dash(c.Filter), c.Status, optInt(c.Score), c.PreEnqueue, c.PreBind, result)
 	}
 	tw.Flush()
 	for _, d := range r.Disagreements {

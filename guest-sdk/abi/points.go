@@ -76,6 +76,50 @@ type ExtensionPoint struct {
 	Batch, BatchOf Point
 	// Called says when the host calls the export, for docs/abi.md.
 	Called string
+	// OnSkip and OnReject are what a status of Skip (5) and of
+	// Unschedulable (2) or UnschedulableAndUnresolvable (3) mean at this
+	// point; Success passes everywhere and Error (1), or any other code,
+	// is the policy's error. The plugin reads every result through them,
+	// and docs/abi.md's result table is generated from them.
+	OnSkip, OnReject Meaning
+	// Rejection says what a rejection does at this point, for docs/abi.md.
+	Rejection string
+}
+
+// Meaning is what a guest status code means at an extension point.
+type Meaning uint8
+
+// The meanings a status code can have.
+const (
+	// Invalid: the code is the policy's error here (its failurePolicy applies).
+	Invalid Meaning = iota
+	// Passes: the pod (on this node) passes; the next policy is asked.
+	Passes
+	// Skips: the policy sits out the point that follows (its filter after
+	// prefilter, its score after prescore) for this pod.
+	Skips
+	// Rejects: the code stands: Unschedulable lets preemption try,
+	// UnschedulableAndUnresolvable does not.
+	Rejects
+	// RejectsUnresolvable: either rejecting code is read as
+	// UnschedulableAndUnresolvable: no node, and no preemption, can help.
+	RejectsUnresolvable
+)
+
+// Read is what status code means at point p.
+func (p Point) Read(code int32) Meaning {
+	if p < 0 || p >= NumPoints {
+		return Invalid
+	}
+	switch code {
+	case CodeSuccess:
+		return Passes
+	case CodeSkip:
+		return Points[p].OnSkip
+	case CodeUnschedulable, CodeUnschedulableAndUnresolvable:
+		return Points[p].OnReject
+	}
+	return Invalid
 }
 
 // BatchNone marks an ExtensionPoint without a batch form (Batch) or one that
@@ -87,23 +131,32 @@ var cycleParam = Param{"cycle", I64}
 // Points is the table of extension points, indexed by Point.
 var Points = [NumPoints]ExtensionPoint{
 	PreFilter: {Name: "PreFilter", Export: ExportPreFilter, Params: []Param{cycleParam},
-		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, before any `filter`"},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, before any `filter`",
+		OnSkip: Skips, OnReject: RejectsUnresolvable, Rejection: "the pod is rejected on every node"},
 	Filter: {Name: "Filter", Export: ExportFilter, Params: []Param{cycleParam}, NodeData: true,
-		Batch: FilterNodes, BatchOf: BatchNone, Called: "once per (pod, node), in parallel on different instances"},
+		Batch: FilterNodes, BatchOf: BatchNone, Called: "once per (pod, node), in parallel on different instances",
+		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected"},
 	PreScore: {Name: "PreScore", Export: ExportPreScore, Params: []Param{cycleParam},
-		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, before any `score`"},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, before any `score`",
+		OnSkip: Skips, OnReject: Invalid},
 	Score: {Name: "Score", Export: ExportScore, Params: []Param{cycleParam}, Results: []ValType{I64}, NodeData: true,
-		Batch: ScoreNodes, BatchOf: BatchNone, Called: "once per (pod, feasible node), in parallel; returns the raw score"},
+		Batch: ScoreNodes, BatchOf: BatchNone, Called: "once per (pod, feasible node), in parallel; returns the raw score",
+		OnSkip: Invalid, OnReject: Invalid},
 	NormalizeScore: {Name: "NormalizeScore", Export: ExportNormalizeScore, Params: []Param{cycleParam, {"n", I32}},
-		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, after every `score`, with the `n` raw scores (§4.5); `select_node(i)` makes the node of score `i` current"},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, after every `score`, with the `n` raw scores (§4.5); `select_node(i)` makes the node of score `i` current",
+		OnSkip: Invalid, OnReject: Invalid},
 	FilterNodes: {Name: "Filter", Export: ExportFilterNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
-		Batch: BatchNone, BatchOf: Filter, Called: "instead of `n` calls of `filter` (§3.1)"},
+		Batch: BatchNone, BatchOf: Filter, Called: "instead of `n` calls of `filter` (§3.1)",
+		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected"},
 	ScoreNodes: {Name: "Score", Export: ExportScoreNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
-		Batch: BatchNone, BatchOf: Score, Called: "instead of `n` calls of `score`; reports the scores with `scores_set` (§3.1)"},
+		Batch: BatchNone, BatchOf: Score, Called: "instead of `n` calls of `score`; reports the scores with `scores_set` (§3.1)",
+		OnSkip: Invalid, OnReject: Invalid},
 	PreEnqueue: {Name: "PreEnqueue", Export: ExportPreEnqueue, Params: []Param{cycleParam},
-		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: before the pod enters the scheduling queue, each time it would (§3.3): pod data only, a new `cycle` every call; a rejection gates the pod, `recheck_on` says when to check it again"},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: before the pod enters the scheduling queue, each time it would (§3.3): pod data only, a new `cycle` every call; a rejection gates the pod, `recheck_on` says when to check it again",
+		OnSkip: Passes, OnReject: RejectsUnresolvable, Rejection: "the pod is gated: it stays out of the scheduling queue"},
 	PreBind: {Name: "PreBind", Export: ExportPreBind, Params: []Param{cycleParam}, NodeData: true,
-		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: once per pod about to be bound, with the chosen node current and the `cycle` of the scheduling cycle that chose it (§3.3); `patch_label` and `patch_annotation` record changes to the pod"},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: once per pod about to be bound, with the chosen node current and the `cycle` of the scheduling cycle that chose it (§3.3); `patch_label` and `patch_annotation` record changes to the pod",
+		OnSkip: Passes, OnReject: RejectsUnresolvable, Rejection: "the pod is not bound to the node; it waits for a cluster event or a new module"},
 }
 
 // Cap is the point's bit in the capabilities bit set.

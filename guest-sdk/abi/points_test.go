@@ -32,6 +32,18 @@ func TestPointsTable(t *testing.T) {
 		if pt.BatchOf != BatchNone && Points[pt.BatchOf].Batch != p {
 			t.Errorf("%s: the point it batches (%s) does not name it as its Batch", pt.Export, Points[pt.BatchOf].Export)
 		}
+		if (pt.OnReject == Rejects || pt.OnReject == RejectsUnresolvable) != (pt.Rejection != "") {
+			t.Errorf("%s: a point whose rejections stand says what they do (Rejection), and only such a point", pt.Export)
+		}
+		if pt.OnSkip == Skips && (p+1 >= NumPoints || Points[p+1].Batch == BatchNone && Points[p+1].BatchOf == BatchNone) {
+			t.Errorf("%s: a Skip skips the point that follows, which must be a per-node point", pt.Export)
+		}
+		if of := pt.BatchOf; of != BatchNone && (pt.OnSkip != Points[of].OnSkip || pt.OnReject != Points[of].OnReject) {
+			t.Errorf("%s: a batch form reads codes as the point it batches", pt.Export)
+		}
+		if p.Read(CodeSuccess) != Passes || p.Read(CodeError) != Invalid || p.Read(4) != Invalid {
+			t.Errorf("%s: Success passes and Error or an unknown code is invalid everywhere", pt.Export)
+		}
 		if p.Cap() != 1<<p {
 			t.Errorf("%s: capability bit %d", pt.Export, p.Cap())
 		}

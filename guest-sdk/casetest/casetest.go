@@ -25,7 +25,12 @@ type File struct {
 	// PatchPrefixes are the policy's policies[].patchPrefixes: the keys
 	// its PreBind may write.
 	PatchPrefixes []string `json:"patchPrefixes,omitempty"`
-	Cases         []Case   `json:"cases"`
+	// FailurePolicy is the policy's policies[].failurePolicy, Fail (the
+	// default) or Ignore. Expectations are the guest's own codes; each
+	// case's outcome also says what the scheduler makes of its verdict
+	// under this failurePolicy.
+	FailurePolicy string `json:"failurePolicy,omitempty"`
+	Cases         []Case `json:"cases"`
 }
 
 // Case is one pod on one node with the expected verdicts, or one pod in
@@ -167,6 +172,9 @@ func Load(path string) (*File, error) {
 	f := &File{}
 	if err := dec.Decode(f); err != nil {
 		return nil, fmt.Errorf("%s: %w (the fields are those of docs/abi.md §8)", path, err)
+	}
+	if fp := f.FailurePolicy; fp != "" && fp != "Fail" && fp != "Ignore" {
+		return nil, fmt.Errorf("%s: failurePolicy %q: want Fail or Ignore, as in policies[].failurePolicy (docs/abi.md §8)", path, fp)
 	}
 	for _, c := range f.Cases {
 		if err := c.check(); err != nil {

@@ -56,7 +56,7 @@ func render(doc []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := map[string]string{"abi-points": points(), "abi-capabilities": capabilities(), "abi-signatures": sigs, "abi-fields": fieldTable(), "abi-table-columns": tableColumns()}
+	blocks := map[string]string{"abi-points": points(), "abi-capabilities": capabilities(), "abi-results": results(), "abi-signatures": sigs, "abi-fields": fieldTable(), "abi-table-columns": tableColumns()}
 	for s := range abi.SectionTitles {
 		blocks[fmt.Sprintf("abi-functions-%d", s)] = functions(s)
 	}
@@ -94,6 +94,57 @@ func points() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d |\n", code(pt.Export), code(abi.Signature(pt.Params, pt.Results)), pt.Called, node, batch, p.Cap())
 	}
 	return b.String()
+}
+
+// results is the table of what each status code means at each extension
+// point (abi.ExtensionPoint.OnSkip and OnReject); batch forms read codes as
+// the point they batch, so they have no column.
+func results() string {
+	var cols []abi.Point
+	for p := abi.Point(0); p < abi.NumPoints; p++ {
+		if abi.Points[p].BatchOf == abi.BatchNone {
+			cols = append(cols, p)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| code |")
+	for _, p := range cols {
+		b.WriteString(" " + code(abi.Points[p].Export) + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(cols)) + "\n")
+	for _, c := range []struct {
+		code int32
+		name string
+	}{{abi.CodeSuccess, "Success"}, {abi.CodeError, "Error (or an unknown code)"}, {abi.CodeUnschedulable, "Unschedulable"}, {abi.CodeUnschedulableAndUnresolvable, "UnschedulableAndUnresolvable"}, {abi.CodeSkip, "Skip"}} {
+		fmt.Fprintf(&b, "| %d %s |", c.code, c.name)
+		for _, p := range cols {
+			b.WriteString(" " + meaning(p, c.code) + " |")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// meaning phrases what code means at point p.
+func meaning(p abi.Point, c int32) string {
+	pt := abi.Points[p]
+	switch p.Read(c) {
+	case abi.Passes:
+		return "passes"
+	case abi.Skips:
+		return "its " + code(abi.Points[p+1].Export) + " is skipped for the pod"
+	case abi.Rejects:
+		if c == abi.CodeUnschedulable {
+			return pt.Rejection + "; preemption may help"
+		}
+		return pt.Rejection + "; preemption will not help"
+	case abi.RejectsUnresolvable:
+		if c == abi.CodeUnschedulable {
+			return pt.Rejection + " (read as UnschedulableAndUnresolvable)"
+		}
+		return pt.Rejection
+	}
+	return code("failurePolicy") + " applies"
 }
 
 func capabilities() string {

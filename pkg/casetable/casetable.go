@@ -26,6 +26,8 @@ import (
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/kubemodel"
+	"github.com/wasmsched/wasmsched/internal/verdict"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
 // BatchSize is how many nodes one batch call gets, as in the scheduler.
@@ -35,6 +37,9 @@ const BatchSize = 32
 type Report struct {
 	// Exports are the module's entry points.
 	Exports string `json:"exports"`
+	// FailurePolicy is the one the cases' statuses apply (the table's,
+	// Fail when it names none).
+	FailurePolicy string `json:"failurePolicy"`
 	// Batches says which batch forms were checked against the single forms.
 	Batches []string `json:"batches,omitempty"`
 	Cases   []Case   `json:"cases"`
@@ -71,6 +76,14 @@ type Case struct {
 	// expects none; Score the raw score, when the case expects one.
 	Filter string `json:"filter,omitempty"`
 	Score  *int64 `json:"score,omitempty"`
+	// Status is what the scheduler makes of the filter verdict on the
+	// case's node, read as the WasmPolicy plugin reads it (with the
+	// failurePolicy applied): "Success", or the status's code and message
+	// as the pod's FailedScheduling event shows it.
+	Status string `json:"status,omitempty"`
+	// FailurePolicyApplied is true when the verdict is the policy's error,
+	// so Status is the failurePolicy's doing.
+	FailurePolicyApplied bool `json:"failurePolicyApplied,omitempty"`
 	// Nodes are a case with several nodes' outcomes, one per node: its
 	// verdict and, when it passed, its final score.
 	Nodes []NodeOutcome `json:"nodes,omitempty"`
@@ -86,7 +99,10 @@ type Case struct {
 type NodeOutcome struct {
 	Node   string `json:"node"`
 	Filter string `json:"filter"`
-	Score  *int64 `json:"score,omitempty"`
+	// Status and FailurePolicyApplied are as in Case.
+	Status               string `json:"status"`
+	FailurePolicyApplied bool   `json:"failurePolicyApplied,omitempty"`
+	Score                *int64 `json:"score,omitempty"`
 }
 
 // Passed reports whether the case's expectations held.
@@ -172,7 +188,7 @@ func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm [
 // checked on its own node.
 func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 	ex := v.Exports()
-	r := &Report{Exports: ex.String()}
+	r := &Report{Exports: ex.String(), FailurePolicy: string(failurePolicy(f))}
 	checkFilter, checkScore := ex.Has(host.CallFilterNodes), ex.Has(host.CallScoreNodes)
 	if checkFilter {
 		r.Batches = append(r.Batches, "filter_nodes")
@@ -197,7 +213,7 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 	i := -1
 	for _, c := range f.Cases {
 		if len(c.Nodes) > 0 {
-			r.Cases = append(r.Cases, runNodes(ctx, v, c, r))
+			r.Cases = append(r.Cases, runNodes(ctx, v, f, c, r))
 			continue
 		}
 		i++
@@ -231,16 +247,19 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 		if ferr != nil {
 			problem("%v", ferr)
 		} else if filters.single != nil {
+			if c.Filter != nil || filters.batch != nil || ex.Has(host.CallFilter) {
+				res.Status, res.FailurePolicyApplied = filters.status(v, f, i)
+			}
 			if c.Filter != nil {
 				got := filters.single[i]
-				res.Filter = verdict(got)
+				res.Filter = spell(got)
 				if got.Code != c.Filter.Code || (c.Filter.Reason != "" && got.Reason != c.Filter.Reason) {
-					problem("filter: got %s, want %s", verdict(got), verdict(host.Result{Code: c.Filter.Code, Reason: c.Filter.Reason}))
+					problem("filter: got %s, want %s", spell(got), spell(host.Result{Code: c.Filter.Code, Reason: c.Filter.Reason}))
 				}
 			}
 			for j := range nodes {
 				if filters.batch != nil && filters.batch[j] != filters.single[j] {
-					r.Disagreements = append(r.Disagreements, fmt.Sprintf("pod of case %q on %s: filter_nodes gives %s, filter gives %s", c.Name, where(j), verdict(filters.batch[j]), verdict(filters.single[j])))
+					r.Disagreements = append(r.Disagreements, fmt.Sprintf("pod of case %q on %s: filter_nodes gives %s, filter gives %s", c.Name, where(j), spell(filters.batch[j]), spell(filters.single[j])))
 				}
 			}
 		}
@@ -254,7 +273,7 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 				if c.Score != nil {
 					got := scores.single[i]
 					if got.res.Code != abi.CodeSuccess {
-						problem("score: got %s, want score %d", verdict(got.res), *c.Score)
+						problem("score: got %s, want score %d", spell(got.res), *c.Score)
 					} else {
 						s := got.score
 						res.Score = &s
@@ -292,9 +311,9 @@ func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.
 			}
 			got = r
 		}
-		res.PreEnqueue = verdict(got)
+		res.PreEnqueue = spell(got)
 		if got.Code != want.Code || (want.Reason != "" && got.Reason != want.Reason) {
-			problem("preEnqueue: got %s, want %s", verdict(got), verdict(host.Result{Code: want.Code, Reason: want.Reason}))
+			problem("preEnqueue: got %s, want %s", spell(got), spell(host.Result{Code: want.Code, Reason: want.Reason}))
 		}
 		if c.Recheck != nil {
 			on, _ := c.Recheck.Events()
@@ -328,7 +347,7 @@ func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.
 			}
 			got = r
 		}
-		res.PreBind = verdict(got)
+		res.PreBind = spell(got)
 		if !bpc.Patch.Empty() {
 			res.PreBind += "; " + PatchString(bpc.Patch.Labels, bpc.Patch.Annotations)
 		}
@@ -354,7 +373,7 @@ func PatchString(labels, annotations map[string]string) string {
 // scheduler does: prefilter (with its node subset), filter on each node,
 // then prescore, score and normalize_score over the nodes that passed. The
 // batch forms are checked against the single ones on the case's nodes.
-func runNodes(ctx context.Context, v *host.Version, c casetest.Case, r *Report) Case {
+func runNodes(ctx context.Context, v *host.Version, f *casetest.File, c casetest.Case, r *Report) Case {
 	res := Case{Name: c.Name}
 	problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
 	var nodes []fwk.NodeInfo
@@ -397,20 +416,22 @@ func runNodes(ctx context.Context, v *host.Version, c casetest.Case, r *Report) 
 	outcome := map[string]int{} // node name → index in res.Nodes
 	for j, ni := range nodes {
 		got := filters.single[j]
+		status, applied := filters.status(v, f, j)
 		if pc.NodeNamesSet && !allowed[names[j]] {
 			got = host.Result{Code: abi.CodeUnschedulableAndUnresolvable}
+			status, applied = fwk.UnschedulableAndUnresolvable.String()+": "+verdict.OutsidePreFilterResult, false
 		}
 		if got.Code == abi.CodeSkip {
 			got = host.Result{}
 		}
 		if filters.batch != nil && filters.batch[j] != filters.single[j] {
-			r.Disagreements = append(r.Disagreements, fmt.Sprintf("pod of case %q on node %s: filter_nodes gives %s, filter gives %s", c.Name, names[j], verdict(filters.batch[j]), verdict(filters.single[j])))
+			r.Disagreements = append(r.Disagreements, fmt.Sprintf("pod of case %q on node %s: filter_nodes gives %s, filter gives %s", c.Name, names[j], spell(filters.batch[j]), spell(filters.single[j])))
 		}
 		if want, ok := c.Filters[names[j]]; ok && (got.Code != want.Code || (want.Reason != "" && got.Reason != want.Reason)) {
-			problem("filter on %s: got %s, want %s", names[j], verdict(got), verdict(host.Result{Code: want.Code, Reason: want.Reason}))
+			problem("filter on %s: got %s, want %s", names[j], spell(got), spell(host.Result{Code: want.Code, Reason: want.Reason}))
 		}
 		outcome[names[j]] = len(res.Nodes)
-		res.Nodes = append(res.Nodes, NodeOutcome{Node: names[j], Filter: verdict(got)})
+		res.Nodes = append(res.Nodes, NodeOutcome{Node: names[j], Filter: spell(got), Status: status, FailurePolicyApplied: applied})
 		if got.Code == abi.CodeSuccess {
 			feasible = append(feasible, ni)
 		}
@@ -453,7 +474,7 @@ func scoreNodes(ctx context.Context, v *host.Version, pod *host.PodState, pc *ho
 			return nil
 		}
 		if res.Code != abi.CodeSuccess {
-			return fmt.Errorf("prescore: %s", verdict(res))
+			return fmt.Errorf("prescore: %s", spell(res))
 		}
 	}
 	for j, ni := range feasible {
@@ -462,7 +483,7 @@ func scoreNodes(ctx context.Context, v *host.Version, pod *host.PodState, pc *ho
 			return fmt.Errorf("score on node %s: %v", ni.Node().Name, cerr)
 		}
 		if res.Code != abi.CodeSuccess {
-			return fmt.Errorf("score on node %s: %s", ni.Node().Name, verdict(res))
+			return fmt.Errorf("score on node %s: %s", ni.Node().Name, spell(res))
 		}
 		scores[j] = s
 	}
@@ -488,7 +509,7 @@ func scoreNodes(ctx context.Context, v *host.Version, pod *host.PodState, pc *ho
 			return fmt.Errorf("normalize_score: %v", cerr)
 		}
 		if res.Code != abi.CodeSuccess {
-			return fmt.Errorf("normalize_score: %s", verdict(res))
+			return fmt.Errorf("normalize_score: %s", spell(res))
 		}
 	}
 	return nil
@@ -496,7 +517,40 @@ func scoreNodes(ctx context.Context, v *host.Version, pod *host.PodState, pc *ho
 
 // filterResults are one pod's filter verdicts on every node: single calls,
 // and batch calls when the module has filter_nodes (nil otherwise).
-type filterResults struct{ single, batch []host.Result }
+// prefilter is true when prefilter's result is every node's.
+type filterResults struct {
+	single, batch []host.Result
+	prefilter     bool
+}
+
+// status is what the scheduler makes of node j's verdict (verdict.Read,
+// then the table's failurePolicy for the policy's error), as Case.Status
+// spells it, and whether the failurePolicy decided it.
+func (fr filterResults) status(v *host.Version, f *casetest.File, j int) (string, bool) {
+	point := host.CallFilter
+	if fr.prefilter {
+		point = host.CallPreFilter
+	}
+	res := fr.single[j]
+	vd, ok := verdict.Read(point, res.Code, res.Reason)
+	if !ok {
+		vd = verdict.Fail(point, failurePolicy(f), vd.Reason)
+	}
+	st := verdict.Status(point, v.Policy().Name(), vd)
+	if st == nil { // passed, or its prefilter's Skip: the policy does not filter the pod
+		return fwk.Success.String(), !ok
+	}
+	return st.Code().String() + ": " + st.Message(), !ok
+}
+
+// failurePolicy is the table's failurePolicy, Fail by default (casetest.Load
+// refuses any other value).
+func failurePolicy(f *casetest.File) config.FailurePolicy {
+	if f.FailurePolicy == string(config.FailurePolicyIgnore) {
+		return config.FailurePolicyIgnore
+	}
+	return config.FailurePolicyFail
+}
 
 // runFilter runs prefilter (a rejection or Skip there is every node's
 // verdict, as natively), then filter on each node and filter_nodes.
@@ -512,6 +566,7 @@ func runFilter(ctx context.Context, v *host.Version, pod *host.PodState, pc *hos
 			for j := range out.single {
 				out.single[j] = res
 			}
+			out.prefilter = true
 			return out, nil
 		}
 	}
@@ -545,7 +600,7 @@ type scored struct {
 
 func (s scored) String() string {
 	if s.res.Code != abi.CodeSuccess {
-		return verdict(s.res)
+		return spell(s.res)
 	}
 	return "score " + strconv.FormatInt(s.score, 10)
 }
@@ -566,7 +621,7 @@ func runScore(ctx context.Context, v *host.Version, pod *host.PodState, pc *host
 			return out, fmt.Errorf("prescore: %v", cerr)
 		}
 		if res.Code != abi.CodeSuccess {
-			return out, fmt.Errorf("prescore: %s (the policy does not score this pod)", verdict(res))
+			return out, fmt.Errorf("prescore: %s (the policy does not score this pod)", spell(res))
 		}
 	}
 	for j, ni := range nodes {
@@ -598,8 +653,8 @@ func runScore(ctx context.Context, v *host.Version, pod *host.PodState, pc *host
 	return out, nil
 }
 
-// verdict writes a status the way the case table spells it.
-func verdict(r host.Result) string {
+// spell writes a guest status the way the case table spells it.
+func spell(r host.Result) string {
 	name := map[int32]string{
 		abi.CodeSuccess: "Success", abi.CodeError: "Error", abi.CodeUnschedulable: "Unschedulable",
 		abi.CodeUnschedulableAndUnresolvable: "UnschedulableAndUnresolvable", abi.CodeSkip: "Skip",

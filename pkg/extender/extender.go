@@ -26,6 +26,7 @@ import (
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
@@ -209,7 +210,7 @@ func (s *Server) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (any
 		}
 		for i := range infos {
 			if outside(i) {
-				statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't satisfy plugin(s) [WasmPolicy]")
+				statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, verdict.OutsidePreFilterResult)
 			}
 		}
 		if !pre.IsSkip() {

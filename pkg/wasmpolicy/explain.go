@@ -19,6 +19,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
 // Explanation is what every policy decides about one pod on a set of nodes,
@@ -178,7 +179,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 		for j, ni := range nodes {
 			pv := &ex.Nodes[j].Policies[i]
 			pv.Policy, pv.Mode = p.cfg.Name, mode
-			var v verdict
+			var v verdict.Verdict
 			point := host.CallFilter
 			switch {
 			case named != nil && !named.Has(ni.Node().Name):
@@ -190,7 +191,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 			case !filters:
 				pv.Verdict, pv.Reason = "Pass", "(the policy does not filter)"
 				continue
-			case pre.rejects():
+			case pre.Rejects():
 				v, point = pre, host.CallPreFilter
 			case c.filterSkipped[i]:
 				pv.Verdict = "Skip"
@@ -204,12 +205,12 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 				v = w.filterPolicy(ctx, c, i, ni, &pos, true)
 				pv.FilterTime = time.Since(start)
 			}
-			if !v.rejects() {
+			if !v.Rejects() {
 				pv.Verdict = "Pass"
 				continue
 			}
 			msg := p.status(point, v).Message()
-			pv.Verdict, pv.Reason = v.code.String(), v.reason
+			pv.Verdict, pv.Reason = v.Code.String(), v.Reason
 			if pv.Reason == "" {
 				pv.Reason = msg // the policy gave no reason: say who rejected
 			}
@@ -237,7 +238,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 	}
 	sum := newScoreSum(len(feasible))
 	for i, p := range c.policies {
-		if v := w.preScorePolicy(ctx, c, i, true); !v.ok() || c.scoreSkipped[i] {
+		if v := w.preScorePolicy(ctx, c, i, true); !v.OK() || c.scoreSkipped[i] {
 			continue // skipped, or failed (an ignored failure skips the policy too)
 		}
 		ok := true
@@ -247,7 +248,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 			raw, v := w.scorePolicy(ctx, c, i, ni, true)
 			pv.ScoreTime = time.Since(start)
 			pv.RawScore = &raw
-			if v.rejects() {
+			if v.Rejects() {
 				pv.Reason = p.status(host.CallScore, v).Message()
 				ok = false
 			}
@@ -256,7 +257,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 			continue
 		}
 		vals, v := w.normalizePolicy(ctx, c, i, list, true)
-		if v.rejects() {
+		if v.Rejects() {
 			for k := range feasible {
 				ex.Nodes[at[k]].Policies[i].Reason = p.status(host.CallNormalizeScore, v).Message()
 			}
@@ -298,27 +299,24 @@ func (w *WasmPolicy) explainGates(ctx context.Context, c *cycleData) []GateVerdi
 		gv := GateVerdict{Policy: p.cfg.Name, Mode: string(p.mode()), Verdict: "Pass"}
 		pc := &host.PolicyCycle{}
 		_, res, cerr := m.Call(ctx, host.CallPreEnqueue, host.NewPodState(c.pod.Pod), nil, pc, nil)
+		v, ok := verdict.Read(host.CallPreEnqueue, res.Code, res.Reason)
 		switch {
 		case cerr != nil:
 			gv.Verdict = cerr.Outcome.String()
 			gv.Reason = cerr.Error() + "; failurePolicy " + string(p.cfg.FailurePolicy)
-		case res.Code == abi.CodeUnschedulable || res.Code == abi.CodeUnschedulableAndUnresolvable:
+		case !ok:
+			gv.Verdict, gv.Reason = "Error", res.Reason+"; failurePolicy "+string(p.cfg.FailurePolicy)
+		case v.Rejects():
 			gv.Verdict, gv.Reason = "Gated", res.Reason
 			r := pc.Recheck
 			if r == (host.Recheck{}) {
 				r = host.DefaultRecheck
 			}
 			gv.Recheck = describeRecheck(r)
-		case res.Code == abi.CodeError || !validCode(res.Code):
-			gv.Verdict, gv.Reason = "Error", res.Reason+"; failurePolicy "+string(p.cfg.FailurePolicy)
 		}
 		out = append(out, gv)
 	}
 	return out
-}
-
-func validCode(c int32) bool {
-	return c == abi.CodeSuccess || c == abi.CodeSkip || c == abi.CodeError || c == abi.CodeUnschedulable || c == abi.CodeUnschedulableAndUnresolvable
 }
 
 // describeRecheck phrases when a gated pod is checked again.
@@ -360,7 +358,7 @@ func (w *WasmPolicy) explainPreBind(ctx context.Context, c *cycleData, node fwk.
 		switch {
 		case cerr != nil:
 			pv.Verdict, pv.Reason = cerr.Outcome.String(), cerr.Error()+"; failurePolicy "+string(p.cfg.FailurePolicy)
-		case res.Code != abi.CodeSuccess && res.Code != abi.CodeSkip:
+		case res.Code != abi.CodeSuccess && res.Code != abi.CodeSkip: // a refusal, or the policy's error
 			pv.Verdict, pv.Reason = resultName(res.Code), res.Reason
 		default:
 			pv.Labels, pv.Annotations = pc.Patch.Labels, pc.Patch.Annotations

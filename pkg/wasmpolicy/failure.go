@@ -10,79 +10,49 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
-// verdict is one policy's decision at one extension point, before the plugin
-// phrases it as a framework status: the code, and the policy's own reason
-// (or why its call failed) without the "WasmPolicy/<policy>" wording that
-// status adds. Explain shows verdicts as they are; the extension points
-// turn them into statuses.
-type verdict struct {
-	code   fwk.Code
-	reason string
-	// failure is true when the verdict is what the failurePolicy made of a
-	// failed call or an Error status, rather than the policy's own decision.
-	failure bool
-}
-
-// pass lets the pod through: Success, or a failure the failurePolicy (or
-// Audit mode) ignores.
-var pass = verdict{code: fwk.Success}
-
-var skip = verdict{code: fwk.Skip}
-
-func (v verdict) ok() bool { return v.code == fwk.Success }
-
-// rejects is true for a verdict that stops the pod (anything but pass and skip).
-func (v verdict) rejects() bool { return v.code != fwk.Success && v.code != fwk.Skip }
-
-// status phrases a verdict like the in-tree plugins' reasons, so that the
-// FailedScheduling event reads "3 node(s) rejected by WasmPolicy/<policy>:
-// <reason>", and "rejected by WasmPolicy/<policy>: <reason>" for PreFilter.
-// Score-side verdicts (an error that fails the attempt) read
-// "WasmPolicy/<policy>: <reason>". A passing verdict has no status (nil).
-func (p *policy) status(point host.CallKind, v verdict) *fwk.Status {
-	if !v.rejects() {
-		return nil
-	}
-	prefix := ""
-	switch point {
-	case host.CallFilter:
-		prefix = "node(s) rejected by "
-	case host.CallPreFilter:
-		prefix = "rejected by "
-	case host.CallPreEnqueue:
-		prefix = "gated by "
-	}
-	msg := prefix + Name + "/" + p.cfg.Name
-	if v.reason != "" {
-		msg += ": " + v.reason
-	}
-	return fwk.NewStatus(v.code, msg)
+// status phrases a verdict of policy p at point as its framework status
+// (nil for a verdict that does not reject); verdict.Points has the wording.
+func (p *policy) status(point host.CallKind, v verdict.Verdict) *fwk.Status {
+	return verdict.Status(point, p.cfg.Name, v)
 }
 
 // onFailure applies the failurePolicy to a failed call or an Error status.
 // enforce is false for a policy in Audit mode: then nothing fails, and the
 // failure is counted as an audited verdict.
-func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdict {
+func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdict.Verdict {
 	if !enforce {
 		p.m.ignoredCall(point)
 		p.m.audited(point, "Failure")
-		return pass
+		return verdict.Pass
 	}
-	if p.cfg.FailurePolicy == config.FailurePolicyIgnore {
+	v := verdict.Fail(point, p.cfg.FailurePolicy, why)
+	if v.OK() {
 		p.m.ignoredCall(point)
-		return pass
 	}
-	switch point {
-	case host.CallFilter, host.CallPreFilter, host.CallPreEnqueue:
-		return verdict{code: fwk.UnschedulableAndUnresolvable, reason: why, failure: true}
+	return v
+}
+
+// read counts a guest's result at point and reads it (verdict.Read): a
+// rejection by a policy in Audit mode is handed to audit (when not nil)
+// and passes; the policy's error goes to its failurePolicy.
+func (p *policy) read(ctx context.Context, point host.CallKind, res host.Result, enforce bool, audit func(reason string)) verdict.Verdict {
+	p.m.evaluated(point, resultOf(res.Code))
+	v, ok := verdict.Read(point, res.Code, res.Reason)
+	if !ok {
+		return p.policyError(ctx, point, v.Reason, enforce)
 	}
-	// Score-side and PreBind failures fail the pod's scheduling attempt,
-	// as an erroring in-tree Score or PreBind plugin does; the pod is
-	// retried.
-	return verdict{code: fwk.Error, reason: why, failure: true}
+	if v.Rejects() && !enforce {
+		p.m.audited(point, resultName(res.Code))
+		if audit != nil {
+			audit(res.Reason)
+		}
+		return verdict.Pass
+	}
+	return v
 }
 
 // callFailed counts, logs and applies the failurePolicy to a failed call of
@@ -90,7 +60,7 @@ func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdic
 // trap, exit or spent budget) stops the policy for the rest of it: it is
 // logged once, counted once by the breaker, and its reason, with the
 // breaker's state and the fix, becomes the one every node left gets.
-func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host.CallKind, err *host.CallError, enforce bool) verdict {
+func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host.CallKind, err *host.CallError, enforce bool) verdict.Verdict {
 	// A call stopped because another of the cycle's calls failed reports
 	// that call's cause: the machine's overload is nobody's failure.
 	starved := err
@@ -98,7 +68,7 @@ func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host
 		starved = first
 	}
 	if v, ok := p.notStarted(ctx, point, starved, enforce); ok {
-		if v.rejects() {
+		if v.Rejects() {
 			c.notEvaluated.Store(true)
 		}
 		return v
@@ -160,11 +130,11 @@ func (p *policy) quarantineFor(pod *v1.Pod, what string) string {
 	return why
 }
 
-// policyError handles a guest that returned the Error status (or an invalid
-// code, which the host turns into Error). The evaluation was already counted.
-func (p *policy) policyError(ctx context.Context, point host.CallKind, reason string, enforce bool) verdict {
-	klog.FromContext(ctx).Error(nil, "Policy returned an error", "policy", p.cfg.Name, "extensionPoint", point.String(), "reason", reason, "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce))
-	return p.onFailure(point, "policy error: "+reason, enforce)
+// policyError handles a guest's status that is the policy's error at point
+// (verdict.Read's "policy error: …" why). The evaluation was already counted.
+func (p *policy) policyError(ctx context.Context, point host.CallKind, why string, enforce bool) verdict.Verdict {
+	klog.FromContext(ctx).Error(nil, "Policy returned an error", "policy", p.cfg.Name, "extensionPoint", point.String(), "reason", why, "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce))
+	return p.onFailure(point, why, enforce)
 }
 
 func modeOf(enforce bool) config.Mode {
@@ -196,17 +166,17 @@ func loading(p *policy) string {
 // still waiting once it has found enough nodes, and ignores their
 // statuses), and a pod not let in by a gate waits for its recheck. A
 // policy in Audit mode lets the pod through, as always.
-func (p *policy) notStarted(ctx context.Context, point host.CallKind, err *host.CallError, enforce bool) (verdict, bool) {
+func (p *policy) notStarted(ctx context.Context, point host.CallKind, err *host.CallError, enforce bool) (verdict.Verdict, bool) {
 	if err.Outcome != host.OutcomeUnavailable || !errors.Is(err.Err, host.ErrNotStarted) && !errors.Is(err.Err, host.ErrStarved) {
-		return verdict{}, false
+		return verdict.Verdict{}, false
 	}
 	p.m.evaluated(point, rNotCalled)
 	klog.FromContext(ctx).V(4).Info("Policy call not started before its context ended", "policy", p.cfg.Name, "extensionPoint", point.String(), "reason", err.Err.Error())
 	switch {
 	case !enforce:
-		return pass, true
+		return verdict.Pass, true
 	case point == host.CallFilter, point == host.CallPreFilter, point == host.CallPreEnqueue:
-		return verdict{code: fwk.Unschedulable, reason: "not evaluated: the policy's call got no CPU in time (scheduler overload, not the policy's failure); retried"}, true
+		return verdict.Verdict{Code: fwk.Unschedulable, Reason: "not evaluated: the policy's call got no CPU in time (scheduler overload, not the policy's failure); retried"}, true
 	}
-	return pass, true
+	return verdict.Pass, true
 }

@@ -7,9 +7,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
 // Filter runs each policy's filter in order and stops at the first rejection.
@@ -20,7 +20,7 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		if c.filterSkipped[i] {
 			continue
 		}
-		if v := w.filterPolicy(ctx, c, i, nodeInfo, &pos, !p.audit()); v.rejects() {
+		if v := w.filterPolicy(ctx, c, i, nodeInfo, &pos, !p.audit()); v.Rejects() {
 			c.rejectedBy[i].Store(true)
 			return p.status(host.CallFilter, v)
 		}
@@ -31,7 +31,7 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 // filterPolicy runs policy i's filter on one node, from its batch when the
 // cycle batches and the node is in the PreFilter list. *pos caches the
 // node's position across the policies (-2: not looked up yet).
-func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, pos *int, enforce bool) verdict {
+func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, pos *int, enforce bool) verdict.Verdict {
 	p, m := c.policies[i], c.modules[i]
 	if m == nil {
 		return p.onFailure(host.CallFilter, notLoaded(p), enforce)
@@ -53,23 +53,7 @@ func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, node
 	if cerr != nil {
 		return p.callFailed(ctx, c, i, host.CallFilter, cerr, enforce)
 	}
-	p.m.evaluated(host.CallFilter, resultOf(res.Code))
-	switch res.Code {
-	case abi.CodeSuccess, abi.CodeSkip:
-		return pass
-	case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
-		if !enforce {
-			p.m.audited(host.CallFilter, resultName(res.Code))
-			c.auditFor(i).rejectNode(nodeInfo.Node().Name, res.Reason)
-			return pass
-		}
-		code := fwk.Unschedulable
-		if res.Code == abi.CodeUnschedulableAndUnresolvable {
-			code = fwk.UnschedulableAndUnresolvable
-		}
-		return verdict{code: code, reason: res.Reason}
-	}
-	return p.policyError(ctx, host.CallFilter, res.Reason, enforce)
+	return p.read(ctx, host.CallFilter, res, enforce, func(reason string) { c.auditFor(i).rejectNode(nodeInfo.Node().Name, reason) })
 }
 
 // PostFilter runs when no node fits. It cannot make the pod fit (that is

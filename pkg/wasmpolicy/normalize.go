@@ -11,6 +11,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
 // NormalizeScore normalizes each policy's scores (with the guest's
@@ -24,7 +25,7 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 			continue
 		}
 		vals, v := w.normalizePolicy(ctx, c, i, scores, !p.audit())
-		if v.rejects() {
+		if v.Rejects() {
 			return p.status(host.CallNormalizeScore, v)
 		}
 		if vals == nil {
@@ -47,7 +48,7 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 // has one, and checked to be in 0..100. vals is nil when the policy's
 // scores do not count (a failure that its failurePolicy ignores, or that
 // rejects, in which case the verdict says so).
-func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, scores framework.NodeScoreList, enforce bool) ([]int64, verdict) {
+func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, scores framework.NodeScoreList, enforce bool) ([]int64, verdict.Verdict) {
 	p, m := c.policies[i], c.modules[i]
 	if why := c.stopReason(i); why != "" {
 		// Stopped while scoring: the scores it gave some nodes do not count.
@@ -63,8 +64,8 @@ func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, s
 		if cerr != nil {
 			return nil, p.callFailed(ctx, c, i, host.CallNormalizeScore, cerr, enforce)
 		}
-		if p.m.evaluated(host.CallNormalizeScore, resultOf(res.Code)); res.Code != abi.CodeSuccess {
-			return nil, p.policyError(ctx, host.CallNormalizeScore, res.Reason, enforce)
+		if v := p.read(ctx, host.CallNormalizeScore, res, enforce, nil); res.Code != abi.CodeSuccess {
+			return nil, v // its scores do not count, whatever the failurePolicy made of it
 		}
 	}
 	for j, s := range vals {
@@ -74,7 +75,7 @@ func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, s
 			return nil, p.onFailure(host.CallNormalizeScore, fmt.Sprintf("score out of range %d..%d (register a NormalizeScore function to rescale raw scores)", framework.MinNodeScore, framework.MaxNodeScore), enforce)
 		}
 	}
-	return vals, pass
+	return vals, verdict.Pass
 }
 
 // rawScore finds policy i's raw score for entry j (node name) of the score

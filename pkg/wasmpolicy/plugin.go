@@ -38,6 +38,7 @@ import (
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/spread"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
@@ -46,7 +47,7 @@ import (
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
-const Name = "WasmPolicy"
+const Name = verdict.Plugin
 
 // stateKey is where a cycle's policy state lives in CycleState.
 const stateKey fwk.StateKey = Name

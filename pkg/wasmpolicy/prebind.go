@@ -20,6 +20,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
@@ -235,8 +236,8 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 	logger := klog.FromContext(ctx)
 	fail := func(why string) *fwk.Status {
 		v := p.onFailure(host.CallPreBind, why, enforce)
-		if v.rejects() {
-			return fwk.NewStatus(fwk.Error, fmt.Sprintf("%s/%s: %s; the pod is not bound and will be retried (failurePolicy Fail)", Name, p.cfg.Name, why))
+		if v.Rejects() {
+			return p.status(host.CallPreBind, v)
 		}
 		if enforce {
 			w.podEvent(pod, v1.EventTypeWarning, "WasmPolicyPatchSkipped", "PreBind", fmt.Sprintf("%s/%s: %s; bound without this policy's patch (failurePolicy Ignore)", Name, p.cfg.Name, why))
@@ -259,8 +260,9 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 		return fail(why)
 	}
 	p.m.evaluated(host.CallPreBind, resultOf(res.Code))
-	switch res.Code {
-	case abi.CodeSuccess, abi.CodeSkip:
+	v, ok := verdict.Read(host.CallPreBind, res.Code, res.Reason)
+	switch {
+	case ok && !v.Rejects():
 		if !enforce {
 			if !pc.Patch.Empty() {
 				p.m.audited(host.CallPreBind, ResultSuccess)
@@ -270,7 +272,7 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 		}
 		pp.add(p, &pc.Patch)
 		return nil
-	case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
+	case ok:
 		if !enforce {
 			p.m.audited(host.CallPreBind, resultName(res.Code))
 			pp.audits.add(ctx, pod, p, "would have kept the pod from being bound: "+orUnspecified(res.Reason))
@@ -280,9 +282,9 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 		// failurePolicy, the pod is not bound and waits, as a pod a
 		// filter rejected does, for a cluster event or a new module.
 		p.remember(pod)
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s/%s refused the binding to this node: %s", Name, p.cfg.Name, orUnspecified(res.Reason)))
+		return p.status(host.CallPreBind, v)
 	}
-	why := "policy error: " + orUnspecified(res.Reason)
+	why := v.Reason
 	if pc.Patch.Refused != "" && !strings.Contains(res.Reason, pc.Patch.Refused) {
 		why += " (" + pc.Patch.Refused + ")"
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 )
 
@@ -36,7 +37,7 @@ func (w *WasmPolicy) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 			ps = host.NewPodState(pod)
 		}
 		v, recheck := w.preEnqueuePolicy(ctx, p, m, ps, &audits)
-		if !v.rejects() {
+		if !v.Rejects() {
 			continue
 		}
 		w.gates.gate(pod, p, recheck)
@@ -52,7 +53,7 @@ func (w *WasmPolicy) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 // preEnqueuePolicy runs one policy's preenqueue for pod and returns its
 // verdict (a rejection gates the pod) and when to check a gated pod again.
 // An audited policy's rejection is reported and passes.
-func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, ps *host.PodState, audits *auditNotes) (verdict, host.Recheck) {
+func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, ps *host.PodState, audits *auditNotes) (verdict.Verdict, host.Recheck) {
 	enforce := !p.audit()
 	pod := ps.Pod
 	if why, until := p.quarantine.holds(pod); why != "" {
@@ -76,25 +77,17 @@ func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, 
 		v, _ := p.outOfCycleFailure(ctx, pod, host.CallPreEnqueue, cerr, enforce)
 		return v, failureRecheck
 	}
-	p.m.evaluated(host.CallPreEnqueue, resultOf(res.Code))
 	recheck := host.DefaultRecheck
 	if pc.RecheckSet {
 		recheck = pc.Recheck
 	}
-	switch res.Code {
-	case abi.CodeSuccess, abi.CodeSkip:
-		return pass, recheck
-	case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
-		if !enforce {
-			p.m.audited(host.CallPreEnqueue, resultName(res.Code))
-			audits.add(ctx, pod, p, "would have gated the pod: "+orUnspecified(res.Reason))
-			return pass, recheck
-		}
-		// A gate holds the pod until a recheck lets it in: no node, and no
-		// preemption, can help.
-		return verdict{code: fwk.UnschedulableAndUnresolvable, reason: res.Reason}, recheck
+	v := p.read(ctx, host.CallPreEnqueue, res, enforce, func(reason string) {
+		audits.add(ctx, pod, p, "would have gated the pod: "+orUnspecified(reason))
+	})
+	if v.Failure {
+		recheck = failureRecheck
 	}
-	return p.policyError(ctx, host.CallPreEnqueue, res.Reason, enforce), failureRecheck
+	return v, recheck
 }
 
 // failureRecheck is when a pod that a failed preenqueue call gated (under
@@ -118,7 +111,7 @@ var busyRecheck = host.Recheck{After: time.Second}
 // open it nor close it (a gate passing pods whose Filter loops would close
 // it after every probe), and each of their failures costs at most its
 // timeout.
-func (p *policy) outOfCycleFailure(ctx context.Context, pod *v1.Pod, point host.CallKind, cerr *host.CallError, enforce bool) (verdict, string) {
+func (p *policy) outOfCycleFailure(ctx context.Context, pod *v1.Pod, point host.CallKind, cerr *host.CallError, enforce bool) (verdict.Verdict, string) {
 	p.m.evaluated(point, resultOfOutcome(cerr.Outcome))
 	if cerr.Outcome == host.OutcomeUnavailable {
 		klog.FromContext(ctx).Error(cerr.Err, "Policy call failed", "pod", klog.KObj(pod), "policy", p.cfg.Name, "extensionPoint", point.String(), "outcome", cerr.Outcome.String(), "failurePolicy", p.cfg.FailurePolicy, "mode", modeOf(enforce))

@@ -10,6 +10,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
 // PreFilter pins the module versions for the cycle and runs each policy's
@@ -22,7 +23,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	anyFilter := false
 	var subset sets.Set[string] // nil: every node
 	for i, p := range c.policies {
-		if v := w.preFilterPolicy(ctx, c, i, !p.audit()); v.rejects() {
+		if v := w.preFilterPolicy(ctx, c, i, !p.audit()); v.Rejects() {
 			// Remembered also when a failure rejected it: a new module, or
 			// the breaker letting a probe through, retries the pod at once.
 			w.rememberRejected(p, pod, c.modules[i])
@@ -57,14 +58,14 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 // preFilterPolicy runs policy i's prefilter, if it has one, and marks it
 // filterSkipped when it will not filter this pod. Only a rejecting verdict
 // matters to the caller; an audited rejection is recorded and passes.
-func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict {
+func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict.Verdict {
 	p, m := c.policies[i], c.modules[i]
 	if m == nil {
 		c.filterSkipped[i] = true
 		if enforce && !p.settled.Load() {
 			// Still loading its first module: the pod waits (and is woken
 			// when the load ends) rather than getting the failurePolicy.
-			return verdict{code: fwk.UnschedulableAndUnresolvable, reason: loading(p), failure: true}
+			return verdict.Verdict{Code: fwk.UnschedulableAndUnresolvable, Reason: loading(p), Failure: true}
 		}
 		return p.onFailure(host.CallPreFilter, notLoaded(p), enforce)
 	}
@@ -78,33 +79,19 @@ func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, e
 		c.filterSkipped[i] = true
 	}
 	if !ex.Has(host.CallPreFilter) {
-		return pass
+		return verdict.Pass
 	}
 	_, res, cerr := p.call(ctx, m, host.CallPreFilter, c, i, nil, nil)
 	if cerr != nil {
 		c.filterSkipped[i] = true
 		return p.callFailed(ctx, c, i, host.CallPreFilter, cerr, enforce)
 	}
-	p.m.evaluated(host.CallPreFilter, resultOf(res.Code))
-	switch res.Code {
-	case abi.CodeSuccess:
-		return pass
-	case abi.CodeSkip:
+	if res.Code != abi.CodeSuccess {
+		// Skipped, rejected (in Audit mode too) or failed: its filter has
+		// nothing to add.
 		c.filterSkipped[i] = true
-		return skip
-	case abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable:
-		c.filterSkipped[i] = true
-		if !enforce {
-			p.m.audited(host.CallPreFilter, resultName(res.Code))
-			c.auditFor(i).rejectPod(res.Reason)
-			return pass
-		}
-		// A pod rejected before any node is looked at cannot be helped by
-		// preemption.
-		return verdict{code: fwk.UnschedulableAndUnresolvable, reason: res.Reason}
 	}
-	c.filterSkipped[i] = true
-	return p.policyError(ctx, host.CallPreFilter, res.Reason, enforce)
+	return p.read(ctx, host.CallPreFilter, res, enforce, c.auditFor(i).rejectPod)
 }
 
 // PreFilterExtensions implements framework.PreFilterPlugin; policies keep no

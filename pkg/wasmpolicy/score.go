@@ -9,6 +9,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
 // PreScore runs each policy's prescore and skips Score when no policy scores.
@@ -18,7 +19,7 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	w.startScoring(c, nodes)
 	anyScore := false
 	for i, p := range c.policies {
-		if v := w.preScorePolicy(ctx, c, i, !p.audit()); v.rejects() {
+		if v := w.preScorePolicy(ctx, c, i, !p.audit()); v.Rejects() {
 			return p.status(host.CallPreScore, v)
 		}
 		anyScore = anyScore || !c.scoreSkipped[i]
@@ -44,11 +45,11 @@ func (w *WasmPolicy) startScoring(c *cycleData, nodes []fwk.NodeInfo) {
 // preScorePolicy runs policy i's prescore, if it has one, and marks it
 // scoreSkipped when it will not score this pod; otherwise it makes room for
 // the policy's raw scores.
-func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict {
+func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict.Verdict {
 	p, m := c.policies[i], c.modules[i]
 	if m == nil || !m.Exports().Has(host.CallScore) || p.cfg.Weight == 0 {
 		c.scoreSkipped[i] = true
-		return skip
+		return verdict.Skip
 	}
 	if why := c.stopReason(i); why != "" { // stopped during Filter, or its breaker is open
 		c.scoreSkipped[i] = true
@@ -61,15 +62,10 @@ func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, en
 			c.scoreSkipped[i] = true
 			return p.callFailed(ctx, c, i, host.CallPreScore, cerr, enforce)
 		}
-		p.m.evaluated(host.CallPreScore, resultOf(res.Code))
-		switch res.Code {
-		case abi.CodeSuccess:
-		case abi.CodeSkip:
+		// Skipped, or failed (an ignored failure skips the policy too).
+		if v := p.read(ctx, host.CallPreScore, res, enforce, nil); res.Code != abi.CodeSuccess {
 			c.scoreSkipped[i] = true
-			return skip
-		default:
-			c.scoreSkipped[i] = true
-			return p.policyError(ctx, host.CallPreScore, res.Reason, enforce)
+			return v
 		}
 	}
 	c.rawScores[i] = make([]int64, len(c.scoreNodes))
@@ -77,7 +73,7 @@ func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, en
 	if c.batching && m.Exports().Has(host.CallScoreNodes) {
 		c.scoreBatches[i] = newBatches(len(c.scoreNodes))
 	}
-	return pass
+	return verdict.Pass
 }
 
 // Score collects each policy's raw score for the node; NormalizeScore turns
@@ -91,7 +87,7 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		if c.scoreSkipped[i] {
 			continue
 		}
-		if _, v := w.scorePolicy(ctx, c, i, nodeInfo, !p.audit()); v.rejects() {
+		if _, v := w.scorePolicy(ctx, c, i, nodeInfo, !p.audit()); v.Rejects() {
 			return 0, p.status(host.CallScore, v)
 		}
 	}
@@ -101,7 +97,7 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // scorePolicy runs policy i's score on one node (from its batch when the
 // node is one of the scored nodes) and records the raw score for
 // NormalizeScore: 0 when the call failed or the guest returned an error.
-func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, enforce bool) (int64, verdict) {
+func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, enforce bool) (int64, verdict.Verdict) {
 	p, m := c.policies[i], c.modules[i]
 	pos, indexed := c.scorePos[nodeInfo]
 	var s int64
@@ -114,13 +110,13 @@ func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeI
 	if !batched {
 		s, res, cerr = p.call(ctx, m, host.CallScore, c, i, nodeInfo, nil)
 	}
-	v := pass
+	var v verdict.Verdict
 	if cerr != nil {
 		v, s = p.callFailed(ctx, c, i, host.CallScore, cerr, enforce), 0
-	} else if p.m.evaluated(host.CallScore, resultOf(res.Code)); res.Code != abi.CodeSuccess {
-		v, s = p.policyError(ctx, host.CallScore, res.Reason, enforce), 0
+	} else if v = p.read(ctx, host.CallScore, res, enforce, nil); res.Code != abi.CodeSuccess {
+		s = 0 // a failure, whatever its failurePolicy made of it, scores 0
 	}
-	if v.rejects() {
+	if v.Rejects() {
 		return 0, v
 	}
 	if indexed {
