@@ -58,7 +58,7 @@ func TestAdversaryGuest(t *testing.T) {
 		for attack, w := range cases[tc] {
 			for _, kind := range []CallKind{CallFilter, CallScore, CallPreEnqueue, CallPreBind} {
 				t.Run(string(tc)+"/"+attack+"/"+kind.String(), func(t *testing.T) {
-					p := newPolicy(t, e, PolicySpec{Name: "adversary", Timeout: adversaryTimeout, MaxInstances: 1, PatchPrefixes: []string{"adversary.example.com/"}})
+					p := newPolicy(t, e, PolicySpec{Name: "adversary", Timeout: adversaryTimeout, PreEnqueueTimeout: adversaryTimeout, MaxInstances: 1, PatchPrefixes: []string{"adversary.example.com/"}})
 					v := load(t, p, mod)
 					// Each point's attack is picked by its own label.
 					label := map[CallKind]string{CallPreEnqueue: "preenqueue-attack", CallPreBind: "prebind-attack"}[kind]

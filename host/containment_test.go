@@ -189,7 +189,7 @@ func TestHostCallsEndWithinTimeout(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	logs := testguests.CaptureKlog(t)
 	e := newEngine(t)
-	p := newPolicy(t, e, PolicySpec{Timeout: timeout, MaxInstances: 1, MemoryLimitBytes: 64 << 20, RealClock: true})
+	p := newPolicy(t, e, PolicySpec{Timeout: timeout, PreEnqueueTimeout: timeout, MaxInstances: 1, MemoryLimitBytes: 64 << 20, RealClock: true})
 	v := load(t, p, testguests.Fixture(t, "hostflood"))
 	for _, kind := range []CallKind{CallFilter, CallScore, CallPreFilter, CallPreEnqueue} {
 		t.Run(kind.String(), func(t *testing.T) {
@@ -253,7 +253,7 @@ func TestGateHasACPUOfItsOwn(t *testing.T) {
 	setRunningTokens(1)
 	t.Cleanup(func() { setRunningTokens(max(1, runtime.GOMAXPROCS(0))) })
 	const hold = 2 * time.Second // how long a looping call holds its token
-	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: hold, MaxInstances: 4})
+	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: hold, PreEnqueueTimeout: hold, MaxInstances: 4})
 	v := load(t, p, testguests.PolicyBytes(t, testguests.TinyGo, "testdata/adversary"))
 	pod := func(labels map[string]string) *PodState {
 		return NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: labels}})

@@ -150,3 +150,26 @@ func TestPreBindPatchAttacks(t *testing.T) {
 		}
 	}
 }
+
+// The one rule for a gate's bound (the args' defaulting and the plugin
+// apply it too): what the policy sets, else 10ms or its timeout, whichever
+// is shorter; a spec that sets none gets it.
+func TestPreEnqueueTimeoutRule(t *testing.T) {
+	for _, c := range []struct{ timeout, set, want time.Duration }{
+		{100 * time.Millisecond, 0, 10 * time.Millisecond},
+		{5 * time.Millisecond, 0, 5 * time.Millisecond},
+		{100 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		if got := PreEnqueueTimeout(c.timeout, c.set); got != c.want {
+			t.Errorf("PreEnqueueTimeout(%s, %s) = %s, want %s", c.timeout, c.set, got, c.want)
+		}
+	}
+	p, err := newEngine(t).NewPolicy(context.Background(), PolicySpec{Name: "p", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	if got := p.timeouts[CallPreEnqueue]; got != DefaultPreEnqueueTimeout {
+		t.Errorf("a spec without preEnqueueTimeout gets %s, want %s", got, DefaultPreEnqueueTimeout)
+	}
+}

@@ -62,6 +62,9 @@ func newPolicy(t testing.TB, e *Engine, spec PolicySpec) *Policy {
 		// Generous: under a loaded CI machine a healthy call must never hit
 		// it. Tests about deadlines set their own.
 		spec.Timeout = 5 * time.Second
+		if spec.PreEnqueueTimeout == 0 {
+			spec.PreEnqueueTimeout = spec.Timeout // as generous for gates
+		}
 	}
 	p, err := e.NewPolicy(context.Background(), spec)
 	if err != nil {

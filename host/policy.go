@@ -28,7 +28,7 @@ type PolicySpec struct {
 	// Timeout bounds every guest call but preenqueue's.
 	Timeout time.Duration
 	// PreEnqueueTimeout bounds a preenqueue call, which runs on the
-	// scheduling queue's path; 0 means Timeout.
+	// scheduling queue's path; 0 means PreEnqueueTimeout(Timeout, 0).
 	PreEnqueueTimeout time.Duration
 	// PatchPrefixes are the key prefixes a prebind call may write labels
 	// and annotations under (patch_label, patch_annotation); none: it may
@@ -40,7 +40,7 @@ type PolicySpec struct {
 	// 64 KiB pages); 0 means DefaultMemoryLimitBytes.
 	MemoryLimitBytes int64
 	// MaxInstances bounds the pool: at most this many calls run at once.
-	// Set it to the scheduler's parallelism.
+	// Set it to the scheduler's parallelism; 0 means DefaultMaxInstances.
 	MaxInstances int
 	// RecycleMemoryBytes discards an instance after a call that left its
 	// linear memory above this size, since wasm memory never shrinks. 0 means
@@ -132,14 +132,12 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		return nil, fmt.Errorf("policy %q: memory limit %d bytes is outside 64KiB..4GiB", spec.Name, spec.MemoryLimitBytes)
 	}
 	if spec.MaxInstances < 1 {
-		spec.MaxInstances = 16
+		spec.MaxInstances = DefaultMaxInstances
 	}
 	if spec.PreEnqueueTimeout < 0 {
 		return nil, fmt.Errorf("policy %q: preEnqueue timeout must not be negative", spec.Name)
 	}
-	if spec.PreEnqueueTimeout == 0 {
-		spec.PreEnqueueTimeout = spec.Timeout
-	}
+	spec.PreEnqueueTimeout = PreEnqueueTimeout(spec.Timeout, spec.PreEnqueueTimeout)
 	if spec.InitTimeout <= 0 {
 		spec.InitTimeout = max(time.Second, 10*spec.Timeout)
 	}
@@ -639,6 +637,27 @@ func (v *Version) replace() {
 // DefaultMemoryLimitBytes is the memory limit of a policy that does not set
 // one: the default of the policy args' memoryLimit (64Mi).
 const DefaultMemoryLimitBytes = 64 << 20
+
+// DefaultMaxInstances is the size of a policy's instance pool when its spec
+// sets none: kube-scheduler's default parallelism. The args'
+// maxInstancesPerPolicy defaults to it.
+const DefaultMaxInstances = 16
+
+// DefaultPreEnqueueTimeout bounds a preenqueue call of a policy that sets
+// no preEnqueueTimeout, unless its timeout is shorter: kube-scheduler runs
+// PreEnqueue with its scheduling queue locked.
+const DefaultPreEnqueueTimeout = 10 * time.Millisecond
+
+// PreEnqueueTimeout is the bound of a policy's preenqueue calls: set, when
+// it is positive, else DefaultPreEnqueueTimeout or timeout, whichever is
+// shorter. It is the one rule: the args' defaulting, the plugin and the
+// host's PolicySpec all apply it.
+func PreEnqueueTimeout(timeout, set time.Duration) time.Duration {
+	if set > 0 {
+		return set
+	}
+	return min(DefaultPreEnqueueTimeout, timeout)
+}
 
 // DefaultRetiredGrace is the RetiredGrace of a policy that does not set one.
 const DefaultRetiredGrace = 30 * time.Second

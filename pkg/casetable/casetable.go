@@ -123,6 +123,12 @@ func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm [
 	if spec.PatchPrefixes == nil {
 		spec.PatchPrefixes = f.PatchPrefixes
 	}
+	if spec.PreEnqueueTimeout == 0 {
+		// A case table bounds every call by the one timeout it is given
+		// (wasmsched test --timeout): it checks verdicts, not the gate's
+		// tighter bound in the scheduler.
+		spec.PreEnqueueTimeout = spec.Timeout
+	}
 	// Cases that set now run on a policy whose wall clock reads it; the
 	// others on spec's clock. One load per distinct clock, the cases kept
 	// in the table's order.

@@ -64,7 +64,7 @@ func TestAdversarialPolicyIsolation(t *testing.T) {
 		for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
 			name := "adversary-" + string(tc) + "-" + strings.ToLower(string(fp))
 			c := newCluster(t, &config.WasmPolicyArgs{MaxInstancesPerPolicy: 2, Policies: []config.Policy{
-				{Name: name, Source: config.Source{File: bad}, Timeout: timeout, FailurePolicy: fp},
+				{Name: name, Source: config.Source{File: bad}, PolicySettings: config.PolicySettings{Timeout: timeout, FailurePolicy: fp}},
 				{Name: "team-isolation", Source: config.Source{File: good}},
 			}}, nodes)
 			for attack, w := range attacks {

@@ -25,8 +25,8 @@ func TestAuditMode(t *testing.T) {
 	team := testguests.Policy(t, testguests.TinyGo, "team-isolation")
 	packing := testguests.Policy(t, testguests.TinyGo, "bin-packing")
 	c := newClusterWithPods(t, &config.WasmPolicyArgs{Policies: []config.Policy{
-		{Name: "audit-team", Source: config.Source{File: team}, Mode: config.ModeAudit},
-		{Name: "audit-packing", Source: config.Source{File: packing}, Mode: config.ModeAudit},
+		{Name: "audit-team", Source: config.Source{File: team}, PolicySettings: config.PolicySettings{Mode: config.ModeAudit}},
+		{Name: "audit-packing", Source: config.Source{File: packing}, PolicySettings: config.PolicySettings{Mode: config.ModeAudit}},
 	}}, nodes, []*v1.Pod{onNode(pod("running", nil, 3000), "b-1")})
 	before, _ := testutil.GetCounterMetricValue(auditVerdicts.WithLabelValues("audit-team", "Filter", ResultUnschedulable))
 

@@ -58,7 +58,7 @@ func TestLogFloodOn1000Nodes(t *testing.T) {
 		ns = append(ns, node(fmt.Sprintf("n%04d", i), nil, 1000))
 	}
 	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
-		{Name: "flood1000", Source: config.Source{File: flood}, Timeout: 100 * time.Millisecond, CycleBudget: 200 * time.Millisecond, FailurePolicy: config.FailurePolicyIgnore},
+		{Name: "flood1000", Source: config.Source{File: flood}, PolicySettings: config.PolicySettings{Timeout: 100 * time.Millisecond, CycleBudget: 200 * time.Millisecond, FailurePolicy: config.FailurePolicyIgnore}},
 	}}, ns)
 	logs := testguests.CaptureKlog(t)
 	budgetStops := counterValue(t, "wasmsched_policy_stopped_cycles_total", map[string]string{"policy": "flood1000", "reason": ResultBudgetExceeded})

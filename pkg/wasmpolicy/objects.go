@@ -327,7 +327,7 @@ func (o *objectPolicies) reconcile(k objKey) error {
 // namespace, a name the args already use, the args' validation).
 func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (config.Policy, *scope, string) {
 	var src policyv1alpha1.Source
-	var settings policyv1alpha1.PolicySettings
+	var settings configv1.PolicySettings
 	var sc policyv1alpha1.PolicyScope
 	var nsSel *policyv1alpha1.LabelSelector
 	if k.namespace == "" {
@@ -357,17 +357,11 @@ func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (confi
 			return config.Policy{}, nil, fmt.Sprintf("spec.source.oci.pullSecret.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may use only a pull secret in %s", o.PullSecret.Namespace, k.namespace)
 		}
 	}
+	// The object's settings are the args' type: defaulted, converted and
+	// validated by the same code as a policy of the args.
 	in := configv1.Policy{
-		Name: k.policyName(), SHA256: settings.SHA256, Config: settings.Config, Weight: settings.Weight,
-		Timeout: settings.Timeout, PreEnqueueTimeout: settings.PreEnqueueTimeout, CycleBudget: settings.CycleBudget, MemoryLimit: settings.MemoryLimit,
-		RealClock: settings.RealClock, RealRandom: settings.RealRandom, Reads: settings.Reads, PatchPrefixes: settings.PatchPrefixes,
+		Name: k.policyName(), PolicySettings: *settings.DeepCopy(),
 		Scope: configv1.Scope{NamespaceSelector: nsSel.AsMeta(), PodSelector: sc.PodSelector.AsMeta(), Profiles: sc.Profiles},
-	}
-	if settings.Mode != "" {
-		in.Mode = &settings.Mode
-	}
-	if settings.FailurePolicy != "" {
-		in.FailurePolicy = &settings.FailurePolicy
 	}
 	in.Source.File = src.File
 	if cm := src.ConfigMap; cm != nil {
@@ -394,7 +388,7 @@ func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (confi
 		}
 		configv1.SetDefaults_OCISource(in.Source.OCI)
 	}
-	configv1.SetDefaults_Policy(&in)
+	configv1.SetDefaults_PolicySettings(&in.PolicySettings)
 	var out config.Policy
 	if err := configv1.Convert_v1_Policy_To_config_Policy(&in, &out, nil); err != nil {
 		return config.Policy{}, nil, "spec: " + err.Error()

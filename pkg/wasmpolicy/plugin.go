@@ -14,7 +14,6 @@
 package wasmpolicy
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	goruntime "runtime"
@@ -306,7 +305,7 @@ func (w *WasmPolicy) newPolicy(cfg config.Policy, rt policyRuntime, bc breakerCo
 	p.scope, _ = compileScope(cfg.Scope)
 	p.clusterReads = slices.Contains(cfg.Reads, string(fields.ScopeCluster)) || slices.Contains(cfg.Reads, string(fields.ScopeNamespaces))
 	if p.budget == 0 {
-		p.budget = configv1.DefaultCycleBudgetFactor * cfg.Timeout
+		p.budget = configv1.DefaultCycleBudget(cfg.Timeout)
 	}
 	p.breaker = newBreaker(bc, func(from, to breakerState, why string, pod *v1.Pod) { w.breakerChanged(p, from, to, why, pod) })
 	p.m.setBreaker(breakerClosed)
@@ -503,9 +502,9 @@ func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy
 		Name:    pc.Name,
 		Config:  pc.Config,
 		Timeout: pc.Timeout,
-		// Unset (args built in Go), the default or the timeout, whichever
-		// is shorter, as defaulting gives.
-		PreEnqueueTimeout: cmp.Or(pc.PreEnqueueTimeout, min(configv1.DefaultPreEnqueueTimeout, pc.Timeout)),
+		// Unset (args built in Go): the host's rule, which defaulting
+		// applies too.
+		PreEnqueueTimeout: pc.PreEnqueueTimeout,
 		PatchPrefixes:     pc.PatchPrefixes,
 		MemoryLimitBytes:  pc.MemoryLimit,
 		MaxInstances:      int(args.MaxInstancesPerPolicy),

@@ -180,8 +180,8 @@ func TestExtensionPointsBothToolchains(t *testing.T) {
 		node("shared-1", nil, 4000),
 	}
 	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
-		{Name: "team-isolation", Source: config.Source{File: team}, Config: "key=team"},
-		{Name: "bin-packing", Source: config.Source{File: pack}, Config: "cpu=1"},
+		{Name: "team-isolation", Source: config.Source{File: team}, PolicySettings: config.PolicySettings{Config: "key=team"}},
+		{Name: "bin-packing", Source: config.Source{File: pack}, PolicySettings: config.PolicySettings{Config: "cpu=1"}},
 	}}, nodes)
 
 	filters, scores, st := c.schedule(t, pod("p1", map[string]string{"team": "payments"}, 1000))
@@ -222,7 +222,7 @@ func TestFailurePolicy(t *testing.T) {
 	for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
 		t.Run(string(fp), func(t *testing.T) {
 			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
-				{Name: "slow", Source: config.Source{File: loop}, Timeout: 20 * time.Millisecond, FailurePolicy: fp},
+				{Name: "slow", Source: config.Source{File: loop}, PolicySettings: config.PolicySettings{Timeout: 20 * time.Millisecond, FailurePolicy: fp}},
 			}}, nodes)
 			filters, _, st := c.schedule(t, pod("p", nil, 100))
 			got, ok := filters["cordoned"], filters["ok"]
@@ -285,7 +285,7 @@ func TestFileReloadKeepsLastGood(t *testing.T) {
 	nodes := []*v1.Node{node("reject", map[string]string{"verdict": "reject"}, 1000), node("cordoned", nil, 1000)}
 	nodes[1].Spec.Unschedulable = true
 	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
-		{Name: "p", Source: config.Source{File: path}, Timeout: 300 * time.Millisecond, FailurePolicy: config.FailurePolicyFail},
+		{Name: "p", Source: config.Source{File: path}, PolicySettings: config.PolicySettings{Timeout: 300 * time.Millisecond, FailurePolicy: config.FailurePolicyFail}},
 	}}, nodes)
 	f, _, _ := c.schedule(t, pod("a", nil, 100))
 	if f["reject"].IsSuccess() || !f["cordoned"].IsSuccess() {
@@ -319,7 +319,7 @@ func TestConfigMapSource(t *testing.T) {
 	}
 	nodes := []*v1.Node{node("reject", map[string]string{"verdict": "reject"}, 1000)}
 	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
-		{Name: "cm", Source: config.Source{ConfigMap: &config.ConfigMapSource{Namespace: "wasmsched", Name: "policy", Key: "policy.wasm"}}, SHA256: hex.EncodeToString(sum[:])},
+		{Name: "cm", Source: config.Source{ConfigMap: &config.ConfigMapSource{Namespace: "wasmsched", Name: "policy", Key: "policy.wasm"}}, PolicySettings: config.PolicySettings{SHA256: hex.EncodeToString(sum[:])}},
 	}}, nodes, cm)
 	f, _, _ := c.schedule(t, pod("a", nil, 100))
 	if f["reject"].Message() != "node(s) rejected by WasmPolicy/cm: rejected by fixture" {
@@ -418,7 +418,7 @@ func TestOutOfRangeScore(t *testing.T) {
 	nodes := []*v1.Node{node("a", nil, 1000), node("b", nil, 1000)}
 	for _, fp := range []config.FailurePolicy{config.FailurePolicyFail, config.FailurePolicyIgnore} {
 		t.Run(string(fp), func(t *testing.T) {
-			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{{Name: "big", Source: config.Source{File: path}, FailurePolicy: fp}}}, nodes)
+			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{{Name: "big", Source: config.Source{File: path}, PolicySettings: config.PolicySettings{FailurePolicy: fp}}}}, nodes)
 			ctx := context.Background()
 			state := intree.NewCycleState()
 			infos, _ := c.snapshot.NodeInfos().List()
@@ -461,8 +461,8 @@ func TestMemoryBudgetRefusal(t *testing.T) {
 	refusedBefore, servedBefore := loads("big", "MemoryBudget"), loads("team", "Success")
 	nodes := []*v1.Node{node("a", map[string]string{"team": "payments"}, 1000), node("b", map[string]string{"team": "search"}, 1000)}
 	c := newCluster(t, &config.WasmPolicyArgs{MemoryBudget: 16 << 20, Policies: []config.Policy{
-		{Name: "team", Source: src("team"), Config: "key=team"},
-		{Name: "big", Source: src("big"), FailurePolicy: config.FailurePolicyIgnore},
+		{Name: "team", Source: src("team"), PolicySettings: config.PolicySettings{Config: "key=team"}},
+		{Name: "big", Source: src("big"), PolicySettings: config.PolicySettings{FailurePolicy: config.FailurePolicyIgnore}},
 	}}, nodes, cm("team", testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation")), cm("big", testguests.PolicyBytes(t, testguests.Go, "testdata/adversary")))
 
 	var refusal string

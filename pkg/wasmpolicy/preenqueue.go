@@ -13,7 +13,6 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/verdict"
-	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 )
 
 // PreEnqueue implements framework.PreEnqueuePlugin: it asks the preenqueue
@@ -143,10 +142,7 @@ func (p *policy) outOfCycleFailure(ctx context.Context, pod *v1.Pod, point host.
 
 // preEnqueueTimeout is the policy's preenqueue timeout, defaulted.
 func (p *policy) preEnqueueTimeout() time.Duration {
-	if t := p.cfg.PreEnqueueTimeout; t > 0 {
-		return t
-	}
-	return min(configv1.DefaultPreEnqueueTimeout, p.cfg.Timeout)
+	return host.PreEnqueueTimeout(p.cfg.Timeout, p.cfg.PreEnqueueTimeout)
 }
 
 // gatedEvent tells the pod's owner why it waits: an Event on the pod, as

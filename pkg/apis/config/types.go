@@ -69,8 +69,17 @@ type CircuitBreaker struct {
 
 // Policy is one wasm policy.
 type Policy struct {
-	Name    string
-	Source  Source
+	Name   string
+	Source Source
+	// PolicySettings are how the policy runs, the same for the args and
+	// the policy objects (v1.PolicySettings).
+	PolicySettings
+	// Scope limits the pods the policy applies to.
+	Scope Scope
+}
+
+// PolicySettings are how a policy runs, defaulted (v1.SetDefaults_PolicySettings).
+type PolicySettings struct {
 	SHA256  string
 	Config  string
 	Weight  int32
@@ -88,8 +97,6 @@ type Policy struct {
 	// the policy may make (fields.Scopes: NodePods, WholeObjects, Cluster,
 	// Namespaces).
 	Reads []string
-	// Scope limits the pods the policy applies to.
-	Scope Scope
 	// PatchPrefixes are the label and annotation key prefixes the policy's
 	// prebind may write on a pod; none: it may write nothing.
 	PatchPrefixes []string

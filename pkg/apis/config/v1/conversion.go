@@ -16,9 +16,10 @@ import (
 // uses plain values. An unset pointer (only possible when defaulting was
 // skipped) becomes the zero value, which validation rejects.
 
-// Convert_v1_Policy_To_config_Policy converts one versioned policy.
-func Convert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s conversion.Scope) error { //nolint:revive // conversion-gen naming
-	if err := autoConvert_v1_Policy_To_config_Policy(in, out, s); err != nil {
+// Convert_v1_PolicySettings_To_config_PolicySettings converts one versioned
+// policy's settings (the args' or a policy object's).
+func Convert_v1_PolicySettings_To_config_PolicySettings(in *PolicySettings, out *config.PolicySettings, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_v1_PolicySettings_To_config_PolicySettings(in, out, s); err != nil {
 		return err
 	}
 	out.Timeout = durationValue(in.Timeout)
@@ -33,9 +34,10 @@ func Convert_v1_Policy_To_config_Policy(in *Policy, out *config.Policy, s conver
 	return nil
 }
 
-// Convert_config_Policy_To_v1_Policy converts one internal policy back.
-func Convert_config_Policy_To_v1_Policy(in *config.Policy, out *Policy, s conversion.Scope) error { //nolint:revive // conversion-gen naming
-	if err := autoConvert_config_Policy_To_v1_Policy(in, out, s); err != nil {
+// Convert_config_PolicySettings_To_v1_PolicySettings converts one internal
+// policy's settings back.
+func Convert_config_PolicySettings_To_v1_PolicySettings(in *config.PolicySettings, out *PolicySettings, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_config_PolicySettings_To_v1_PolicySettings(in, out, s); err != nil {
 		return err
 	}
 	fp, mode := string(in.FailurePolicy), string(in.Mode)

@@ -13,12 +13,11 @@ import (
 // Defaults, documented in the README's args reference.
 const (
 	DefaultCompilationCacheDir         = "/var/cache/wasmsched"
-	DefaultMaxInstancesPerPolicy int32 = 16
+	DefaultMaxInstancesPerPolicy int32 = host.DefaultMaxInstances
 	DefaultFilePollInterval            = time.Second
 	DefaultWeight                int32 = 1
 	DefaultTimeout                     = 100 * time.Millisecond
-	DefaultPreEnqueueTimeout           = 10 * time.Millisecond
-	DefaultMemoryLimit                 = "64Mi"
+	DefaultPreEnqueueTimeout           = host.DefaultPreEnqueueTimeout
 	DefaultMemoryBudget                = "512Mi"
 	DefaultFailurePolicy               = "Fail"
 	DefaultMode                        = "Enforce"
@@ -90,9 +89,21 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 	}
 }
 
-// SetDefaults_Policy fills a policy's unset fields; the generated
-// SetObjectDefaults_WasmPolicyArgs calls it for every policy.
-func SetDefaults_Policy(p *Policy) { //nolint:revive // k8s naming convention for defaulters
+// DefaultMemoryLimit is a policy's memoryLimit when it sets none: the
+// engine's (host.DefaultMemoryLimitBytes), 64Mi.
+var DefaultMemoryLimit = resource.NewQuantity(host.DefaultMemoryLimitBytes, resource.BinarySI).String()
+
+// DefaultCycleBudget is the cycleBudget of a policy with this timeout that
+// sets none.
+func DefaultCycleBudget(timeout time.Duration) time.Duration {
+	return DefaultCycleBudgetFactor * timeout
+}
+
+// SetDefaults_PolicySettings fills a policy's unset settings, the args' and
+// a policy object's alike: the generated SetObjectDefaults_WasmPolicyArgs
+// calls it for every policy of the args, the policy-object controller for
+// every object.
+func SetDefaults_PolicySettings(p *PolicySettings) { //nolint:revive // k8s naming convention for defaulters
 	if p.Weight == nil {
 		v := DefaultWeight
 		p.Weight = &v
@@ -101,10 +112,10 @@ func SetDefaults_Policy(p *Policy) { //nolint:revive // k8s naming convention fo
 		p.Timeout = &metav1.Duration{Duration: DefaultTimeout}
 	}
 	if p.CycleBudget == nil {
-		p.CycleBudget = &metav1.Duration{Duration: DefaultCycleBudgetFactor * p.Timeout.Duration}
+		p.CycleBudget = &metav1.Duration{Duration: DefaultCycleBudget(p.Timeout.Duration)}
 	}
 	if p.PreEnqueueTimeout == nil {
-		p.PreEnqueueTimeout = &metav1.Duration{Duration: min(DefaultPreEnqueueTimeout, p.Timeout.Duration)}
+		p.PreEnqueueTimeout = &metav1.Duration{Duration: host.PreEnqueueTimeout(p.Timeout.Duration, 0)}
 	}
 	if p.MemoryLimit == nil {
 		q := resource.MustParse(DefaultMemoryLimit)
@@ -140,7 +151,7 @@ func SetDefaults_OCISource(o *OCISource) { //nolint:revive // k8s naming convent
 // get the same defaults as a KubeSchedulerConfiguration that omits them.
 func DefaultPolicy(name string, source config.Source) config.Policy {
 	in := Policy{Name: name}
-	SetDefaults_Policy(&in)
+	SetDefaults_PolicySettings(&in.PolicySettings)
 	var out config.Policy
 	if err := Convert_v1_Policy_To_config_Policy(&in, &out, nil); err != nil {
 		panic(err) // defaulted fields always convert

@@ -101,40 +101,84 @@ type Policy struct {
 	// Source is where the module comes from: exactly one of file,
 	// configMap or oci.
 	Source Source `json:"source"`
-	// SHA256 pins the module: hex sha256 of the .wasm bytes (before any gzip).
-	// A module with another digest is refused and the last good one kept.
+	// PolicySettings say how the policy runs. A SchedulingPolicy's and a
+	// ClusterSchedulingPolicy's spec embed the same type, so the fields,
+	// their defaults (SetDefaults_PolicySettings) and their validation are
+	// the same in both.
+	PolicySettings `json:",inline"`
+	// Scope limits the pods the policy applies to; a pod outside it never
+	// calls the policy.
+	Scope Scope `json:"scope,omitempty"`
+}
+
+// PolicySettings are how a policy runs, whether the scheduler's args or a
+// policy object declare it. The kubebuilder markers give the policy CRDs
+// their schema (controller-gen); the args are checked by
+// pkg/apis/config/validation, which also checks objects.
+type PolicySettings struct {
+	// SHA256 pins the module: hex sha256 of the .wasm bytes (before any
+	// gzip). A module with another digest is refused (a policy object's
+	// Ready=False, reason SHA256Mismatch) and the last good one keeps
+	// serving.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^(sha256:)?[0-9a-fA-F]{64}$`
 	SHA256 string `json:"sha256,omitempty"`
 	// Config is an opaque string handed to the guest (sdk.Config()).
+	// +optional
+	// +kubebuilder:validation:MaxLength=262144
 	Config string `json:"config,omitempty"`
-	// Weight of this policy's score among the plugin's policies. Default 1.
+	// Weight of the policy's score among the plugin's policies. Default 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
 	Weight *int32 `json:"weight,omitempty"`
-	// Timeout bounds each call into the policy. Default 100ms.
+	// Timeout bounds each call into the policy. Default 100ms, at most 10s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="must be greater than 0 and at most 10s, for example 100ms"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// PreEnqueueTimeout bounds each call of the policy's PreEnqueue gate,
 	// which kube-scheduler runs with its scheduling queue locked, so it is
-	// tighter than timeout. Default 10ms, at most 1s.
+	// tighter than timeout. Default 10ms (or the timeout, if shorter), at
+	// most 1s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1s')",message="must be greater than 0 and at most 1s, for example 10ms"
 	PreEnqueueTimeout *metav1.Duration `json:"preEnqueueTimeout,omitempty"`
 	// CycleBudget bounds the time the policy's calls may take in one pod's
 	// scheduling cycle, from PreFilter to NormalizeScore; calls running in
 	// parallel are charged once for the time they overlap. When a call
 	// fails or the budget is spent, the policy is not called again in that
 	// cycle and its failurePolicy applies to the nodes left. At least the
-	// timeout. Default twice the timeout.
+	// timeout, at most 1m. Default twice the timeout.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1m')",message="must be greater than 0 and at most 1m, and at least the timeout"
 	CycleBudget *metav1.Duration `json:"cycleBudget,omitempty"`
 	// MemoryLimit caps each instance's linear memory. Default 64Mi.
+	// +optional
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 	// FailurePolicy is Fail (default: the node is rejected with the reason,
 	// a Score failure fails the attempt) or Ignore (the call is skipped and
 	// counted).
+	// +optional
+	// +kubebuilder:default=Fail
+	// +kubebuilder:validation:Enum=Fail;Ignore
 	FailurePolicy *string `json:"failurePolicy,omitempty"`
 	// Mode is Enforce (default) or Audit: an audited policy runs and reports
 	// what it would have rejected or scored (metrics, logs and Events on the
 	// pod) but never filters a node or changes a score.
+	// +optional
+	// +kubebuilder:default=Enforce
+	// +kubebuilder:validation:Enum=Enforce;Audit
 	Mode *string `json:"mode,omitempty"`
 	// RealClock gives the guest the host's clock; by default it sees a
 	// deterministic clock.
+	// +optional
 	RealClock bool `json:"realClock,omitempty"`
-	// RealRandom gives the guest crypto/rand; by default randomness is deterministic.
+	// RealRandom gives the guest crypto/rand; by default randomness is
+	// deterministic.
+	// +optional
 	RealRandom bool `json:"realRandom,omitempty"`
 	// Reads declares what the policy may read beyond the pod being
 	// scheduled and the node being evaluated: NodePods (the pods on each
@@ -143,18 +187,23 @@ type Policy struct {
 	// node's name, labels and taints, and pod counts across the cluster)
 	// and Namespaces (namespace labels). An undeclared read returns -4
 	// (NotDeclared) to the guest and is logged once.
+	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:Enum=NodePods;WholeObjects;Cluster;Namespaces
 	Reads []string `json:"reads,omitempty"`
-	// Scope limits the pods the policy applies to; a pod outside it never
-	// calls the policy.
-	Scope Scope `json:"scope,omitempty"`
 	// PatchPrefixes are the label and annotation key prefixes the policy's
 	// PreBind may write on the pod being bound, such as
 	// "team.example.com/" or "placement.example.com/zone-": a DNS
 	// subdomain, '/', then an optional start of the name. Keys of the
 	// kubernetes.io and k8s.io domains belong to Kubernetes and cannot be
 	// allowed. Unset: the policy may write nothing.
+	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9_.]*$`
+	// +kubebuilder:validation:XValidation:rule="self.all(p, !p.matches('^([^/]*[.])?(kubernetes|k8s)[.]io/'))",message="kubernetes.io, k8s.io and their subdomains are domains of Kubernetes itself: a policy may not write their labels or annotations; use a domain of your own"
 	PatchPrefixes []string `json:"patchPrefixes,omitempty"`
 }
 

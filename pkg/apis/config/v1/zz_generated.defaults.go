@@ -25,9 +25,9 @@ func SetObjectDefaults_WasmPolicyArgs(in *WasmPolicyArgs) {
 	SetDefaults_WasmPolicyArgs(in)
 	for i := range in.Policies {
 		a := &in.Policies[i]
-		SetDefaults_Policy(a)
 		if a.Source.OCI != nil {
 			SetDefaults_OCISource(a.Source.OCI)
 		}
+		SetDefaults_PolicySettings(&a.PolicySettings)
 	}
 }

@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 )
 
 // ClusterSchedulingPolicy is a policy the cluster's operators ship: it may
@@ -34,7 +36,7 @@ type ClusterSchedulingPolicySpec struct {
 	// the scheduler's host), configMap or oci.
 	Source Source `json:"source"`
 
-	PolicySettings `json:",inline"`
+	configv1.PolicySettings `json:",inline"`
 
 	// NamespaceSelector limits the policy to pods in namespaces whose labels
 	// match. Unset: every namespace.
@@ -83,8 +85,8 @@ type SchedulingPolicySpec struct {
 	// if any, in the policy's own namespace).
 	Source Source `json:"source"`
 
-	PolicySettings `json:",inline"`
-	PolicyScope    `json:",inline"`
+	configv1.PolicySettings `json:",inline"`
+	PolicyScope             `json:",inline"`
 }
 
 // SchedulingPolicyList is a list of SchedulingPolicy.
@@ -201,82 +203,6 @@ type ConfigMapSource struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	Key string `json:"key"`
-}
-
-// PolicySettings are how the policy runs; each has the meaning and default
-// of the field of the same name in the WasmPolicy args (README, args
-// reference).
-type PolicySettings struct {
-	// SHA256 pins the module: hex sha256 of the .wasm bytes (before any
-	// gzip). A module with another digest is refused (Ready=False, reason
-	// SHA256Mismatch) and the last good one keeps serving.
-	// +optional
-	// +kubebuilder:validation:Pattern=`^(sha256:)?[0-9a-fA-F]{64}$`
-	SHA256 string `json:"sha256,omitempty"`
-	// Config is an opaque string handed to the guest (sdk.Config()).
-	// +optional
-	// +kubebuilder:validation:MaxLength=262144
-	Config string `json:"config,omitempty"`
-	// Weight of the policy's score among the plugin's policies. Default 1.
-	// +optional
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=100
-	Weight *int32 `json:"weight,omitempty"`
-	// Mode is Enforce (default) or Audit (report what it would do, change nothing).
-	// +optional
-	// +kubebuilder:default=Enforce
-	// +kubebuilder:validation:Enum=Enforce;Audit
-	Mode string `json:"mode,omitempty"`
-	// FailurePolicy is Fail (default) or Ignore: what a failed call does.
-	// +optional
-	// +kubebuilder:default=Fail
-	// +kubebuilder:validation:Enum=Fail;Ignore
-	FailurePolicy string `json:"failurePolicy,omitempty"`
-	// Timeout bounds each call into the policy. Default 100ms, at most 10s.
-	// +optional
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="must be greater than 0 and at most 10s, for example 100ms"
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
-	// PreEnqueueTimeout bounds each call of the policy's PreEnqueue gate,
-	// which kube-scheduler runs with its scheduling queue locked. Default
-	// 10ms (or the timeout, if shorter), at most 1s.
-	// +optional
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1s')",message="must be greater than 0 and at most 1s, for example 10ms"
-	PreEnqueueTimeout *metav1.Duration `json:"preEnqueueTimeout,omitempty"`
-	// CycleBudget bounds the policy's time in one pod's scheduling cycle.
-	// Default twice the timeout, at most 1m.
-	// +optional
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1m')",message="must be greater than 0 and at most 1m, and at least the timeout"
-	CycleBudget *metav1.Duration `json:"cycleBudget,omitempty"`
-	// MemoryLimit caps each instance's linear memory. Default 64Mi.
-	// +optional
-	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
-	// RealClock gives the guest the host's clock.
-	// +optional
-	RealClock bool `json:"realClock,omitempty"`
-	// RealRandom gives the guest crypto/rand.
-	// +optional
-	RealRandom bool `json:"realRandom,omitempty"`
-	// Reads declares what the policy may read beyond the pod and the node:
-	// NodePods, WholeObjects, Cluster, Namespaces.
-	// +optional
-	// +listType=set
-	// +kubebuilder:validation:MaxItems=4
-	// +kubebuilder:validation:items:Enum=NodePods;WholeObjects;Cluster;Namespaces
-	Reads []string `json:"reads,omitempty"`
-	// PatchPrefixes are the label and annotation key prefixes the policy's
-	// PreBind may write on the pod being bound, such as "team.example.com/":
-	// a DNS subdomain, '/', then an optional start of the name, outside the
-	// kubernetes.io and k8s.io domains. Unset: it may write nothing.
-	// +optional
-	// +listType=set
-	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:items:MaxLength=317
-	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9_.]*$`
-	// +kubebuilder:validation:XValidation:rule="self.all(p, !p.matches('^([^/]*[.])?(kubernetes|k8s)[.]io/'))",message="kubernetes.io, k8s.io and their subdomains are domains of Kubernetes itself: a policy may not write their labels or annotations; use a domain of your own"
-	PatchPrefixes []string `json:"patchPrefixes,omitempty"`
 }
 
 // PolicyScope says which pods a policy applies to. A pod outside its scope

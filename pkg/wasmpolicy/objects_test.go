@@ -1,0 +1,94 @@
+package wasmpolicy
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	policyv1alpha1 "github.com/wasmsched/wasmsched/pkg/apis/policy/v1alpha1"
+)
+
+// objectPolicy runs a SchedulingPolicy with settings through the
+// controller's policyOf.
+func objectPolicy(t *testing.T, settings configv1.PolicySettings) (config.Policy, string) {
+	t.Helper()
+	obj := &policyv1alpha1.SchedulingPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy.wasmsched.io/v1alpha1", Kind: "SchedulingPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "p"},
+		Spec: policyv1alpha1.SchedulingPolicySpec{
+			Source:         policyv1alpha1.Source{ConfigMap: &policyv1alpha1.ConfigMapSource{Name: "cm", Key: "policy.wasm"}},
+			PolicySettings: settings,
+		},
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &objectPolicies{w: &WasmPolicy{}}
+	pc, _, why := o.policyOf(objKey{namespace: "team-a", name: "p"}, &unstructured.Unstructured{Object: u})
+	return pc, why
+}
+
+// argsPolicy runs the same settings through the args' path: defaulting,
+// conversion to the internal type.
+func argsPolicy(t *testing.T, settings configv1.PolicySettings) config.Policy {
+	t.Helper()
+	args := &configv1.WasmPolicyArgs{Policies: []configv1.Policy{{Name: "team-a/p", PolicySettings: *settings.DeepCopy()}}}
+	configv1.SetObjectDefaults_WasmPolicyArgs(args)
+	var out config.WasmPolicyArgs
+	if err := configv1.Convert_v1_WasmPolicyArgs_To_config_WasmPolicyArgs(args, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	return out.Policies[0]
+}
+
+// A policy object's settings are the args' settings: the same type,
+// defaulted and converted by the same code, so a policy declared either way
+// runs the same. The test sets every field (reflection finds a new one
+// left out), and also leaves every field unset.
+func TestObjectSettingsAreTheArgs(t *testing.T) {
+	weight, fp, mode := int32(7), "Ignore", "Audit"
+	mem := resource.MustParse("32Mi")
+	full := configv1.PolicySettings{
+		SHA256: strings.Repeat("ab", 32), Config: "key=team", Weight: &weight,
+		Timeout: &metav1.Duration{Duration: 50 * time.Millisecond}, PreEnqueueTimeout: &metav1.Duration{Duration: 20 * time.Millisecond},
+		CycleBudget: &metav1.Duration{Duration: 300 * time.Millisecond}, MemoryLimit: &mem, FailurePolicy: &fp, Mode: &mode,
+		RealClock: true, RealRandom: true, Reads: []string{"NodePods"}, PatchPrefixes: []string{"team.example.com/"},
+	}
+	v := reflect.ValueOf(full)
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).IsZero() {
+			t.Fatalf("the test leaves PolicySettings.%s unset: set it", v.Type().Field(i).Name)
+		}
+	}
+	for name, s := range map[string]configv1.PolicySettings{"every field set": full, "none set": {}, "timeout only": {Timeout: &metav1.Duration{Duration: 5 * time.Millisecond}}} {
+		t.Run(name, func(t *testing.T) {
+			obj, why := objectPolicy(t, s)
+			if why != "" {
+				t.Fatalf("policyOf: %s", why)
+			}
+			args := argsPolicy(t, s)
+			if !reflect.DeepEqual(obj.PolicySettings, args.PolicySettings) {
+				t.Errorf("object settings %+v,\nargs settings %+v", obj.PolicySettings, args.PolicySettings)
+			}
+		})
+	}
+	// The derived defaults follow the timeout, by one rule each.
+	obj, _ := objectPolicy(t, configv1.PolicySettings{Timeout: &metav1.Duration{Duration: 5 * time.Millisecond}})
+	if obj.PreEnqueueTimeout != 5*time.Millisecond || obj.CycleBudget != 10*time.Millisecond || obj.MemoryLimit != 64<<20 || obj.Mode != config.ModeEnforce || obj.FailurePolicy != config.FailurePolicyFail {
+		t.Errorf("defaulted settings %+v", obj.PolicySettings)
+	}
+	// Validation is the args' too, and names the object's field.
+	zero := int32(0)
+	if _, why := objectPolicy(t, configv1.PolicySettings{Weight: &zero}); !strings.Contains(why, "spec.weight") {
+		t.Errorf("weight 0: %q, want an error naming spec.weight", why)
+	}
+}
