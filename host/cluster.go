@@ -262,24 +262,24 @@ func (c *ClusterView) ExistingTerms(kind int32, pod *v1.Pod) []model.TopologySum
 }
 
 // clusterNode reads field kind of node i; ok is false for a bad i or kind.
-func (c *ClusterView) clusterNode(i, kind int32) ([]byte, string, bool) {
+func (c *ClusterView) clusterNode(nodes *nodeCache, i, kind int32) ([]byte, string, bool) {
 	if i < 0 || int(i) >= len(c.Nodes) || c.Nodes[i].Node() == nil {
 		return nil, "", false
 	}
-	return clusterNodeField(c.Nodes[i], kind)
+	return clusterNodeField(nodes, c.Nodes[i], kind)
 }
 
 // clusterNodeField reads one cluster_node field of a node: the name as a
 // string, the lists from the node's per-generation cache.
-func clusterNodeField(ni fwk.NodeInfo, kind int32) ([]byte, string, bool) {
+func clusterNodeField(nodes *nodeCache, ni fwk.NodeInfo, kind int32) ([]byte, string, bool) {
 	switch kind {
 	case model.ClusterNodeName:
-		return model.ClusterNode(nodeModel(ni, kubemodel.NodeScalars), kind)
+		return model.ClusterNode(nodes.model(ni, kubemodel.NodeScalars), kind)
 	case model.ClusterNodeLabels:
-		b, ok := nodeList(ni, model.NodeLabels)
+		b, ok := nodes.list(ni, model.NodeLabels)
 		return b, "", ok
 	case model.ClusterNodeTaints:
-		b, ok := nodeList(ni, model.NodeTaints)
+		b, ok := nodes.list(ni, model.NodeTaints)
 		return b, "", ok
 	}
 	return nil, "", false

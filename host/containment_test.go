@@ -226,8 +226,8 @@ func TestHostCallsEndWithinTimeout(t *testing.T) {
 // plugin can tell the scheduler's overload (or a cycle that moved on) from
 // the policy's failure.
 func TestCallThatCannotStartSaysSo(t *testing.T) {
-	setRunningTokens(1)
-	t.Cleanup(func() { setRunningTokens(max(1, runtime.GOMAXPROCS(0))) })
+	theProcess.setRunningTokens(1)
+	t.Cleanup(func() { theProcess.setRunningTokens(max(1, runtime.GOMAXPROCS(0))) })
 	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: 300 * time.Millisecond, MaxInstances: 2})
 	v := load(t, p, testguests.Fixture(t, "loop"))
 	busy := make(chan struct{})
@@ -250,8 +250,8 @@ func TestCallThatCannotStartSaysSo(t *testing.T) {
 // once on the gate's own token. A second gate while the first still runs
 // waits like any call, and says so when its context ends.
 func TestGateHasACPUOfItsOwn(t *testing.T) {
-	setRunningTokens(1)
-	t.Cleanup(func() { setRunningTokens(max(1, runtime.GOMAXPROCS(0))) })
+	theProcess.setRunningTokens(1)
+	t.Cleanup(func() { theProcess.setRunningTokens(max(1, runtime.GOMAXPROCS(0))) })
 	const hold = 2 * time.Second // how long a looping call holds its token
 	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: hold, PreEnqueueTimeout: hold, MaxInstances: 4})
 	v := load(t, p, testguests.PolicyBytes(t, testguests.TinyGo, "testdata/adversary"))

@@ -212,7 +212,7 @@ func TestHostFunctionContexts(t *testing.T) {
 		return map[string]string{"kubernetes.io/metadata.name": name}, name == "default"
 	}}
 	contextPodJSON, _ = ps.object(abi.ObjectJSON)
-	contextNodeJSON, _ = nodeObject(ni, abi.ObjectJSON)
+	contextNodeJSON, _ = newNodeCache().object(ni, abi.ObjectJSON)
 	ctx, pc := context.Background(), new(PolicyCycle)
 	call := func(kind CallKind, node fwk.NodeInfo, sc []int64) {
 		t.Helper()

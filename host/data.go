@@ -106,6 +106,11 @@ func (p *PodState) object(format int32) ([]byte, bool) {
 // looked up on every batch (its table row) and by the first read of a node
 // in a call, from every scheduling goroutine at once, and a lock-free hit
 // costs about half what an RWMutex-guarded map did.
+//
+// Each Engine has its own: a generation means something only to the
+// counter that issued it, and an engine's NodeInfos come from one (the
+// scheduler's, or pkg/nodeinfo's for policytest and the CLI), while two
+// engines in one process may be fed by different counters.
 type nodeCache struct {
 	m atomic.Pointer[sync.Map] // node name → *nodeEntry
 	// n counts the names stored since m was last replaced.
@@ -136,18 +141,16 @@ func (e *nodeEntry) model(ni fwk.NodeInfo, part kubemodel.NodePart) *model.Node 
 	return &e.m
 }
 
-// nodeObject is the whole node as JSON (node_object), encoded once per
+// object is the whole node as JSON (node_object), encoded once per
 // NodeInfo generation.
-func nodeObject(ni fwk.NodeInfo, format int32) ([]byte, bool) {
+func (c *nodeCache) object(ni fwk.NodeInfo, format int32) ([]byte, bool) {
 	if format != abi.ObjectJSON {
 		return nil, false
 	}
-	e := nodes.entry(ni)
+	e := c.entry(ni)
 	e.objOnce.Do(func() { e.m.Object = kubemodel.NodeObject(ni.Node()) })
 	return e.m.Object, true
 }
-
-var nodes = newNodeCache()
 
 func newNodeCache() *nodeCache {
 	c := &nodeCache{}
@@ -189,7 +192,9 @@ func (c *nodeCache) entry(ni fwk.NodeInfo) *nodeEntry {
 	}
 }
 
-func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
+// list is one of the node's lists (node_list), encoded once per NodeInfo
+// generation.
+func (c *nodeCache) list(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 	if kind < 0 || kind >= model.NumNodeLists {
 		return nil, false
 	}
@@ -201,16 +206,16 @@ func nodeList(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 		kubemodel.FillNode(&m, ni, kubemodel.NodeImageStates)
 		return model.NodeList(&m, kind)
 	}
-	e := nodes.entry(ni)
+	e := c.entry(ni)
 	e.once[kind].Do(func() {
 		e.lists[kind], _ = model.NodeList(e.model(ni, kubemodel.NodeListPart(kind)), kind)
 	})
 	return e.lists[kind], true
 }
 
-// nodeString reads node_string's fields; ok is false for an unknown one.
-func nodeString(ni fwk.NodeInfo, field int32) (string, bool) {
-	return model.NodeString(nodes.entry(ni).model(ni, kubemodel.NodeScalars), field)
+// str reads node_string's fields; ok is false for an unknown one.
+func (c *nodeCache) str(ni fwk.NodeInfo, field int32) (string, bool) {
+	return model.NodeString(c.entry(ni).model(ni, kubemodel.NodeScalars), field)
 }
 
 // nodeResource reads node_resource's kinds: one resource in ABI units, or
@@ -220,8 +225,8 @@ func nodeResource(ni fwk.NodeInfo, kind int32, name string) (int64, bool) {
 	return kubemodel.NodeResource(ni, kind, name)
 }
 
-// nodeModel is the node's model with part converted, for the reads that
+// model is the node's model with part converted, for the reads that
 // need no list.
-func nodeModel(ni fwk.NodeInfo, part kubemodel.NodePart) *model.Node {
-	return nodes.entry(ni).model(ni, part)
+func (c *nodeCache) model(ni fwk.NodeInfo, part kubemodel.NodePart) *model.Node {
+	return c.entry(ni).model(ni, part)
 }

@@ -43,10 +43,14 @@ const (
 	MaxLogSize = 16 << 10
 )
 
-// Engine owns what all policies share: a wazero runtime per memory limit,
+// Engine owns what its policies share: a wazero runtime per memory limit,
 // the compiled modules (one per distinct bytes and memory limit), the
-// compilation cache and the memory budget. One Engine per process; it is
-// safe for concurrent use.
+// compilation cache, the memory budget and the caches of what policies
+// read. Its lifetime is its owner's: each WasmPolicy plugin (one per
+// scheduler profile), the extender and each CLI command make one and
+// close it, so they never see each other's state; the engines of a
+// process share only its Process (CPUs and Go heap). It is safe for
+// concurrent use.
 type Engine struct {
 	cache        wazero.CompilationCache
 	budget       *memoryBudget
@@ -63,6 +67,17 @@ type Engine struct {
 
 	stopReaper chan struct{}
 	reaperDone chan struct{}
+
+	// proc is what the engine shares with every engine of the process.
+	proc *Process
+
+	// What the engine's policies read, cached for all of them for as long
+	// as the engine lives: node models and lists by name and NodeInfo
+	// generation (nodeCache says why per engine), the strings node tables
+	// intern, and the table layouts their instances declared.
+	nodes   *nodeCache
+	strs    *interner
+	layouts *layoutSet
 }
 
 // moduleKey identifies a compiled module: its bytes and the memory limit
@@ -165,11 +180,15 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	}
 	e := &Engine{
 		interruption: opts.Interruption,
-		budget:       newMemoryBudget(opts.MemoryBudget),
+		proc:         theProcess,
+		budget:       newMemoryBudget(opts.MemoryBudget, theProcess),
 		runtimes:     map[uint32]wazero.Runtime{},
 		modules:      map[moduleKey]*sharedModule{},
 		stopReaper:   make(chan struct{}),
 		reaperDone:   make(chan struct{}),
+		nodes:        newNodeCache(),
+		strs:         newInterner(),
+		layouts:      &layoutSet{m: map[string]*tableLayout{}},
 	}
 	if opts.CacheDir == "" {
 		e.cache = wazero.NewCompilationCache()
@@ -280,8 +299,8 @@ func (e *Engine) module(ctx context.Context, pages uint32, digest string, wasm [
 // and panic in moduleEngine.NewFunction (wazero/wazero#2547, open; no
 // release has the fix). See docs/architecture.md (RATIONALE).
 func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule, wasm []byte) {
-	measureMu.Lock()
-	defer measureMu.Unlock()
+	e.proc.measureMu.Lock()
+	defer e.proc.measureMu.Unlock()
 	if e.interruption == InterruptFuel {
 		var reason string
 		var err error
@@ -290,13 +309,13 @@ func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule
 			m.reason, m.err = reason, err
 			return
 		}
-		defer holdSource(wasm)()
+		defer e.proc.holdSource(wasm)()
 		m.tableRoom = int64(shape.TableGrowth) * tableEntryBytes
 	}
 	known, ok := e.loadMeasurement(m.key)
 	var heap0, released int64
 	if !ok {
-		heap0, released = heapBaseline(), releases.Load()
+		heap0, released = e.proc.heapBaseline(), e.proc.releases.Load()
 	}
 	code0 := codeMappings()
 	cctx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
@@ -322,8 +341,8 @@ func (e *Engine) compile(ctx context.Context, rt wazero.Runtime, m *sharedModule
 		m.instHeap.Store(known.InstanceHeap)
 		return
 	}
-	m.heap = max(0, heapNow()-heap0)
-	m.clean = releases.Load() == released
+	m.heap = max(0, e.proc.heapNow()-heap0)
+	m.clean = e.proc.releases.Load() == released
 }
 
 // releaseModule gives back a reference taken by module; the last one frees
@@ -341,11 +360,11 @@ func (e *Engine) releaseModule(m *sharedModule) {
 		return
 	}
 	e.budget.modules.Add(-m.cost())
-	releases.Add(1)
+	e.proc.releases.Add(1)
 	if !closed {
-		measureMu.Lock() // freeing code during a measurement would skew it
+		e.proc.measureMu.Lock() // freeing code during a measurement would skew it
 		_ = m.cm.Close(context.Background())
-		measureMu.Unlock()
+		e.proc.measureMu.Unlock()
 	}
 }
 

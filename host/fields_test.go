@@ -23,15 +23,16 @@ func TestEveryFieldHasAReader(t *testing.T) {
 		Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")},
 		Capacity:    v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")},
 	}})
+	nodes := newNodeCache()
 	read := map[string]func(num int32) bool{
 		abi.FnPodString:    func(n int32) bool { _, ok := pod.str(n); return ok },
 		abi.FnPodList:      func(n int32) bool { _, ok := pod.list(n); return ok },
-		abi.FnNodeString:   func(n int32) bool { _, ok := nodeString(ni, n); return ok },
-		abi.FnNodeList:     func(n int32) bool { _, ok := nodeList(ni, n); return ok },
+		abi.FnNodeString:   func(n int32) bool { _, ok := nodes.str(ni, n); return ok },
+		abi.FnNodeList:     func(n int32) bool { _, ok := nodes.list(ni, n); return ok },
 		abi.FnPodObject:    func(n int32) bool { _, ok := pod.object(n); return ok },
-		abi.FnNodeObject:   func(n int32) bool { _, ok := nodeObject(ni, n); return ok },
+		abi.FnNodeObject:   func(n int32) bool { _, ok := nodes.object(ni, n); return ok },
 		abi.FnNodeResource: func(n int32) bool { _, ok := nodeResource(ni, n, "cpu"); return ok },
-		abi.FnClusterNode:  func(n int32) bool { _, _, ok := clusterNodeField(ni, n); return ok },
+		abi.FnClusterNode:  func(n int32) bool { _, _, ok := clusterNodeField(nodes, ni, n); return ok },
 		abi.FnExistingTerms: func(n int32) bool {
 			_, ok := (&ClusterView{Nodes: []fwk.NodeInfo{ni}}).existingTerms(n, pod.Pod)
 			return ok

@@ -99,12 +99,6 @@ var gateFuncs = map[string]api.GoModuleFunc{
 	},
 }
 
-func init() {
-	for name, fn := range gateFuncs {
-		hostFuncs[name] = fn
-	}
-}
-
 // patchFunc implements patch_label (label) and patch_annotation.
 func patchFunc(label bool) api.GoModuleFunc {
 	return func(ctx context.Context, m api.Module, s []uint64) {

@@ -404,9 +404,9 @@ func TestParallelFilterCallsDoNotSerialize(t *testing.T) {
 
 // withRunningTokens lets n guest calls run at once for the test.
 func withRunningTokens(t *testing.T, n int) {
-	prev := cap(*running.Load())
-	setRunningTokens(n)
-	t.Cleanup(func() { setRunningTokens(prev) })
+	prev := cap(*theProcess.running.Load())
+	theProcess.setRunningTokens(n)
+	t.Cleanup(func() { theProcess.setRunningTokens(prev) })
 }
 
 // By default no more guest calls run at once than the process has Ps: 16

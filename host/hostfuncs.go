@@ -25,11 +25,32 @@ func current(ctx context.Context) *instance {
 	return ctx.Value(instKey{}).(*instance)
 }
 
-// hostFuncs implements abi.HostFunctions, which gives their signatures.
+// hostFuncs implements abi.HostFunctions, which gives their signatures:
+// the functions here, the node table's (table.go) and the gates' and
+// patches' (gates.go), put together once; nothing adds to it later.
 // Every host function validates its pointers and lengths against guest
 // memory and answers abi.BadArgs instead of trapping; none of them can make
 // the host read or write outside the calling instance's memory.
-var hostFuncs = map[string]api.GoModuleFunc{
+var hostFuncs = mergeFuncs(coreFuncs, tableFuncs, gateFuncs)
+
+// mergeFuncs puts tables of host functions together; a name in two of
+// them is a bug, caught at start.
+func mergeFuncs(tables ...map[string]api.GoModuleFunc) map[string]api.GoModuleFunc {
+	out := map[string]api.GoModuleFunc{}
+	for _, t := range tables {
+		for name, fn := range t {
+			if _, dup := out[name]; dup {
+				panic("host function " + name + " is implemented twice")
+			}
+			out[name] = fn
+		}
+	}
+	return out
+}
+
+// coreFuncs are the host functions of the pod, the node, the cluster and
+// the call's status, state and log.
+var coreFuncs = map[string]api.GoModuleFunc{
 	abi.FnSetStatus: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		code := int32(s[0])
@@ -187,7 +208,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotDeclared
 			return
 		}
-		b, ok := nodeObject(in.node, int32(s[0]))
+		b, ok := in.eng().nodes.object(in.node, int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -255,7 +276,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotDeclared
 			return
 		}
-		b, ok := nodeList(in.node, kind)
+		b, ok := in.eng().nodes.list(in.node, kind)
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -383,7 +404,7 @@ var hostFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotDeclared
 			return
 		}
-		b, str, ok := c.clusterNode(int32(s[0]), int32(s[1]))
+		b, str, ok := c.clusterNode(in.eng().nodes, int32(s[0]), int32(s[1]))
 		switch {
 		case !ok:
 			s[0] = retBadArgs

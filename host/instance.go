@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,40 +174,6 @@ const (
 	// NumCallKinds sizes arrays indexed by CallKind.
 	NumCallKinds = abi.NumPoints
 )
-
-// running holds a token for each guest call executing, at most one per P
-// (GOMAXPROCS when the process started). The scheduler calls a policy from
-// up to 16 goroutines at once; on 2 cores, 16 spinning guests time-share
-// the Ps in 10 ms slices, so a guest whose deadline passed waited its turn
-// to notice, and calls ended 17-65 ms late (docs/security.md). With no
-// more guests running than Ps, it notices at once. Waiting for a token is
-// not charged to the call: its deadline starts when it runs.
-var running atomic.Pointer[chan struct{}]
-
-func init() { setRunningTokens(max(1, runtime.GOMAXPROCS(0))) }
-
-// gateToken is one more running token, for PreEnqueue calls only, taken
-// when every token of running is held. kube-scheduler calls PreEnqueue
-// with its scheduling queue locked, one pod at a time: had it waited for
-// a token behind the scheduling cycles' Filter calls, every pod added or
-// requeued meanwhile would have waited on the lock too. On a loaded
-// machine, with looping pods holding tokens for their whole timeout,
-// gates that found no token within their 10 ms let 3,119 pods wait and
-// requeue in one run of 500 pods, which took 33 s instead of 3.2 s
-// (docs/security.md, "A gate has a CPU of its own"). The guest it runs
-// shares a P with one other guest at most, on the goroutine already
-// running there.
-var gateToken = make(chan struct{}, 1)
-
-// maxRunning is how many guest calls may run at once: one per token.
-func maxRunning() int { return cap(*running.Load()) + cap(gateToken) }
-
-// setRunningTokens sets how many guest calls may run at once (tests change
-// it between calls; a call releases the token it took).
-func setRunningTokens(n int) {
-	ch := make(chan struct{}, n)
-	running.Store(&ch)
-}
 
 // instantiateCtx carries the linear-memory allocator (see mmapMemory).
 var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newMemoryAllocator())
@@ -651,7 +616,7 @@ func (in *instance) expired(err error) *CallError {
 }
 
 func (in *instance) close() {
-	releases.Add(1)
+	in.eng().proc.releases.Add(1)
 	if in.timer != nil {
 		in.timer.Stop()
 	}
@@ -723,6 +688,9 @@ func (in *instance) nanosleep(ns int64) {
 	in.checkDeadline()
 }
 
+// eng is the engine the instance's policy belongs to.
+func (in *instance) eng() *Engine { return in.v.p.e }
+
 // nodeModel is the current node's model with part converted. A part that
 // costs only copies (kubemodel.Cheap: the name and scalars, the label and
 // annotation maps) is converted into the instance's own model on each
@@ -735,7 +703,7 @@ func (in *instance) nodeModel(part kubemodel.NodePart) *model.Node {
 		return &in.nodeScratch
 	}
 	if in.nodeEnt == nil || in.nodeEntFor != in.node || in.nodeEnt.gen != in.node.GetGeneration() {
-		in.nodeEnt, in.nodeEntFor = nodes.entry(in.node), in.node
+		in.nodeEnt, in.nodeEntFor = in.eng().nodes.entry(in.node), in.node
 	}
 	return in.nodeEnt.model(in.node, part)
 }

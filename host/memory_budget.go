@@ -14,29 +14,6 @@ import (
 	"time"
 )
 
-// Measuring what a module holds is process-wide, since the Go heap is.
-var (
-	// measureMu is held exclusively while a module compiles and while the
-	// first instance of a module is made, so that the code and heap they
-	// add are measured without another load's allocations mixed in. Other
-	// loads hold it shared while they allocate. Compilations are therefore
-	// one at a time, each with a worker per CPU.
-	measureMu sync.RWMutex
-	// sources are the module sources held by loads in progress
-	// (Policy.Load), counted once per buffer however many loads hold it:
-	// loads waiting for their turn while a module is measured hold them,
-	// and they are not the module's.
-	sources struct {
-		sync.Mutex
-		held  map[*byte]int // loads holding each buffer
-		bytes int64
-	}
-	// releases counts instances closed and modules freed. A measurement
-	// during which one was released saw the heap shrink for another reason
-	// than the module: it is used, but not kept for the next start.
-	releases atomic.Int64
-)
-
 // memoryBudget charges what policies hold in memory against one limit: the
 // compiled code and host heap of every loaded module, and the host heap and
 // linear memory of every live instance. All of it is measured (codeBytes,
@@ -52,6 +29,8 @@ var (
 // IdleInstanceTimeout are closed.
 type memoryBudget struct {
 	limit int64
+	// proc says how many guest calls may run at once (roomLocked).
+	proc *Process
 	// modules and instances are what is charged now.
 	modules, instances atomic.Int64
 	// evictions counts idle instances closed to make room; over counts
@@ -63,8 +42,8 @@ type memoryBudget struct {
 	versions map[*Version]struct{} // versions that may hold instances
 }
 
-func newMemoryBudget(limit int64) *memoryBudget {
-	return &memoryBudget{limit: limit, versions: map[*Version]struct{}{}}
+func newMemoryBudget(limit int64, proc *Process) *memoryBudget {
+	return &memoryBudget{limit: limit, proc: proc, versions: map[*Version]struct{}{}}
 }
 
 // MemoryUse is the memory budget and what is charged to it.
@@ -98,7 +77,7 @@ func (b *memoryBudget) roomLocked(extra int64) int64 {
 	for v := range b.versions {
 		largest = max(largest, v.instCost)
 	}
-	return int64(maxRunning()) * largest
+	return int64(b.proc.maxRunning()) * largest
 }
 
 // admit checks that a new version fits: every loaded module (v's module is
@@ -182,34 +161,34 @@ func liveHeap() int64 {
 // hold: a measurement is the change of heapNow across the compilation or
 // instantiation, so a source read by another policy meanwhile (megabytes
 // for a Go guest) is not charged to the module measured.
-func heapNow() int64 {
+func (pr *Process) heapNow() int64 {
 	h := liveHeap()
-	sources.Lock()
-	defer sources.Unlock()
-	return h - sources.bytes
+	pr.sources.Lock()
+	defer pr.sources.Unlock()
+	return h - pr.sources.bytes
 }
 
 // holdSource counts b as held by a load until the returned func is called.
-func holdSource(b []byte) (release func()) {
+func (pr *Process) holdSource(b []byte) (release func()) {
 	if len(b) == 0 {
 		return func() {}
 	}
 	k := &b[0]
-	sources.Lock()
-	if sources.held == nil {
-		sources.held = map[*byte]int{}
+	pr.sources.Lock()
+	if pr.sources.held == nil {
+		pr.sources.held = map[*byte]int{}
 	}
-	if sources.held[k]++; sources.held[k] == 1 {
-		sources.bytes += int64(cap(b))
+	if pr.sources.held[k]++; pr.sources.held[k] == 1 {
+		pr.sources.bytes += int64(cap(b))
 	}
-	sources.Unlock()
+	pr.sources.Unlock()
 	return func() {
-		sources.Lock()
-		if sources.held[k]--; sources.held[k] == 0 {
-			delete(sources.held, k)
-			sources.bytes -= int64(cap(b))
+		pr.sources.Lock()
+		if pr.sources.held[k]--; pr.sources.held[k] == 0 {
+			delete(pr.sources.held, k)
+			pr.sources.bytes -= int64(cap(b))
 		}
-		sources.Unlock()
+		pr.sources.Unlock()
 	}
 }
 
@@ -219,7 +198,7 @@ func holdSource(b []byte) (release func()) {
 // frees a closed module's code and data in finalizers) and the heap it
 // measures shrinks by what they free: a Go module's heap measured 0 bytes
 // under -race in a process full of closed engines.
-func heapBaseline() int64 {
+func (pr *Process) heapBaseline() int64 {
 	for range 2 {
 		done := make(chan struct{})
 		runtime.SetFinalizer(new([32]byte), func(*[32]byte) { close(done) })
@@ -229,7 +208,7 @@ func heapBaseline() int64 {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return heapNow()
+	return pr.heapNow()
 }
 
 // mappings are address ranges [lo, hi), sorted.

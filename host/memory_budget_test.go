@@ -126,7 +126,7 @@ func TestMemoryBudgetRefusesWhatCannotFit(t *testing.T) {
 	before := e.MemoryBudget()
 	// Room for what is loaded and one more MiB: less than a Go module's
 	// machine code alone (7 MiB or more).
-	e.budget.limit = before.Modules + int64(maxRunning())*small.instCost + 1<<20
+	e.budget.limit = before.Modules + int64(theProcess.maxRunning())*small.instCost + 1<<20
 
 	big := newPolicy(t, e, PolicySpec{Name: "big"})
 	_, err := big.Load(context.Background(), testguests.PolicyBytes(t, testguests.Go, "spread"), "")
@@ -216,11 +216,11 @@ func TestFullBudgetClosesLeastRecentlyUsedInstance(t *testing.T) {
 // instances than guest calls can run at once. The guest spends about a
 // millisecond per call, so that the callers overlap.
 func TestInstancesStayWithinRunningCalls(t *testing.T) {
-	defer setRunningTokens(cap(*running.Load()))
+	defer theProcess.setRunningTokens(cap(*theProcess.running.Load()))
 	// One token for two or more Ps: goroutines run while one guest call
 	// holds the token, which is when one that took an instance first
 	// would hold a second instance waiting.
-	setRunningTokens(1)
+	theProcess.setRunningTokens(1)
 	v := load(t, newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 16}), testguests.PolicyBytes(t, testguests.TinyGo, "testdata/adversary"))
 	pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: "default", UID: "uid-slow", Labels: map[string]string{"attack": "slow"}}})
 	var wg sync.WaitGroup

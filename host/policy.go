@@ -223,19 +223,19 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // initialize. Only then is it swapped in. Loading the bytes that already
 // serve is a no-op that returns the current version.
 func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Version, error) {
-	defer holdSource(src)()
+	defer p.e.proc.holdSource(src)()
 	p.loadMu.Lock()
 	defer p.loadMu.Unlock()
 	// Decoding allocates (a gunzipped copy, the bounds check): not while
 	// a module is measured (measureMu).
-	measureMu.RLock()
+	p.e.proc.measureMu.RLock()
 	wasm, digest, err := DecodeModule(src)
-	measureMu.RUnlock()
+	p.e.proc.measureMu.RUnlock()
 	if err != nil {
 		return nil, &LoadError{p.name, "Decode", err}
 	}
 	if len(wasm) != len(src) { // gunzipped into a buffer of its own
-		defer holdSource(wasm)()
+		defer p.e.proc.holdSource(wasm)()
 	}
 	if want := strings.ToLower(strings.TrimPrefix(wantSHA256, "sha256:")); want != "" && want != digest {
 		return nil, &LoadError{p.name, "SHA256Mismatch", fmt.Errorf("module sha256 is %s but the policy pins %s; update the policy's sha256 or upload the pinned module", digest, want)}
@@ -244,9 +244,9 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return cur, nil
 	}
 	start := time.Now()
-	measureMu.RLock()
+	p.e.proc.measureMu.RLock()
 	size, err := measure(wasm)
-	measureMu.RUnlock()
+	p.e.proc.measureMu.RUnlock()
 	if err != nil {
 		return nil, &LoadError{p.name, "Compile", fmt.Errorf("malformed module: %w (upload the complete .wasm built for wasip1)", err)}
 	}
@@ -288,7 +288,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	if modules, room, ok := p.e.budget.admit(v); !ok {
 		b := p.e.budget
 		return fail(in, "MemoryBudget", fmt.Errorf("the policies' memory budget of %s cannot hold this module: loaded modules hold %s (this one %s: compiled code %s, host heap %s, shared by %d policies) and %s must stay free to run %d guest calls at once (one instance of this module is %s); raise memoryBudget in the WasmPolicy args or remove policies",
-			mib(b.limit), mib(modules), mib(sm.cost()), mib(sm.code), mib(sm.heap), p.e.sharers(sm), mib(room), maxRunning(), mib(v.instCost)))
+			mib(b.limit), mib(modules), mib(sm.cost()), mib(sm.code), mib(sm.heap), p.e.sharers(sm), mib(room), p.e.proc.maxRunning(), mib(v.instCost)))
 	}
 	p.replaceMu.Lock()
 	p.versions[v] = struct{}{}
@@ -494,25 +494,25 @@ const maxInstanceMeasures = 3
 func (v *Version) firstInstance(ctx context.Context) (*instance, error) {
 	e := v.p.e
 	if v.sm.instHeap.Load() >= 0 {
-		measureMu.RLock()
-		defer measureMu.RUnlock()
+		e.proc.measureMu.RLock()
+		defer e.proc.measureMu.RUnlock()
 		return v.newInstance(ctx)
 	}
-	measureMu.Lock()
-	defer measureMu.Unlock()
+	e.proc.measureMu.Lock()
+	defer e.proc.measureMu.Unlock()
 	if v.sm.instHeap.Load() >= 0 {
 		return v.newInstance(ctx)
 	}
-	h0, released := heapBaseline(), releases.Load()
+	h0, released := e.proc.heapBaseline(), e.proc.releases.Load()
 	in, err := v.newInstance(ctx)
 	if err == nil {
 		// An instance always holds some heap: a delta of 0 or less means
 		// memory freed elsewhere meanwhile (a load ending, under -race
 		// with loads finishing together) hid it. The next new instance
 		// measures again, up to maxInstanceMeasures times.
-		if d := heapNow() - h0; d > 0 || v.sm.instTries+1 >= maxInstanceMeasures {
+		if d := e.proc.heapNow() - h0; d > 0 || v.sm.instTries+1 >= maxInstanceMeasures {
 			v.sm.instHeap.Store(max(0, d))
-			if d > 0 && v.sm.clean && releases.Load() == released {
+			if d > 0 && v.sm.clean && e.proc.releases.Load() == released {
 				e.storeMeasurement(v.sm)
 			}
 		} else {
@@ -746,7 +746,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	var t *table
 	if in.table != nil && len(nodes) <= in.table.rows && v.abiVersion >= 2 && in.fillTable(in.table, nodes) {
 		t = in.table
-		in.callTable, in.tableCur, in.tableEpoch = t, -1, interned.current()
+		in.callTable, in.tableCur, in.tableEpoch = t, -1, in.eng().strs.current()
 		v.tableBatches.Add(1)
 	}
 	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)), deadline)
@@ -820,13 +820,13 @@ func (v *Version) begin(ctx context.Context, kind CallKind, pc *PolicyCycle) (*i
 	// The running token comes first: an instance is only held by a call
 	// that runs, so at most one instance per P is in use at any time, and
 	// a policy never needs more instances than that (memoryBudget).
-	tokens := *running.Load()
+	tokens := *v.p.e.proc.running.Load()
 	select {
 	case tokens <- struct{}{}:
 	default:
 		var gate chan struct{} // nil: never ready
 		if kind == CallPreEnqueue {
-			gate = gateToken
+			gate = v.p.e.proc.gate
 		}
 		select {
 		case tokens <- struct{}{}:

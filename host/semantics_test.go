@@ -273,14 +273,15 @@ func TestWholeObjectsEncodeOnce(t *testing.T) {
 	}
 
 	ni := nodeInfo("objects-node", map[string]string{"a": "b"}, false)
-	n1, _ := nodeObject(ni, abi.ObjectJSON)
-	if n2, _ := nodeObject(ni, abi.ObjectJSON); &n2[0] != &n1[0] {
+	nodes := newNodeCache()
+	n1, _ := nodes.object(ni, abi.ObjectJSON)
+	if n2, _ := nodes.object(ni, abi.ObjectJSON); &n2[0] != &n1[0] {
 		t.Error("node encoded twice in one generation")
 	}
 	changed := ni.Node().DeepCopy()
 	changed.Labels["a"] = "c"
 	ni.SetNode(changed) // a new generation
-	n3, _ := nodeObject(ni, abi.ObjectJSON)
+	n3, _ := nodes.object(ni, abi.ObjectJSON)
 	var node v1.Node
 	if err := json.Unmarshal(n3, &node); err != nil || node.Kind != "Node" || node.Labels["a"] != "c" {
 		t.Fatalf("node JSON after a change: %s (%v)", n3, err)

@@ -19,8 +19,8 @@ import (
 // it reads in batches, and before each batch call the host writes them,
 // one row per node, into the guest's memory. A row is built once per
 // NodeInfo generation and layout and then copied, so a node that did not
-// change costs a map lookup and a copy; strings travel as ids of one
-// process-wide interner, so comparing a node's label with the pod's is an
+// change costs a map lookup and a copy; strings travel as ids of the
+// engine's interner, so comparing a node's label with the pod's is an
 // integer compare for a guest that wants it.
 
 // tableLayout is a parsed node_table declaration. Instances declaring the
@@ -36,10 +36,11 @@ type tableCol struct {
 	arg  string
 }
 
-var layouts = struct {
+// layoutSet is an engine's parsed layouts by their column list.
+type layoutSet struct {
 	sync.Mutex
 	m map[string]*tableLayout
-}{m: map[string]*tableLayout{}}
+}
 
 // maxLayouts bounds the layouts kept; past it the map starts over (cached
 // rows of a dropped layout are rebuilt when it is declared again).
@@ -47,7 +48,7 @@ const maxLayouts = 1024
 
 // parseLayout reads node_table's column list: nil for a malformed list, an
 // unknown column or too many columns.
-func parseLayout(b []byte) *tableLayout {
+func (layouts *layoutSet) parse(b []byte) *tableLayout {
 	r := abi.NewListReader(b)
 	if r.Len() < 1 || r.Len() > abi.MaxColumns {
 		return nil
@@ -85,7 +86,7 @@ func parseLayout(b []byte) *tableLayout {
 	return l
 }
 
-// interner gives strings process-wide ids (≥ 1) within an epoch. When it
+// interner gives strings an engine's ids (≥ 1) within an epoch. When it
 // holds maxInterned strings it starts a new epoch; the previous epoch
 // still answers intern_string, so a guest reading a table filled just
 // before the change gets the right strings.
@@ -107,7 +108,7 @@ const (
 	maxInternedBytes = 64 << 20
 )
 
-var interned = &interner{epoch: 1, ids: map[string]uint32{}}
+func newInterner() *interner { return &interner{epoch: 1, ids: map[string]uint32{}} }
 
 // id returns s's id in the current epoch, adding it if new.
 func (t *interner) id(s string) (epoch, id uint32) {
@@ -169,8 +170,8 @@ type cachedRow struct {
 // row returns ni's row for layout in epoch: from the node's cache entry
 // when the NodeInfo generation and the epoch are unchanged (no lock: the
 // entry's rows are replaced, never changed), else built and cached.
-func (l *tableLayout) row(ni fwk.NodeInfo, epoch uint32) ([]byte, uint32) {
-	e := nodes.entry(ni)
+func (l *tableLayout) row(eng *Engine, ni fwk.NodeInfo, epoch uint32) ([]byte, uint32) {
+	e := eng.nodes.entry(ni)
 	rows := e.rows.Load()
 	if rows != nil {
 		for _, r := range *rows {
@@ -179,7 +180,7 @@ func (l *tableLayout) row(ni fwk.NodeInfo, epoch uint32) ([]byte, uint32) {
 			}
 		}
 	}
-	b, built := l.build(ni)
+	b, built := l.build(eng, ni)
 	e.rowsMu.Lock()
 	var next []cachedRow
 	if old := e.rows.Load(); old != nil {
@@ -200,17 +201,17 @@ func (l *tableLayout) row(ni fwk.NodeInfo, epoch uint32) ([]byte, uint32) {
 
 // build encodes ni's columns (the row without its verdict header) from
 // the node's model.
-func (l *tableLayout) build(ni fwk.NodeInfo) ([]byte, uint32) {
+func (l *tableLayout) build(eng *Engine, ni fwk.NodeInfo) ([]byte, uint32) {
 	b := make([]byte, len(l.cols)*abi.ColumnSize)
-	e := nodes.entry(ni)
-	epoch := interned.current()
+	e := eng.nodes.entry(ni)
+	epoch := eng.strs.current()
 	for i, c := range l.cols {
 		s, isString, ok, v := model.TableColumn(e.model(ni, kubemodel.ColumnPart(c.kind)), c.kind, c.arg)
 		if isString {
 			v = 0
 			if ok {
 				var id uint32
-				epoch, id = interned.id(s)
+				epoch, id = eng.strs.id(s)
 				v = uint64(id)
 			}
 		}
@@ -230,7 +231,7 @@ type table struct {
 // table, for a batch call. It returns false, writing nothing the guest
 // could mistake for rows, when the table does not fit in memory.
 func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
-	mem := in.mod.Memory()
+	eng, mem := in.eng(), in.mod.Memory()
 	size := uint32(abi.TableHeader + t.rows*t.layout.rowSize)
 	buf, ok := mem.Read(t.ptr, size)
 	if !ok {
@@ -241,10 +242,10 @@ func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
 	// hold more distinct strings than the interner keeps would do that
 	// forever, so after three tries the batch runs without its table.
 	for try := 0; try < 3; try++ {
-		epoch := interned.current()
+		epoch := eng.strs.current()
 		for i, ni := range nodes {
 			row := buf[abi.TableHeader+i*t.layout.rowSize:]
-			cols, e := t.layout.row(ni, epoch)
+			cols, e := t.layout.row(eng, ni, epoch)
 			if e != epoch {
 				epoch = 0 // the interner moved on while filling: fill again
 			}
@@ -252,7 +253,7 @@ func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
 			binary.LittleEndian.PutUint64(row[abi.RowScore:], 0)
 			copy(row[abi.RowHeader:t.layout.rowSize], cols)
 		}
-		if epoch != 0 && epoch == interned.current() {
+		if epoch != 0 && epoch == eng.strs.current() {
 			binary.LittleEndian.PutUint32(buf[abi.HeaderEpoch:], epoch)
 			binary.LittleEndian.PutUint32(buf[abi.HeaderCurrent:], uint32(0xffffffff))
 			binary.LittleEndian.PutUint32(buf[abi.HeaderRows:], uint32(len(nodes)))
@@ -325,8 +326,8 @@ func (in *instance) tableProgress() {
 }
 
 // Host functions of the node table.
-func init() {
-	hostFuncs[abi.FnNodeTable] = func(ctx context.Context, m api.Module, s []uint64) {
+var tableFuncs = map[string]api.GoModuleFunc{
+	abi.FnNodeTable: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		colsPtr, colsLen, ptr, rows := uint32(s[0]), uint32(s[1]), uint32(s[2]), int32(s[3])
 		if colsLen == 0 {
@@ -339,7 +340,7 @@ func init() {
 			s[0] = retBadArgs
 			return
 		}
-		l := parseLayout(cols)
+		l := in.eng().layouts.parse(cols)
 		if l == nil {
 			s[0] = retBadArgs
 			return
@@ -350,8 +351,8 @@ func init() {
 		}
 		in.table = &table{layout: l, ptr: ptr, rows: int(rows)}
 		s[0] = uint64(uint32(l.rowSize))
-	}
-	hostFuncs[abi.FnReasonRegister] = func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnReasonRegister: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		b, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
 		if !ok {
@@ -373,16 +374,17 @@ func init() {
 		id := int32(len(in.reasons))
 		in.reasonIDs[string(b)] = id
 		s[0] = uint64(uint32(id))
-	}
-	hostFuncs[abi.FnInternString] = func(ctx context.Context, m api.Module, s []uint64) {
-		str, ok := interned.str(uint32(s[0]), uint32(s[1]))
+	},
+	abi.FnInternString: func(ctx context.Context, m api.Module, s []uint64) {
+		in := current(ctx)
+		str, ok := in.eng().strs.str(uint32(s[0]), uint32(s[1]))
 		if !ok {
 			s[0] = retNotFound
 			return
 		}
 		s[0] = writeOutString(m, s[2], s[3], str)
-	}
-	hostFuncs[abi.FnPodLabelID] = func(ctx context.Context, m api.Module, s []uint64) {
+	},
+	abi.FnPodLabelID: func(ctx context.Context, m api.Module, s []uint64) {
 		in := current(ctx)
 		if in.pod == nil {
 			s[0] = retNotAvailable
@@ -398,11 +400,11 @@ func init() {
 			s[0] = 0
 			return
 		}
-		epoch, id := interned.id(v)
+		epoch, id := in.eng().strs.id(v)
 		if in.callTable != nil && epoch != in.tableEpoch {
 			s[0] = retNotFound // the interner moved on since the table was filled: compare strings
 			return
 		}
 		s[0] = uint64(id)
-	}
+	},
 }
