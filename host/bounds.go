@@ -1,6 +1,10 @@
 package host
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/wasmsched/wasmsched/host/internal/wasmbin"
+)
 
 // maxLocalsPerFunction bounds the locals one function body may declare.
 // Go and TinyGo guests declare a few hundred at most; wazero itself allows
@@ -139,13 +143,12 @@ type codeSize struct {
 // measure is checkBounds that also adds up the module's code.
 func measure(wasm []byte) (codeSize, error) {
 	var size codeSize
-	r := &reader{b: wasm, end: len(wasm), pos: 8, size: &size}
-	for r.pos < r.end {
+	r := &reader{Reader: wasmbin.Reader{B: wasm, Pos: 8, End: len(wasm)}, size: &size}
+	for r.Pos < r.End {
 		id, s, err := r.sized("section")
 		if err != nil {
 			return size, err
 		}
-		s.size = &size
 		if err := s.section(id); err != nil {
 			return size, fmt.Errorf("section %d: %w", id, err)
 		}
@@ -153,256 +156,111 @@ func measure(wasm []byte) (codeSize, error) {
 	return size, nil
 }
 
-// sized reads an id byte and a byte size, checks that the size fits, and
-// returns a reader of those bytes; r moves past them.
-func (r *reader) sized(what string) (byte, *reader, error) {
-	id, err := r.byte()
-	if err != nil {
-		return 0, nil, err
-	}
-	size, err := r.u32()
-	if err != nil {
-		return 0, nil, err
-	}
-	if int(size) > r.end-r.pos {
-		return 0, nil, r.errorf("%s %d declares %d bytes, %d are left", what, id, size, r.end-r.pos)
-	}
-	s := &reader{b: r.b, pos: r.pos, end: r.pos + int(size)}
-	r.pos = s.end
-	return id, s, nil
-}
-
-// reader reads b[pos:end]; size, when set, accumulates the code it reads.
+// reader reads a module for checkBounds and measure; size, when set,
+// accumulates the code it reads.
 type reader struct {
-	b        []byte
-	pos, end int
-	size     *codeSize
+	wasmbin.Reader
+	size *codeSize
 }
 
-func (r *reader) errorf(format string, args ...any) error {
-	return fmt.Errorf("at byte %d: "+format, append([]any{r.pos}, args...)...)
-}
-
-func (r *reader) byte() (byte, error) {
-	if r.pos >= r.end {
-		return 0, r.errorf("unexpected end")
-	}
-	r.pos++
-	return r.b[r.pos-1], nil
-}
-
-// leb skips one LEB128 number of at most maxBytes bytes and returns its low 32 bits.
-func (r *reader) leb(maxBytes int) (uint32, error) {
-	var v uint64
-	for i := 0; i < maxBytes; i++ {
-		c, err := r.byte()
-		if err != nil {
-			return 0, err
-		}
-		if i < 5 {
-			v |= uint64(c&0x7f) << (7 * i)
-		}
-		if c&0x80 == 0 {
-			return uint32(v), nil
-		}
-	}
-	return 0, r.errorf("LEB128 number longer than %d bytes", maxBytes)
-}
-
-func (r *reader) u32() (uint32, error) { return r.leb(5) }
-
-// count reads a vector length and checks that that many elements of at
-// least minSize bytes each can follow.
-func (r *reader) count(what string, minSize int) (uint32, error) {
-	n, err := r.u32()
+// sized is wasmbin.Reader.Sized keeping size.
+func (r *reader) sized(what string) (byte, *reader, error) {
+	id, s, err := r.Sized(what)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	if uint64(n)*uint64(minSize) > uint64(r.end-r.pos) {
-		return 0, r.errorf("%s declares %d entries, only %d bytes are left", what, n, r.end-r.pos)
-	}
-	return n, nil
-}
-
-// bytesVec skips a length-prefixed byte string (a name or data).
-func (r *reader) bytesVec(what string) error {
-	n, err := r.count(what, 1)
-	if err != nil {
-		return err
-	}
-	r.pos += int(n)
-	return nil
-}
-
-// valType skips a value type: one byte, or a reference type with a heap
-// type (typed function references; wazero decodes these whatever its
-// enabled features).
-func (r *reader) valType() error {
-	t, err := r.byte()
-	if err == nil && (t == 0x63 || t == 0x64) {
-		_, err = r.leb(5)
-	}
-	return err
-}
-
-// valTypes skips a vector of value types.
-func (r *reader) valTypes(what string) error {
-	n, err := r.count(what, 1)
-	for i := uint32(0); err == nil && i < n; i++ {
-		err = r.valType()
-	}
-	return err
-}
-
-func (r *reader) limits() error {
-	flags, err := r.byte()
-	if err != nil {
-		return err
-	}
-	if _, err := r.leb(10); err != nil {
-		return err
-	}
-	if flags&1 != 0 {
-		_, err = r.leb(10)
-	}
-	return err
-}
-
-// constExpr skips a constant expression up to its end opcode.
-func (r *reader) constExpr() error {
-	for {
-		op, err := r.byte()
-		if err != nil {
-			return err
-		}
-		switch op {
-		case 0x0b: // end
-			return nil
-		case 0x41, 0x23, 0xd2: // i32.const, global.get, ref.func
-			_, err = r.leb(5)
-		case 0x42: // i64.const
-			_, err = r.leb(10)
-		case 0x43:
-			err = r.skip(4)
-		case 0x44:
-			err = r.skip(8)
-		case 0xd0: // ref.null t
-			_, err = r.leb(5)
-		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended const: add, sub, mul
-		case 0xfd: // v128.const
-			var sub uint32
-			if sub, err = r.u32(); err == nil && sub != 12 {
-				return r.errorf("unsupported vector opcode %d in a constant expression", sub)
-			}
-			if err == nil {
-				err = r.skip(16)
-			}
-		default:
-			return r.errorf("unsupported opcode 0x%x in a constant expression", op)
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-func (r *reader) skip(n int) error {
-	if n > r.end-r.pos {
-		return r.errorf("unexpected end")
-	}
-	r.pos += n
-	return nil
+	return id, &reader{Reader: *s, size: r.size}, nil
 }
 
 func (r *reader) section(id byte) error {
 	switch id {
 	case 0: // custom
-		n, err := r.count("custom section name", 1)
+		n, err := r.Count("custom section name", 1)
 		if err != nil {
 			return err
 		}
-		name := string(r.b[r.pos : r.pos+int(n)])
-		r.pos += int(n)
+		name := string(r.B[r.Pos : r.Pos+int(n)])
+		r.Pos += int(n)
 		if name == "name" {
 			return r.nameSection()
 		}
 		return nil
 	case 1: // type
-		n, err := r.count("type section", 3)
+		n, err := r.Count("type section", 3)
 		if r.size != nil {
 			r.size.types += uint64(n)
 		}
 		for i := uint32(0); err == nil && i < n; i++ {
-			if _, err = r.byte(); err == nil {
-				if err = r.valTypes("parameter types"); err == nil {
-					err = r.valTypes("result types")
+			if _, err = r.Byte(); err == nil {
+				if err = r.ValTypes("parameter types"); err == nil {
+					err = r.ValTypes("result types")
 				}
 			}
 		}
 		return err
 	case 2: // import
-		n, err := r.count("import section", 4)
+		n, err := r.Count("import section", 4)
 		if r.size != nil {
 			r.size.imports += uint64(n)
 		}
 		for i := uint32(0); err == nil && i < n; i++ {
-			if err = r.bytesVec("import module name"); err != nil {
+			if err = r.BytesVec("import module name"); err != nil {
 				break
 			}
-			if err = r.bytesVec("import name"); err != nil {
+			if err = r.BytesVec("import name"); err != nil {
 				break
 			}
 			var kind byte
-			if kind, err = r.byte(); err != nil {
+			if kind, err = r.Byte(); err != nil {
 				break
 			}
 			switch kind {
 			case 0: // func
-				_, err = r.u32()
+				_, err = r.U32()
 			case 1: // table
-				if err = r.valType(); err == nil {
-					err = r.limits()
+				if err = r.ValType(); err == nil {
+					err = r.Limits()
 				}
 			case 2: // memory
-				err = r.limits()
+				err = r.Limits()
 			case 3: // global
-				if err = r.valType(); err == nil {
-					err = r.skip(1)
+				if err = r.ValType(); err == nil {
+					err = r.Skip(1)
 				}
 			case 4: // tag
-				if _, err = r.byte(); err == nil {
-					_, err = r.u32()
+				if _, err = r.Byte(); err == nil {
+					_, err = r.U32()
 				}
 			default:
-				err = r.errorf("unknown import kind %d", kind)
+				err = r.Errorf("unknown import kind %d", kind)
 			}
 		}
 		return err
 	case 3, 4, 5, 13: // function, table, memory, tag: fixed-size entries
-		_, err := r.count("vector", 1)
+		_, err := r.Count("vector", 1)
 		return err
 	case 6: // global
-		n, err := r.count("global section", 3)
+		n, err := r.Count("global section", 3)
 		if r.size != nil {
 			r.size.globals += uint64(n)
 		}
 		for i := uint32(0); err == nil && i < n; i++ {
-			if err = r.valType(); err == nil {
-				if err = r.skip(1); err == nil {
-					err = r.constExpr()
+			if err = r.ValType(); err == nil {
+				if err = r.Skip(1); err == nil {
+					err = r.ConstExpr()
 				}
 			}
 		}
 		return err
 	case 7: // export
-		n, err := r.count("export section", 3)
+		n, err := r.Count("export section", 3)
 		if r.size != nil {
 			r.size.exports += uint64(n)
 		}
 		for i := uint32(0); err == nil && i < n; i++ {
-			if err = r.bytesVec("export name"); err == nil {
-				if err = r.skip(1); err == nil {
-					_, err = r.u32()
+			if err = r.BytesVec("export name"); err == nil {
+				if err = r.Skip(1); err == nil {
+					_, err = r.U32()
 				}
 			}
 		}
@@ -410,20 +268,20 @@ func (r *reader) section(id byte) error {
 	case 9: // element
 		return r.elements()
 	case 10: // code
-		n, err := r.count("code section", 2)
+		n, err := r.Count("code section", 2)
 		for i := uint32(0); err == nil && i < n; i++ {
 			var size uint32
-			if size, err = r.u32(); err != nil {
+			if size, err = r.U32(); err != nil {
 				break
 			}
-			if int(size) > r.end-r.pos {
-				return r.errorf("function body %d declares %d bytes, %d are left", i, size, r.end-r.pos)
+			if int(size) > r.Left() {
+				return r.Errorf("function body %d declares %d bytes, %d are left", i, size, r.Left())
 			}
-			body := &reader{b: r.b, pos: r.pos, end: r.pos + int(size), size: r.size}
+			body := &reader{Reader: wasmbin.Reader{B: r.B, Pos: r.Pos, End: r.Pos + int(size)}, size: r.size}
 			if err = body.locals(i); err != nil {
 				break
 			}
-			r.pos = body.end
+			r.Pos = body.End
 			if r.size != nil {
 				r.size.functions++
 				r.size.bodyBytes += uint64(size)
@@ -431,23 +289,23 @@ func (r *reader) section(id byte) error {
 		}
 		return err
 	case 11: // data
-		n, err := r.count("data section", 2)
+		n, err := r.Count("data section", 2)
 		if r.size != nil {
 			r.size.dataSegments += uint64(n)
 		}
 		for i := uint32(0); err == nil && i < n; i++ {
 			var flags uint32
-			if flags, err = r.u32(); err != nil {
+			if flags, err = r.U32(); err != nil {
 				break
 			}
 			if flags == 2 {
-				_, err = r.u32()
+				_, err = r.U32()
 			}
 			if err == nil && flags != 1 {
-				err = r.constExpr()
+				err = r.ConstExpr()
 			}
 			if err == nil {
-				err = r.bytesVec("data segment")
+				err = r.BytesVec("data segment")
 			}
 		}
 		return err
@@ -456,75 +314,75 @@ func (r *reader) section(id byte) error {
 }
 
 func (r *reader) locals(fn uint32) error {
-	groups, err := r.count("local declarations", 2)
+	groups, err := r.Count("local declarations", 2)
 	var total uint64
 	for j := uint32(0); err == nil && j < groups; j++ {
 		var n uint32
-		if n, err = r.u32(); err != nil {
+		if n, err = r.U32(); err != nil {
 			break
 		}
 		if total += uint64(n); total > maxLocalsPerFunction {
-			return r.errorf("function %d declares more than %d locals", fn, maxLocalsPerFunction)
+			return r.Errorf("function %d declares more than %d locals", fn, maxLocalsPerFunction)
 		}
 		if r.size != nil {
 			r.size.locals += uint64(n)
 		}
 		var t byte
-		if t, err = r.byte(); err == nil && (t == 0x63 || t == 0x64) {
-			_, err = r.leb(5) // reference type with a heap type
+		if t, err = r.Byte(); err == nil && (t == 0x63 || t == 0x64) {
+			_, err = r.SLEB(33) // reference type with a heap type
 		}
 	}
 	return err
 }
 
 func (r *reader) elements() error {
-	n, err := r.count("element section", 2)
+	n, err := r.Count("element section", 2)
 	if r.size != nil {
 		r.size.elemSegments += uint64(n)
 	}
 	for i := uint32(0); err == nil && i < n; i++ {
 		var flags uint32
-		if flags, err = r.u32(); err != nil {
+		if flags, err = r.U32(); err != nil {
 			return err
 		}
 		if flags > 7 {
-			return r.errorf("element segment %d has flags %d", i, flags)
+			return r.Errorf("element segment %d has flags %d", i, flags)
 		}
 		if flags == 2 || flags == 6 { // table index
-			if _, err = r.u32(); err != nil {
+			if _, err = r.U32(); err != nil {
 				return err
 			}
 		}
 		if flags&1 == 0 { // active: offset expression
-			if err = r.constExpr(); err != nil {
+			if err = r.ConstExpr(); err != nil {
 				return err
 			}
 		}
 		if flags&3 != 0 { // element kind or reference type
-			if err = r.valType(); err != nil {
+			if err = r.ValType(); err != nil {
 				return err
 			}
 		}
 		var m uint32
 		if flags&4 == 0 { // function indices
-			if m, err = r.count("element function indices", 1); err != nil {
+			if m, err = r.Count("element function indices", 1); err != nil {
 				return err
 			}
 			if r.size != nil {
 				r.size.elemEntries += uint64(m)
 			}
 			for k := uint32(0); k < m && err == nil; k++ {
-				_, err = r.u32()
+				_, err = r.U32()
 			}
 		} else { // expressions
-			if m, err = r.count("element expressions", 2); err != nil {
+			if m, err = r.Count("element expressions", 2); err != nil {
 				return err
 			}
 			if r.size != nil {
 				r.size.elemEntries += uint64(m)
 			}
 			for k := uint32(0); k < m && err == nil; k++ {
-				err = r.constExpr()
+				err = r.ConstExpr()
 			}
 		}
 	}
@@ -533,7 +391,7 @@ func (r *reader) elements() error {
 
 // nameSection checks the function and local name maps wazero decodes.
 func (r *reader) nameSection() error {
-	for r.pos < r.end {
+	for r.Pos < r.End {
 		id, sub, err := r.sized("name subsection")
 		if err != nil {
 			return err
@@ -543,9 +401,9 @@ func (r *reader) nameSection() error {
 			err = sub.nameMap("function names")
 		case 2:
 			var n uint32
-			n, err = sub.count("local names", 2)
+			n, err = sub.Count("local names", 2)
 			for i := uint32(0); err == nil && i < n; i++ {
-				if _, err = sub.u32(); err == nil {
+				if _, err = sub.U32(); err == nil {
 					err = sub.nameMap("local names of a function")
 				}
 			}
@@ -558,10 +416,10 @@ func (r *reader) nameSection() error {
 }
 
 func (r *reader) nameMap(what string) error {
-	n, err := r.count(what, 2)
+	n, err := r.Count(what, 2)
 	for i := uint32(0); err == nil && i < n; i++ {
-		if _, err = r.u32(); err == nil {
-			err = r.bytesVec("name")
+		if _, err = r.U32(); err == nil {
+			err = r.BytesVec("name")
 		}
 	}
 	return err

@@ -1,6 +1,10 @@
 package fuel
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/wasmsched/wasmsched/host/internal/wasmbin"
+)
 
 // Opcodes the rewriter acts on; every other opcode is copied with its
 // immediates unchanged.
@@ -92,7 +96,7 @@ const StraightLine = 1000
 // body), or, when end < 0, through the first end opcode at nesting depth 0
 // (a constant expression). Unchanged instructions are copied byte for byte,
 // non-canonical LEB128s included.
-func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
+func (x *exprRewriter) rewrite(r *wasmbin.Reader, out []byte, end int) ([]byte, error) {
 	depth, deepest := 0, 0
 	defer func() {
 		if end >= 0 {
@@ -102,36 +106,36 @@ func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
 	}()
 	// Unchanged instructions are copied in runs: copied is where the
 	// bytes not yet appended to out begin.
-	copied := r.pos
+	copied := r.Pos
 	// since counts the instructions since the last check: a function body
 	// gets one more every StraightLine instructions without a loop header.
 	since := 0
 	for {
-		if end >= 0 && r.pos >= end {
-			if r.pos > end {
+		if end >= 0 && r.Pos >= end {
+			if r.Pos > end {
 				return nil, fmt.Errorf("instruction runs past the end of its function body")
 			}
-			return append(out, r.b[copied:r.pos]...), nil
+			return append(out, r.B[copied:r.Pos]...), nil
 		}
-		start := r.pos
+		start := r.Pos
 		if since++; end >= 0 && since > StraightLine {
-			out = append(out, r.b[copied:start]...)
+			out = append(out, r.B[copied:start]...)
 			out = append(out, x.check...)
 			copied, since = start, 1
 		}
-		op, err := r.byte()
+		op, err := r.Byte()
 		if err != nil {
 			return nil, err
 		}
 		switch op {
 		case opCall, opReturnCall, opRefFunc:
-			f, err := r.u32()
+			f, err := r.U32()
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, r.b[copied:start]...)
-			out = appendU32(append(out, op), x.shift(f))
-			copied = r.pos
+			out = append(out, r.B[copied:start]...)
+			out = wasmbin.AppendU32(append(out, op), x.shift(f))
+			copied = r.Pos
 			continue
 		case opLoop:
 			if err := x.blockType(r); err != nil {
@@ -139,45 +143,45 @@ func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
 			}
 			depth++
 			deepest = max(deepest, depth)
-			out = append(out, r.b[copied:r.pos]...)
+			out = append(out, r.B[copied:r.Pos]...)
 			out = append(out, x.check...)
-			copied, since = r.pos, 0
+			copied, since = r.Pos, 0
 			continue
 		case opBlock, opIf:
 			depth++
 			deepest = max(deepest, depth)
 		case prefixMisc:
 			if x.charge != nil {
-				save := r.pos
-				sub, err := r.u32()
+				save := r.Pos
+				sub, err := r.U32()
 				if err != nil {
 					return nil, err
 				}
-				r.pos = save
+				r.Pos = save
 				x.usedTableGrow = x.usedTableGrow || sub == 15
 				if (sub == 10 || sub == 11) && x.fill != nil { // memory.copy, memory.fill
 					if err := x.skipImmediates(r, op); err != nil {
 						return nil, fmt.Errorf("opcode 0x%02x at offset %d: %w", op, start, err)
 					}
-					out = append(out, r.b[copied:start]...)
+					out = append(out, r.B[copied:start]...)
 					x.usedMemBulk = true
 					if sub == 10 {
 						out = append(out, x.copy...)
 					} else {
 						out = append(out, x.fill...)
 					}
-					copied = r.pos
+					copied = r.Pos
 					continue
 				}
 				if isBulk(sub) {
-					out = append(out, r.b[copied:start]...)
+					out = append(out, r.B[copied:start]...)
 					out = append(out, x.charge...)
 					copied = start
 				}
 			}
 		case opEnd:
 			if depth == 0 && end < 0 {
-				return append(out, r.b[copied:r.pos]...), nil
+				return append(out, r.B[copied:r.Pos]...), nil
 			}
 			depth--
 		}
@@ -191,7 +195,7 @@ func (x *exprRewriter) rewrite(r *reader, out []byte, end int) ([]byte, error) {
 // read. It knows every instruction of WebAssembly 2.0 and of the proposals
 // wazero implements (tail calls, threads, extended constants); it refuses
 // anything else rather than guess its length.
-func (x *exprRewriter) skipImmediates(r *reader, op byte) error {
+func (x *exprRewriter) skipImmediates(r *wasmbin.Reader, op byte) error {
 	switch {
 	case op == 0x00 || op == 0x01 || op == 0x05 || op == opEnd || op == 0x0f ||
 		op == 0x1a || op == 0x1b || (op >= 0x45 && op <= 0xc4) || op == 0xd1:
@@ -201,66 +205,66 @@ func (x *exprRewriter) skipImmediates(r *reader, op byte) error {
 	case op == opBlock || op == opLoop || op == opIf:
 		return x.blockType(r)
 	case op == 0x0c || op == 0x0d: // br, br_if
-		_, err := r.u32()
+		_, err := r.U32()
 		return err
 	case op == 0x0e: // br_table
-		n, err := r.vecLen(1)
+		n, err := r.VecLen(1)
 		if err != nil {
 			return err
 		}
 		x.brTableSquares += (uint64(n) + 1) * (uint64(n) + 1)
 		x.maxBrTable = max(x.maxBrTable, n+1)
 		for i := uint32(0); i <= n; i++ { // n labels and the default
-			if _, err := r.u32(); err != nil {
+			if _, err := r.U32(); err != nil {
 				return err
 			}
 		}
 		return nil
 	case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect: type, table
-		typ, err := r.u32()
+		typ, err := r.U32()
 		if err != nil {
 			return err
 		}
 		if typ >= x.types {
 			return fmt.Errorf("unknown type %d", typ)
 		}
-		_, err = r.u32()
+		_, err = r.U32()
 		return err
 	case op == 0x1c: // select t*
-		n, err := r.vecLen(1)
+		n, err := r.VecLen(1)
 		if err != nil {
 			return err
 		}
-		_, err = r.bytes(uint64(n))
+		_, err = r.Bytes(uint64(n))
 		return err
 	case op == opGlobalGet || op == opGlobalSet:
-		g, err := r.u32()
+		g, err := r.U32()
 		if err == nil && g >= x.globals {
 			err = fmt.Errorf("unknown global %d", g)
 		}
 		return err
 	case op >= 0x20 && op <= 0x26: // local.*, table.get/set
-		_, err := r.u32()
+		_, err := r.U32()
 		return err
 	case op >= 0x28 && op <= 0x3e: // loads and stores
 		return memarg(r)
 	case op == 0x3f || op == 0x40: // memory.size, memory.grow
-		_, err := r.u32()
+		_, err := r.U32()
 		return err
 	case op == opI32Const:
-		_, err := r.sleb(32)
+		_, err := r.SLEB(32)
 		return err
 	case op == 0x42:
-		_, err := r.sleb(64)
+		_, err := r.SLEB(64)
 		return err
 	case op == 0x43:
-		_, err := r.bytes(4)
+		_, err := r.Bytes(4)
 		return err
 	case op == 0x44:
-		_, err := r.bytes(8)
+		_, err := r.Bytes(8)
 		return err
 	case op == 0xd0: // ref.null t
-		_, err := r.byte()
+		_, err := r.Byte()
 		return err
 	case op == prefixMisc:
 		return skipMisc(r)
@@ -274,8 +278,8 @@ func (x *exprRewriter) skipImmediates(r *reader, op byte) error {
 
 // blockType reads a block type: empty, a value type (negative), or a type
 // index, which must exist.
-func (x *exprRewriter) blockType(r *reader) error {
-	bt, err := r.sleb(33)
+func (x *exprRewriter) blockType(r *wasmbin.Reader) error {
+	bt, err := r.SLEB(33)
 	if err == nil && bt >= 0 && uint64(bt) >= uint64(x.types) {
 		err = fmt.Errorf("unknown type %d", bt)
 	}
@@ -284,22 +288,22 @@ func (x *exprRewriter) blockType(r *reader) error {
 
 // memarg reads a memory argument: alignment (with the multi-memory bit, a
 // memory index) and offset.
-func memarg(r *reader) error {
-	align, err := r.u32()
+func memarg(r *wasmbin.Reader) error {
+	align, err := r.U32()
 	if err != nil {
 		return err
 	}
 	if align&0x40 != 0 {
-		if _, err := r.u32(); err != nil {
+		if _, err := r.U32(); err != nil {
 			return err
 		}
 	}
-	_, err = r.uleb(64)
+	_, err = r.ULEB(64)
 	return err
 }
 
-func skipMisc(r *reader) error {
-	sub, err := r.u32()
+func skipMisc(r *wasmbin.Reader) error {
+	sub, err := r.U32()
 	if err != nil {
 		return err
 	}
@@ -314,15 +318,15 @@ func skipMisc(r *reader) error {
 		return fmt.Errorf("unknown 0xfc sub-opcode %d", sub)
 	}
 	for ; n > 0; n-- {
-		if _, err := r.u32(); err != nil {
+		if _, err := r.U32(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func skipSIMD(r *reader) error {
-	sub, err := r.u32()
+func skipSIMD(r *wasmbin.Reader) error {
+	sub, err := r.U32()
 	if err != nil {
 		return err
 	}
@@ -330,16 +334,16 @@ func skipSIMD(r *reader) error {
 	case sub <= 11 || sub == 92 || sub == 93: // v128 loads and stores
 		return memarg(r)
 	case sub == 12 || sub == 13: // v128.const, i8x16.shuffle
-		_, err := r.bytes(16)
+		_, err := r.Bytes(16)
 		return err
 	case sub >= 21 && sub <= 34: // extract_lane, replace_lane
-		_, err := r.byte()
+		_, err := r.Byte()
 		return err
 	case sub >= 84 && sub <= 91: // load/store lane
 		if err := memarg(r); err != nil {
 			return err
 		}
-		_, err := r.byte()
+		_, err := r.Byte()
 		return err
 	case sub <= 0x113: // every other SIMD and relaxed SIMD instruction
 		return nil
@@ -347,14 +351,14 @@ func skipSIMD(r *reader) error {
 	return fmt.Errorf("unknown 0xfd sub-opcode %d", sub)
 }
 
-func skipAtomic(r *reader) error {
-	sub, err := r.u32()
+func skipAtomic(r *wasmbin.Reader) error {
+	sub, err := r.U32()
 	if err != nil {
 		return err
 	}
 	switch {
 	case sub == 3: // atomic.fence
-		_, err := r.byte()
+		_, err := r.Byte()
 		return err
 	case sub <= 2 || (sub >= 0x10 && sub <= 0x4e):
 		return memarg(r)

@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/wasmsched/wasmsched/host/internal/wasmbin"
 	"strings"
 )
 
@@ -179,49 +180,49 @@ func parse(wasm []byte) (*module, error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) || !bytes.Equal(wasm[4:8], []byte{1, 0, 0, 0}) {
 		return nil, errors.New("not a WebAssembly 1.0 binary module (magic or version)")
 	}
-	r := &reader{b: wasm, pos: 8}
+	r := &wasmbin.Reader{B: wasm, Pos: 8, End: len(wasm)}
 	m := &module{}
-	for r.left() > 0 {
-		id, err := r.byte()
+	for r.Left() > 0 {
+		id, err := r.Byte()
 		if err != nil {
 			return nil, err
 		}
-		size, err := r.u32()
+		size, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
-		content, err := r.bytes(uint64(size))
+		content, err := r.Bytes(uint64(size))
 		if err != nil {
 			return nil, fmt.Errorf("section %d: %w", id, err)
 		}
 		s := section{id: id, content: content}
-		sr := &reader{b: content}
+		sr := wasmbin.NewReader(content)
 		switch id {
 		case secCustom:
-			if s.name, err = sr.name(); err != nil {
+			if s.name, err = sr.Name(); err != nil {
 				return nil, fmt.Errorf("custom section name: %w", err)
 			}
-			s.content = content[sr.pos:]
+			s.content = content[sr.Pos:]
 		case secType:
 			err = m.readTypes(sr)
 		case secImport:
 			err = m.readImports(sr)
 		case secGlobal:
-			m.definedGlobals, err = sr.u32()
+			m.definedGlobals, err = sr.U32()
 		case secFunction:
-			m.definedFuncs, err = sr.u32()
+			m.definedFuncs, err = sr.U32()
 			m.hasFuncs = true
 		case secCode:
 			m.hasCode = true
 		case 5:
 			var n uint32
-			n, err = sr.u32()
+			n, err = sr.U32()
 			m.hasMemory = m.hasMemory || n > 0
 		case secTable, secExport, secStart, secElement, secData, secDataCnt:
 		default:
 			return nil, fmt.Errorf("unknown or unsupported section id %d", id)
 		}
-		if err == nil && (id == secType || id == secImport) && sr.left() != 0 {
+		if err == nil && (id == secType || id == secImport) && sr.Left() != 0 {
 			err = errors.New("section size mismatch") // the rewrite appends to these two
 		}
 		if err != nil {
@@ -232,33 +233,33 @@ func parse(wasm []byte) (*module, error) {
 	return m, nil
 }
 
-func (m *module) readTypes(r *reader) error {
-	n, err := r.vecLen(3)
+func (m *module) readTypes(r *wasmbin.Reader) error {
+	n, err := r.VecLen(3)
 	if err != nil {
 		return err
 	}
 	m.numTypes = n
 	for i := uint32(0); i < n; i++ {
-		form, err := r.byte()
+		form, err := r.Byte()
 		if err != nil {
 			return err
 		}
 		if form != 0x60 {
 			return fmt.Errorf("type %d: form 0x%x is not a function type", i, form)
 		}
-		np, err := r.vecLen(1)
+		np, err := r.VecLen(1)
 		if err != nil {
 			return err
 		}
-		params, err := r.bytes(uint64(np))
+		params, err := r.Bytes(uint64(np))
 		if err != nil {
 			return err
 		}
-		nr, err := r.vecLen(1)
+		nr, err := r.VecLen(1)
 		if err != nil {
 			return err
 		}
-		res, err := r.bytes(uint64(nr))
+		res, err := r.Bytes(uint64(nr))
 		if err != nil {
 			return err
 		}
@@ -275,23 +276,23 @@ func (m *module) readTypes(r *reader) error {
 	return nil
 }
 
-func (m *module) readImports(r *reader) error {
-	n, err := r.vecLen(4)
+func (m *module) readImports(r *wasmbin.Reader) error {
+	n, err := r.VecLen(4)
 	if err != nil {
 		return err
 	}
 	for i := uint32(0); i < n; i++ {
-		mod, err := r.name()
+		mod, err := r.Name()
 		if err != nil {
 			return err
 		}
 		if mod == ImportModule {
 			return ErrReserved
 		}
-		if _, err := r.name(); err != nil {
+		if _, err := r.Name(); err != nil {
 			return err
 		}
-		kind, err := r.byte()
+		kind, err := r.Byte()
 		if err != nil {
 			return err
 		}
@@ -299,19 +300,19 @@ func (m *module) readImports(r *reader) error {
 		case kindFunc:
 			m.importedFuncs++
 			var typ uint32
-			if typ, err = r.u32(); err == nil && typ >= m.numTypes {
+			if typ, err = r.U32(); err == nil && typ >= m.numTypes {
 				err = fmt.Errorf("import %d: unknown type %d", i, typ)
 			}
 		case kindTable:
-			if _, err = r.byte(); err == nil {
-				err = r.limits()
+			if _, err = r.Byte(); err == nil {
+				err = r.Limits()
 			}
 		case kindMem:
 			m.hasMemory = true
-			err = r.limits()
+			err = r.Limits()
 		case kindGlob:
 			m.importedGlobals++
-			_, err = r.bytes(2)
+			_, err = r.Bytes(2)
 		default:
 			err = fmt.Errorf("import %d: unknown or unsupported kind 0x%x", i, kind)
 		}
@@ -341,15 +342,15 @@ func (m *module) shift(f uint32) uint32 {
 // check returns the fuel check for a global index.
 func check(global, refuel uint32) []byte {
 	c := []byte{opGlobalGet}
-	c = appendU32(c, global)
+	c = wasmbin.AppendU32(c, global)
 	c = append(c, opI32Eqz, opIf, blockTypeEmpty, opCall)
-	c = appendU32(c, refuel)
+	c = wasmbin.AppendU32(c, refuel)
 	c = append(c, opGlobalSet)
-	c = appendU32(c, global)
+	c = wasmbin.AppendU32(c, global)
 	c = append(c, opEnd, opGlobalGet)
-	c = appendU32(c, global)
+	c = wasmbin.AppendU32(c, global)
 	c = append(c, opI32Const, 1, opI32Sub, opGlobalSet)
-	return appendU32(c, global)
+	return wasmbin.AppendU32(c, global)
 }
 
 func (m *module) rewrite() ([]byte, Shape, error) {
@@ -373,10 +374,10 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 		// $charge, $fill and $copy follow the module's functions (and
 		// the added import).
 		base := m.importedFuncs + 1 + m.definedFuncs
-		x.charge = appendU32([]byte{opCall}, base)
+		x.charge = wasmbin.AppendU32([]byte{opCall}, base)
 		if m.hasMemory {
-			x.fill = appendU32([]byte{opCall}, base+1)
-			x.copy = appendU32([]byte{opCall}, base+2)
+			x.fill = wasmbin.AppendU32([]byte{opCall}, base+1)
+			x.copy = wasmbin.AppendU32([]byte{opCall}, base+2)
 		}
 	}
 	// The code is rewritten first: $fill and $copy are added only when
@@ -415,7 +416,7 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 	emitMissing := func(before byte) {
 		for _, id := range []byte{secType, secImport, secGlobal} {
 			if id < before && need[id] {
-				out = appendSection(out, id, m.newSection(id, refuelType, nAdded, added))
+				out = wasmbin.AppendSection(out, id, m.newSection(id, refuelType, nAdded, added))
 				need[id] = false
 			}
 		}
@@ -452,8 +453,8 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 					continue // a name section that does not parse is dropped, as engines ignore it
 				}
 			}
-			b := appendName(nil, s.name)
-			out = appendSection(out, secCustom, append(b, content...))
+			b := wasmbin.AppendName(nil, s.name)
+			out = wasmbin.AppendSection(out, secCustom, append(b, content...))
 			continue
 		case secType:
 			content, err = recount(s.content, nAdded, added)
@@ -467,10 +468,10 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 		case secExport:
 			content, err = m.exports(s.content)
 		case secStart:
-			r := &reader{b: s.content}
+			r := wasmbin.NewReader(s.content)
 			var f uint32
-			if f, err = r.u32(); err == nil {
-				content = appendU32(nil, m.shift(f))
+			if f, err = r.U32(); err == nil {
+				content = wasmbin.AppendU32(nil, m.shift(f))
 			}
 		case secElement:
 			content, err = m.elements(s.content, consts)
@@ -480,16 +481,16 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 				base := m.importedFuncs + 1 + m.definedFuncs
 				var helpers []byte
 				for _, body := range [][]byte{chargeBody(fuelGlobal, m.importedFuncs), fillBody(base), copyBody(base)}[:m.added] {
-					helpers = appendU32(helpers, uint32(len(body)))
+					helpers = wasmbin.AppendU32(helpers, uint32(len(body)))
 					helpers = append(helpers, body...)
 				}
 				content, err = recount(code, m.added, helpers)
 			}
 		case secFunction:
 			if err = m.checkFunctionTypes(s.content); err == nil && charge {
-				types := appendU32(nil, chargeType)
+				types := wasmbin.AppendU32(nil, chargeType)
 				if m.added == 3 {
-					types = appendU32(appendU32(types, bulkType), bulkType)
+					types = wasmbin.AppendU32(wasmbin.AppendU32(types, bulkType), bulkType)
 				}
 				content, err = recount(s.content, m.added, types)
 			} else {
@@ -503,7 +504,7 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 		if err != nil {
 			return nil, Shape{}, fmt.Errorf("section %d: %w", s.id, err)
 		}
-		out = appendSection(out, s.id, content)
+		out = wasmbin.AppendSection(out, s.id, content)
 	}
 	emitMissing(secGlobal + 1)
 	shape.MaxDepth, shape.DepthSquares = x.maxDepth, x.depthSquares
@@ -520,47 +521,47 @@ func (m *module) tables(content []byte, shape *Shape, grows bool) ([]byte, error
 	if !grows {
 		room = 0
 	}
-	r := &reader{b: content}
-	n, err := r.vecLen(3)
+	r := wasmbin.NewReader(content)
+	n, err := r.VecLen(3)
 	if err != nil {
 		return nil, err
 	}
 	shape.Tables = n
-	out := appendU32(nil, n)
+	out := wasmbin.AppendU32(nil, n)
 	for i := uint32(0); i < n; i++ {
-		start := r.pos
-		t, err := r.byte()
+		start := r.Pos
+		t, err := r.Byte()
 		if err != nil {
 			return nil, err
 		}
 		if t == 0x63 || t == 0x64 { // typed reference: a heap type follows
-			if _, err := r.sleb(33); err != nil {
+			if _, err := r.SLEB(33); err != nil {
 				return nil, err
 			}
 		}
-		typ := r.b[start:r.pos]
-		flags, err := r.byte()
+		typ := r.B[start:r.Pos]
+		flags, err := r.Byte()
 		if err != nil {
 			return nil, err
 		}
 		if flags > 1 { // shared or 64-bit: not for tables here; wazero refuses it
-			if err := (&reader{b: []byte{flags}}).limits(); err != nil {
+			if err := wasmbin.NewReader([]byte{flags}).Limits(); err != nil {
 				return nil, err
 			}
-			r.pos--
-			if err := r.limits(); err != nil {
+			r.Pos--
+			if err := r.Limits(); err != nil {
 				return nil, err
 			}
-			out = append(out, r.b[start:r.pos]...)
+			out = append(out, r.B[start:r.Pos]...)
 			continue
 		}
-		lo, err := r.u32()
+		lo, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
 		hi, hasMax := uint64(1<<32-1), flags == 1
 		if hasMax {
-			v, err := r.u32()
+			v, err := r.U32()
 			if err != nil {
 				return nil, err
 			}
@@ -569,16 +570,16 @@ func (m *module) tables(content []byte, shape *Shape, grows bool) ([]byte, error
 		shape.TableEntries += uint64(lo)
 		if m.opts.TableGrowth == 0 || (hasMax && hi <= uint64(lo)) {
 			shape.TableGrowth += hi - min(hi, uint64(lo))
-			out = append(out, r.b[start:r.pos]...)
+			out = append(out, r.B[start:r.Pos]...)
 			continue
 		}
 		hi = min(hi, uint64(lo)+uint64(room/n), 1<<32-1)
 		shape.TableGrowth += hi - min(hi, uint64(lo))
 		out = append(out, typ...)
-		out = appendU32(append(out, 1), lo)
-		out = appendU32(out, uint32(hi))
+		out = wasmbin.AppendU32(append(out, 1), lo)
+		out = wasmbin.AppendU32(out, uint32(hi))
 	}
-	if r.left() != 0 {
+	if r.Left() != 0 {
 		return nil, errors.New("section size mismatch")
 	}
 	return out, nil
@@ -587,13 +588,13 @@ func (m *module) tables(content []byte, shape *Shape, grows bool) ([]byte, error
 // checkFunctionTypes refuses a function whose type does not exist (the
 // rewrite may add a type at the first missing index).
 func (m *module) checkFunctionTypes(content []byte) error {
-	r := &reader{b: content}
-	n, err := r.vecLen(1)
+	r := wasmbin.NewReader(content)
+	n, err := r.VecLen(1)
 	if err != nil {
 		return err
 	}
 	for i := uint32(0); i < n; i++ {
-		typ, err := r.u32()
+		typ, err := r.U32()
 		if err != nil {
 			return err
 		}
@@ -601,7 +602,7 @@ func (m *module) checkFunctionTypes(content []byte) error {
 			return fmt.Errorf("function %d: unknown type %d", i, typ)
 		}
 	}
-	if r.left() != 0 {
+	if r.Left() != 0 {
 		return errors.New("section size mismatch")
 	}
 	return nil
@@ -612,7 +613,7 @@ func (m *module) checkFunctionTypes(content []byte) error {
 func (m *module) newSection(id byte, refuelType, nTypes uint32, types []byte) []byte {
 	switch id {
 	case secType:
-		return append(appendU32(nil, nTypes), types...)
+		return append(wasmbin.AppendU32(nil, nTypes), types...)
 	case secImport:
 		return append([]byte{1}, refuelImport(refuelType)...)
 	default:
@@ -624,9 +625,9 @@ func (m *module) newSection(id byte, refuelType, nTypes uint32, types []byte) []
 var fuelGlobalEntry = []byte{valI32, 1, opI32Const, 0, opEnd}
 
 func refuelImport(typ uint32) []byte {
-	b := appendName(nil, ImportModule)
-	b = appendName(b, ImportName)
-	return appendU32(append(b, kindFunc), typ)
+	b := wasmbin.AppendName(nil, ImportModule)
+	b = wasmbin.AppendName(b, ImportName)
+	return wasmbin.AppendU32(append(b, kindFunc), typ)
 }
 
 // recount adds k to a vector's count and appends extra entries after the
@@ -635,25 +636,25 @@ func recount(content []byte, k uint32, extra []byte) ([]byte, error) {
 	if k == 0 {
 		return content, nil
 	}
-	r := &reader{b: content}
-	n, err := r.u32()
+	r := wasmbin.NewReader(content)
+	n, err := r.U32()
 	if err != nil {
 		return nil, err
 	}
-	b := appendU32(nil, n+k)
-	b = append(b, content[r.pos:]...)
+	b := wasmbin.AppendU32(nil, n+k)
+	b = append(b, content[r.Pos:]...)
 	return append(b, extra...), nil
 }
 
 func (m *module) globals(content []byte, consts *exprRewriter) ([]byte, error) {
-	r := &reader{b: content}
-	n, err := r.vecLen(3)
+	r := wasmbin.NewReader(content)
+	n, err := r.VecLen(3)
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(nil, n+1)
+	out := wasmbin.AppendU32(nil, n+1)
 	for i := uint32(0); i < n; i++ {
-		typ, err := r.bytes(2)
+		typ, err := r.Bytes(2)
 		if err != nil {
 			return nil, err
 		}
@@ -662,29 +663,29 @@ func (m *module) globals(content []byte, consts *exprRewriter) ([]byte, error) {
 			return nil, fmt.Errorf("global %d: %w", i, err)
 		}
 	}
-	if r.left() != 0 {
+	if r.Left() != 0 {
 		return nil, errors.New("section size mismatch")
 	}
 	return append(out, fuelGlobalEntry...), nil
 }
 
 func (m *module) exports(content []byte) ([]byte, error) {
-	r := &reader{b: content}
-	n, err := r.vecLen(3)
+	r := wasmbin.NewReader(content)
+	n, err := r.VecLen(3)
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(nil, n)
+	out := wasmbin.AppendU32(nil, n)
 	for i := uint32(0); i < n; i++ {
-		name, err := r.name()
+		name, err := r.Name()
 		if err != nil {
 			return nil, err
 		}
-		kind, err := r.byte()
+		kind, err := r.Byte()
 		if err != nil {
 			return nil, err
 		}
-		idx, err := r.u32()
+		idx, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
@@ -694,9 +695,9 @@ func (m *module) exports(content []byte) ([]byte, error) {
 		case kind == kindGlob && idx >= m.importedGlobals+m.definedGlobals:
 			return nil, fmt.Errorf("export %q: unknown global %d", name, idx)
 		}
-		out = appendU32(append(appendName(out, name), kind), idx)
+		out = wasmbin.AppendU32(append(wasmbin.AppendName(out, name), kind), idx)
 	}
-	if r.left() != 0 {
+	if r.Left() != 0 {
 		return nil, errors.New("section size mismatch")
 	}
 	return out, nil
@@ -704,27 +705,27 @@ func (m *module) exports(content []byte) ([]byte, error) {
 
 // elements rewrites the element section's eight segment forms.
 func (m *module) elements(content []byte, consts *exprRewriter) ([]byte, error) {
-	r := &reader{b: content}
-	n, err := r.vecLen(1)
+	r := wasmbin.NewReader(content)
+	n, err := r.VecLen(1)
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(nil, n)
+	out := wasmbin.AppendU32(nil, n)
 	for i := uint32(0); i < n; i++ {
-		flags, err := r.u32()
+		flags, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
 		if flags > 7 {
 			return nil, fmt.Errorf("element segment %d: invalid flags %d", i, flags)
 		}
-		out = appendU32(out, flags)
+		out = wasmbin.AppendU32(out, flags)
 		if flags == 2 || flags == 6 { // explicit table index
-			t, err := r.u32()
+			t, err := r.U32()
 			if err != nil {
 				return nil, err
 			}
-			out = appendU32(out, t)
+			out = wasmbin.AppendU32(out, t)
 		}
 		if flags&1 == 0 { // active: offset expression
 			if out, err = consts.rewrite(r, out, -1); err != nil {
@@ -732,24 +733,24 @@ func (m *module) elements(content []byte, consts *exprRewriter) ([]byte, error) 
 			}
 		}
 		if flags&3 != 0 { // element kind (0x00) or reference type
-			k, err := r.byte()
+			k, err := r.Byte()
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, k)
 		}
-		cnt, err := r.vecLen(1)
+		cnt, err := r.VecLen(1)
 		if err != nil {
 			return nil, err
 		}
-		out = appendU32(out, cnt)
+		out = wasmbin.AppendU32(out, cnt)
 		for j := uint32(0); j < cnt; j++ {
 			if flags&4 == 0 {
-				f, err := r.u32()
+				f, err := r.U32()
 				if err != nil {
 					return nil, err
 				}
-				out = appendU32(out, m.shift(f))
+				out = wasmbin.AppendU32(out, m.shift(f))
 				continue
 			}
 			if out, err = consts.rewrite(r, out, -1); err != nil {
@@ -757,52 +758,52 @@ func (m *module) elements(content []byte, consts *exprRewriter) ([]byte, error) 
 			}
 		}
 	}
-	if r.left() != 0 {
+	if r.Left() != 0 {
 		return nil, errors.New("section size mismatch")
 	}
 	return out, nil
 }
 
 func (m *module) code(content []byte, x *exprRewriter) ([]byte, error) {
-	r := &reader{b: content}
-	n, err := r.vecLen(1)
+	r := wasmbin.NewReader(content)
+	n, err := r.VecLen(1)
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(nil, n)
+	out := wasmbin.AppendU32(nil, n)
 	var body []byte
 	for i := uint32(0); i < n; i++ {
-		size, err := r.u32()
+		size, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
-		if uint64(size) > uint64(r.left()) {
-			return nil, fmt.Errorf("function body %d: %w", i, errTruncated)
+		if uint64(size) > uint64(r.Left()) {
+			return nil, fmt.Errorf("function body %d: %w", i, wasmbin.ErrTruncated)
 		}
-		end := r.pos + int(size)
-		br := &reader{b: r.b[:end], pos: r.pos}
-		groups, err := br.vecLen(2)
+		end := r.Pos + int(size)
+		br := &wasmbin.Reader{B: r.B, Pos: r.Pos, End: end}
+		groups, err := br.VecLen(2)
 		if err != nil {
 			return nil, fmt.Errorf("function body %d locals: %w", i, err)
 		}
 		for g := uint32(0); g < groups; g++ {
-			if _, err := br.u32(); err != nil {
+			if _, err := br.U32(); err != nil {
 				return nil, err
 			}
-			if _, err := br.byte(); err != nil {
+			if _, err := br.Byte(); err != nil {
 				return nil, err
 			}
 		}
-		body = append(body[:0], r.b[r.pos:br.pos]...)
+		body = append(body[:0], r.B[r.Pos:br.Pos]...)
 		body = append(body, x.check...)
 		if body, err = x.rewrite(br, body, end); err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
 		}
-		out = appendU32(out, uint32(len(body)))
+		out = wasmbin.AppendU32(out, uint32(len(body)))
 		out = append(out, body...)
-		r.pos = end
+		r.Pos = end
 	}
-	if r.left() != 0 {
+	if r.Left() != 0 {
 		return nil, errors.New("section size mismatch")
 	}
 	return out, nil
@@ -839,14 +840,14 @@ func fillBody(charge uint32) []byte {
 	b = append(b, opBlock, blockTypeEmpty, opLoop, blockTypeEmpty)
 	b = sconst(append(b, opLocalGet, 2), bulkChunk)
 	b = append(b, opI32LeU, opBrIf, 1)
-	b = appendU32(append(sconst(b, bulkChunk), opCall), charge)
+	b = wasmbin.AppendU32(append(sconst(b, bulkChunk), opCall), charge)
 	b = append(b, opDrop, opLocalGet, 0, opLocalGet, 1)
 	b = append(sconst(b, bulkChunk), memFill...)
 	b = append(sconst(append(b, opLocalGet, 0), bulkChunk), opI32Add, opLocalSet, 0)
 	b = append(sconst(append(b, opLocalGet, 2), bulkChunk), opI32Sub, opLocalSet, 2)
 	b = append(b, opBr, 0, opEnd, opEnd)
 	b = append(b, opLocalGet, 0, opLocalGet, 1, opLocalGet, 2)
-	b = appendU32(append(b, opCall), charge)
+	b = wasmbin.AppendU32(append(b, opCall), charge)
 	return append(append(b, memFill...), opEnd)
 }
 
@@ -864,7 +865,7 @@ func copyBody(charge uint32) []byte {
 		b = sconst(append(b, opLocalGet, 2), bulkChunk)
 		b = append(b, opI32LeU, opBrIf, 1)
 		b = append(sconst(append(b, opLocalGet, 2), bulkChunk), opI32Sub, opLocalSet, 2)
-		b = appendU32(append(sconst(b, bulkChunk), opCall), charge)
+		b = wasmbin.AppendU32(append(sconst(b, bulkChunk), opCall), charge)
 		b = append(b, opDrop)
 		if forward {
 			b = append(b, opLocalGet, 0, opLocalGet, 1)
@@ -882,7 +883,7 @@ func copyBody(charge uint32) []byte {
 	b = append(b, opElse)
 	b = step(b, false)
 	b = append(b, opEnd, opLocalGet, 0, opLocalGet, 1, opLocalGet, 2)
-	b = appendU32(append(b, opCall), charge)
+	b = wasmbin.AppendU32(append(b, opCall), charge)
 	return append(append(b, memCopy...), opEnd)
 }
 
@@ -915,31 +916,31 @@ func chargeBody(global, refuel uint32) []byte {
 	cost := []byte{opLocalGet, 0, opI32Const, bulkShift, opI32ShrU}
 	b := []byte{0} // no locals
 	b = append(b, cost...)
-	b = appendU32(append(b, opGlobalGet), global)
+	b = wasmbin.AppendU32(append(b, opGlobalGet), global)
 	b = append(b, opI32LtU, opIf, blockTypeEmpty)
-	b = appendU32(append(b, opGlobalGet), global)
+	b = wasmbin.AppendU32(append(b, opGlobalGet), global)
 	b = append(b, cost...)
-	b = appendU32(append(b, opI32Sub, opGlobalSet), global)
-	b = appendU32(append(b, opElse, opCall), refuel)
-	b = appendU32(append(b, opGlobalSet), global)
+	b = wasmbin.AppendU32(append(b, opI32Sub, opGlobalSet), global)
+	b = wasmbin.AppendU32(append(b, opElse, opCall), refuel)
+	b = wasmbin.AppendU32(append(b, opGlobalSet), global)
 	return append(b, opEnd, opLocalGet, 0, opEnd)
 }
 
 // names shifts the function indices of the name section's function (1),
 // local (2) and label (3) subsections and copies the others.
 func (m *module) names(content []byte) ([]byte, error) {
-	r := &reader{b: content}
+	r := wasmbin.NewReader(content)
 	var out []byte
-	for r.left() > 0 {
-		id, err := r.byte()
+	for r.Left() > 0 {
+		id, err := r.Byte()
 		if err != nil {
 			return nil, err
 		}
-		size, err := r.u32()
+		size, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
-		sub, err := r.bytes(uint64(size))
+		sub, err := r.Bytes(uint64(size))
 		if err != nil {
 			return nil, err
 		}
@@ -948,7 +949,7 @@ func (m *module) names(content []byte) ([]byte, error) {
 				return nil, err
 			}
 		}
-		out = appendU32(append(out, id), uint32(len(sub)))
+		out = wasmbin.AppendU32(append(out, id), uint32(len(sub)))
 		out = append(out, sub...)
 	}
 	return out, nil
@@ -957,38 +958,38 @@ func (m *module) names(content []byte) ([]byte, error) {
 // nameMap shifts the function indices of a name map, or of an indirect name
 // map (per function, a name map of locals or labels) when indirect.
 func (m *module) nameMap(content []byte, indirect bool) ([]byte, error) {
-	r := &reader{b: content}
-	n, err := r.vecLen(2)
+	r := wasmbin.NewReader(content)
+	n, err := r.VecLen(2)
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(nil, n)
+	out := wasmbin.AppendU32(nil, n)
 	for i := uint32(0); i < n; i++ {
-		f, err := r.u32()
+		f, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
-		out = appendU32(out, m.shift(f))
-		start := r.pos
+		out = wasmbin.AppendU32(out, m.shift(f))
+		start := r.Pos
 		if indirect {
-			k, err := r.vecLen(2)
+			k, err := r.VecLen(2)
 			if err != nil {
 				return nil, err
 			}
 			for j := uint32(0); j < k; j++ {
-				if _, err := r.u32(); err != nil {
+				if _, err := r.U32(); err != nil {
 					return nil, err
 				}
-				if _, err := r.name(); err != nil {
+				if _, err := r.Name(); err != nil {
 					return nil, err
 				}
 			}
-		} else if _, err := r.name(); err != nil {
+		} else if _, err := r.Name(); err != nil {
 			return nil, err
 		}
-		out = append(out, r.b[start:r.pos]...)
+		out = append(out, r.B[start:r.Pos]...)
 	}
-	if r.left() != 0 {
+	if r.Left() != 0 {
 		return nil, errors.New("name map size mismatch")
 	}
 	return out, nil

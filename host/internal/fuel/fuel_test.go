@@ -3,6 +3,7 @@ package fuel
 import (
 	"context"
 	"errors"
+	"github.com/wasmsched/wasmsched/host/internal/wasmbin"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,23 +93,23 @@ func TestInstrumentRefusesReservedImport(t *testing.T) {
 // other custom sections stay.
 func TestInstrumentDropsDWARF(t *testing.T) {
 	wasm := append([]byte(nil), seeds(t)[0]...)
-	wasm = appendSection(wasm, secCustom, appendName(nil, ".debug_info"))
-	wasm = appendSection(wasm, secCustom, append(appendName(nil, "producers"), 0))
+	wasm = wasmbin.AppendSection(wasm, secCustom, wasmbin.AppendName(nil, ".debug_info"))
+	wasm = wasmbin.AppendSection(wasm, secCustom, append(wasmbin.AppendName(nil, "producers"), 0))
 	out, err := Instrument(wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	r := &reader{b: out, pos: 8}
-	for r.left() > 0 {
-		id, _ := r.byte()
-		size, _ := r.u32()
-		content, err := r.bytes(uint64(size))
+	r := &wasmbin.Reader{B: out, Pos: 8, End: len(out)}
+	for r.Left() > 0 {
+		id, _ := r.Byte()
+		size, _ := r.U32()
+		content, err := r.Bytes(uint64(size))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if id == secCustom {
-			name, _ := (&reader{b: content}).name()
+			name, _ := (wasmbin.NewReader(content)).Name()
 			names = append(names, name)
 		}
 	}
