@@ -2,42 +2,11 @@ package host
 
 import (
 	"fmt"
-	fwk "k8s.io/kube-scheduler/framework"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// PolicyCycle is what one policy carries through one pod's scheduling
-// cycle: the bytes its guest keeps with cycle_state_set, and the budget
-// that bounds the guest time the cycle may cost. The zero value has no
-// budget: each call is bounded by the policy's timeout only.
-type PolicyCycle struct {
-	// State is the guest's cycle state (cycle_state_set, cycle_state_get).
-	State []byte
-	// Budget, when set, bounds the policy's calls of this cycle together
-	// and stops them all after one of them fails.
-	Budget *Budget
-	// Scored are the nodes of normalize_score's scores, in score order:
-	// there select_node(i) makes node i current. Ignored unless there is
-	// one node per score.
-	Scored []fwk.NodeInfo
-	// NodeNames, when NodeNamesSet, are the only nodes the pod may run on,
-	// as the policy's prefilter named them (prefilter_nodes).
-	NodeNames    []string
-	NodeNamesSet bool
-	// Recheck is what a preenqueue call asked with recheck_on, when
-	// RecheckSet (otherwise DefaultRecheck applies).
-	Recheck    Recheck
-	RecheckSet bool
-	// Patch collects what a prebind call wrote with patch_label and
-	// patch_annotation.
-	Patch Patch
-	// Policies is cycle_policies' answer in prebind (EncodeCyclePolicies);
-	// nil elsewhere.
-	Policies []byte
-}
 
 // Budget bounds how much of a scheduling cycle one policy may take. Without
 // it, a policy that loops costs its timeout on every node: 200 nodes at

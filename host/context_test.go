@@ -14,7 +14,9 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
@@ -211,8 +213,8 @@ func TestHostFunctionContexts(t *testing.T) {
 	ps.Cluster = &ClusterView{Nodes: []fwk.NodeInfo{ni}, NamespaceLabels: func(name string) (map[string]string, bool) {
 		return map[string]string{"kubernetes.io/metadata.name": name}, name == "default"
 	}}
-	contextPodJSON, _ = ps.object(abi.ObjectJSON)
-	contextNodeJSON, _ = newNodeCache().object(ni, abi.ObjectJSON)
+	contextPodJSON = kubemodel.PodObject(ps.Pod)
+	contextNodeJSON = kubemodel.NodeObject(ni.Node())
 	ctx, pc := context.Background(), new(PolicyCycle)
 	call := func(kind CallKind, node fwk.NodeInfo, sc []int64) {
 		t.Helper()
@@ -226,7 +228,7 @@ func TestHostFunctionContexts(t *testing.T) {
 	call(CallScore, ni, nil)
 	// normalize_score with its scored nodes: the probe's select_node(0)
 	// selects the first (docs/abi.md §3).
-	if _, _, err := v.Call(ctx, CallNormalizeScore, ps, nil, &PolicyCycle{State: pc.State, Scored: []fwk.NodeInfo{ni, ni}}, []int64{10, 20}); err != nil {
+	if _, _, err := v.Call(ctx, CallNormalizeScore, ps, nil, &PolicyCycle{Cycle: hostabi.Cycle{State: pc.State, Scored: []fwk.NodeInfo{ni, ni}}}, []int64{10, 20}); err != nil {
 		t.Fatalf("normalize_score: %v", err)
 	}
 	if _, err := v.CallNodes(ctx, CallFilter, ps, []fwk.NodeInfo{ni}, pc, make([]Result, 1), nil); err != nil {

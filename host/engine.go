@@ -6,9 +6,13 @@
 // memory limits, and swaps module versions atomically when a policy's source
 // changes.
 //
-// The package knows about Pods and NodeInfos but nothing about how a policy is
-// configured or where its bytes come from; see pkg/source for that and
-// pkg/wasmpolicy for the kube-scheduler plugin built on top.
+// The package is the runtime. What a guest can call and read (the host
+// functions and the data behind them) is package internal/hostabi; reading
+// and rewriting the untrusted binary before anything runs is
+// internal/wasmbin and internal/fuel. The package knows about Pods and
+// NodeInfos but nothing about how a policy is configured or where its
+// bytes come from; see pkg/source for that and pkg/wasmpolicy for the
+// kube-scheduler plugin built on top.
 package host
 
 import (
@@ -27,6 +31,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host/internal/fuel"
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
 // Limits that apply to every policy regardless of its args. They bound what a
@@ -37,10 +42,6 @@ const (
 	// MaxReasonLength is the longest reason string kept from a guest; longer
 	// reasons are truncated so events and logs stay readable.
 	MaxReasonLength = abi.MaxReasonLength
-	// MaxCycleStateSize bounds what prefilter/prescore may store per cycle.
-	MaxCycleStateSize = 1 << 20
-	// MaxLogSize bounds one log call from a guest.
-	MaxLogSize = 16 << 10
 )
 
 // Engine owns what its policies share: a wazero runtime per memory limit,
@@ -75,9 +76,7 @@ type Engine struct {
 	// as the engine lives: node models and lists by name and NodeInfo
 	// generation (nodeCache says why per engine), the strings node tables
 	// intern, and the table layouts their instances declared.
-	nodes   *nodeCache
-	strs    *interner
-	layouts *layoutSet
+	caches *hostabi.Caches
 }
 
 // moduleKey identifies a compiled module: its bytes and the memory limit
@@ -186,9 +185,7 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 		modules:      map[moduleKey]*sharedModule{},
 		stopReaper:   make(chan struct{}),
 		reaperDone:   make(chan struct{}),
-		nodes:        newNodeCache(),
-		strs:         newInterner(),
-		layouts:      &layoutSet{m: map[string]*tableLayout{}},
+		caches:       hostabi.NewCaches(),
 	}
 	if opts.CacheDir == "" {
 		e.cache = wazero.NewCompilationCache()

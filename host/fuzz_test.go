@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 )
 
@@ -102,7 +103,7 @@ func FuzzHostFunctions(f *testing.F) {
 		Spec:   v1.NodeSpec{Taints: []v1.Taint{{Key: "t", Effect: v1.TaintEffectNoSchedule}}},
 		Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}, Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}}})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		blob := &PolicyCycle{State: append([]byte(nil), data...)}
+		blob := &PolicyCycle{Cycle: hostabi.Cycle{State: append([]byte(nil), data...)}}
 		if _, _, err := v.Call(context.Background(), CallFilter, pod, ni, blob, nil); err != nil {
 			t.Fatalf("host call trapped or failed: %v", err)
 		}

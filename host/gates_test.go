@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
@@ -37,7 +38,7 @@ func TestGateFunctionEdges(t *testing.T) {
 	if !pc.RecheckSet || pc.Recheck != (Recheck{Events: abi.RecheckPodsChange, After: time.Second}) {
 		t.Errorf("recheck = %+v, want pods change after 1s (10 ms clamped)", pc.Recheck)
 	}
-	pc = &PolicyCycle{Policies: EncodeCyclePolicies([][3]string{{"a", "00", "Enforce"}})}
+	pc = &PolicyCycle{Cycle: hostabi.Cycle{Policies: EncodeCyclePolicies([][3]string{{"a", "00", "Enforce"}})}}
 	if _, r, err := v.Call(context.Background(), CallPreBind, pod, node, pc, nil); err != nil || r.Code != abi.CodeSuccess {
 		t.Fatalf("prebind: %+v %v", r, err)
 	}

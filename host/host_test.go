@@ -189,7 +189,7 @@ func TestMemoryLimitAndRecycling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.pod, in.node = testPod(), nodeInfo("n", nil, false)
+	in.Pod, in.Node = testPod(), nodeInfo("n", nil, false)
 	_, cerr := in.call(CallScore, 1, 0, 0)
 	if cerr == nil || cerr.Outcome != OutcomeTrap {
 		t.Fatalf("score: %v, want trap", cerr)

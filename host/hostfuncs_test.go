@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
@@ -19,14 +20,14 @@ func TestHostFunctionsMatchTable(t *testing.T) {
 	inTable := map[string]bool{}
 	for _, f := range abi.HostFunctions {
 		inTable[f.Name] = true
-		if _, ok := hostFuncs[f.Name]; !ok {
+		if _, ok := hostabi.Funcs[f.Name]; !ok {
 			t.Errorf("abi.HostFunctions lists %q but host/hostfuncs.go does not implement it", f.Name)
 		}
 		if _, ok := hostFunctionSignatures[f.Name]; !ok {
 			t.Errorf("%q has no signature in the import allow-list", f.Name)
 		}
 	}
-	for name := range hostFuncs {
+	for name := range hostabi.Funcs {
 		if !inTable[name] {
 			t.Errorf("host/hostfuncs.go implements %q, which abi.HostFunctions does not list", name)
 		}

@@ -15,11 +15,9 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
-	"github.com/wasmsched/wasmsched/guest-sdk/model"
-	"github.com/wasmsched/wasmsched/internal/kubemodel"
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
 // callCtx is the context every guest call of one instance runs with,
@@ -49,7 +47,10 @@ func (c *callCtx) Err() error {
 	}
 }
 func (c *callCtx) Value(key any) any {
-	if _, ok := key.(instKey); ok {
+	switch key.(type) {
+	case hostabi.Key:
+		return &c.in.Call
+	case instKey:
 		return c.in
 	}
 	if c.parent != nil {
@@ -90,10 +91,6 @@ type instance struct {
 	lastMem, charged int64
 	// token is the running token the call in flight holds (Version.begin).
 	token chan struct{}
-	// scratch is reused to encode answers built per call (node_taint).
-	scratch []byte
-	// lastReason is the last reason string, reused when a guest repeats it.
-	lastReason string
 	// armed is true while a call may run; whoever ends it first (disarm
 	// when the call returns, a deadline check, interrupt) sets it false.
 	armed atomic.Bool
@@ -113,45 +110,10 @@ type instance struct {
 	// arm and cleared after disarm, read by expire under mu.
 	budget *Budget
 
-	// Per-call state read by host functions.
-	pod  *PodState
-	node fwk.NodeInfo
-	// nodeEnt is node's cache entry (nodeEntFor the node it was looked up
-	// for), so the reads of one node look it up once.
-	nodeEnt    *nodeEntry
-	nodeEntFor fwk.NodeInfo
-	// nodeScratch holds the cheap parts of the current node (nodeModel).
-	nodeScratch model.Node
-	pc          *PolicyCycle
-	scores      []int64
-	code        int32
-	reason      string
-
-	// Batch calls (filter_nodes, score_nodes): the nodes, their results, and
-	// the index select_node made current (-1 before the first).
-	batch   []fwk.NodeInfo
-	results []Result
-	cur     int
-	// scoresSet records that score_nodes reported its scores.
-	scoresSet bool
-	// kind is the entry point of the call in flight.
-	kind CallKind
-
-	// ABI v2 node tables (table.go): the table the guest declared, the one
-	// the batch in flight was filled with (nil: none), the highest node
-	// index the guest reported evaluating in it, and the interner epoch
-	// it was filled in.
-	table, callTable *table
-	tableCur         int32
-	tableEpoch       uint32
-	// reasons registered with reason_register, by id - 1.
-	reasons   []string
-	reasonIDs map[string]int32
+	// Call is the call in flight as the host functions see it (package
+	// hostabi): what it reads, and the status it sets.
+	hostabi.Call
 }
-
-// codeUnselected marks a batch node the guest has not selected yet; it never
-// leaves the host (Version.CallNodes turns it into an Error verdict).
-const codeUnselected int32 = -1
 
 // CallKind is an ABI extension point (abi.Point): the host's call kinds are
 // the rows of abi.Points.
@@ -182,6 +144,7 @@ var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newM
 // under the policy's init timeout.
 func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{v: v}
+	in.Call.Policy, in.Call.Runtime, in.Call.Caches = abiPolicy{v.p}, in, v.p.e.caches
 	v.created.Add(1)
 	in.cctx = callCtx{in: in}
 	if v.p.e.interruption == InterruptCloseOnDone {
@@ -320,8 +283,8 @@ var errDeadline = errors.New("wasmsched: call stopped at its deadline")
 // call's error; the budget is stopped so the cycle's other calls end too.
 func (in *instance) checkDeadline() {
 	in.checks++
-	if in.callTable != nil {
-		in.tableProgress()
+	if in.CallTable != nil && in.TableProgress(in.mod.Memory()) {
+		in.NodeStarted()
 	}
 	if in.armed.Load() && !in.stopReq.Load() {
 		if _, late := in.overdue(monotonic()); !late {
@@ -451,64 +414,6 @@ func monotonic() int64 { return int64(time.Since(clockBase)) }
 
 var clockBase = time.Now()
 
-func (in *instance) setStatus(code int32, reason []byte) {
-	// Policies repeat the same reason across nodes: reuse the last string
-	// instead of allocating one per node (the comparison does not allocate).
-	var r string
-	if string(reason) == in.lastReason {
-		r = in.lastReason
-	} else {
-		r = safeString(reason)
-		in.lastReason = r
-	}
-	if !validCode(code) {
-		// An unknown code is the policy's error, never a verdict: the
-		// failurePolicy decides, and the reason says what went wrong.
-		r = fmt.Sprintf("invalid status code %d (valid: 0 Success, 1 Error, 2 Unschedulable, 3 UnschedulableAndUnresolvable, 5 Skip); reason %q", code, r)
-		code = abi.CodeError
-	}
-	if in.results != nil {
-		// In a batch, the status is the current node's; before the first
-		// select_node it is every node's (a guest failing the whole call,
-		// e.g. on a bad config). abi.md §3.1.
-		if in.cur >= 0 && in.cur < len(in.results) {
-			in.results[in.cur] = Result{Code: code, Reason: r}
-		} else {
-			for i := range in.results {
-				in.results[i] = Result{Code: code, Reason: r}
-			}
-		}
-		return
-	}
-	in.code = code
-	in.reason = r
-}
-
-func validCode(c int32) bool {
-	switch c {
-	case abi.CodeSuccess, abi.CodeError, abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable, abi.CodeSkip:
-		return true
-	}
-	return false
-}
-
-// selectNode makes node i of the batch current and gives it a fresh deadline.
-func (in *instance) selectNode(i int32) bool {
-	if in.batch == nil || i < 0 || int(i) >= len(in.batch) {
-		return false
-	}
-	in.cur = int(i)
-	in.node = in.batch[i]
-	if in.results == nil {
-		return true // normalize_score: node data only; the call keeps its deadline
-	}
-	if in.results[i].Code == codeUnselected {
-		in.results[i] = Result{} // selected and not rejected: Success
-	}
-	in.started.Store(monotonic())
-	return true
-}
-
 // Outcome classifies how a guest call ended.
 type Outcome int
 
@@ -568,7 +473,7 @@ func (e *CallError) Unwrap() error { return e.Err }
 // call runs one export with the instance's stack. arg is the cycle id; n is
 // the second argument of normalize_score. It returns the first result.
 func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (uint64, *CallError) {
-	in.code, in.reason, in.kind = abi.CodeSuccess, "", kind
+	in.Code, in.Reason, in.Kind = abi.CodeSuccess, "", kind
 	in.stack[0], in.stack[1] = arg, uint64(n)
 	if !in.arm(in.v.p.timeouts[kind], deadline) {
 		return 0, &CallError{Outcome: OutcomeStopped}
@@ -688,22 +593,21 @@ func (in *instance) nanosleep(ns int64) {
 	in.checkDeadline()
 }
 
+// instKey finds the instance a guest call runs on (its callCtx answers
+// it), for the runtime's own host functions (fuel, WASI clocks); the ABI's
+// find their hostabi.Call the same way.
+type instKey struct{}
+
+func current(ctx context.Context) *instance { return ctx.Value(instKey{}).(*instance) }
+
+// liveMemory is the instance's memory, nil once close-on-done closed the
+// module at its deadline (its memory is gone).
+func (in *instance) liveMemory() api.Memory {
+	if in.mod.IsClosed() || in.killed && in.cctx.done != nil {
+		return nil
+	}
+	return in.mod.Memory()
+}
+
 // eng is the engine the instance's policy belongs to.
 func (in *instance) eng() *Engine { return in.v.p.e }
-
-// nodeModel is the current node's model with part converted. A part that
-// costs only copies (kubemodel.Cheap: the name and scalars, the label and
-// annotation maps) is converted into the instance's own model on each
-// read, which is cheaper than finding the node's cache entry; the others
-// come from the entry, converted once per NodeInfo generation and looked
-// up once per node a call reads.
-func (in *instance) nodeModel(part kubemodel.NodePart) *model.Node {
-	if kubemodel.Cheap(part) {
-		kubemodel.FillNode(&in.nodeScratch, in.node, part)
-		return &in.nodeScratch
-	}
-	if in.nodeEnt == nil || in.nodeEntFor != in.node || in.nodeEnt.gen != in.node.GetGeneration() {
-		in.nodeEnt, in.nodeEntFor = in.eng().nodes.entry(in.node), in.node
-	}
-	return in.nodeEnt.model(in.node, part)
-}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
 // Defaults of PolicySpec.OutputBurst and OutputRate: at most 50 + 5×60 =
@@ -172,8 +174,8 @@ func (l *lineLogger) emit(cut bool) {
 	}
 	l.quiet = false
 	if cut {
-		klog.InfoS("Policy output", "policy", l.p.name, "stream", l.stream, "line", safeString(l.buf), "truncatedAt", MaxLogSize)
+		klog.InfoS("Policy output", "policy", l.p.name, "stream", l.stream, "line", hostabi.SafeString(l.buf), "truncatedAt", MaxLogSize)
 		return
 	}
-	klog.InfoS("Policy output", "policy", l.p.name, "stream", l.stream, "line", safeString(l.buf))
+	klog.InfoS("Policy output", "policy", l.p.name, "stream", l.stream, "line", hostabi.SafeString(l.buf))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
 // PolicySpec is what the host needs to know about a policy; the plugin fills
@@ -250,7 +251,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	if err != nil {
 		return nil, &LoadError{p.name, "Compile", fmt.Errorf("malformed module: %w (upload the complete .wasm built for wasip1)", err)}
 	}
-	if err := size.check(p.limits); err != nil {
+	if err := checkSize(size, p.limits); err != nil {
 		return nil, &LoadError{p.name, "TooLarge", err}
 	}
 	// One compiled module per distinct bytes (and memory limit), shared by
@@ -567,9 +568,7 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 // serving version is replaced in the background, so the call after a
 // failure does not pay for instantiating a module (5-15 ms for a Go guest).
 func (v *Version) release(in *instance, healthy bool) {
-	in.pod, in.node, in.pc, in.scores = nil, nil, nil, nil
-	in.nodeEnt, in.nodeEntFor = nil, nil
-	in.nodeScratch.Labels, in.nodeScratch.Annotations = nil, nil // a pooled instance keeps no node's maps
+	in.Call.Release()
 	v.inUse.Add(-1)
 	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
 		v.trackMemory(in, false)
@@ -734,24 +733,24 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		return 0, cerr
 	}
 	for i := range results {
-		results[i] = Result{Code: codeUnselected}
+		results[i] = Result{Code: hostabi.CodeUnselected}
 	}
-	in.pod, in.pc, in.batch, in.results, in.cur, in.scoresSet = pod, pc, nodes, results, -1, false
+	in.Pod, in.Cycle, in.Batch, in.Results, in.Cur, in.ScoresSet = pod, abiCycle(pc), nodes, results, -1, false
 	if kind == CallScore {
 		clear(scores)
-		in.scores = scores
+		in.Scores = scores
 	}
 	// An ABI v2 guest that declared a node table large enough gets the
 	// nodes' declared fields in its memory (abi.md §3.2).
-	var t *table
-	if in.table != nil && len(nodes) <= in.table.rows && v.abiVersion >= 2 && in.fillTable(in.table, nodes) {
-		t = in.table
-		in.callTable, in.tableCur, in.tableEpoch = t, -1, in.eng().strs.current()
+	var t *hostabi.Table
+	if in.Table != nil && len(nodes) <= in.Table.Rows() && v.abiVersion >= 2 && in.FillTable(in.mod.Memory(), in.Table, nodes) {
+		t = in.Table
+		in.CallTable, in.TableCur, in.TableEpoch = t, -1, in.Caches.Epoch()
 		v.tableBatches.Add(1)
 	}
 	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)), deadline)
-	done = in.cur
-	scoresSet := in.scoresSet
+	done = in.Cur
+	scoresSet := in.ScoresSet
 	var fromTable []bool
 	if t != nil {
 		fromTable = make([]bool, len(nodes))
@@ -759,7 +758,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		if kind == CallScore {
 			sc = scores
 		}
-		in.tableVerdicts(t, len(nodes), results, sc, fromTable)
+		in.TableVerdicts(in.liveMemory(), t, len(nodes), results, sc, fromTable)
 		if cerr != nil {
 			// The nodes the guest gave a verdict, in order, keep it; the
 			// first without one was being evaluated and gets the failure.
@@ -770,7 +769,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 			done = max(done, lead)
 		}
 	}
-	in.batch, in.results, in.cur, in.callTable = nil, nil, -1, nil
+	in.Batch, in.Results, in.Cur, in.CallTable = nil, nil, -1, nil
 	cerr = v.end(in, pc, cerr)
 	if cerr != nil {
 		done = max(done, 0)
@@ -797,7 +796,7 @@ func unselected(results []Result, nodes []fwk.NodeInfo, batchKind CallKind, tabl
 		what = "a verdict in its node table or selecting"
 	}
 	for i := range results {
-		if results[i].Code == codeUnselected {
+		if results[i].Code == hostabi.CodeUnselected {
 			name := ""
 			if n := nodes[i].Node(); n != nil {
 				name = n.Name
@@ -871,12 +870,6 @@ func (v *Version) end(in *instance, pc *PolicyCycle, cerr *CallError) *CallError
 // implements reports whether the module exports the entry point of kind.
 func (v *Version) implements(kind CallKind) bool { return v.exports.Has(kind) }
 
-// Result is a guest's verdict.
-type Result struct {
-	Code   int32
-	Reason string
-}
-
 // Call runs one extension point on a pooled instance. node is nil for
 // PreFilter, PreScore and NormalizeScore; pc is the policy's state for this
 // cycle (the guest's cycle state, written by prefilter/prescore and read
@@ -892,13 +885,13 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 	if cerr != nil {
 		return 0, Result{}, cerr
 	}
-	in.pod, in.node, in.pc, in.scores = pod, node, pc, scores
+	in.Pod, in.Node, in.Cycle, in.Scores = pod, node, abiCycle(pc), scores
 	if kind == CallNormalizeScore && pc != nil && len(pc.Scored) == len(scores) {
-		in.batch, in.cur = pc.Scored, -1 // select_node picks a scored node
+		in.Batch, in.Cur = pc.Scored, -1 // select_node picks a scored node
 	}
 	ret, cerr := in.call(kind, pod.Cycle, uint32(len(scores)), deadline)
-	in.batch, in.cur = nil, -1
-	res := Result{Code: in.code, Reason: in.reason}
+	in.Batch, in.Cur = nil, -1
+	res := Result{Code: in.Code, Reason: in.Reason}
 	if cerr = v.end(in, pc, cerr); cerr != nil {
 		return 0, Result{}, cerr
 	}

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
@@ -70,7 +70,7 @@ func TestBatchUnselectedNodesAreErrors(t *testing.T) {
 // select_node it is the current node's.
 func TestBatchStatusBeforeSelectAppliesToEveryNode(t *testing.T) {
 	results, _ := callNodes(t, semantics(t, "w"), CallFilter, testPod(), 3)
-	want := []Result{{2, "whole batch"}, {3, "node one"}, {2, "whole batch"}}
+	want := []Result{{Code: 2, Reason: "whole batch"}, {Code: 3, Reason: "node one"}, {Code: 2, Reason: "whole batch"}}
 	for i := range want {
 		if results[i] != want[i] {
 			t.Errorf("node %d = %+v, want %+v", i, results[i], want[i])
@@ -82,12 +82,12 @@ func TestBatchStatusBeforeSelectAppliesToEveryNode(t *testing.T) {
 // its buffer right after (single and batch forms).
 func TestReasonIsCopiedAtSetStatus(t *testing.T) {
 	v := semantics(t, "r")
-	if r, err := filter(v, nodeInfo("n", nil, false)); err != nil || r != (Result{2, "first"}) {
+	if r, err := filter(v, nodeInfo("n", nil, false)); err != nil || r != (Result{Code: 2, Reason: "first"}) {
 		t.Errorf("filter = %+v, %v; want Unschedulable \"first\"", r, err)
 	}
 	results, _ := callNodes(t, v, CallFilter, testPod(), 2)
 	for i, r := range results {
-		if r != (Result{2, "first"}) {
+		if r != (Result{Code: 2, Reason: "first"}) {
 			t.Errorf("filter_nodes node %d = %+v, want Unschedulable \"first\"", i, r)
 		}
 	}
@@ -101,7 +101,7 @@ func TestScoreNodesContract(t *testing.T) {
 	for i := range results {
 		want := Result{}
 		if i == 1 {
-			want = Result{2, "n1"}
+			want = Result{Code: 2, Reason: "n1"}
 		}
 		if results[i] != want {
 			t.Errorf("node %d = %+v, want %+v", i, results[i], want)
@@ -243,52 +243,6 @@ func TestAllocatableMissingIsNotZero(t *testing.T) {
 	}
 }
 
-// §4.2, §4.3: pod_object and node_object are the whole objects as JSON,
-// apiVersion and kind set and managedFields left out; the pod's is encoded
-// once per cycle, the node's once per NodeInfo generation.
-func TestWholeObjectsEncodeOnce(t *testing.T) {
-	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u",
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
-		Spec: v1.PodSpec{RuntimeClassName: ptrTo("gvisor")}}
-	ps := NewPodState(p)
-	b, ok := ps.object(abi.ObjectJSON)
-	if !ok {
-		t.Fatal("no JSON format")
-	}
-	var got v1.Pod
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Kind != "Pod" || got.APIVersion != "v1" || got.ManagedFields != nil || *got.Spec.RuntimeClassName != "gvisor" || got.Name != "p" {
-		t.Fatalf("pod JSON %s", b)
-	}
-	if p.ManagedFields == nil || p.Kind != "" {
-		t.Fatal("encoding changed the scheduler's pod")
-	}
-	if again, _ := ps.object(abi.ObjectJSON); &again[0] != &b[0] {
-		t.Error("pod encoded twice in one cycle")
-	}
-	if _, ok := ps.object(1); ok {
-		t.Error("format 1 accepted")
-	}
-
-	ni := nodeInfo("objects-node", map[string]string{"a": "b"}, false)
-	nodes := newNodeCache()
-	n1, _ := nodes.object(ni, abi.ObjectJSON)
-	if n2, _ := nodes.object(ni, abi.ObjectJSON); &n2[0] != &n1[0] {
-		t.Error("node encoded twice in one generation")
-	}
-	changed := ni.Node().DeepCopy()
-	changed.Labels["a"] = "c"
-	ni.SetNode(changed) // a new generation
-	n3, _ := nodes.object(ni, abi.ObjectJSON)
-	var node v1.Node
-	if err := json.Unmarshal(n3, &node); err != nil || node.Kind != "Node" || node.Labels["a"] != "c" {
-		t.Fatalf("node JSON after a change: %s (%v)", n3, err)
-	}
-}
-
-func ptrTo[T any](v T) *T { return &v }
 
 // §4 and docs/security.md: reads beyond the pod and the node being
 // evaluated need a declaration in the policy's args. Undeclared, they
@@ -331,7 +285,7 @@ func TestNormalizeScoreSelectsScoredNodes(t *testing.T) {
 	v := semantics(t, "z")
 	nodes := []fwk.NodeInfo{nodeInfo("a", nil, false), nodeInfo("bbb", nil, false), nodeInfo("cc", nil, false)}
 	scores := []int64{7, 7, 7}
-	if _, _, err := v.Call(context.Background(), CallNormalizeScore, testPod(), nil, &PolicyCycle{Scored: nodes}, scores); err != nil {
+	if _, _, err := v.Call(context.Background(), CallNormalizeScore, testPod(), nil, &PolicyCycle{Cycle: hostabi.Cycle{Scored: nodes}}, scores); err != nil {
 		t.Fatal(err)
 	}
 	if scores[0] != 1 || scores[1] != 3 || scores[2] != 2 {

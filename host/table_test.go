@@ -93,36 +93,6 @@ func TestABIv1GuestsUnchanged(t *testing.T) {
 	}
 }
 
-// node_table refuses what it cannot serve, with -2, and the interner gives
-// equal strings equal ids.
-func TestNodeTableDeclarations(t *testing.T) {
-	list := func(cols ...string) []byte {
-		b := abi.AppendListHeader(nil, len(cols))
-		for _, c := range cols {
-			b = abi.AppendString(b, c)
-		}
-		return b
-	}
-	layouts, interned := &layoutSet{m: map[string]*tableLayout{}}, newInterner()
-	for _, bad := range [][]byte{list(), list("bogus"), list("label"), list("label:"), list("name:x"), list(strings.Split(strings.Repeat("pod_count,", abi.MaxColumns+1), ",")[:abi.MaxColumns+1]...), []byte{9, 0, 0, 0}} {
-		if l := layouts.parse(bad); l != nil {
-			t.Errorf("layout %q accepted", bad)
-		}
-	}
-	l := layouts.parse(list("name", "label:team", "allocatable:cpu", "taint:gpu"))
-	if l == nil || l.rowSize != abi.RowSize(4) || layouts.parse(list("name", "label:team", "allocatable:cpu", "taint:gpu")) != l {
-		t.Fatalf("layout %+v: want 4 columns, shared", l)
-	}
-	e1, id1 := interned.id("payments")
-	e2, id2 := interned.id(strings.Clone("payments"))
-	if e1 != e2 || id1 != id2 || id1 == 0 {
-		t.Errorf("ids %d/%d %d/%d for equal strings", e1, id1, e2, id2)
-	}
-	if s, ok := interned.str(e1, id1); !ok || s != "payments" {
-		t.Errorf("str(%d) = %q, %v", id1, s, ok)
-	}
-}
-
 // A table batch that loops on a node ends at that node's deadline (within
 // timeout + 10 ms, deadline_test.go's claim); the node at `current` gets
 // the failure and the nodes before it keep the verdicts in their rows.

@@ -186,7 +186,7 @@ func compile(ctx context.Context, rt wazero.Runtime, wasm []byte, limits Compile
 	if err != nil {
 		return nil, fmt.Errorf("malformed module: %w", err)
 	}
-	if err := size.check(limits); err != nil {
+	if err := checkSize(size, limits); err != nil {
 		return nil, err
 	}
 	return rt.CompileModule(ctx, wasm)

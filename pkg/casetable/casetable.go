@@ -335,7 +335,8 @@ func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.
 	}
 	if want := c.PreBind; want != nil {
 		got := host.Result{}
-		bpc := &host.PolicyCycle{State: pc.State}
+		bpc := &host.PolicyCycle{}
+		bpc.State = pc.State
 		if len(c.CyclePolicies) > 0 {
 			var recs [][3]string
 			for _, p := range c.CyclePolicies {

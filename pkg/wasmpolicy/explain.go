@@ -353,7 +353,8 @@ func (w *WasmPolicy) explainPreBind(ctx context.Context, c *cycleData, node fwk.
 			continue
 		}
 		pv := PatchVerdict{Policy: p.cfg.Name, Mode: string(p.mode()), Verdict: "Success"}
-		pc := &host.PolicyCycle{State: c.pcs[i].State, Policies: host.EncodeCyclePolicies(records)}
+		pc := &host.PolicyCycle{}
+		pc.State, pc.Policies = c.pcs[i].State, host.EncodeCyclePolicies(records)
 		_, res, cerr := m.Call(ctx, host.CallPreBind, c.pod, node, pc, nil)
 		switch {
 		case cerr != nil:

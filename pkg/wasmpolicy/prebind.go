@@ -212,7 +212,8 @@ func (w *WasmPolicy) collectPatch(ctx context.Context, c *cycleData, nodeName st
 		if m == nil || !m.Exports().Has(host.CallPreBind) {
 			continue
 		}
-		pc := &host.PolicyCycle{State: c.pcs[i].State, Policies: policies}
+		pc := &host.PolicyCycle{}
+		pc.State, pc.Policies = c.pcs[i].State, policies
 		if st := w.preBindPolicy(ctx, p, m, c.pod, node, pc, pp); st != nil {
 			return nil, st
 		}

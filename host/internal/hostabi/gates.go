@@ -1,4 +1,4 @@
-package host
+package hostabi
 
 import (
 	"context"
@@ -70,8 +70,8 @@ func truncate(s string, n int) string {
 // gateFuncs are the ABI v3 host functions (abi.SectionGates).
 var gateFuncs = map[string]api.GoModuleFunc{
 	abi.FnRecheckOn: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.kind != CallPreEnqueue || in.pc == nil {
+		in := CallOf(ctx)
+		if in.Kind != abi.PreEnqueue || in.Cycle == nil {
 			s[0] = retNotAvailable
 			return
 		}
@@ -84,34 +84,34 @@ var gateFuncs = map[string]api.GoModuleFunc{
 		if after > 0 {
 			r.After = time.Duration(min(max(after, abi.MinRecheckAfterMillis), abi.MaxRecheckAfterMillis)) * time.Millisecond
 		}
-		in.pc.Recheck, in.pc.RecheckSet = r, true
+		in.Cycle.Recheck, in.Cycle.RecheckSet = r, true
 		s[0] = 0
 	},
 	abi.FnPatchLabel:      patchFunc(true),
 	abi.FnPatchAnnotation: patchFunc(false),
 	abi.FnCyclePolicies: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.kind != CallPreBind || in.pc == nil || in.pc.Policies == nil {
+		in := CallOf(ctx)
+		if in.Kind != abi.PreBind || in.Cycle == nil || in.Cycle.Policies == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = writeOut(m, s[0], s[1], in.pc.Policies)
+		s[0] = writeOut(m, s[0], s[1], in.Cycle.Policies)
 	},
 }
 
 // patchFunc implements patch_label (label) and patch_annotation.
 func patchFunc(label bool) api.GoModuleFunc {
 	return func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.kind != CallPreBind || in.pc == nil {
+		in := CallOf(ctx)
+		if in.Kind != abi.PreBind || in.Cycle == nil {
 			s[0] = retNotAvailable
 			return
 		}
 		// A key or value larger than a whole patch is refused unread.
 		klen, vlen := uint32(s[1]), uint32(s[3])
 		if klen > abi.MaxPatchBytes || vlen > abi.MaxPatchBytes {
-			if in.pc.Patch.Refused == "" {
-				in.pc.Patch.Refused = fmt.Sprintf("a key of %d bytes or value of %d bytes exceeds the patch limit of %d bytes per policy and pod", klen, vlen, abi.MaxPatchBytes)
+			if in.Cycle.Patch.Refused == "" {
+				in.Cycle.Patch.Refused = fmt.Sprintf("a key of %d bytes or value of %d bytes exceeds the patch limit of %d bytes per policy and pod", klen, vlen, abi.MaxPatchBytes)
 			}
 			s[0] = api.EncodeI32(abi.TooLarge)
 			return
@@ -122,7 +122,7 @@ func patchFunc(label bool) api.GoModuleFunc {
 			s[0] = retBadArgs
 			return
 		}
-		s[0] = api.EncodeI32(in.pc.Patch.set(label, string(key), string(val), in.v.p.patchPrefixes))
+		s[0] = api.EncodeI32(in.Cycle.Patch.set(label, string(key), string(val), in.Policy.PatchPrefixes()))
 	}
 }
 

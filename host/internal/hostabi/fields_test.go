@@ -1,4 +1,4 @@
-package host
+package hostabi
 
 import (
 	"testing"
@@ -41,7 +41,7 @@ func TestEveryFieldHasAReader(t *testing.T) {
 	numbered := map[string]bool{}
 	for _, f := range fields.Fields {
 		if f.Num == fields.NoNum {
-			if _, ok := hostFuncs[f.Fn]; !ok {
+			if _, ok := Funcs[f.Fn]; !ok {
 				t.Errorf("%s %s: no host function %s", f.Object, f.Path, f.Fn)
 			}
 			continue

@@ -1,4 +1,4 @@
-package host
+package hostabi
 
 import (
 	"context"
@@ -170,7 +170,7 @@ type cachedRow struct {
 // row returns ni's row for layout in epoch: from the node's cache entry
 // when the NodeInfo generation and the epoch are unchanged (no lock: the
 // entry's rows are replaced, never changed), else built and cached.
-func (l *tableLayout) row(eng *Engine, ni fwk.NodeInfo, epoch uint32) ([]byte, uint32) {
+func (l *tableLayout) row(eng *Caches, ni fwk.NodeInfo, epoch uint32) ([]byte, uint32) {
 	e := eng.nodes.entry(ni)
 	rows := e.rows.Load()
 	if rows != nil {
@@ -201,7 +201,7 @@ func (l *tableLayout) row(eng *Engine, ni fwk.NodeInfo, epoch uint32) ([]byte, u
 
 // build encodes ni's columns (the row without its verdict header) from
 // the node's model.
-func (l *tableLayout) build(eng *Engine, ni fwk.NodeInfo) ([]byte, uint32) {
+func (l *tableLayout) build(eng *Caches, ni fwk.NodeInfo) ([]byte, uint32) {
 	b := make([]byte, len(l.cols)*abi.ColumnSize)
 	e := eng.nodes.entry(ni)
 	epoch := eng.strs.current()
@@ -220,18 +220,22 @@ func (l *tableLayout) build(eng *Engine, ni fwk.NodeInfo) ([]byte, uint32) {
 	return b, epoch
 }
 
-// table is an instance's declared node table.
-type table struct {
+// Table is a call's declared node table (node_table): where it is in the
+// guest's memory, its layout and how many rows it holds.
+type Table struct {
 	layout *tableLayout
 	ptr    uint32
 	rows   int
 }
 
-// fillTable writes the header and one row per node into the instance's
-// table, for a batch call. It returns false, writing nothing the guest
+// Rows is how many rows the table holds.
+func (t *Table) Rows() int { return t.rows }
+
+// FillTable writes the header and one row per node into the call's table
+// in mem, for a batch call. It returns false, writing nothing the guest
 // could mistake for rows, when the table does not fit in memory.
-func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
-	eng, mem := in.eng(), in.mod.Memory()
+func (in *Call) FillTable(mem api.Memory, t *Table, nodes []fwk.NodeInfo) bool {
+	eng := in.Caches
 	size := uint32(abi.TableHeader + t.rows*t.layout.rowSize)
 	buf, ok := mem.Read(t.ptr, size)
 	if !ok {
@@ -264,15 +268,12 @@ func (in *instance) fillTable(t *table, nodes []fwk.NodeInfo) bool {
 	return false
 }
 
-// tableVerdicts reads the verdicts the guest wrote into the first n rows:
+// TableVerdicts reads the verdicts the guest wrote into the first n rows:
 // results[i] (and scores[i] for a score batch) for each row with one, and
 // fromTable[i] set. Unknown codes become the policy's Error, as with
 // set_status.
-func (in *instance) tableVerdicts(t *table, n int, results []Result, scores []int64, fromTable []bool) {
-	if in.mod.IsClosed() || in.killed && in.cctx.done != nil {
-		return // closed by close-on-done at its deadline: its memory is gone
-	}
-	mem := in.mod.Memory()
+// mem is nil when the module's memory is gone (closed at its deadline).
+func (in *Call) TableVerdicts(mem api.Memory, t *Table, n int, results []Result, scores []int64, fromTable []bool) {
 	if mem == nil {
 		return
 	}
@@ -294,8 +295,8 @@ func (in *instance) tableVerdicts(t *table, n int, results []Result, scores []in
 				code, reason = abi.CodeError, fmt.Sprintf("table row %d names reason id %d, which the policy never registered", i, id)
 			}
 		}
-		if !validCode(code) {
-			reason = fmt.Sprintf("invalid status code %d (valid: 0 Success, 1 Error, 2 Unschedulable, 3 UnschedulableAndUnresolvable, 5 Skip); reason %q", code, reason)
+		if !ValidCode(code) {
+			reason = invalidCode(code, reason)
 			code = abi.CodeError
 		}
 		results[i] = Result{Code: code, Reason: reason}
@@ -306,32 +307,34 @@ func (in *instance) tableVerdicts(t *table, n int, results []Result, scores []in
 	}
 }
 
-// tableProgress reads which node of a table batch the guest evaluates, so
-// its deadline restarts as select_node's does in a batch without a table.
-// Only an index past the last one counts: a guest cannot extend a node's
-// deadline by writing the same or an earlier index.
-func (in *instance) tableProgress() {
-	t := in.callTable
+// TableProgress reads which node of a table batch the guest evaluates, so
+// its deadline restarts as select_node's does in a batch without a table:
+// true when the guest moved on to a later node. Only an index past the
+// last one counts: a guest cannot extend a node's deadline by writing the
+// same or an earlier index.
+func (in *Call) TableProgress(mem api.Memory) bool {
+	t := in.CallTable
 	if t == nil {
-		return
+		return false
 	}
-	cur, ok := in.mod.Memory().ReadUint32Le(t.ptr + abi.HeaderCurrent)
+	cur, ok := mem.ReadUint32Le(t.ptr + abi.HeaderCurrent)
 	if !ok {
-		return
+		return false
 	}
-	if c := int32(cur); c > in.tableCur && int(c) < len(in.batch) {
-		in.tableCur = c
-		in.started.Store(monotonic())
+	if c := int32(cur); c > in.TableCur && int(c) < len(in.Batch) {
+		in.TableCur = c
+		return true
 	}
+	return false
 }
 
 // Host functions of the node table.
 var tableFuncs = map[string]api.GoModuleFunc{
 	abi.FnNodeTable: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		colsPtr, colsLen, ptr, rows := uint32(s[0]), uint32(s[1]), uint32(s[2]), int32(s[3])
 		if colsLen == 0 {
-			in.table = nil
+			in.Table = nil
 			s[0] = 0
 			return
 		}
@@ -340,7 +343,7 @@ var tableFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		l := in.eng().layouts.parse(cols)
+		l := in.Caches.layouts.parse(cols)
 		if l == nil {
 			s[0] = retBadArgs
 			return
@@ -349,11 +352,11 @@ var tableFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		in.table = &table{layout: l, ptr: ptr, rows: int(rows)}
+		in.Table = &Table{layout: l, ptr: ptr, rows: int(rows)}
 		s[0] = uint64(uint32(l.rowSize))
 	},
 	abi.FnReasonRegister: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		b, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
 		if !ok {
 			s[0] = retBadArgs
@@ -370,14 +373,14 @@ var tableFuncs = map[string]api.GoModuleFunc{
 		if in.reasonIDs == nil {
 			in.reasonIDs = map[string]int32{}
 		}
-		in.reasons = append(in.reasons, safeString(b))
+		in.reasons = append(in.reasons, SafeString(b))
 		id := int32(len(in.reasons))
 		in.reasonIDs[string(b)] = id
 		s[0] = uint64(uint32(id))
 	},
 	abi.FnInternString: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		str, ok := in.eng().strs.str(uint32(s[0]), uint32(s[1]))
+		in := CallOf(ctx)
+		str, ok := in.Caches.strs.str(uint32(s[0]), uint32(s[1]))
 		if !ok {
 			s[0] = retNotFound
 			return
@@ -385,8 +388,8 @@ var tableFuncs = map[string]api.GoModuleFunc{
 		s[0] = writeOutString(m, s[2], s[3], str)
 	},
 	abi.FnPodLabelID: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.pod == nil {
+		in := CallOf(ctx)
+		if in.Pod == nil {
 			s[0] = retNotAvailable
 			return
 		}
@@ -395,13 +398,13 @@ var tableFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		v, ok := in.pod.model(kubemodel.PodLabels).Labels[string(key)]
+		v, ok := in.Pod.model(kubemodel.PodLabels).Labels[string(key)]
 		if !ok {
 			s[0] = 0
 			return
 		}
-		epoch, id := in.eng().strs.id(v)
-		if in.callTable != nil && epoch != in.tableEpoch {
+		epoch, id := in.Caches.strs.id(v)
+		if in.CallTable != nil && epoch != in.TableEpoch {
 			s[0] = retNotFound // the interner moved on since the table was filled: compare strings
 			return
 		}

@@ -1,12 +1,10 @@
-package host
+package hostabi
 
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"unicode/utf8"
 
-	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"k8s.io/klog/v2"
 
@@ -16,22 +14,14 @@ import (
 	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
 
-// instKey finds the instance a host function was called from: every guest
-// call runs with its instance's callCtx, whose Value answers this key. That
-// is a pointer compare, with no map lookup and no allocation per call.
-type instKey struct{}
-
-func current(ctx context.Context) *instance {
-	return ctx.Value(instKey{}).(*instance)
-}
-
-// hostFuncs implements abi.HostFunctions, which gives their signatures:
-// the functions here, the node table's (table.go) and the gates' and
-// patches' (gates.go), put together once; nothing adds to it later.
-// Every host function validates its pointers and lengths against guest
-// memory and answers abi.BadArgs instead of trapping; none of them can make
-// the host read or write outside the calling instance's memory.
-var hostFuncs = mergeFuncs(coreFuncs, tableFuncs, gateFuncs)
+// Funcs implements abi.HostFunctions, which gives their signatures: the
+// functions here, the node table's (table.go) and the gates' and patches'
+// (gates.go), put together once; nothing adds to it later. Every host
+// function validates its pointers and lengths against guest memory and
+// answers abi.BadArgs instead of trapping; none of them can make the host
+// read or write outside the calling instance's memory. The runtime adds
+// them to each wazero runtime (wrapped to count toward deadline checks).
+var Funcs = mergeFuncs(coreFuncs, tableFuncs, gateFuncs)
 
 // mergeFuncs puts tables of host functions together; a name in two of
 // them is a bug, caught at start.
@@ -52,21 +42,21 @@ func mergeFuncs(tables ...map[string]api.GoModuleFunc) map[string]api.GoModuleFu
 // the call's status, state and log.
 var coreFuncs = map[string]api.GoModuleFunc{
 	abi.FnSetStatus: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		code := int32(s[0])
 		ptr, n := uint32(s[1]), uint32(s[2])
-		if n > MaxReasonLength {
-			n = MaxReasonLength
+		if n > abi.MaxReasonLength {
+			n = abi.MaxReasonLength
 		}
 		reason, ok := m.Memory().Read(ptr, n)
 		if !ok {
 			reason = []byte("(reason pointer out of range)")
 		}
-		in.setStatus(code, reason)
+		in.SetStatus(code, reason)
 	},
 	abi.FnPreFilterNodes: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.kind != CallPreFilter || in.pc == nil {
+		in := CallOf(ctx)
+		if in.Kind != abi.PreFilter || in.Cycle == nil {
 			s[0] = retNotAvailable
 			return
 		}
@@ -89,20 +79,20 @@ var coreFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		in.pc.NodeNames, in.pc.NodeNamesSet = names, true
+		in.Cycle.NodeNames, in.Cycle.NodeNamesSet = names, true
 		s[0] = 0
 	},
 	abi.FnConfig: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		s[0] = writeOut(m, s[0], s[1], in.v.p.config)
+		in := CallOf(ctx)
+		s[0] = writeOut(m, s[0], s[1], in.Policy.Config())
 	},
 	abi.FnLog: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		level := klog.Level(int32(s[0]))
 		if level < 0 {
 			level = 0
 		}
-		if !klog.V(level).Enabled() || uint32(s[2]) > MaxLogSize || in.v.p.pass(1) == 0 {
+		if !klog.V(level).Enabled() || uint32(s[2]) > MaxLogSize || in.Policy.LogPass(1) == 0 {
 			return
 		}
 		b, ok := m.Memory().Read(uint32(s[1]), uint32(s[2]))
@@ -111,24 +101,24 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		}
 		r := abi.NewListReader(b)
 		msg, _ := r.Next()
-		kv := []any{"policy", in.v.p.name}
+		kv := []any{"policy", in.Policy.Name()}
 		for {
 			k, ok := r.Next()
 			if !ok {
 				break
 			}
 			v, _ := r.Next()
-			kv = append(kv, safeString(k), safeString(v))
+			kv = append(kv, SafeString(k), SafeString(v))
 		}
-		klog.V(level).InfoS(safeString(msg), kv...)
+		klog.V(level).InfoS(SafeString(msg), kv...)
 	},
 	abi.FnPodString: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.pod == nil {
+		in := CallOf(ctx)
+		if in.Pod == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		v, ok := in.pod.str(int32(s[0]))
+		v, ok := in.Pod.str(int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -136,28 +126,28 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		s[0] = writeOutString(m, s[1], s[2], v)
 	},
 	abi.FnPodLabel: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.pod == nil {
+		in := CallOf(ctx)
+		if in.Pod == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, in.pod.model(kubemodel.PodLabels).Labels)
+		s[0] = lookup(m, s, in.Pod.model(kubemodel.PodLabels).Labels)
 	},
 	abi.FnPodAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.pod == nil {
+		in := CallOf(ctx)
+		if in.Pod == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, in.pod.model(kubemodel.PodAnnotations).Annotations)
+		s[0] = lookup(m, s, in.Pod.model(kubemodel.PodAnnotations).Annotations)
 	},
 	abi.FnPodList: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.pod == nil {
+		in := CallOf(ctx)
+		if in.Pod == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		b, ok := in.pod.list(int32(s[0]))
+		b, ok := in.Pod.list(int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -165,33 +155,33 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		s[0] = writeOut(m, s[1], s[2], b)
 	},
 	abi.FnPodRequest: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		name, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-		if !ok || in.pod == nil {
+		if !ok || in.Pod == nil {
 			s[0] = retMissing
 			return
 		}
-		s[0] = uint64(model.PodRequest(in.pod.model(kubemodel.PodRequests), string(name)))
+		s[0] = uint64(model.PodRequest(in.Pod.model(kubemodel.PodRequests), string(name)))
 	},
 	abi.FnPodPriority: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.pod == nil {
+		in := CallOf(ctx)
+		if in.Pod == nil {
 			s[0] = retMissing
 			return
 		}
-		s[0] = uint64(in.pod.priority())
+		s[0] = uint64(in.Pod.priority())
 	},
 	abi.FnPodObject: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.pod == nil {
+		in := CallOf(ctx)
+		if in.Pod == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		if !in.v.p.permits(fields.ScopeWholeObjects, abi.FnPodObject, int32(s[0])) {
+		if !in.Policy.Permits(fields.ScopeWholeObjects, abi.FnPodObject, int32(s[0])) {
 			s[0] = retNotDeclared
 			return
 		}
-		b, ok := in.pod.object(int32(s[0]))
+		b, ok := in.Pod.object(int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -199,16 +189,16 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		s[0] = writeOut(m, s[1], s[2], b)
 	},
 	abi.FnNodeObject: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.node == nil {
+		in := CallOf(ctx)
+		if in.Node == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		if !in.v.p.permits(fields.ScopeWholeObjects, abi.FnNodeObject, int32(s[0])) {
+		if !in.Policy.Permits(fields.ScopeWholeObjects, abi.FnNodeObject, int32(s[0])) {
 			s[0] = retNotDeclared
 			return
 		}
-		b, ok := in.eng().nodes.object(in.node, int32(s[0]))
+		b, ok := in.Caches.nodes.object(in.Node, int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -216,12 +206,12 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		s[0] = writeOut(m, s[1], s[2], b)
 	},
 	abi.FnNodeString: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.node == nil {
+		in := CallOf(ctx)
+		if in.Node == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		v, ok := model.NodeString(in.nodeModel(kubemodel.NodeScalars), int32(s[0]))
+		v, ok := model.NodeString(in.NodeModel(kubemodel.NodeScalars), int32(s[0]))
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -229,24 +219,24 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		s[0] = writeOutString(m, s[1], s[2], v)
 	},
 	abi.FnNodeLabel: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.node == nil {
+		in := CallOf(ctx)
+		if in.Node == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, kubemodel.NodeLabelsOf(in.node))
+		s[0] = lookup(m, s, kubemodel.NodeLabelsOf(in.Node))
 	},
 	abi.FnNodeAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.node == nil {
+		in := CallOf(ctx)
+		if in.Node == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = lookup(m, s, kubemodel.NodeAnnotationsOf(in.node))
+		s[0] = lookup(m, s, kubemodel.NodeAnnotationsOf(in.Node))
 	},
 	abi.FnNodeTaint: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.node == nil {
+		in := CallOf(ctx)
+		if in.Node == nil {
 			s[0] = retNotAvailable
 			return
 		}
@@ -257,7 +247,7 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		}
 		// Encoded into the instance's scratch buffer: no allocation once it
 		// has grown to the node's largest answer.
-		b, found := model.NodeTaint(in.scratch[:0], in.nodeModel(kubemodel.NodeTaints), string(key))
+		b, found := model.NodeTaint(in.scratch[:0], in.NodeModel(kubemodel.NodeTaints), string(key))
 		if !found {
 			s[0] = retNotFound
 			return
@@ -266,17 +256,17 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		s[0] = writeOut(m, s[2], s[3], b)
 	},
 	abi.FnNodeList: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.node == nil {
+		in := CallOf(ctx)
+		if in.Node == nil {
 			s[0] = retNotAvailable
 			return
 		}
 		kind := int32(s[0])
-		if kind >= 0 && kind < model.NumNodeLists && !in.v.p.permits(nodeListScopes[kind], abi.FnNodeList, kind) {
+		if kind >= 0 && kind < model.NumNodeLists && !in.Policy.Permits(nodeListScopes[kind], abi.FnNodeList, kind) {
 			s[0] = retNotDeclared
 			return
 		}
-		b, ok := in.eng().nodes.list(in.node, kind)
+		b, ok := in.Caches.nodes.list(in.Node, kind)
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -284,70 +274,70 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		s[0] = writeOut(m, s[1], s[2], b)
 	},
 	abi.FnNodeResource: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		name, ok := m.Memory().Read(uint32(s[1]), uint32(s[2]))
-		if in.node == nil || !ok {
+		if in.Node == nil || !ok {
 			s[0] = retMissing
 			return
 		}
-		v, _ := kubemodel.NodeResource(in.node, int32(s[0]), string(name))
+		v, _ := kubemodel.NodeResource(in.Node, int32(s[0]), string(name))
 		s[0] = api.EncodeI64(v)
 	},
 	abi.FnNodePodCount: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.node == nil {
+		in := CallOf(ctx)
+		if in.Node == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		s[0] = uint64(uint32(model.NodePodCount(in.nodeModel(kubemodel.NodeScalars))))
+		s[0] = uint64(uint32(model.NodePodCount(in.NodeModel(kubemodel.NodeScalars))))
 	},
 	abi.FnNodeUnschedulable: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.node == nil {
+		in := CallOf(ctx)
+		if in.Node == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		if in.nodeModel(kubemodel.NodeScalars).Unschedulable {
+		if in.NodeModel(kubemodel.NodeScalars).Unschedulable {
 			s[0] = 1
 		} else {
 			s[0] = 0
 		}
 	},
 	abi.FnCycleStateSet: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.pc == nil || uint32(s[1]) > MaxCycleStateSize {
+		in := CallOf(ctx)
+		if in.Cycle == nil || uint32(s[1]) > MaxCycleStateSize {
 			return
 		}
 		b, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
 		if !ok {
 			return
 		}
-		in.pc.State = append([]byte(nil), b...)
+		in.Cycle.State = append([]byte(nil), b...)
 	},
 	abi.FnCycleStateGet: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.pc == nil || in.pc.State == nil {
+		in := CallOf(ctx)
+		if in.Cycle == nil || in.Cycle.State == nil {
 			s[0] = retNotFound
 			return
 		}
-		s[0] = writeOut(m, s[0], s[1], in.pc.State)
+		s[0] = writeOut(m, s[0], s[1], in.Cycle.State)
 	},
 	abi.FnSelectNode: func(ctx context.Context, m api.Module, s []uint64) {
-		if current(ctx).selectNode(int32(s[0])) {
+		if CallOf(ctx).selectNode(int32(s[0])) {
 			s[0] = 0
 		} else {
 			s[0] = retBadArgs
 		}
 	},
 	abi.FnScoresGet: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.scores == nil {
+		in := CallOf(ctx)
+		if in.Scores == nil {
 			s[0] = retNotAvailable
 			return
 		}
 		n := uint32(s[1])
-		if n > uint32(len(in.scores)) {
-			n = uint32(len(in.scores))
+		if n > uint32(len(in.Scores)) {
+			n = uint32(len(in.Scores))
 		}
 		buf, ok := m.Memory().Read(uint32(s[0]), n*8)
 		if !ok {
@@ -355,18 +345,18 @@ var coreFuncs = map[string]api.GoModuleFunc{
 			return
 		}
 		for i := uint32(0); i < n; i++ {
-			binary.LittleEndian.PutUint64(buf[i*8:], uint64(in.scores[i]))
+			binary.LittleEndian.PutUint64(buf[i*8:], uint64(in.Scores[i]))
 		}
-		s[0] = uint64(uint32(len(in.scores)))
+		s[0] = uint64(uint32(len(in.Scores)))
 	},
 	abi.FnScoresSet: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
-		if in.scores == nil {
+		in := CallOf(ctx)
+		if in.Scores == nil {
 			s[0] = retNotAvailable
 			return
 		}
 		n := uint32(s[1])
-		if n != uint32(len(in.scores)) {
+		if n != uint32(len(in.Scores)) {
 			s[0] = retBadArgs
 			return
 		}
@@ -376,35 +366,35 @@ var coreFuncs = map[string]api.GoModuleFunc{
 			return
 		}
 		for i := uint32(0); i < n; i++ {
-			in.scores[i] = int64(binary.LittleEndian.Uint64(buf[i*8:]))
+			in.Scores[i] = int64(binary.LittleEndian.Uint64(buf[i*8:]))
 		}
-		in.scoresSet = true
+		in.ScoresSet = true
 		s[0] = uint64(n)
 	},
 	abi.FnClusterNodes: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		c := in.cluster()
 		switch {
 		case c == nil:
 			s[0] = retNotAvailable
-		case !in.v.p.permits(fields.ScopeCluster, abi.FnClusterNodes, fields.NoNum):
+		case !in.Policy.Permits(fields.ScopeCluster, abi.FnClusterNodes, fields.NoNum):
 			s[0] = retNotDeclared
 		default:
 			s[0] = uint64(uint32(len(c.Nodes)))
 		}
 	},
 	abi.FnClusterNode: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		c := in.cluster()
 		if c == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		if !in.v.p.permits(fields.ScopeCluster, abi.FnClusterNode, int32(s[1])) {
+		if !in.Policy.Permits(fields.ScopeCluster, abi.FnClusterNode, int32(s[1])) {
 			s[0] = retNotDeclared
 			return
 		}
-		b, str, ok := c.clusterNode(in.eng().nodes, int32(s[0]), int32(s[1]))
+		b, str, ok := c.clusterNode(in.Caches.nodes, int32(s[0]), int32(s[1]))
 		switch {
 		case !ok:
 			s[0] = retBadArgs
@@ -415,13 +405,13 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		}
 	},
 	abi.FnCountPods: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		c := in.cluster()
 		if c == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		if !in.v.p.permits(fields.ScopeCluster, abi.FnCountPods, fields.NoNum) {
+		if !in.Policy.Permits(fields.ScopeCluster, abi.FnCountPods, fields.NoNum) {
 			s[0] = retNotDeclared
 			return
 		}
@@ -430,27 +420,27 @@ var coreFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		b, ok := c.countPods(term, in.pod.Pod.Namespace)
+		b, ok := c.countPods(term, in.Pod.Pod.Namespace)
 		if !ok {
-			in.v.p.badTerm(term)
+			in.Policy.BadTerm(term)
 			s[0] = retBadArgs
 			return
 		}
 		s[0] = writeOut(m, s[2], s[3], b)
 	},
 	abi.FnExistingTerms: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		c := in.cluster()
 		if c == nil {
 			s[0] = retNotAvailable
 			return
 		}
 		kind := int32(s[0])
-		if !in.v.p.permits(fields.ScopeCluster, abi.FnExistingTerms, kind) {
+		if !in.Policy.Permits(fields.ScopeCluster, abi.FnExistingTerms, kind) {
 			s[0] = retNotDeclared
 			return
 		}
-		b, ok := c.existingTerms(kind, in.pod.Pod)
+		b, ok := c.existingTerms(kind, in.Pod.Pod)
 		if !ok {
 			s[0] = retBadArgs
 			return
@@ -458,13 +448,13 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		s[0] = writeOut(m, s[1], s[2], b)
 	},
 	abi.FnNamespaceLabels: func(ctx context.Context, m api.Module, s []uint64) {
-		in := current(ctx)
+		in := CallOf(ctx)
 		c := in.cluster()
 		if c == nil || c.NamespaceLabels == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		if !in.v.p.permits(fields.ScopeNamespaces, abi.FnNamespaceLabels, fields.NoNum) {
+		if !in.Policy.Permits(fields.ScopeNamespaces, abi.FnNamespaceLabels, fields.NoNum) {
 			s[0] = retNotDeclared
 			return
 		}
@@ -482,15 +472,6 @@ var coreFuncs = map[string]api.GoModuleFunc{
 	},
 }
 
-// cluster is the cycle's cluster view, nil where there is no pod (in
-// _initialize) or the caller gave none.
-func (in *instance) cluster() *ClusterView {
-	if in.pod == nil {
-		return nil
-	}
-	return in.pod.Cluster
-}
-
 // Encoded sentinel results (negative values do not convert to uint64 as constants).
 var (
 	retBadArgs      = api.EncodeI32(abi.BadArgs)
@@ -499,21 +480,6 @@ var (
 	retNotDeclared  = api.EncodeI32(abi.NotDeclared)
 	retMissing      = api.EncodeI64(abi.MissingQuantity)
 )
-
-// instantiateHostModule adds the ABI's host functions to a runtime.
-func instantiateHostModule(ctx context.Context, rt wazero.Runtime) error {
-	b := rt.NewHostModuleBuilder(abi.HostModule)
-	for _, f := range abi.HostFunctions {
-		fn, ok := hostFuncs[f.Name]
-		if !ok {
-			return fmt.Errorf("host function %q of the ABI table has no implementation", f.Name)
-		}
-		sig := hostFunctionSignatures[f.Name]
-		b = b.NewFunctionBuilder().WithGoModuleFunction(countHostCalls(fn, lengthParams(f.Params)), sig.params, sig.results).Export(f.Name)
-	}
-	_, err := b.Instantiate(ctx)
-	return err
-}
 
 // lookup implements the (key_ptr, key_len, buf, cap) -> len functions.
 func lookup(m api.Module, s []uint64, kv map[string]string) uint64 {
@@ -550,8 +516,8 @@ func writeOutString(m api.Module, buf, capacity uint64, data string) uint64 {
 	return uint64(uint32(len(data)))
 }
 
-// safeString converts guest bytes for logs and events, replacing invalid UTF-8.
-func safeString(b []byte) string {
+// SafeString converts guest bytes for logs and events, replacing invalid UTF-8.
+func SafeString(b []byte) string {
 	if utf8.Valid(b) {
 		return string(b)
 	}

@@ -1,0 +1,96 @@
+package hostabi
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+)
+
+func nodeInfo(name string, labels map[string]string) fwk.NodeInfo {
+	ni := intree.NewNodeInfo()
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+	return ni
+}
+
+// §4.2, §4.3: pod_object and node_object are the whole objects as JSON,
+// apiVersion and kind set and managedFields left out; the pod's is encoded
+// once per cycle, the node's once per NodeInfo generation.
+func TestWholeObjectsEncodeOnce(t *testing.T) {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec: v1.PodSpec{RuntimeClassName: ptrTo("gvisor")}}
+	ps := NewPodState(p)
+	b, ok := ps.object(abi.ObjectJSON)
+	if !ok {
+		t.Fatal("no JSON format")
+	}
+	var got v1.Pod
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != "Pod" || got.APIVersion != "v1" || got.ManagedFields != nil || *got.Spec.RuntimeClassName != "gvisor" || got.Name != "p" {
+		t.Fatalf("pod JSON %s", b)
+	}
+	if p.ManagedFields == nil || p.Kind != "" {
+		t.Fatal("encoding changed the scheduler's pod")
+	}
+	if again, _ := ps.object(abi.ObjectJSON); &again[0] != &b[0] {
+		t.Error("pod encoded twice in one cycle")
+	}
+	if _, ok := ps.object(1); ok {
+		t.Error("format 1 accepted")
+	}
+
+	ni := nodeInfo("objects-node", map[string]string{"a": "b"})
+	nodes := newNodeCache()
+	n1, _ := nodes.object(ni, abi.ObjectJSON)
+	if n2, _ := nodes.object(ni, abi.ObjectJSON); &n2[0] != &n1[0] {
+		t.Error("node encoded twice in one generation")
+	}
+	changed := ni.Node().DeepCopy()
+	changed.Labels["a"] = "c"
+	ni.SetNode(changed) // a new generation
+	n3, _ := nodes.object(ni, abi.ObjectJSON)
+	var node v1.Node
+	if err := json.Unmarshal(n3, &node); err != nil || node.Kind != "Node" || node.Labels["a"] != "c" {
+		t.Fatalf("node JSON after a change: %s (%v)", n3, err)
+	}
+}
+
+// node_table refuses what it cannot serve, with -2, and the interner gives
+// equal strings equal ids.
+func TestNodeTableDeclarations(t *testing.T) {
+	list := func(cols ...string) []byte {
+		b := abi.AppendListHeader(nil, len(cols))
+		for _, c := range cols {
+			b = abi.AppendString(b, c)
+		}
+		return b
+	}
+	layouts, interned := &layoutSet{m: map[string]*tableLayout{}}, newInterner()
+	for _, bad := range [][]byte{list(), list("bogus"), list("label"), list("label:"), list("name:x"), list(strings.Split(strings.Repeat("pod_count,", abi.MaxColumns+1), ",")[:abi.MaxColumns+1]...), []byte{9, 0, 0, 0}} {
+		if l := layouts.parse(bad); l != nil {
+			t.Errorf("layout %q accepted", bad)
+		}
+	}
+	l := layouts.parse(list("name", "label:team", "allocatable:cpu", "taint:gpu"))
+	if l == nil || l.rowSize != abi.RowSize(4) || layouts.parse(list("name", "label:team", "allocatable:cpu", "taint:gpu")) != l {
+		t.Fatalf("layout %+v: want 4 columns, shared", l)
+	}
+	e1, id1 := interned.id("payments")
+	e2, id2 := interned.id(strings.Clone("payments"))
+	if e1 != e2 || id1 != id2 || id1 == 0 {
+		t.Errorf("ids %d/%d %d/%d for equal strings", e1, id1, e2, id2)
+	}
+	if s, ok := interned.str(e1, id1); !ok || s != "payments" {
+		t.Errorf("str(%d) = %q, %v", id1, s, ok)
+	}
+}
+func ptrTo[T any](v T) *T { return &v }
