@@ -243,7 +243,6 @@ func TestAllocatableMissingIsNotZero(t *testing.T) {
 	}
 }
 
-
 // §4 and docs/security.md: reads beyond the pod and the node being
 // evaluated need a declaration in the policy's args. Undeclared, they
 // answer NotDeclared (-4) and the first of each scope is logged with the
