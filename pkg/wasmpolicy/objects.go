@@ -2,24 +2,17 @@ package wasmpolicy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime/debug"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -28,8 +21,6 @@ import (
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
-	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
-	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
 	policyv1alpha1 "github.com/wasmsched/wasmsched/pkg/apis/policy/v1alpha1"
 	"github.com/wasmsched/wasmsched/pkg/source"
 )
@@ -322,95 +313,6 @@ func (o *objectPolicies) reconcile(k objKey) error {
 	return o.writeStatus(u, e)
 }
 
-// policyOf turns the object into the policy config the plugin runs, or
-// says why it cannot: the checks the apiserver cannot make (the module's
-// namespace, a name the args already use, the args' validation).
-func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (config.Policy, *scope, string) {
-	var src policyv1alpha1.Source
-	var settings configv1.PolicySettings
-	var sc policyv1alpha1.PolicyScope
-	var nsSel *policyv1alpha1.LabelSelector
-	if k.namespace == "" {
-		var p policyv1alpha1.ClusterSchedulingPolicy
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
-			return config.Policy{}, nil, "spec: " + err.Error()
-		}
-		src, settings, sc, nsSel = p.Spec.Source, p.Spec.PolicySettings, p.Spec.PolicyScope, p.Spec.NamespaceSelector
-	} else {
-		var p policyv1alpha1.SchedulingPolicy
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
-			return config.Policy{}, nil, "spec: " + err.Error()
-		}
-		src, settings, sc = p.Spec.Source, p.Spec.PolicySettings, p.Spec.PolicyScope
-		if src.File != "" {
-			return config.Policy{}, nil, "spec.source.file: a SchedulingPolicy takes its module from a ConfigMap in its own namespace; use source.configMap"
-		}
-		if cm := src.ConfigMap; cm != nil {
-			if cm.Namespace != "" && cm.Namespace != k.namespace {
-				return config.Policy{}, nil, fmt.Sprintf("spec.source.configMap.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may take its module only from a ConfigMap in %s (copy the ConfigMap there, or ask the cluster's operators for a ClusterSchedulingPolicy)", cm.Namespace, k.namespace)
-			}
-		}
-		if o := src.OCI; o != nil && o.Insecure {
-			return config.Policy{}, nil, "spec.source.oci.insecure: Forbidden: a SchedulingPolicy may not turn TLS off; a cluster's operators may, in a ClusterSchedulingPolicy"
-		}
-		if o := src.OCI; o != nil && o.PullSecret != nil && o.PullSecret.Namespace != "" && o.PullSecret.Namespace != k.namespace {
-			return config.Policy{}, nil, fmt.Sprintf("spec.source.oci.pullSecret.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may use only a pull secret in %s", o.PullSecret.Namespace, k.namespace)
-		}
-	}
-	// The object's settings are the args' type: defaulted, converted and
-	// validated by the same code as a policy of the args.
-	in := configv1.Policy{
-		Name: k.policyName(), PolicySettings: *settings.DeepCopy(),
-		Scope: configv1.Scope{NamespaceSelector: nsSel.AsMeta(), PodSelector: sc.PodSelector.AsMeta(), Profiles: sc.Profiles},
-	}
-	in.Source.File = src.File
-	if cm := src.ConfigMap; cm != nil {
-		ns := cm.Namespace
-		if ns == "" {
-			ns = k.namespace
-		}
-		in.Source.ConfigMap = &configv1.ConfigMapSource{Namespace: ns, Name: cm.Name, Key: cm.Key}
-	}
-	if o := src.OCI; o != nil {
-		in.Source.OCI = &configv1.OCISource{
-			Ref: o.Ref, FollowTag: o.FollowTag, PollInterval: o.PollInterval, CABundle: o.CABundle,
-			Insecure: o.Insecure, MaxSize: o.MaxSize, Timeout: o.Timeout,
-		}
-		if ps := o.PullSecret; ps != nil {
-			ns := ps.Namespace
-			if ns == "" {
-				ns = k.namespace
-			}
-			in.Source.OCI.PullSecret = &configv1.SecretReference{Namespace: ns, Name: ps.Name}
-		}
-		if o.Verify != nil {
-			in.Source.OCI.Verify = &configv1.Verification{PublicKey: o.Verify.PublicKey}
-		}
-		configv1.SetDefaults_OCISource(in.Source.OCI)
-	}
-	configv1.SetDefaults_PolicySettings(&in.PolicySettings)
-	var out config.Policy
-	if err := configv1.Convert_v1_Policy_To_config_Policy(&in, &out, nil); err != nil {
-		return config.Policy{}, nil, "spec: " + err.Error()
-	}
-	out.Scope.Namespace = k.namespace
-	if errs := validation.ValidatePolicy(field.NewPath("spec"), &out); len(errs) > 0 {
-		return config.Policy{}, nil, objectPaths(errs).ToAggregate().Error()
-	}
-	if k.namespace == "" {
-		for _, p := range o.w.static {
-			if p.cfg.Name == k.name {
-				return config.Policy{}, nil, fmt.Sprintf("metadata.name: Duplicate value: %q is the name of a policy in the scheduler's WasmPolicy args; rename the object", k.name)
-			}
-		}
-	}
-	s, err := compileScope(out.Scope)
-	if err != nil {
-		return config.Policy{}, nil, "spec." + err.Error()
-	}
-	return out, s, ""
-}
-
 // build starts a candidate policy for spec, replacing a candidate still
 // loading an older spec.
 func (o *objectPolicies) build(e *objEntry, spec config.Policy) error {
@@ -544,41 +446,6 @@ func (o *objectPolicies) runsLocked(name string) bool {
 	return false
 }
 
-// releaseMemory returns the memory of closed policies to the operating
-// system soon after they close, at most once per releaseEvery: the Go
-// runtime otherwise keeps the freed heap (module bytes, the compiler's
-// buffers) mapped for as long as it stays under its own goal, and a
-// scheduler whose teams delete policies would keep the memory of the
-// deleted ones (docs/architecture.md, RATIONALE: policy objects).
-var releaseMemory = &memoryReleaser{every: 10 * time.Second, delay: time.Second}
-
-type memoryReleaser struct {
-	every, delay time.Duration
-	mu           sync.Mutex
-	pending      bool
-	last         time.Time
-}
-
-// trigger schedules one release: delay from now, or releaseEvery after the
-// last one, whichever is later; triggers until then share it.
-func (r *memoryReleaser) trigger() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.pending {
-		return
-	}
-	r.pending = true
-	wait := max(r.delay, time.Until(r.last.Add(r.every)))
-	time.AfterFunc(wait, func() {
-		start := time.Now()
-		debug.FreeOSMemory()
-		r.mu.Lock()
-		r.pending, r.last = false, time.Now()
-		r.mu.Unlock()
-		klog.V(2).InfoS("Returned the memory of closed policies to the operating system", "duration", time.Since(start))
-	})
-}
-
 // close stops the objects' policies with the plugin.
 func (o *objectPolicies) close() {
 	if o.lease != nil {
@@ -604,23 +471,6 @@ func (o *objectPolicies) close() {
 	}
 }
 
-// objectPaths renames the args' field paths of errs to the object's: the
-// name is metadata.name, and the scope's fields sit in the spec itself.
-func objectPaths(errs field.ErrorList) field.ErrorList {
-	out := make(field.ErrorList, len(errs))
-	for i, e := range errs {
-		c := *e
-		switch {
-		case c.Field == "spec.name":
-			c.Field = "metadata.name"
-		case strings.HasPrefix(c.Field, "spec.scope."):
-			c.Field = "spec." + strings.TrimPrefix(c.Field, "spec.scope.")
-		}
-		out[i] = &c
-	}
-	return out
-}
-
 func cacheKey(k objKey) string {
 	if k.namespace == "" {
 		return k.name
@@ -628,154 +478,5 @@ func cacheKey(k objKey) string {
 	return k.namespace + "/" + k.name
 }
 
-// statusOf is what e's object status should say.
-func statusOf(e *objEntry) policyv1alpha1.SchedulingPolicyStatus {
-	st := policyv1alpha1.SchedulingPolicyStatus{ObservedGeneration: e.generation}
-	if e.serving != nil {
-		if m := e.serving.runtime.Current(); m != nil {
-			st.ActiveSHA256 = m.SHA256()
-		}
-	}
-	cond := metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: e.generation}
-	// The newest policy decides: the candidate while there is one.
-	newest := e.candidate
-	if newest == nil {
-		newest = e.serving
-	}
-	keeping := ""
-	if st.ActiveSHA256 != "" {
-		keeping = "; the previous module " + short(st.ActiveSHA256) + " keeps serving"
-	}
-	switch {
-	case e.invalid != "":
-		cond.Reason, cond.Message = policyv1alpha1.ReasonInvalidSpec, e.invalid+keeping
-	case newest == nil:
-		cond.Reason, cond.Message = policyv1alpha1.ReasonLoading, "waiting for the module"
-	case newest.lastFailure.Load() != nil:
-		f := newest.lastFailure.Load()
-		cond.Reason, cond.Message = readyReason(f.reason), fmt.Sprintf("%s: %s%s", f.reason, f.message, keeping)
-	case newest.runtime.Current() == nil:
-		cond.Reason, cond.Message = policyv1alpha1.ReasonLoading, "loading the module from "+newest.source.String()
-	default:
-		cond.Status, cond.Reason = metav1.ConditionTrue, policyv1alpha1.ReasonLoaded
-		m := newest.runtime.Current()
-		cond.Message = fmt.Sprintf("module %s serving from %s (exports %s)", short(m.SHA256()), newest.source.String(), m.Exports().String())
-	}
-	// Condition messages are at most 32768 bytes; a compile error can be
-	// longer, and the start of it is what helps.
-	if len(cond.Message) > maxStatusMessage {
-		cond.Message = strings.ToValidUTF8(cond.Message[:maxStatusMessage-3], "") + "..."
-	}
-	if cond.Status == metav1.ConditionFalse {
-		st.LastError = cond.Message
-	}
-	st.Conditions = []metav1.Condition{cond}
-	return st
-}
-
 // maxStatusMessage bounds the messages written to status.
 const maxStatusMessage = 4096
-
-// readyReason maps a load failure to the Ready condition's reason.
-func readyReason(loadReason string) string {
-	switch loadReason {
-	case "SourceError":
-		return policyv1alpha1.ReasonSourceMissing
-	case "SHA256Mismatch":
-		return policyv1alpha1.ReasonSHA256Mismatch
-	case "MemoryBudget":
-		return "MemoryBudget"
-	case source.ReasonNotFound, source.ReasonUnauthorized, source.ReasonTooLarge, source.ReasonSignatureInvalid, source.ReasonDigestMismatch:
-		return loadReason
-	}
-	return policyv1alpha1.ReasonCompileError
-}
-
-// writeStatus writes e's status to its object when this process holds the
-// status lease and the status changed. A condition keeps its
-// lastTransitionTime while its status stays the same.
-func (o *objectPolicies) writeStatus(u *unstructured.Unstructured, e *objEntry) error {
-	if o.lease == nil || !o.lease.leading() || !o.lease.writes(e.key, o.w.profile) {
-		return nil
-	}
-	want := statusOf(e)
-	var cur policyv1alpha1.SchedulingPolicyStatus
-	if m, ok := u.Object["status"].(map[string]interface{}); ok {
-		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cur)
-	}
-	now := metav1.Now()
-	for i := range want.Conditions {
-		c := &want.Conditions[i]
-		c.LastTransitionTime = now
-		if old := meta.FindStatusCondition(cur.Conditions, c.Type); old != nil && old.Status == c.Status {
-			c.LastTransitionTime = old.LastTransitionTime
-		}
-	}
-	if reflect.DeepEqual(normalizeStatus(cur), normalizeStatus(want)) {
-		return nil
-	}
-	// A JSON merge patch leaves out what the struct omits when empty, so
-	// fields to clear are sent as null.
-	status := map[string]interface{}{"observedGeneration": want.ObservedGeneration, "conditions": want.Conditions, "activeSHA256": nil, "lastError": nil}
-	if want.ActiveSHA256 != "" {
-		status["activeSHA256"] = want.ActiveSHA256
-	}
-	if want.LastError != "" {
-		status["lastError"] = want.LastError
-	}
-	body, err := json.Marshal(map[string]interface{}{"status": status})
-	if err != nil {
-		return err
-	}
-	ri := o.dyn.Resource(e.key.resource())
-	var client dynamic.ResourceInterface = ri
-	if e.key.namespace != "" {
-		client = ri.Namespace(e.key.namespace)
-	}
-	_, err = client.Patch(o.ctx, e.key.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager(o.lease.identity)}, "status")
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// normalizeStatus drops what the apiserver's round trip changes (time precision).
-func normalizeStatus(s policyv1alpha1.SchedulingPolicyStatus) policyv1alpha1.SchedulingPolicyStatus {
-	s = *s.DeepCopy()
-	for i := range s.Conditions {
-		s.Conditions[i].LastTransitionTime = metav1.NewTime(s.Conditions[i].LastTransitionTime.Rfc3339Copy().Time)
-	}
-	return s
-}
-
-// fieldManager is the status writer's field manager: the replica's lease
-// identity, so managedFields show which replica wrote a status.
-func fieldManager(identity string) string {
-	// Field managers are at most 128 characters.
-	m := "wasmsched/" + strings.ReplaceAll(identity, "/", "-")
-	if len(m) > 128 {
-		m = m[:128]
-	}
-	return m
-}
-
-// ObjectPolicies lists the policies the plugin runs from policy objects,
-// for tools and tests: name -> serving sha256 ("" while loading).
-func (w *WasmPolicy) ObjectPolicies() map[string]string {
-	out := map[string]string{}
-	if w.objects == nil {
-		return out
-	}
-	w.objects.mu.Lock()
-	defer w.objects.mu.Unlock()
-	for _, e := range w.objects.entries {
-		if e.serving != nil {
-			sha := ""
-			if m := e.serving.runtime.Current(); m != nil {
-				sha = m.SHA256()
-			}
-			out[e.serving.cfg.Name] = sha
-		}
-	}
-	return out
-}

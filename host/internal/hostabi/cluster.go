@@ -2,16 +2,20 @@ package hostabi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
 
+	"github.com/tetratelabs/wazero/api"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
 	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
@@ -283,4 +287,107 @@ func clusterNodeField(nodes *nodeCache, ni fwk.NodeInfo, kind int32) ([]byte, st
 		return b, "", ok
 	}
 	return nil, "", false
+}
+
+// clusterFuncs read the cycle's cluster view (Cluster and Namespaces reads).
+var clusterFuncs = map[string]api.GoModuleFunc{
+	abi.FnClusterNodes: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		c := in.cluster()
+		switch {
+		case c == nil:
+			s[0] = retNotAvailable
+		case !in.Policy.Permits(fields.ScopeCluster, abi.FnClusterNodes, fields.NoNum):
+			s[0] = retNotDeclared
+		default:
+			s[0] = uint64(uint32(len(c.Nodes)))
+		}
+	},
+	abi.FnClusterNode: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		c := in.cluster()
+		if c == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		if !in.Policy.Permits(fields.ScopeCluster, abi.FnClusterNode, int32(s[1])) {
+			s[0] = retNotDeclared
+			return
+		}
+		b, str, ok := c.clusterNode(in.Caches.nodes, int32(s[0]), int32(s[1]))
+		switch {
+		case !ok:
+			s[0] = retBadArgs
+		case b != nil:
+			s[0] = writeOut(m, s[2], s[3], b)
+		default:
+			s[0] = writeOutString(m, s[2], s[3], str)
+		}
+	},
+	abi.FnCountPods: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		c := in.cluster()
+		if c == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		if !in.Policy.Permits(fields.ScopeCluster, abi.FnCountPods, fields.NoNum) {
+			s[0] = retNotDeclared
+			return
+		}
+		term, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok || uint32(s[1]) > MaxCycleStateSize {
+			s[0] = retBadArgs
+			return
+		}
+		b, ok := c.countPods(term, in.Pod.Pod.Namespace)
+		if !ok {
+			in.Policy.BadTerm(term)
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[2], s[3], b)
+	},
+	abi.FnExistingTerms: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		c := in.cluster()
+		if c == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		kind := int32(s[0])
+		if !in.Policy.Permits(fields.ScopeCluster, abi.FnExistingTerms, kind) {
+			s[0] = retNotDeclared
+			return
+		}
+		b, ok := c.existingTerms(kind, in.Pod.Pod)
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[1], s[2], b)
+	},
+	abi.FnNamespaceLabels: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		c := in.cluster()
+		if c == nil || c.NamespaceLabels == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		if !in.Policy.Permits(fields.ScopeNamespaces, abi.FnNamespaceLabels, fields.NoNum) {
+			s[0] = retNotDeclared
+			return
+		}
+		name, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		l, found := c.NamespaceLabels(string(name))
+		if !found {
+			s[0] = retNotFound
+			return
+		}
+		s[0] = writeOut(m, s[2], s[3], model.EncodeMap(l))
+	},
 }

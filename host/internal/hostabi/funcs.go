@@ -11,7 +11,6 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
-	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
 
 // Funcs implements abi.HostFunctions, which gives their signatures: the
@@ -21,7 +20,7 @@ import (
 // answers abi.BadArgs instead of trapping; none of them can make the host
 // read or write outside the calling instance's memory. The runtime adds
 // them to each wazero runtime (wrapped to count toward deadline checks).
-var Funcs = mergeFuncs(coreFuncs, tableFuncs, gateFuncs)
+var Funcs = mergeFuncs(callFuncs, podFuncs, nodeFuncs, clusterFuncs, tableFuncs, gateFuncs)
 
 // mergeFuncs puts tables of host functions together; a name in two of
 // them is a bug, caught at start.
@@ -38,9 +37,9 @@ func mergeFuncs(tables ...map[string]api.GoModuleFunc) map[string]api.GoModuleFu
 	return out
 }
 
-// coreFuncs are the host functions of the pod, the node, the cluster and
-// the call's status, state and log.
-var coreFuncs = map[string]api.GoModuleFunc{
+// callFuncs are the host functions of the call itself: its status, config, log,
+// cycle state, and the batch and score functions.
+var callFuncs = map[string]api.GoModuleFunc{
 	abi.FnSetStatus: func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)
 		code := int32(s[0])
@@ -112,197 +111,6 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		}
 		klog.V(level).InfoS(SafeString(msg), kv...)
 	},
-	abi.FnPodString: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Pod == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		v, ok := in.Pod.str(int32(s[0]))
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOutString(m, s[1], s[2], v)
-	},
-	abi.FnPodLabel: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Pod == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		s[0] = lookup(m, s, in.Pod.model(kubemodel.PodLabels).Labels)
-	},
-	abi.FnPodAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Pod == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		s[0] = lookup(m, s, in.Pod.model(kubemodel.PodAnnotations).Annotations)
-	},
-	abi.FnPodList: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Pod == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		b, ok := in.Pod.list(int32(s[0]))
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[1], s[2], b)
-	},
-	abi.FnPodRequest: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		name, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-		if !ok || in.Pod == nil {
-			s[0] = retMissing
-			return
-		}
-		s[0] = uint64(model.PodRequest(in.Pod.model(kubemodel.PodRequests), string(name)))
-	},
-	abi.FnPodPriority: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Pod == nil {
-			s[0] = retMissing
-			return
-		}
-		s[0] = uint64(in.Pod.priority())
-	},
-	abi.FnPodObject: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Pod == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		if !in.Policy.Permits(fields.ScopeWholeObjects, abi.FnPodObject, int32(s[0])) {
-			s[0] = retNotDeclared
-			return
-		}
-		b, ok := in.Pod.object(int32(s[0]))
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[1], s[2], b)
-	},
-	abi.FnNodeObject: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Node == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		if !in.Policy.Permits(fields.ScopeWholeObjects, abi.FnNodeObject, int32(s[0])) {
-			s[0] = retNotDeclared
-			return
-		}
-		b, ok := in.Caches.nodes.object(in.Node, int32(s[0]))
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[1], s[2], b)
-	},
-	abi.FnNodeString: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Node == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		v, ok := model.NodeString(in.NodeModel(kubemodel.NodeScalars), int32(s[0]))
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOutString(m, s[1], s[2], v)
-	},
-	abi.FnNodeLabel: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Node == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		s[0] = lookup(m, s, kubemodel.NodeLabelsOf(in.Node))
-	},
-	abi.FnNodeAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Node == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		s[0] = lookup(m, s, kubemodel.NodeAnnotationsOf(in.Node))
-	},
-	abi.FnNodeTaint: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Node == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		key, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		// Encoded into the instance's scratch buffer: no allocation once it
-		// has grown to the node's largest answer.
-		b, found := model.NodeTaint(in.scratch[:0], in.NodeModel(kubemodel.NodeTaints), string(key))
-		if !found {
-			s[0] = retNotFound
-			return
-		}
-		in.scratch = b
-		s[0] = writeOut(m, s[2], s[3], b)
-	},
-	abi.FnNodeList: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Node == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		kind := int32(s[0])
-		if kind >= 0 && kind < model.NumNodeLists && !in.Policy.Permits(nodeListScopes[kind], abi.FnNodeList, kind) {
-			s[0] = retNotDeclared
-			return
-		}
-		b, ok := in.Caches.nodes.list(in.Node, kind)
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[1], s[2], b)
-	},
-	abi.FnNodeResource: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		name, ok := m.Memory().Read(uint32(s[1]), uint32(s[2]))
-		if in.Node == nil || !ok {
-			s[0] = retMissing
-			return
-		}
-		v, _ := kubemodel.NodeResource(in.Node, int32(s[0]), string(name))
-		s[0] = api.EncodeI64(v)
-	},
-	abi.FnNodePodCount: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Node == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		s[0] = uint64(uint32(model.NodePodCount(in.NodeModel(kubemodel.NodeScalars))))
-	},
-	abi.FnNodeUnschedulable: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Node == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		if in.NodeModel(kubemodel.NodeScalars).Unschedulable {
-			s[0] = 1
-		} else {
-			s[0] = 0
-		}
-	},
 	abi.FnCycleStateSet: func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)
 		if in.Cycle == nil || uint32(s[1]) > MaxCycleStateSize {
@@ -370,105 +178,6 @@ var coreFuncs = map[string]api.GoModuleFunc{
 		}
 		in.ScoresSet = true
 		s[0] = uint64(n)
-	},
-	abi.FnClusterNodes: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		c := in.cluster()
-		switch {
-		case c == nil:
-			s[0] = retNotAvailable
-		case !in.Policy.Permits(fields.ScopeCluster, abi.FnClusterNodes, fields.NoNum):
-			s[0] = retNotDeclared
-		default:
-			s[0] = uint64(uint32(len(c.Nodes)))
-		}
-	},
-	abi.FnClusterNode: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		c := in.cluster()
-		if c == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		if !in.Policy.Permits(fields.ScopeCluster, abi.FnClusterNode, int32(s[1])) {
-			s[0] = retNotDeclared
-			return
-		}
-		b, str, ok := c.clusterNode(in.Caches.nodes, int32(s[0]), int32(s[1]))
-		switch {
-		case !ok:
-			s[0] = retBadArgs
-		case b != nil:
-			s[0] = writeOut(m, s[2], s[3], b)
-		default:
-			s[0] = writeOutString(m, s[2], s[3], str)
-		}
-	},
-	abi.FnCountPods: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		c := in.cluster()
-		if c == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		if !in.Policy.Permits(fields.ScopeCluster, abi.FnCountPods, fields.NoNum) {
-			s[0] = retNotDeclared
-			return
-		}
-		term, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-		if !ok || uint32(s[1]) > MaxCycleStateSize {
-			s[0] = retBadArgs
-			return
-		}
-		b, ok := c.countPods(term, in.Pod.Pod.Namespace)
-		if !ok {
-			in.Policy.BadTerm(term)
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[2], s[3], b)
-	},
-	abi.FnExistingTerms: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		c := in.cluster()
-		if c == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		kind := int32(s[0])
-		if !in.Policy.Permits(fields.ScopeCluster, abi.FnExistingTerms, kind) {
-			s[0] = retNotDeclared
-			return
-		}
-		b, ok := c.existingTerms(kind, in.Pod.Pod)
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[1], s[2], b)
-	},
-	abi.FnNamespaceLabels: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		c := in.cluster()
-		if c == nil || c.NamespaceLabels == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		if !in.Policy.Permits(fields.ScopeNamespaces, abi.FnNamespaceLabels, fields.NoNum) {
-			s[0] = retNotDeclared
-			return
-		}
-		name, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		l, found := c.NamespaceLabels(string(name))
-		if !found {
-			s[0] = retNotFound
-			return
-		}
-		s[0] = writeOut(m, s[2], s[3], model.EncodeMap(l))
 	},
 }
 

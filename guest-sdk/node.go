@@ -1,0 +1,205 @@
+package sdk
+
+import (
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+)
+
+// Node is the node being evaluated. Its fields are read from the host on use.
+type Node struct{}
+
+// Name returns the node's name.
+func (Node) Name() string { return nodeName() }
+
+// KubeletVersion returns status.nodeInfo.kubeletVersion ("v1.37.2"), for a
+// version floor without reading the whole node.
+func (Node) KubeletVersion() string { return nodeString(model.NodeKubeletVersion) }
+
+// Label returns one node label and whether it is set.
+func (Node) Label(key string) (string, bool) { return nodeLabel(key) }
+
+// Annotation returns one node annotation and whether it is set.
+func (Node) Annotation(key string) (string, bool) { return nodeAnnotation(key) }
+
+// Labels returns all node labels.
+func (Node) Labels() map[string]string { return decodeMap(nodeList(model.NodeLabels)) }
+
+// Annotations returns all node annotations.
+func (Node) Annotations() map[string]string { return decodeMap(nodeList(model.NodeAnnotations)) }
+
+// Taints returns spec.taints.
+func (Node) Taints() []Taint {
+	r := abi.NewListReader(nodeList(model.NodeTaints))
+	ts := make([]Taint, 0, r.Len()/3)
+	for r.Len() >= 3 {
+		k, _ := r.Next()
+		v, _ := r.Next()
+		e, _ := r.Next()
+		ts = append(ts, Taint{Key: string(k), Value: string(v), Effect: string(e)})
+	}
+	return ts
+}
+
+// Taint returns the node's taints with this key: usually one, but a key may
+// carry several effects (NoSchedule and NoExecute, say). It reads only those
+// taints from the host, which is cheaper than Taints when a policy looks for
+// one key. It returns nil when the node has no taint with the key.
+func (Node) Taint(key string) []Taint {
+	r := abi.NewListReader(nodeTaint(key))
+	if r.Len() < 2 {
+		return nil
+	}
+	ts := make([]Taint, 0, r.Len()/2)
+	for r.Len() >= 2 {
+		v, _ := r.Next()
+		e, _ := r.Next()
+		ts = append(ts, Taint{Key: key, Value: string(v), Effect: string(e)})
+	}
+	return ts
+}
+
+// Allocatable returns status.allocatable of one resource, or -1 if the node
+// does not report it. Units as in Pod.Request.
+func (Node) Allocatable(resource string) int64 {
+	return missingToMinus1(nodeResource(model.ResourceAllocatable, resource))
+}
+
+// Capacity returns status.capacity of one resource, or -1 if not reported.
+func (Node) Capacity(resource string) int64 {
+	return missingToMinus1(nodeResource(model.ResourceCapacity, resource))
+}
+
+// Requested returns the sum of the requests of the pods on the node
+// (including pods the scheduler has assumed but not yet bound).
+func (Node) Requested(resource string) int64 {
+	return max(0, nodeResource(model.ResourceRequested, resource))
+}
+
+// AllocatableAll returns every allocatable resource.
+func (Node) AllocatableAll() map[string]int64 { return decodeInts(nodeList(model.NodeAllocatable)) }
+
+// CapacityAll returns every capacity resource.
+func (Node) CapacityAll() map[string]int64 { return decodeInts(nodeList(model.NodeCapacity)) }
+
+// RequestedAll returns the requested totals of every resource.
+func (Node) RequestedAll() map[string]int64 { return decodeInts(nodeList(model.NodeRequested)) }
+
+// PodCount returns how many pods are on the node.
+func (Node) PodCount() int { return nodePodCount() }
+
+// Unschedulable reports spec.unschedulable (cordoned).
+func (Node) Unschedulable() bool { return nodeUnschedulable() }
+
+// Conditions returns status.conditions.
+func (Node) Conditions() []NodeCondition {
+	var cs []NodeCondition
+	r := abi.NewListReader(nodeList(model.NodeConditions))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		cs = append(cs, NodeCondition{Type: f[0], Status: f[1], Reason: f[2]})
+	}
+	return cs
+}
+
+// Condition returns the status ("True", "False", "Unknown") of one
+// condition type, and whether the node reports it.
+func (n Node) Condition(conditionType string) (string, bool) {
+	for _, c := range n.Conditions() {
+		if c.Type == conditionType {
+			return c.Status, true
+		}
+	}
+	return "", false
+}
+
+// Images returns status.images, one entry per name of each image.
+func (Node) Images() []NodeImage {
+	var is []NodeImage
+	r := abi.NewListReader(nodeList(model.NodeImages))
+	for r.Len() >= 2 {
+		f := next(&r, 2)
+		is = append(is, NodeImage{Name: f[0], SizeBytes: parseInt([]byte(f[1]))})
+	}
+	return is
+}
+
+// ImageStates returns the scheduler's image states for the node, as
+// ImageLocality scores with them: one entry per image name, sorted by
+// name, with the number of nodes in the scheduler's snapshot that hold the
+// image. Needs `reads: [Cluster]` (the count reveals other nodes); the
+// host encodes it on every call, so read it once per call.
+func (Node) ImageStates() []ImageState {
+	var is []ImageState
+	r := abi.NewListReader(nodeList(model.NodeImageStates))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		is = append(is, ImageState{Name: f[0], SizeBytes: parseInt([]byte(f[1])), NumNodes: int(parseInt([]byte(f[2])))})
+	}
+	return is
+}
+
+// Addresses returns status.addresses.
+func (Node) Addresses() []NodeAddress {
+	var as []NodeAddress
+	r := abi.NewListReader(nodeList(model.NodeAddresses))
+	for r.Len() >= 2 {
+		f := next(&r, 2)
+		as = append(as, NodeAddress{Type: f[0], Address: f[1]})
+	}
+	return as
+}
+
+// Pods returns the pods on the node, as the scheduler's snapshot has them
+// (assumed pods included), with their labels and owner references. The
+// host encodes them once per node generation; each call decodes them.
+func (Node) Pods() []NodePod {
+	var ps []NodePod
+	r := abi.NewListReader(nodeList(model.NodePods))
+	for r.Len() >= 5 {
+		f := next(&r, 5)
+		ps = append(ps, NodePod{Namespace: f[0], Name: f[1], UID: f[2], Priority: parseInt([]byte(f[3])), Terminating: f[4] == "true"})
+	}
+	r = abi.NewListReader(nodeList(model.NodePodLabels))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(ps) {
+			if ps[i].Labels == nil {
+				ps[i].Labels = map[string]string{}
+			}
+			ps[i].Labels[f[1]] = f[2]
+		}
+	}
+	r = abi.NewListReader(nodeList(model.NodePodOwners))
+	for r.Len() >= 6 {
+		f := next(&r, 6)
+		if i := int(parseInt([]byte(f[0]))); i >= 0 && i < len(ps) {
+			ps[i].OwnerReferences = append(ps[i].OwnerReferences, OwnerReference{APIVersion: f[1], Kind: f[2], Name: f[3], UID: f[4], Controller: f[5] == "true"})
+		}
+	}
+	return ps
+}
+
+// NonZeroRequested returns the cpu and memory requested by the node's pods
+// as NodeResourcesFit scores them: a container that requests no cpu counts
+// 100m, no memory 200Mi (an explicit 0 stays 0).
+func (Node) NonZeroRequested() map[string]int64 {
+	return decodeInts(nodeList(model.NodeNonZeroRequested))
+}
+
+// UsedPorts returns the host ports the node's pods use, sorted by IP,
+// protocol and port.
+func (Node) UsedPorts() []HostPort {
+	var hs []HostPort
+	r := abi.NewListReader(nodeList(model.NodeUsedPorts))
+	for r.Len() >= 3 {
+		f := next(&r, 3)
+		hs = append(hs, HostPort{IP: f[0], Protocol: f[1], Port: int32(parseInt([]byte(f[2])))})
+	}
+	return hs
+}
+
+// Object returns the whole node as JSON (docs/abi.md §4.3, node_object),
+// for a field no accessor reads. The host encodes it once per node
+// generation; each call copies it into the guest. Nil natively unless
+// NodeData.Object is set.
+func (Node) Object() []byte { return nodeObject() }

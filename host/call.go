@@ -1,0 +1,199 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
+)
+
+// CallNodes runs the batch form of Filter or Score (kind CallFilter or
+// CallScore) over nodes on one instance, in one guest call. results[i] (and,
+// for Score, scores[i]) receive node i's verdict. Each node gets the full
+// policy timeout, within what pc's budget has left. On a failed call, done
+// is the index of the node being evaluated when it failed; results after it
+// are not set.
+func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64) (done int, cerr *CallError) {
+	batchKind := abi.BatchNone
+	if kind >= 0 && kind < NumCallKinds {
+		batchKind = abi.Points[kind].Batch
+	}
+	if batchKind == abi.BatchNone || !v.implements(batchKind) || len(results) != len(nodes) || (kind == CallScore && len(scores) != len(nodes)) {
+		name := "a batch form of " + kind.String()
+		if batchKind != abi.BatchNone {
+			name = abi.Points[batchKind].Export
+		}
+		return 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", name, len(nodes), len(results), len(scores))}
+	}
+	in, deadline, cerr := v.begin(ctx, kind, pc)
+	if cerr != nil {
+		return 0, cerr
+	}
+	for i := range results {
+		results[i] = Result{Code: hostabi.CodeUnselected}
+	}
+	in.Pod, in.Cycle, in.Batch, in.Results, in.Cur, in.ScoresSet = pod, abiCycle(pc), nodes, results, -1, false
+	if kind == CallScore {
+		clear(scores)
+		in.Scores = scores
+	}
+	// An ABI v2 guest that declared a node table large enough gets the
+	// nodes' declared fields in its memory (abi.md §3.2).
+	var t *hostabi.Table
+	if in.Table != nil && len(nodes) <= in.Table.Rows() && v.abiVersion >= 2 && in.FillTable(in.mod.Memory(), in.Table, nodes) {
+		t = in.Table
+		in.CallTable, in.TableCur, in.TableEpoch = t, -1, in.Caches.Epoch()
+		v.tableBatches.Add(1)
+	}
+	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)), deadline)
+	done = in.Cur
+	scoresSet := in.ScoresSet
+	var fromTable []bool
+	if t != nil {
+		fromTable = make([]bool, len(nodes))
+		var sc []int64
+		if kind == CallScore {
+			sc = scores
+		}
+		in.TableVerdicts(in.liveMemory(), t, len(nodes), results, sc, fromTable)
+		if cerr != nil {
+			// The nodes the guest gave a verdict, in order, keep it; the
+			// first without one was being evaluated and gets the failure.
+			lead := 0
+			for lead < len(nodes) && fromTable[lead] {
+				lead++
+			}
+			done = max(done, lead)
+		}
+	}
+	in.Batch, in.Results, in.Cur, in.CallTable = nil, nil, -1, nil
+	cerr = v.end(in, pc, cerr)
+	if cerr != nil {
+		done = max(done, 0)
+		unselected(results[:done], nodes, batchKind, t != nil)
+		return done, cerr
+	}
+	unselected(results, nodes, batchKind, t != nil)
+	if kind == CallScore && !scoresSet {
+		for i := range results {
+			if results[i].Code == abi.CodeSuccess && (fromTable == nil || !fromTable[i]) {
+				results[i] = Result{Code: abi.CodeError, Reason: "score_nodes returned without reporting its scores with scores_set"}
+			}
+		}
+	}
+	return len(nodes), nil
+}
+
+// unselected gives the nodes of a batch the guest never selected an Error
+// verdict: a guest that returns early must not pass nodes it did not look
+// at (abi.md §3.1), so the policy's failurePolicy decides for them.
+func unselected(results []Result, nodes []fwk.NodeInfo, batchKind CallKind, table bool) {
+	what := "selecting"
+	if table {
+		what = "a verdict in its node table or selecting"
+	}
+	for i := range results {
+		if results[i].Code == hostabi.CodeUnselected {
+			name := ""
+			if n := nodes[i].Node(); n != nil {
+				name = n.Name
+			}
+			results[i] = Result{Code: abi.CodeError, Reason: fmt.Sprintf("%s returned without %s node %d (%s)", abi.Points[batchKind].Export, what, i, name)}
+		}
+	}
+}
+
+// begin takes an instance for a call of pc's cycle, and the budget's
+// deadline for it.
+func (v *Version) begin(ctx context.Context, kind CallKind, pc *PolicyCycle) (*instance, int64, *CallError) {
+	var b *Budget
+	if pc != nil {
+		b = pc.Budget
+	}
+	if cerr := b.stoppedCall(); cerr != nil {
+		return nil, 0, cerr
+	}
+	// The running token comes first: an instance is only held by a call
+	// that runs, so at most one instance per P is in use at any time, and
+	// a policy never needs more instances than that (memoryBudget).
+	tokens := *v.p.e.proc.running.Load()
+	select {
+	case tokens <- struct{}{}:
+	default:
+		var gate chan struct{} // nil: never ready
+		if kind == CallPreEnqueue {
+			gate = v.p.e.proc.gate
+		}
+		select {
+		case tokens <- struct{}{}:
+		case gate <- struct{}{}:
+			tokens = gate
+		case <-ctx.Done():
+			return nil, 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("%w (%w)", errRunWait, context.Cause(ctx))}
+		}
+	}
+	in, err := v.acquire(ctx)
+	if err != nil {
+		<-tokens
+		return nil, 0, &CallError{Outcome: OutcomeUnavailable, Err: err}
+	}
+	in.token = tokens
+	if b == nil {
+		return in, 0, nil
+	}
+	deadline, cerr := b.begin(in)
+	if cerr != nil {
+		v.release(in, true)
+		<-tokens
+		return nil, 0, cerr
+	}
+	return in, deadline, nil
+}
+
+// end charges the call to pc's budget (a failure stops the budget) and
+// returns the instance to the pool, or discards it after a failed call.
+func (v *Version) end(in *instance, pc *PolicyCycle, cerr *CallError) *CallError {
+	if pc != nil && pc.Budget != nil {
+		cerr = pc.Budget.end(in, cerr)
+	}
+	// A call stopped before it was armed left the instance untouched.
+	tokens := in.token
+	in.token = nil
+	v.release(in, cerr == nil || cerr.Outcome == OutcomeStopped && !in.interrupted())
+	<-tokens
+	return cerr
+}
+
+// implements reports whether the module exports the entry point of kind.
+func (v *Version) implements(kind CallKind) bool { return v.exports.Has(kind) }
+
+// Call runs one extension point on a pooled instance. node is nil for
+// PreFilter, PreScore and NormalizeScore; pc is the policy's state for this
+// cycle (the guest's cycle state, written by prefilter/prescore and read
+// later, and the cycle budget); scores is the in/out slice for
+// NormalizeScore. A CallError means the call failed (timeout, trap, exit,
+// budget, or no instance) and the instance was discarded, or that the
+// cycle's budget had stopped and the guest was not called.
+func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node fwk.NodeInfo, pc *PolicyCycle, scores []int64) (int64, Result, *CallError) {
+	if kind < 0 || kind >= NumCallKinds || abi.Points[kind].BatchOf != abi.BatchNone || !v.implements(kind) {
+		return 0, Result{}, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement extension point %d", kind)}
+	}
+	in, deadline, cerr := v.begin(ctx, kind, pc)
+	if cerr != nil {
+		return 0, Result{}, cerr
+	}
+	in.Pod, in.Node, in.Cycle, in.Scores = pod, node, abiCycle(pc), scores
+	if kind == CallNormalizeScore && pc != nil && len(pc.Scored) == len(scores) {
+		in.Batch, in.Cur = pc.Scored, -1 // select_node picks a scored node
+	}
+	ret, cerr := in.call(kind, pod.Cycle, uint32(len(scores)), deadline)
+	in.Batch, in.Cur = nil, -1
+	res := Result{Code: in.Code, Reason: in.Reason}
+	if cerr = v.end(in, pc, cerr); cerr != nil {
+		return 0, Result{}, cerr
+	}
+	return int64(ret), res, nil
+}

@@ -1,0 +1,321 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"k8s.io/klog/v2"
+)
+
+// Version is one loaded module of a policy with its instance pool. A
+// scheduling cycle pins the Version it starts with, so every call of the
+// cycle sees the same module even if a reload lands mid-cycle.
+type Version struct {
+	// abiVersion is what the module's abi_version export reported.
+	abiVersion   int32
+	p            *Policy
+	sm           *sharedModule
+	rt           wazero.Runtime
+	exports      Exports
+	sha256       string
+	size         int
+	loadDuration time.Duration
+	// instCost is the memory one instance held after it initialized.
+	instCost int64
+
+	// permits holds one token per instance the version may have in use
+	// (maxInstances); idle holds instances not in use. Acquiring takes a
+	// permit, then an idle instance or a new one; releasing gives both
+	// back. Instances are made on demand, so a policy holds as many as its
+	// calls have needed at once, and idle ones can be closed at any time
+	// (memoryBudget, reapIdle). No lock is held across a guest call.
+	permits chan struct{}
+	idle    chan *instance
+	live    atomic.Int64
+	// created counts instances over the version's life, discarded those
+	// discarded after a call (failed, or grown past the recycle mark).
+	created, discarded atomic.Int64
+	// tableBatches counts the batch calls served from a node table.
+	tableBatches atomic.Int64
+	inUse        atomic.Int64
+	memBytes     atomic.Int64
+	chargedBytes atomic.Int64
+	// lastUsed is when a call last took an instance (monotonic).
+	lastUsed atomic.Int64
+	retired  atomic.Bool
+	closed   atomic.Bool
+}
+
+// Exports reports which extension points the module implements.
+func (v *Version) Exports() Exports { return v.exports }
+
+// SHA256 is the hex digest of the module's wasm bytes.
+func (v *Version) SHA256() string { return v.sha256 }
+
+// Size is the module's size in bytes.
+func (v *Version) Size() int { return v.size }
+
+// TableBatches reports how many batch calls ran with the nodes in the
+// guest's node table (ABI v2, abi.md §3.2): zero for a v1 guest, and for a
+// v2 guest until its first batch has shown the SDK what it reads.
+func (v *Version) TableBatches() int64 { return v.tableBatches.Load() }
+
+// ABIVersion is the ABI version the module reported (abi.MinVersion to
+// abi.Version).
+func (v *Version) ABIVersion() int { return int(v.abiVersion) }
+
+// LoadDuration is how long compiling and initializing the Version took.
+func (v *Version) LoadDuration() time.Duration { return v.loadDuration }
+
+// Policy returns the policy the Version belongs to.
+func (v *Version) Policy() *Policy { return v.p }
+
+// PoolStats reports live instances and instances in use.
+func (v *Version) PoolStats() (live, inUse int64) { return v.live.Load(), v.inUse.Load() }
+
+// MemoryBytes is the linear memory of the version's live instances, as of
+// the end of each one's last call.
+func (v *Version) MemoryBytes() int64 { return v.memBytes.Load() }
+
+// MemoryShare is what the version is charged in the engine's memory budget:
+// its instances (host heap and linear memory) and its share of the module
+// it uses (the module's code and heap divided by the versions sharing it).
+func (v *Version) MemoryShare() int64 {
+	return v.chargedBytes.Load() + v.sm.cost()/int64(v.p.e.sharers(v.sm))
+}
+
+// trackMemory charges an instance's current host heap and linear memory to
+// the version and the engine's budget (nothing once it is closing).
+func (v *Version) trackMemory(in *instance, closing bool) {
+	mem, charge := int64(0), int64(0)
+	if !closing {
+		mem = int64(in.memoryBytes())
+		charge = mem + max(0, v.sm.instHeap.Load()) + v.sm.tableRoom
+	}
+	if d := mem - in.lastMem; d != 0 {
+		v.memBytes.Add(d)
+		in.lastMem = mem
+	}
+	if d := charge - in.charged; d != 0 {
+		v.chargedBytes.Add(d)
+		v.p.e.budget.instances.Add(d)
+		in.charged = charge
+	}
+}
+
+// ErrNotStarted is in the error of a call that never started because its
+// context ended while it waited: for a CPU to run on (every running token
+// was taken by other guest calls) or for a free instance. The guest did
+// nothing wrong: the scheduler was busy, or it no longer needed the answer
+// (kube-scheduler cancels the Filter calls still waiting once it has found
+// enough feasible nodes). Callers must not hold it against the policy.
+var ErrNotStarted = errors.New("the call did not start before its context ended")
+
+var errPoolWait = fmt.Errorf("%w: no free instance", ErrNotStarted)
+
+// errRunWait is a call that could not start before its context ended:
+// every CPU was running another guest call (a PreEnqueue call waits at
+// most its timeout, since kube-scheduler's queue is locked meanwhile).
+var errRunWait = fmt.Errorf("%w: no CPU free to run it", ErrNotStarted)
+
+// maxInstanceMeasures bounds the measurements of a module's instance heap
+// that read nothing before 0 is kept: each takes measureMu alone and two
+// collections.
+const maxInstanceMeasures = 3
+
+// firstInstance makes a new version's first instance. The first instance
+// of a module is made alone (measureMu), to measure the host heap an
+// instance holds.
+func (v *Version) firstInstance(ctx context.Context) (*instance, error) {
+	e := v.p.e
+	if v.sm.instHeap.Load() >= 0 {
+		e.proc.measureMu.RLock()
+		defer e.proc.measureMu.RUnlock()
+		return v.newInstance(ctx)
+	}
+	e.proc.measureMu.Lock()
+	defer e.proc.measureMu.Unlock()
+	if v.sm.instHeap.Load() >= 0 {
+		return v.newInstance(ctx)
+	}
+	h0, released := e.proc.heapBaseline(), e.proc.releases.Load()
+	in, err := v.newInstance(ctx)
+	if err == nil {
+		// An instance always holds some heap: a delta of 0 or less means
+		// memory freed elsewhere meanwhile (a load ending, under -race
+		// with loads finishing together) hid it. The next new instance
+		// measures again, up to maxInstanceMeasures times.
+		if d := e.proc.heapNow() - h0; d > 0 || v.sm.instTries+1 >= maxInstanceMeasures {
+			v.sm.instHeap.Store(max(0, d))
+			if d > 0 && v.sm.clean && e.proc.releases.Load() == released {
+				e.storeMeasurement(v.sm)
+			}
+		} else {
+			v.sm.instTries++
+		}
+	}
+	return in, err
+}
+
+func (v *Version) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case <-v.permits:
+	default:
+		select {
+		case <-v.permits:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%w)", errPoolWait, context.Cause(ctx))
+		}
+	}
+	v.lastUsed.Store(monotonic())
+	var in *instance
+	select {
+	case in = <-v.idle:
+	default:
+		if v.closed.Load() {
+			v.permits <- struct{}{}
+			return nil, errors.New("module version was replaced and freed")
+		}
+		// Make room by closing idle instances of policies used least
+		// recently. If none is left (instances grew while running), the
+		// call still gets its instance: stalling the scheduler would be
+		// worse than going over for a moment.
+		if !v.p.e.budget.makeRoom(v.instCost) {
+			v.p.e.budget.over.Add(1)
+		}
+		var err error
+		if in, err = v.newInstance(ctx); err != nil {
+			v.permits <- struct{}{}
+			klog.ErrorS(err, "Could not create a policy instance", "policy", v.p.name, "sha256", v.sha256)
+			return nil, err
+		}
+		v.live.Add(1)
+		v.trackMemory(in, false)
+	}
+	v.inUse.Add(1)
+	return in, nil
+}
+
+// release returns a healthy instance to the pool, or discards it: after a
+// failed call, when the version was replaced, or when its memory grew past
+// the recycle mark (wasm memory never shrinks). A discarded instance of the
+// serving version is replaced in the background, so the call after a
+// failure does not pay for instantiating a module (5-15 ms for a Go guest).
+func (v *Version) release(in *instance, healthy bool) {
+	in.Call.Release()
+	v.inUse.Add(-1)
+	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
+		v.trackMemory(in, false)
+		v.idle <- in
+		v.permits <- struct{}{}
+		if b := v.p.e.budget; b.limit > 0 && b.used() > b.limit {
+			b.makeRoom(0) // its memory grew during the call
+		}
+		return
+	}
+	// The instance is uncharged and forgotten now, and closed in the
+	// background with its replacement: unmapping the memory a failed
+	// call touched (64 MiB: 3-5 ms, more on a busy machine) is not the
+	// caller's to wait for.
+	v.trackMemory(in, true)
+	v.live.Add(-1)
+	v.discarded.Add(1)
+	p := v.p
+	p.replaceMu.Lock()
+	if v.retired.Load() || p.closing {
+		p.replaceMu.Unlock()
+		in.close()
+		v.permits <- struct{}{}
+		return
+	}
+	p.replacing.Add(1)
+	p.replaceMu.Unlock()
+	go func() {
+		in.close()
+		v.replace()
+	}()
+}
+
+// discard closes an instance that is not in the pool.
+func (v *Version) discard(in *instance) {
+	v.trackMemory(in, true)
+	in.close()
+	v.live.Add(-1)
+}
+
+// replace makes an instance for the slot of a discarded one. Until it is
+// done the permit stays taken, as it was while the failed call ran; if
+// instantiating fails, the next call tries (and reports) it.
+func (v *Version) replace() {
+	defer v.p.replacing.Done()
+	defer func() { v.permits <- struct{}{} }()
+	if !v.p.e.budget.makeRoom(v.instCost) {
+		return // the next call makes one if it needs it
+	}
+	in, err := v.newInstance(context.Background())
+	if err != nil {
+		if !v.retired.Load() {
+			klog.ErrorS(err, "Could not replace a discarded policy instance", "policy", v.p.name, "sha256", v.sha256)
+		}
+		return
+	}
+	v.live.Add(1)
+	v.trackMemory(in, false)
+	v.idle <- in
+	if v.retired.Load() {
+		v.closeIdle() // retired while this instance was being made
+	}
+}
+
+// retire closes the idle instances of a replaced version. Cycles that pinned
+// it may still call it; they get fresh instances that are closed on release.
+// After the policy's RetiredGrace the compiled module is released, so reloads
+// do not accumulate machine code.
+func (v *Version) retire() {
+	if v.retired.Swap(true) {
+		return
+	}
+	time.AfterFunc(v.p.retiredGrace, v.freeCompiled)
+	v.closeIdle()
+}
+
+// freeCompiled gives the version's module back once no instance of it is
+// live (freeing the code if no other policy uses it).
+func (v *Version) freeCompiled() {
+	if v.closed.Load() {
+		return
+	}
+	if v.live.Load() > 0 {
+		time.AfterFunc(v.p.retiredGrace, v.freeCompiled)
+		return
+	}
+	if v.closed.Swap(true) {
+		return
+	}
+	v.p.replaceMu.Lock()
+	delete(v.p.versions, v)
+	v.p.replaceMu.Unlock()
+	v.p.e.budget.forget(v)
+	v.p.e.releaseModule(v.sm)
+}
+
+// closeIdle closes the version's idle instances.
+func (v *Version) closeIdle() {
+	for v.closeOneIdle() {
+	}
+}
+
+// closeOneIdle closes one idle instance, if there is one.
+func (v *Version) closeOneIdle() bool {
+	select {
+	case in := <-v.idle:
+		v.discard(in)
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,60 @@
+package wasmpolicy
+
+import (
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/spread"
+)
+
+// namespaceLabels looks up a namespace's labels for namespace selectors;
+// nil when the plugin has no namespace lister.
+func (w *WasmPolicy) namespaceLabels() func(string) (map[string]string, bool) {
+	if w.namespaces == nil {
+		return nil
+	}
+	return func(name string) (map[string]string, bool) {
+		ns, err := w.namespaces.Get(name)
+		if err != nil {
+			return nil, false
+		}
+		return ns.Labels, true
+	}
+}
+
+// clusterView is a cycle's cluster view (docs/abi.md §4.6) when a policy
+// declared a read of it: the scheduler's snapshot. Outside a scheduler its
+// Nodes stay nil until PreFilter or PreScore fills in the nodes the caller
+// passed (viewNodes).
+func (w *WasmPolicy) clusterView(policies []*policy) *host.ClusterView {
+	if !slices.ContainsFunc(policies, func(p *policy) bool { return p.clusterReads }) {
+		return nil
+	}
+	v := &host.ClusterView{}
+	if w.handle != nil {
+		if l := w.handle.SnapshotSharedLister(); l != nil {
+			if all, err := l.NodeInfos().List(); err == nil {
+				v.Nodes = all
+			}
+		}
+	}
+	v.NamespaceLabels = w.nsLabels
+	if w.spread != nil {
+		v.DefaultSpreadSelector = func(pod *v1.Pod) []metav1.LabelSelectorRequirement {
+			return spread.Requirements(w.spread.DefaultSelector(pod))
+		}
+	}
+	return v
+}
+
+// viewNodes gives a cluster view without a snapshot the node list of the
+// first PreFilter or PreScore of its cycle.
+func viewNodes(c *cycleData, nodes []fwk.NodeInfo) {
+	if v := c.pod.Cluster; v != nil && v.Nodes == nil {
+		v.Nodes = nodes
+	}
+}
