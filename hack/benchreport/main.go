@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -281,290 +280,32 @@ func ratio(a, b float64) string {
 }
 
 func main() {
-	if err := run(); err != nil {
+	if err := run("."); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	root := "."
-	perf, cpu, err := parseBench(filepath.Join(root, "_output/bench/perf.txt"))
-	if err != nil {
-		return fmt.Errorf("%w (run make bench)", err)
-	}
-	ext, _, err := parseBench(filepath.Join(root, "_output/bench/extender.txt"))
+func run(root string) error {
+	rep, err := newReport(root)
 	if err != nil {
 		return err
 	}
-	cluster, clusterErr := parseCluster(filepath.Join(root, "_output/bench/cluster"))
-	get := func(m map[string]result, name, unit string) float64 { return m[name][unit] }
-
-	var b strings.Builder
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	w("%s\n\n", beginMarker)
-	w("Generated %s on `%s` (2 cores). Every ratio compares results of the same run.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), cpu)
-
-	// Targets.
-	c1000n, c1000t := get(perf, "BenchmarkCycle/nodes=1000/native", "ns/op"), get(perf, "BenchmarkCycle/nodes=1000/wasm-tinygo", "ns/op")
-	inproc, extCache := get(ext, "BenchmarkCycle/in-process/nodes=100", "ns/op"), get(ext, "BenchmarkCycle/extender/nodeCacheCapable=true/nodes=100", "ns/op")
-	extNoCache := get(ext, "BenchmarkCycle/extender/nodeCacheCapable=false/nodes=100", "ns/op")
-	warmT, warmG := get(perf, "BenchmarkLoad/tinygo/warm-cache", "ms/load"), get(perf, "BenchmarkLoad/go/warm-cache", "ms/load")
-	instT := get(perf, "BenchmarkInstanceMemory/tinygo", "KiB/instance")
-	// measured values of 0 mean the benchmark did not run or failed.
-	var missing bool
-	need := func(vals ...float64) {
-		missing = false
-		for _, v := range vals {
-			if v <= 0 {
-				missing = true
-			}
-		}
+	if missing := rep.missing(); len(missing) > 0 {
+		return fmt.Errorf("benchmarks missing from _output/bench (did one fail, or was it renamed? make bench runs them; a renamed one must be renamed in hack/benchreport's table too):\n\t%s", strings.Join(missing, "\n\t"))
 	}
-	met := func(ok bool) string {
-		switch {
-		case missing:
-			return "not measured"
-		case ok:
-			return "**met**"
-		}
-		return "not met"
-	}
-	w("### Targets\n\n| target | measured | result | command |\n|---|---|---|---|\n")
-	for _, pt := range []struct{ bench, what string }{{"BenchmarkFilter", "team-isolation Filter"}, {"BenchmarkScore", "bin-packing Score"}} {
-		nat := get(perf, pt.bench+"/native", "ns/op")
-		for _, g := range []struct {
-			key, label string
-			limit      float64
-		}{{"tinygo", "TinyGo", 2}, {"go", "Go", 4}} {
-			v := get(perf, pt.bench+"/"+g.key+"/batch32", "ns/op")
-			need(v, nat)
-			w("| %s %s per node ≤ %.0f× native | %s vs %s: %s | %s | `go test -bench %s ./test/perf/` |\n", g.label, pt.what, g.limit, ns(v), ns(nat), ratio(v, nat), met(v <= g.limit*nat), strings.TrimPrefix(pt.bench, "Benchmark"))
-		}
-	}
-	need(c1000t, c1000n)
-	w("| 1000-node cycle ≤ 1.5× native | %s vs %s: %s | %s | `go test -bench Cycle/nodes=1000 ./test/perf/` |\n", ns(c1000t), ns(c1000n), ratio(c1000t, c1000n), met(c1000t <= 1.5*c1000n))
-	if clusterErr == nil {
-		for _, wl := range []string{"500Nodes", "5000Nodes"} {
-			n, t := cluster["Native/"+wl], cluster["WasmTinyGo/"+wl]
-			if n == nil || t == nil {
-				continue
-			}
-			need(t.podsPerSec, n.podsPerSec, t.filterP99, n.filterP99)
-			w("| scheduler_perf pods/s ≥ 95%% of native (%s) | %.0f vs %.0f pods/s (medians of %d runs each): %.0f%% | %s | `make bench` (test/perf/cluster) |\n", wl, t.podsPerSec, n.podsPerSec, t.runs, 100*t.podsPerSec/n.podsPerSec, met(t.podsPerSec >= 0.95*n.podsPerSec))
-			if wl == "5000Nodes" {
-				pairs := pairRatios(filepath.Join(root, "_output/bench/pairs"), "WasmTinyGo/"+wl, "Native/"+wl)
-				need(float64(len(pairs)))
-				measured := "no pairs"
-				if len(pairs) > 0 {
-					measured = fmt.Sprintf("%d pairs: median %.0f%%, spread %.0f%%-%.0f%% (%s)", len(pairs), 100*median(pairs), 100*slices.Min(pairs), 100*slices.Max(pairs), percents(pairs))
-				}
-				w("| the same, Native and WasmTinyGo alternated (A/B pairs) | %s | %s | `make bench` (BENCH_PAIRS) |\n", measured, met(len(pairs) >= 5 && median(pairs) >= 0.95))
-			}
-			w("| Filter p99 ≤ 2× native (%s) | %.2f vs %.2f ms: %s | %s | same |\n", wl, t.filterP99, n.filterP99, ratio(t.filterP99, n.filterP99), met(t.filterP99 <= 2*n.filterP99))
-			w("| Score p99 ≤ 2× native (%s) | %.2f vs %.2f ms: %s | %s | same |\n", wl, t.scoreP99, n.scoreP99, ratio(t.scoreP99, n.scoreP99), met(t.scoreP99 <= 2*n.scoreP99))
-		}
-	} else {
-		w("| scheduler_perf targets | not measured: %v | – | `make bench` |\n", clusterErr)
-	}
-	need(inproc, extCache, extNoCache)
-	w("| cycle ≥ 10× faster than the HTTP extender (100 nodes) | in-process %s; extender %s with nodeCacheCapable (%s), %s without (%s) | %s with nodeCacheCapable; %s without | `go test -bench Cycle ./pkg/extender/` |\n",
-		ns(inproc), ns(extCache), ratio(extCache, inproc), ns(extNoCache), ratio(extNoCache, inproc), met(extCache >= 10*inproc), met(extNoCache >= 10*inproc))
-	need(warmT, warmG)
-	w("| module load with a warm compilation cache ≤ 50 ms | TinyGo %.1f ms, Go %.1f ms | TinyGo %s, Go %s | `go test -bench Load ./test/perf/` |\n", warmT, warmG, met(warmT <= 50), met(warmG <= 50))
-	need(instT)
-	w("| a TinyGo instance ≤ 512 KiB | %.0f KiB | %s | `go test -bench InstanceMemory ./test/perf/` |\n\n", instT, met(instT <= 512))
-
-	// Micro.
-	w("### Per call (ns per node; allocations per node)\n\n![per node](perf/per-node.svg)\n\n")
-	w("| policy | variant | time per node | vs native | allocs |\n|---|---|---|---|---|\n")
-	for _, pt := range []struct{ bench, policy string }{{"BenchmarkFilter", "team-isolation (Filter)"}, {"BenchmarkScore", "bin-packing (Score)"}} {
-		nat := get(perf, pt.bench+"/native", "ns/op")
-		for _, v := range []struct{ key, label string }{{"native", "native Go plugin"},
-			{"tinygo/batch32", "TinyGo, 32 nodes per call (the plugin's way): node tables (ABI v2), fuel checks"}, {"tinygo/single", "TinyGo, one call per node"},
-			{"tinygo-abi1/batch32", "TinyGo, 32 per call, host reads (ABI v1), fuel checks"}, {"tinygo-close-on-done/batch32", "TinyGo, 32 per call, node tables, close-on-done"},
-			{"tinygo-abi1-close-on-done/batch32", "TinyGo, 32 per call, host reads, close-on-done: before issue 14"},
-			{"go/batch32", "Go, 32 per call: node tables, fuel checks"}, {"go/single", "Go, one call per node"},
-			{"go-abi1/batch32", "Go, 32 per call, host reads, fuel checks"}, {"go-close-on-done/batch32", "Go, 32 per call, node tables, close-on-done"},
-			{"go-abi1-close-on-done/batch32", "Go, 32 per call, host reads, close-on-done: before issue 14"}} {
-			r := perf[pt.bench+"/"+v.key]
-			if r == nil {
-				continue
-			}
-			w("| %s | %s | %s | %s | %.0f |\n", pt.policy, v.label, ns(r["ns/op"]), ratio(r["ns/op"], nat), r["allocs/op"])
-		}
-	}
-	w("\n")
-
-	// Cycle.
-	w("### Scheduling cycle (PreFilter, Filter on every node, Score on the feasible third; parallelism 16)\n\n![cycle](perf/cycle.svg)\n\n")
-	w("| nodes | native plugins | WasmPolicy TinyGo | ratio | WasmPolicy Go | ratio |\n|---|---|---|---|---|---|\n")
-	for _, n := range []int{100, 1000, 5000} {
-		p := fmt.Sprintf("BenchmarkCycle/nodes=%d/", n)
-		nat, t, g := get(perf, p+"native", "ns/op"), get(perf, p+"wasm-tinygo", "ns/op"), get(perf, p+"wasm-go", "ns/op")
-		w("| %d | %s | %s | %s | %s | %s |\n", n, ns(nat), ns(t), ratio(t, nat), ns(g), ratio(g, nat))
-	}
-	w("\nThe same two policies behind the HTTP extender, 100 nodes (`go test -bench Cycle ./pkg/extender/`): in-process %s, extender with `nodeCacheCapable` %s (%s), without %s (%s).\n\n", ns(inproc), ns(extCache), ratio(extCache, inproc), ns(extNoCache), ratio(extNoCache, inproc))
-
-	// Cluster.
-	w("### Cluster: scheduler_perf, SchedulingBasic-like (pods/s, extension point latency)\n\n")
-	if nat := cluster["Native/500Nodes"]; clusterErr != nil || nat == nil {
-		why := "no Native/500Nodes result"
-		if clusterErr != nil {
-			why = clusterErr.Error()
-		}
-		w("Not measured in this run: %s.\n\n", why)
-	} else {
-		w("Each value is the median of %d runs (pods/s is each run's average).\n\n", nat.runs)
-		w("![cluster](perf/cluster.svg)\n\n| workload | profile | pods/s | vs native | Filter p50 / p99 (ms) | Score p50 / p99 (ms) | attempt p50 / p99 (ms) |\n|---|---|---|---|---|---|---|\n")
-		for _, wl := range []string{"500Nodes", "5000Nodes"} {
-			nat := cluster["Native/"+wl]
-			for _, p := range []string{"Default", "Native", "WasmTinyGo", "WasmGo", "Extender"} {
-				r := cluster[p+"/"+wl]
-				if r == nil {
-					continue
-				}
-				vs := "–"
-				if nat != nil && nat.podsPerSec > 0 {
-					vs = fmt.Sprintf("%.0f%%", 100*r.podsPerSec/nat.podsPerSec)
-				}
-				w("| %s | %s | %.0f | %s | %.2f / %.2f | %.2f / %.2f | %.1f / %.1f |\n", wl, p, r.podsPerSec, vs, r.filterP50, r.filterP99, r.scoreP50, r.scoreP99, r.attemptP50, r.attemptP99)
-			}
-		}
-		w("\nProfiles: *Default* = kube-scheduler's default plugins; *Native* = default + the native team-isolation and bin-packing plugins; *WasmTinyGo* / *WasmGo* = default + WasmPolicy running the same two policies; *Extender* = default + the same TinyGo policies behind the HTTP extender (nodeCacheCapable). 500 nodes: 500 initial pods, 1000 measured; 5000 nodes: 1000 initial, 1000 measured.\n\n")
-	}
-
-	// Ports, per node.
-	w("### Ports of the default plugins: cost per node\n\n")
-	if ports, order, err := parseRuns(filepath.Join(root, "_output/bench/ports.txt")); err != nil {
-		w("Not measured in this run: %v.\n\n", err)
-	} else {
-		w("Each port's extension points for one scheduling cycle over the same generated 500-node cluster, per node, next to the upstream plugin (`go test -bench Ports ./test/ports/`; the plugin and extension points of each port: [plugins-wasm/ports](../plugins-wasm/ports)).\n\n")
-		w("| port | upstream | TinyGo (ratio) | Go (ratio) |\n|---|---|---|---|\n")
-		for _, name := range order {
-			port, ok := strings.CutSuffix(strings.TrimPrefix(name, "BenchmarkPorts/"), "/upstream")
-			if !ok {
-				continue
-			}
-			up := median(ports[name]["ns/node"])
-			t, g := median(ports["BenchmarkPorts/"+port+"/tinygo"]["ns/node"]), median(ports["BenchmarkPorts/"+port+"/go"]["ns/node"])
-			w("| `%s` | %s | %s (%s) | %s (%s) |\n", port, ns(up), ns(t), ratio(t, up), ns(g), ratio(g, up))
-		}
-		w("\n")
-	}
-
-	// Ports in upstream's scheduler_perf workloads.
-	w("### Ports in upstream scheduler_perf workloads (500 nodes)\n\n")
-	if clusterErr != nil {
-		w("Not measured in this run: %v.\n\n", clusterErr)
-	} else {
-		records, err := parsePlacements(filepath.Join(root, "_output/bench/cluster"))
-		if err != nil {
+	rep.w("%s\n\n", beginMarker)
+	rep.w("Generated %s on `%s` (2 cores). Every ratio compares results of the same run.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), rep.cpu)
+	for _, section := range []func() error{rep.targets, none(rep.perCall), none(rep.cycle), none(rep.clusterSection), none(rep.portsPerNode), rep.portsWorkloads,
+		none(rep.memory), none(rep.manyPolicies), none(rep.scoped), none(rep.gates)} {
+		if err := section(); err != nil {
 			return err
 		}
-		w("kube-scheduler's own test cases at their 500Nodes size (`BenchmarkPerfSchedulingPorts` in test/perf/cluster): the default profile, and the same profile with its ten Filter/Score plugins replaced by WasmPolicy running the ports. After every run the placement is read back and checked: every pod scheduled, no node over its resources, every required constraint held. Placement also shows how the preferred constraints came out: the largest skew of the ScheduleAnyway spread constraint, and the share of pods with a preferred pod-affinity partner in their domain. pods/s is the rate at which the measured pods were bound, from a pod watch opened before the run (the first to the last of them: scheduler_perf's own throughput needs runs of several seconds, and the Default SchedulingPodAntiAffinity runs take about two); medians of the runs.\n\n")
-		w("| test case | profile | pods/s | vs default | p50 (ms): PreFilter, Filter, PreScore, Score | attempt p50 / p99 (ms) | placement |\n|---|---|---|---|---|---|---|\n")
-		for _, c := range []string{"SchedulingNodeAffinity", "TopologySpreading", "PreferredTopologySpreading", "SchedulingPodAntiAffinity", "SchedulingPreferredPodAffinity"} {
-			podsPerSec := func(p string) float64 {
-				var v []float64
-				for _, r := range records[c+"/"+p+"/500Nodes"] {
-					if r.RateError == "" {
-						v = append(v, r.PodsPerSecond)
-					}
-				}
-				return median(v)
-			}
-			def := podsPerSec("Default")
-			for _, p := range []string{"Default", "PortsTinyGo", "PortsGo"} {
-				recs := records[c+"/"+p+"/500Nodes"]
-				r := cluster[c+"/"+p+"/500Nodes"]
-				if r == nil && len(recs) == 0 {
-					continue
-				}
-				if r == nil {
-					r = &clusterRow{}
-				}
-				vs := "–"
-				if def > 0 {
-					vs = fmt.Sprintf("%.0f%%", 100*podsPerSec(p)/def)
-				}
-				var pods, skew, met []float64
-				held := 0
-				for _, rec := range recs {
-					if len(rec.Violations) == 0 {
-						held++
-					}
-					pods = append(pods, float64(rec.Pods))
-					if rec.SoftSkew >= 0 {
-						skew = append(skew, float64(rec.SoftSkew))
-					}
-					if rec.PreferredAffinityMet >= 0 {
-						met = append(met, 100*rec.PreferredAffinityMet)
-					}
-				}
-				place := fmt.Sprintf("%.0f pods; held in %d of %d runs", median(pods), held, len(recs))
-				switch {
-				case len(recs) == 0:
-					place = "not checked"
-				case held < len(recs):
-					place = fmt.Sprintf("%.0f pods; **failed in %d of %d runs** (placement-*.json in _output/bench/cluster)", median(pods), len(recs)-held, len(recs))
-				}
-				if len(skew) > 0 {
-					place += fmt.Sprintf("; preferred skew %.0f", median(skew))
-				}
-				if len(met) > 0 {
-					place += fmt.Sprintf("; %.0f%% with a preferred partner", median(met))
-				}
-				w("| %s | %s | %.0f | %s | %.2f, %.2f, %.2f, %.2f | %.1f / %.1f | %s |\n", c, p, podsPerSec(p), vs, r.preFilterP50, r.filterP50, r.preScoreP50, r.scoreP50, r.attemptP50, r.attemptP99, place)
-			}
-		}
-		w("\n")
 	}
+	rep.w("\n")
+	rep.w("%s\n", endMarker)
 
-	// Memory, load, reload.
-	w("### Memory, load and reload\n\n| measurement | TinyGo | Go | command |\n|---|---|---|---|\n")
-	w("| memory per instance (linear + host heap) | %.0f KiB (%.0f + %.0f) | %.0f KiB (%.0f + %.0f) | `go test -bench InstanceMemory ./test/perf/` |\n",
-		get(perf, "BenchmarkInstanceMemory/tinygo", "KiB/instance"), get(perf, "BenchmarkInstanceMemory/tinygo", "KiB-linear/instance"), get(perf, "BenchmarkInstanceMemory/tinygo", "KiB-heap/instance"),
-		get(perf, "BenchmarkInstanceMemory/go", "KiB/instance"), get(perf, "BenchmarkInstanceMemory/go", "KiB-linear/instance"), get(perf, "BenchmarkInstanceMemory/go", "KiB-heap/instance"))
-	w("| compiled module (code + host heap; one per distinct module, shared) | %.1f MiB | %.1f MiB | same |\n", get(perf, "BenchmarkInstanceMemory/tinygo", "MiB/module"), get(perf, "BenchmarkInstanceMemory/go", "MiB/module"))
-	w("| a busy policy alone (its module + one instance per CPU) | %.1f MiB | %.1f MiB | same |\n", get(perf, "BenchmarkInstanceMemory/tinygo", "MiB/policy-busy"), get(perf, "BenchmarkInstanceMemory/go", "MiB/policy-busy"))
-	w("| module load, cold (empty compilation cache) | %.1f ms | %.0f ms | `go test -bench Load ./test/perf/` |\n", get(perf, "BenchmarkLoad/tinygo/cold", "ms/load"), get(perf, "BenchmarkLoad/go/cold", "ms/load"))
-	w("| module load, warm compilation cache | %.1f ms | %.1f ms | same |\n", warmT, warmG)
-	w("| ConfigMap update → new module serving (informer, in-process) | %.1f ms | – | `go test -bench Reload ./test/perf/` |\n\n", get(perf, "BenchmarkReload", "ms/reload"))
-	// Many policies.
-	w("### Many policies\n\nOne plugin with n policies (copies of team-isolation and bin-packing, alternating, distinct configs) under the default memory budget (512Mi), next to n native plugins. Cycle: one scheduling cycle over 1000 nodes, as above. Load: starting the plugin until every policy serves, cold (empty compilation cache) and warm; memory: what the budget charges after the load / growth of the process's resident set. `go test -bench ManyPolicies ./test/perf/`.\n\n")
-	w("| policies | native cycle | TinyGo cycle | TinyGo load cold / warm | TinyGo memory | Go cycle | Go load cold / warm | Go memory |\n|---|---|---|---|---|---|---|---|\n")
-	for _, n := range []int{1, 10, 50, 200} {
-		p := fmt.Sprintf("BenchmarkManyPolicies/policies=%d/", n)
-		nat := get(perf, p+"native/cycle", "ns/op")
-		row := fmt.Sprintf("| %d | %s |", n, ns(nat))
-		for _, tc := range []string{"wasm-tinygo", "wasm-go"} {
-			c := get(perf, p+tc+"/cycle", "ns/op")
-			row += fmt.Sprintf(" %s (%s) | %.0f / %.0f ms | %.1f / %.1f MiB |", ns(c), ratio(c, nat),
-				get(perf, p+tc+"/load-cold", "ms/load"), get(perf, p+tc+"/load-warm", "ms/load"),
-				get(perf, p+tc+"/load-cold", "MiB-charged"), get(perf, p+tc+"/load-cold", "MiB-rss"))
-		}
-		w("%s\n", row)
-	}
-	w("\nWorst-case start, every module distinct (nothing shared, empty compilation cache; `go test -bench StartDistinctModules ./test/perf/`): 200 TinyGo policies %.1f s (%.0f MiB charged), 40 Go policies %.1f s (%.0f MiB charged).\n\n",
-		get(perf, "BenchmarkStartDistinctModules/tinygo/policies=200", "ms/load")/1000, get(perf, "BenchmarkStartDistinctModules/tinygo/policies=200", "MiB-charged"),
-		get(perf, "BenchmarkStartDistinctModules/go/policies=40", "ms/load")/1000, get(perf, "BenchmarkStartDistinctModules/go/policies=40", "MiB-charged"))
-	// Scoped policies.
-	base := get(perf, "BenchmarkCycleScoped/nodes=1000/baseline", "ns/op")
-	out, in := get(perf, "BenchmarkCycleScoped/nodes=1000/out-of-scope", "ns/op"), get(perf, "BenchmarkCycleScoped/nodes=1000/in-scope", "ns/op")
-	w("### Scoped policies\n\nA policy whose scope (namespaceSelector, podSelector, profiles; policy objects or args) does not take a pod is left out of that pod's cycle. One cycle over 1000 nodes with the two TinyGo policies (baseline), plus ten team-isolation copies whose podSelector does not take the pod, or does; `go test -bench CycleScoped ./test/perf/`.\n\n")
-	w("| cycle | time | vs baseline |\n|---|---|---|\n| baseline (2 policies) | %s | 1.00× |\n| + 10 policies out of scope | %s | %s |\n| + 10 policies in scope | %s | %s |\n\n", ns(base), ns(out), ratio(out, base), ns(in), ratio(in, base))
-	// Gates and patches.
-	w("### Gates and patches (PreEnqueue, PreBind)\n\nCost per pod. PreEnqueue: freeze-window as a native PreEnqueue plugin and as a wasm policy behind WasmPolicy's PreEnqueue (scope, pod state, guest call), for a pod the window lets in and one it gates. PreBind: placement-recorder's zone label and policies annotation computed natively and by the wasm policy behind WasmPolicy (its prebind on the chosen node, the merge, the patch's JSON; both give the same bytes), the PATCH request left out (the same request either way). `go test -bench 'PreEnqueue|PreBind' ./test/perf/`.\n\n")
-	w("| per pod | native | TinyGo | Go |\n|---|---|---|---|\n")
-	for _, r := range []struct{ label, prefix string }{{"PreEnqueue, pod let in", "BenchmarkPreEnqueue/pass/"}, {"PreEnqueue, pod gated", "BenchmarkPreEnqueue/gate/"}, {"PreBind patch", "BenchmarkPreBind/"}} {
-		nat, t, g := get(perf, r.prefix+"native", "ns/op"), get(perf, r.prefix+"tinygo", "ns/op"), get(perf, r.prefix+"go", "ns/op")
-		w("| %s | %s | %s (%s) | %s (%s) |\n", r.label, ns(nat), ns(t), ratio(t, nat), ns(g), ratio(g, nat))
-	}
-	w("\n")
-	w("%s\n", endMarker)
-
-	doc := filepath.Join(root, "docs/performance.md")
+	doc := filepath.Join(rep.root, "docs/performance.md")
 	old, err := os.ReadFile(doc)
 	if err != nil {
 		return err
@@ -574,41 +315,48 @@ func run() error {
 	if i < 0 || j < i {
 		return fmt.Errorf("%s lacks the bench markers", doc)
 	}
-	s = s[:i] + b.String() + s[j+len(endMarker)+1:]
+	s = s[:i] + rep.b.String() + s[j+len(endMarker)+1:]
 	if err := os.WriteFile(doc, []byte(s), 0o644); err != nil {
 		return err
 	}
 
-	// Charts.
-	if err := os.MkdirAll(filepath.Join(root, "docs/perf"), 0o755); err != nil {
+	return rep.charts()
+}
+
+// none adapts a section that cannot fail.
+func none(f func()) func() error { return func() error { f(); return nil } }
+
+// charts writes the SVG charts of docs/perf.
+func (rep *report) charts() error {
+	if err := os.MkdirAll(filepath.Join(rep.root, "docs/perf"), 0o755); err != nil {
 		return err
 	}
 	var bars []bar
 	for _, v := range []struct{ key, label string }{{"native", "native"}, {"tinygo/batch32", "TinyGo batch"}, {"tinygo/single", "TinyGo single"}, {"go/batch32", "Go batch"}, {"go/single", "Go single"}} {
-		bars = append(bars, bar{"Filter " + v.label, get(perf, "BenchmarkFilter/"+v.key, "ns/op")}, bar{"Score " + v.label, get(perf, "BenchmarkScore/"+v.key, "ns/op")})
+		bars = append(bars, bar{"Filter " + v.label, rep.get("perf", "BenchmarkFilter/"+v.key, "ns/op")}, bar{"Score " + v.label, rep.get("perf", "BenchmarkScore/"+v.key, "ns/op")})
 	}
-	if err := writeBars(filepath.Join(root, "docs/perf/per-node.svg"), "Time per node (ns, log scale)", bars, true); err != nil {
+	if err := writeBars(filepath.Join(rep.root, "docs/perf/per-node.svg"), "Time per node (ns, log scale)", bars, true); err != nil {
 		return err
 	}
 	bars = nil
 	for _, n := range []int{100, 1000, 5000} {
 		for _, v := range []string{"native", "wasm-tinygo", "wasm-go"} {
-			bars = append(bars, bar{fmt.Sprintf("%d nodes %s", n, v), get(perf, fmt.Sprintf("BenchmarkCycle/nodes=%d/%s", n, v), "ns/op") / 1e6})
+			bars = append(bars, bar{fmt.Sprintf("%d nodes %s", n, v), rep.get("perf", fmt.Sprintf("BenchmarkCycle/nodes=%d/%s", n, v), "ns/op") / 1e6})
 		}
 	}
-	if err := writeBars(filepath.Join(root, "docs/perf/cycle.svg"), "Scheduling cycle (ms)", bars, false); err != nil {
+	if err := writeBars(filepath.Join(rep.root, "docs/perf/cycle.svg"), "Scheduling cycle (ms)", bars, false); err != nil {
 		return err
 	}
-	if clusterErr == nil {
+	if rep.clusterErr == nil {
 		bars = nil
 		for _, wl := range []string{"500Nodes", "5000Nodes"} {
 			for _, p := range []string{"Default", "Native", "WasmTinyGo", "WasmGo", "Extender"} {
-				if r := cluster[p+"/"+wl]; r != nil {
+				if r := rep.cluster[p+"/"+wl]; r != nil {
 					bars = append(bars, bar{wl + " " + p, r.podsPerSec})
 				}
 			}
 		}
-		if err := writeBars(filepath.Join(root, "docs/perf/cluster.svg"), "scheduler_perf throughput (pods/s)", bars, false); err != nil {
+		if err := writeBars(filepath.Join(rep.root, "docs/perf/cluster.svg"), "scheduler_perf throughput (pods/s)", bars, false); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeRun writes a run's perf.txt and extender.txt with every listed
+// benchmark but those in skip, each unit a distinct value, and a
+// docs/performance.md with the markers, under a new root.
+func writeRun(t *testing.T, skip map[string]bool) string {
+	t.Helper()
+	root := t.TempDir()
+	lines := map[string]map[string][]string{"perf": {}, "extender": {}}
+	var order []string
+	for i, b := range benches() {
+		if skip[b.name] {
+			continue
+		}
+		if _, ok := lines[b.file][b.name]; !ok {
+			order = append(order, b.file+" "+b.name)
+		}
+		lines[b.file][b.name] = append(lines[b.file][b.name], fmt.Sprintf("%d %s", 100+i, b.unit))
+	}
+	files := map[string]*strings.Builder{"perf": {}, "extender": {}}
+	for _, f := range files {
+		f.WriteString("goos: linux\ncpu: Test CPU\n")
+	}
+	for _, k := range order {
+		file, name, _ := strings.Cut(k, " ")
+		fmt.Fprintf(files[file], "%s-2 \t 1000\t %s\n", name, strings.Join(lines[file][name], "\t "))
+	}
+	dir := filepath.Join(root, "_output/bench")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, name+".txt"), []byte(f.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "docs/performance.md"), []byte("# Performance\n\n"+beginMarker+"\nold\n"+endMarker+"\n\nafter\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// The report reads every benchmark of its table, writes each into the
+// document, and fails naming a required benchmark that is missing.
+func TestReportNamesMissingBenchmarks(t *testing.T) {
+	root := writeRun(t, nil)
+	if err := run(root); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs/performance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "Test CPU") || strings.Contains(string(doc), "\nold\n") || !strings.HasSuffix(string(doc), "after\n") {
+		t.Errorf("document:\n%s", doc)
+	}
+	for _, svg := range []string{"per-node.svg", "cycle.svg"} {
+		if _, err := os.Stat(filepath.Join(root, "docs/perf", svg)); err != nil {
+			t.Error(err)
+		}
+	}
+
+	root = writeRun(t, map[string]bool{"BenchmarkCycle/nodes=1000/wasm-tinygo": true, "BenchmarkCycle/extender/nodeCacheCapable=true/nodes=100": true})
+	err = run(root)
+	if err == nil || !strings.Contains(err.Error(), "BenchmarkCycle/nodes=1000/wasm-tinygo ns/op (perf)") || !strings.Contains(err.Error(), "nodeCacheCapable=true/nodes=100 ns/op (extender)") {
+		t.Errorf("a run without two benchmarks: %v", err)
+	}
+	// An optional variant may be missing.
+	var optional string
+	for _, b := range benches() {
+		if b.optional {
+			optional = b.name
+			break
+		}
+	}
+	if err := run(writeRun(t, map[string]bool{optional: true})); err != nil {
+		t.Errorf("a run without the optional %s: %v", optional, err)
+	}
+}
