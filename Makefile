@@ -32,14 +32,12 @@ PORT_GUESTS   := $(foreach p,$(PORTS),$(OUT)/guests/go/$(p).wasm $(OUT)/guests/t
 OTHER_GUESTS  := $(OUT)/guests/c/team-isolation.wasm $(OUT)/guests/wat/team-isolation.wasm
 CLANG         ?= clang-19
 WAT2WASM      ?= wat2wasm
-# Tests that run alone and without -race: the deadline tests (no other test
-# binary may compete for the cores while they measure), and the warm-start
-# crash test (50 starts of 40 Go policies: 50 s, several minutes under -race).
-TIMING_TESTS  := TestInfiniteLoopEndsWithinTimeout|TestBudgetEndsTheCall|TestBatchDeadlinePerNode|TestAdversaryGuest|TestAdversarialPolicyIsolation|TestIdenticalModulesWarmStarts|TestSpinningGuestLeavesTheProcessRunning|TestRefuelLetsGarbageCollectionStopTheGuest|TestNodeTableBatchDeadline|TestPreEnqueueTimeout|TestPreBindPatchAttacks|TestAdversarialGatesAndPatches|TestBulkLoopsEndWithinTimeout|TestLoadCostAtTheLimits|TestHostCallsEndWithinTimeout|TestFatLoopEndsWithinTimeout|TestGateHasACPUOfItsOwn
-# Tests that run without -race only: the spec-suite differential (65,000
-# guest calls, 5x slower under the race detector) and the example policies'
-# case tables, which make test runs on their own stage anyway.
-NORACE_TESTS  := TestSpecSuiteDifferential|TestExamplePoliciesAsWasm
+# make test picks its stages by build tag (hack/tagged-tests.sh): tests in
+# files tagged "timing" (deadline and containment claims, and the
+# warm-start crash test) run alone and without -race, and those tagged
+# "norace" (too slow under the race detector) in stages of their own;
+# every other test runs in the race stage.
+TIMING_PKGS   := host host/internal/fuel pkg/wasmpolicy
 GUEST_SRCS    := $(shell find guest-sdk -name '*.go') guest-sdk/go.mod plugins-wasm/go.mod
 
 # Images (make image): each binary for each platform, static, with the
@@ -51,7 +49,7 @@ IMAGE_DIR     := $(OUT)/images
 IMAGES        := kube-scheduler wasm-extender
 image_bin      = $(IMAGE_DIR)/$(subst /,-,$(2))/$(1)
 
-.PHONY: image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test e2e soak bench bench-smoke fuzz controlplane demo clean
+.PHONY: image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -220,19 +218,19 @@ fixtures:
 test: verify deps guests guests-tinygo guests-other ports build controlplane
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./... ./testdata/fields/
-	CGO_ENABLED=1 $(GO) test -race -count=1 -skip '$(TIMING_TESTS)|$(NORACE_TESTS)' $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image)
+	CGO_ENABLED=1 $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image)
 	# The instrumentation rewriter against the WebAssembly spec suite in
 	# wazero's module: every module instrumented, every command's outcome
 	# the same as the module's own.
-	set -o pipefail; $(GO) test -count=1 -v -run '$(NORACE_TESTS)' ./host/internal/fuel/ | grep -E '(spectest_test.go|^ok|FAIL|^PASS)'
+	set -o pipefail; $(GO) test -count=1 -v -tags norace -run "$$(hack/tagged-tests.sh norace host/internal/fuel)" ./host/internal/fuel/ | grep -E '(spectest_test.go|^ok|FAIL|^PASS)'
 	# The ports' differential test against the upstream plugins, without
 	# -race (it compares 12,000+ pairs per port); prints each port's pairs,
 	# agreement and the generated mix.
 	set -o pipefail; $(GO) test -count=1 -v ./test/ports/ | grep -E '(ports_test.go|generated:|pod:|^\s*--- |^ok|FAIL|^PASS)'
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
-	set -o pipefail; $(GO) test -count=1 -v -run '$(TIMING_TESTS)' ./host/ ./host/internal/fuel/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+(host|adversary|adversarial|interrupt|gc|table|gates|containment)_test.go|--- |ok|FAIL|PASS)'
-	set -o pipefail; $(GO) test -count=1 -v -run 'TestExamplePoliciesAsWasm' ./test/policies/ | grep -E '^(\s+--- |\s+policies_test.go|ok|FAIL|PASS)'
+	set -o pipefail; $(GO) test -count=1 -v -tags timing -run "$$(hack/tagged-tests.sh timing $(TIMING_PKGS))" $(addprefix ./,$(addsuffix /,$(TIMING_PKGS))) | grep -E '^(\s+--- FAIL|\s+\w+_test.go|--- |ok|FAIL|PASS)'
+	set -o pipefail; $(GO) test -count=1 -v -tags norace -run "$$(hack/tagged-tests.sh norace test/policies)" ./test/policies/ | grep -E '^(\s+--- |\s+(policies|aswasm)_test.go|ok|FAIL|PASS)'
 	# The conformance kit as an author runs it: team-isolation's case table
 	# against its Go, TinyGo, C and WAT builds (docs/sdk.md).
 	for b in go tinygo c wat; do echo "team-isolation ($$b):"; $(BIN)/wasmsched test --cases plugins-wasm/team-isolation/testdata.json $(OUT)/guests/$$b/team-isolation.wasm || exit 1; done
@@ -247,10 +245,17 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory e2e-lines
 
+## check: the inner loop, under 5 minutes warm: verify, then every
+## package's tests but the clusters', the timing and norace stages and the
+## images (make test runs them all, the race detector included)
+check: verify guests guests-tinygo
+	cd guest-sdk && $(GO) test ./...
+	$(GO) test $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image)
+
 ## test-deadlines-loaded: the deadline tests while busy loops load every core
 ## (hack/with-cpu-load.sh): the timing claims must hold on a busy machine
 test-deadlines-loaded: guests guests-tinygo
-	./hack/with-cpu-load.sh $(GO) test -count=1 -v -run '$(TIMING_TESTS)|TestDeadlineCheckCatchesUninterruptibleStep' ./host/ ./host/internal/fuel/ ./pkg/wasmpolicy/ | grep -E '^(\s+--- FAIL|\s+\w+_test.go:[0-9]+: .*(overrun|FAIL|want)|--- |ok|FAIL|PASS)'
+	./hack/with-cpu-load.sh $(GO) test -count=1 -v -tags timing -run "$$(hack/tagged-tests.sh timing $(TIMING_PKGS))" $(addprefix ./,$(addsuffix /,$(TIMING_PKGS))) | grep -E '^(\s+--- FAIL|\s+\w+_test.go:[0-9]+: .*(overrun|FAIL|want)|--- |ok|FAIL|PASS)'
 
 ## fuzz: each fuzz target for FUZZTIME (seed corpora in testdata/fuzz run in
 ## every go test, make test included; fuzzing is this target's alone)

@@ -20,8 +20,12 @@ step "gofmt"
 unformatted="$(git ls-files -co --exclude-standard -- '*.go' | grep -v '^hack/stub/' | while read -r f; do [ -f "$f" ] && echo "$f"; done | xargs gofmt -l 2>&1 || true)"
 [ -z "$unformatted" ] || problem "not gofmt'ed (run: gofmt -w FILE):"$'\n'"$unformatted"
 
+# Test files tagged timing or norace (make test's stages, hack/tagged-tests.sh)
+# are checked with everything else.
+TEST_TAGS=timing,norace
+
 step "go vet"
-go vet ./... || problem "go vet found problems in the main module"
+go vet -tags "$TEST_TAGS" ./... || problem "go vet found problems in the main module"
 for m in guest-sdk plugins-wasm; do
   (cd "$m" && go vet ./...) || problem "go vet found problems in $m"
 done
@@ -37,7 +41,7 @@ done
 
 step "staticcheck"
 BIN="$(hack/install-tools.sh staticcheck)"
-"$BIN/staticcheck" ./... || problem "staticcheck found problems in the main module"
+"$BIN/staticcheck" -tags "$TEST_TAGS" ./... || problem "staticcheck found problems in the main module"
 for m in guest-sdk plugins-wasm; do
   (cd "$m" && "$BIN/staticcheck" ./...) || problem "staticcheck found problems in $m"
 done

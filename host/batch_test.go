@@ -14,37 +14,6 @@ import (
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
-// A batch call gives every node the full timeout, stops a loop on one node
-// within timeout + 10ms of that node's start (median of deadlineRuns runs),
-// and keeps the verdicts of the nodes evaluated before it.
-func TestBatchDeadlinePerNode(t *testing.T) {
-	const timeout = 50 * time.Millisecond
-	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
-	v := load(t, p, testguests.Fixture(t, "loop"))
-	if !v.Exports().Has(abi.FilterNodes) {
-		t.Fatal("filter_nodes not detected")
-	}
-	nodes := []fwk.NodeInfo{nodeInfo("a", nil, false), nodeInfo("b", nil, false), nodeInfo("c", nil, true), nodeInfo("d", nil, false)}
-	results := make([]Result, len(nodes))
-	var o overruns
-	for run := 0; run < deadlineRuns; run++ {
-		start := time.Now()
-		done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes, new(PolicyCycle), results, nil)
-		o.add(time.Since(start), timeout)
-		if err == nil || err.Outcome != OutcomeTimeout || done != 2 {
-			t.Fatalf("done=%d err=%v; want a timeout at node 2", done, err)
-		}
-		if results[0].Code != 0 || results[1].Code != 0 {
-			t.Fatalf("results before the failing node = %+v", results[:2])
-		}
-		// The instance was replaced; a batch without the looping node succeeds.
-		if done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes[:2], new(PolicyCycle), results[:2], nil); err != nil || done != 2 {
-			t.Fatalf("next batch: done=%d err=%v", done, err)
-		}
-	}
-	o.check(t, "batch stopped")
-}
-
 // Batch and single calls of the real TinyGo and Go team-isolation guests agree.
 func TestBatchMatchesSingleCalls(t *testing.T) {
 	for _, tc := range testguests.Toolchains {

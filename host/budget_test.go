@@ -57,32 +57,6 @@ func TestFailedCallStopsTheCycle(t *testing.T) {
 	}
 }
 
-// A budget smaller than the timeout ends the call when it is spent, within
-// the same bound as a timeout (median overrun 10 ms, worst 50 ms), and the
-// call reports BudgetExceeded.
-func TestBudgetEndsTheCall(t *testing.T) {
-	const budget = 60 * time.Millisecond
-	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: time.Second, MaxInstances: 1})
-	v := load(t, p, testguests.Fixture(t, "loop"))
-	var o overruns
-	for i := 0; i < deadlineRuns; i++ {
-		pc := &PolicyCycle{Budget: NewBudget(budget)}
-		start := time.Now()
-		err := cycleFilter(v, pc, nodeInfo("cordoned", nil, true))
-		o.add(time.Since(start), budget)
-		if err == nil || err.Outcome != OutcomeBudget || !strings.Contains(err.Error(), "policy spent its cycle budget of 60ms") {
-			t.Fatalf("run %d: %v, want the budget spent", i, err)
-		}
-		if s := pc.Budget.Spent(); s < budget {
-			t.Fatalf("run %d: spent %s of a %s budget that ended the call", i, s, budget)
-		}
-		if cause := causeOf(t, cycleFilter(v, pc, nodeInfo("ok", nil, false))); cause.Outcome != OutcomeBudget {
-			t.Fatalf("run %d: cause %v, want the spent budget", i, cause)
-		}
-	}
-	o.check(t, "budget")
-}
-
 // Calls of one cycle in flight together are stopped together: when the
 // first one times out, the others (started later, so their own timeouts
 // are still ahead) are interrupted and report the first one's failure.

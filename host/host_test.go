@@ -111,37 +111,6 @@ func TestFilterThroughHostFunctions(t *testing.T) {
 	}
 }
 
-// An infinite loop ends within timeout + 10ms (deadline_test.go: median of
-// deadlineRuns runs), the instance is discarded, and the next call succeeds
-// on a fresh instance.
-func TestInfiniteLoopEndsWithinTimeout(t *testing.T) {
-	const timeout = 50 * time.Millisecond
-	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
-	v := load(t, p, testguests.Fixture(t, "loop"))
-	for _, kind := range []CallKind{CallFilter, CallScore} {
-		var o overruns
-		for run := 0; run < deadlineRuns; run++ {
-			discarded := v.discarded.Load()
-			start := time.Now()
-			_, _, err := v.Call(context.Background(), kind, testPod(), nodeInfo("cordoned", nil, true), new(PolicyCycle), nil)
-			o.add(time.Since(start), timeout)
-			if err == nil || err.Outcome != OutcomeTimeout {
-				t.Fatalf("%s: err = %v, want a timeout", kind, err)
-			}
-			if _, inUse := v.PoolStats(); v.discarded.Load() != discarded+1 || inUse != 0 {
-				t.Fatalf("after timeout: discarded %d instances, inUse=%d; want the instance discarded", v.discarded.Load()-discarded, inUse)
-			}
-			if r, err := filter(v, nodeInfo("ok", nil, false)); err != nil || r.Code != abi.CodeSuccess {
-				t.Fatalf("next call = %+v, %v; want success on a fresh instance", r, err)
-			}
-			if live, _ := v.PoolStats(); live != 1 {
-				t.Fatalf("live instances = %d, want 1 fresh instance", live)
-			}
-		}
-		o.check(t, kind.String()+": infinite loop stopped")
-	}
-}
-
 func TestTrapsDiscardInstance(t *testing.T) {
 	p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1})
 	v := load(t, p, testguests.Fixture(t, "trap"))

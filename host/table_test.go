@@ -5,7 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,38 +90,4 @@ func TestABIv1GuestsUnchanged(t *testing.T) {
 	if n := v.TableBatches(); n != 0 {
 		t.Errorf("%d batches of a version 1 guest from a table", n)
 	}
-}
-
-// A table batch that loops on a node ends at that node's deadline (within
-// timeout + 10 ms, deadline_test.go's claim); the node at `current` gets
-// the failure and the nodes before it keep the verdicts in their rows.
-func TestNodeTableBatchDeadline(t *testing.T) {
-	const timeout = 50 * time.Millisecond
-	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
-	v := load(t, p, testguests.Fixture(t, "tableloop"))
-	nodes := []fwk.NodeInfo{nodeInfo("a", nil, false), nodeInfo("b", nil, false), nodeInfo("c", nil, false)}
-	// The first batch declares nothing new: the table was declared in
-	// _initialize, so every batch is a table batch.
-	var o overruns
-	for run := 0; run < deadlineRuns; run++ {
-		results := make([]Result, len(nodes))
-		start := time.Now()
-		done, err := v.CallNodes(context.Background(), CallFilter, teamPod("a"), nodes, new(PolicyCycle), results, nil)
-		o.add(time.Since(start), timeout)
-		if testInterruption(t) == InterruptCloseOnDone {
-			// wazero closes the module at the deadline and its memory goes
-			// with it: no row can be read, node 0 gets the failure.
-			if err == nil || err.Outcome != OutcomeTimeout || done != 0 {
-				t.Fatalf("run %d (close-on-done): done %d, %v; want a timeout at node 0", run, done, err)
-			}
-			continue
-		}
-		if err == nil || err.Outcome != OutcomeTimeout || done != 1 {
-			t.Fatalf("run %d: done %d, %v; want a timeout at node 1", run, done, err)
-		}
-		if results[0] != (Result{Code: abi.CodeUnschedulable, Reason: "node 0 rejected"}) {
-			t.Fatalf("run %d: node 0 %+v, want its row's verdict", run, results[0])
-		}
-	}
-	o.check(t, "table batch stopped")
 }

@@ -1,3 +1,7 @@
+// pkg/nodeinfo, the tools' NodeInfo, follows the main line only.
+
+//go:build !k8s_1_34
+
 package wasmpolicy
 
 import (

@@ -3,14 +3,17 @@ package fuel
 import (
 	"context"
 	"errors"
-	"github.com/wasmsched/wasmsched/host/internal/wasmbin"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmsched/wasmsched/host/internal/wasmbin"
 )
 
 // seeds are modules of every shape this repository holds: the host's
@@ -121,4 +124,18 @@ func TestInstrumentDropsDWARF(t *testing.T) {
 	if len(names) == 0 || names[len(names)-1] != "producers" {
 		t.Errorf("custom sections after the rewrite: %v; producers should stay", names)
 	}
+}
+
+// wazeroDir returns the directory of the wazero module this test builds with.
+func wazeroDir(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tetratelabs/wazero").Output()
+	if err != nil {
+		t.Fatalf("locating the wazero module: %v", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		t.Fatal("go list gave no directory for github.com/tetratelabs/wazero")
+	}
+	return filepath.Join(dir, "internal", "integration_test", "spectest")
 }

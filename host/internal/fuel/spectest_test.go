@@ -1,3 +1,5 @@
+//go:build norace
+
 package fuel
 
 import (
@@ -6,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -31,20 +32,6 @@ var suites = []struct {
 	{"extended-const", api.CoreFeaturesV2 | experimental.CoreFeaturesExtendedConst},
 	{"tail-call", api.CoreFeaturesV2 | experimental.CoreFeaturesTailCall},
 	{"threads", api.CoreFeaturesV2 | experimental.CoreFeaturesThreads},
-}
-
-// wazeroDir returns the directory of the wazero module this test builds with.
-func wazeroDir(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tetratelabs/wazero").Output()
-	if err != nil {
-		t.Fatalf("locating the wazero module: %v", err)
-	}
-	dir := strings.TrimSpace(string(out))
-	if dir == "" {
-		t.Fatal("go list gave no directory for github.com/tetratelabs/wazero")
-	}
-	return filepath.Join(dir, "internal", "integration_test", "spectest")
 }
 
 type script struct {
