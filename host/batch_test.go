@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/internal/testguests"
@@ -23,7 +22,7 @@ func TestBatchMatchesSingleCalls(t *testing.T) {
 			if !v.Exports().Has(abi.FilterNodes) || v.Exports().Has(abi.ScoreNodes) {
 				t.Fatalf("exports = %s, want filter and filter_nodes only", v.Exports())
 			}
-			pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"team": "a"}}})
+			pod := NewPodState(st.MakePod().Name("p").UID("p").Labels(map[string]string{"team": "a"}).Obj())
 			var nodes []fwk.NodeInfo
 			for i := 0; i < 70; i++ {
 				labels := map[string]string{}

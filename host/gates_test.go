@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host/internal/hostabi"
@@ -25,7 +24,7 @@ func TestGateFunctionEdges(t *testing.T) {
 	if ex := v.Exports(); !ex.Has(CallPreEnqueue) || !ex.Has(CallPreBind) || !ex.Has(CallFilter) || ex.Has(CallScore) {
 		t.Fatalf("exports %s", ex)
 	}
-	pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p"}})
+	pod := NewPodState(st.MakePod().Name("p").UID("p").Obj())
 	node := nodeInfo("n", nil, false)
 	if _, r, err := v.Call(context.Background(), CallFilter, pod, node, new(PolicyCycle), nil); err != nil || r.Code != abi.CodeSuccess {
 		t.Fatalf("filter: %+v %v", r, err)

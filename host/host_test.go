@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
@@ -87,7 +88,7 @@ func nodeInfo(name string, labels map[string]string, cordoned bool, pods ...*v1.
 }
 
 func testPod() *PodState {
-	return NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-1"}})
+	return NewPodState(st.MakePod().Name("p").Namespace("default").UID("uid-1").Obj())
 }
 
 func filter(v *Version, ni fwk.NodeInfo) (Result, *CallError) {
@@ -114,7 +115,7 @@ func TestFilterThroughHostFunctions(t *testing.T) {
 func TestTrapsDiscardInstance(t *testing.T) {
 	p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1})
 	v := load(t, p, testguests.Fixture(t, "trap"))
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "x"}}
+	pod := st.MakePod().Name("x").UID("x").Obj()
 	for name, ni := range map[string]fwk.NodeInfo{
 		"unreachable":    nodeInfo("a", nil, true),
 		"divide by zero": nodeInfo("b", nil, false, pod),

@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/internal/testguests"
@@ -222,7 +221,7 @@ func TestInstancesStayWithinRunningCalls(t *testing.T) {
 	// would hold a second instance waiting.
 	theProcess.setRunningTokens(1)
 	v := load(t, newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 16}), testguests.PolicyBytes(t, testguests.TinyGo, "testdata/adversary"))
-	pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: "default", UID: "uid-slow", Labels: map[string]string{"attack": "slow"}}})
+	pod := NewPodState(st.MakePod().Name("slow").Namespace("default").UID("uid-slow").Labels(map[string]string{"attack": "slow"}).Obj())
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Add(1)

@@ -8,8 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
@@ -150,7 +150,7 @@ func TestCycleArgument(t *testing.T) {
 // returned whole, and a 70000-byte key is an ordinary miss (-1), not BadArgs.
 func TestKeyAndValueLimits(t *testing.T) {
 	big := strings.Repeat("v", 200<<10)
-	pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u", Annotations: map[string]string{"big": big}}})
+	pod := NewPodState(st.MakePod().Name("p").UID("u").Annotations(map[string]string{"big": big}).Obj())
 	score := func(mode string) int64 {
 		s, _, err := semantics(t, mode).Call(context.Background(), CallScore, pod, nodeInfo("n", nil, false), new(PolicyCycle), nil)
 		if err != nil {

@@ -6,16 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
 func teamPod(team string) *PodState {
-	return NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-t", Labels: map[string]string{"team": team}}})
+	return NewPodState(st.MakePod().Name("p").Namespace("default").UID("uid-t").Labels(map[string]string{"team": team}).Obj())
 }
 
 func filterNodes(t *testing.T, v *Version, pod *PodState, nodes ...fwk.NodeInfo) []Result {
@@ -70,7 +69,7 @@ func TestNodeTableDocExample(t *testing.T) {
 		t.Errorf("node b relabelled team=a: %+v, want Success", got[0])
 	}
 	// A pod of no team matches only the node without the label.
-	if got := filterNodes(t, v, NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}}), a, none); got[0].Code != abi.CodeUnschedulable || got[1].Code != abi.CodeSuccess {
+	if got := filterNodes(t, v, NewPodState(st.MakePod().Name("q").UID("q").Obj()), a, none); got[0].Code != abi.CodeUnschedulable || got[1].Code != abi.CodeSuccess {
 		t.Errorf("pod without a team: %+v", got)
 	}
 }

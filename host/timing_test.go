@@ -15,10 +15,9 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/internal/testguests"
@@ -79,7 +78,7 @@ func TestAdversaryGuest(t *testing.T) {
 					if label == "" {
 						label = "attack"
 					}
-					pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{label: attack}}})
+					pod := NewPodState(st.MakePod().Name("p").UID("p").Labels(map[string]string{label: attack}).Obj())
 					// Every run must end the expected way; the timing claim is
 					// checked on all runs together (deadline_test.go). Calls
 					// that end well before the deadline need one run.
@@ -88,7 +87,7 @@ func TestAdversaryGuest(t *testing.T) {
 						runs = 3
 					}
 					var o overruns
-					calm := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}})
+					calm := NewPodState(st.MakePod().Name("q").UID("q").Obj())
 					node := nodeInfo("n", nil, false)
 					if kind == CallPreEnqueue {
 						node = nil // the pod only
@@ -301,7 +300,7 @@ func TestGateHasACPUOfItsOwn(t *testing.T) {
 	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: hold, PreEnqueueTimeout: hold, MaxInstances: 4})
 	v := load(t, p, testguests.PolicyBytes(t, testguests.TinyGo, "testdata/adversary"))
 	pod := func(labels map[string]string) *PodState {
-		return NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: labels}})
+		return NewPodState(st.MakePod().Name("p").UID("p").Labels(labels).Obj())
 	}
 	var filterDone, gateDone atomic.Bool
 	go func() {
@@ -427,8 +426,8 @@ func TestPreEnqueueTimeout(t *testing.T) {
 		t.Run(string(tc), func(t *testing.T) {
 			p := newPolicy(t, newEngine(t), PolicySpec{Timeout: time.Second, PreEnqueueTimeout: tight, MaxInstances: 1})
 			v := load(t, p, testguests.PolicyBytes(t, tc, "testdata/adversary"))
-			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"preenqueue-attack": "loop"}}}
-			calm := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}}
+			pod := st.MakePod().Name("p").UID("p").Labels(map[string]string{"preenqueue-attack": "loop"}).Obj()
+			calm := st.MakePod().Name("q").UID("q").Obj()
 			var o overruns
 			for i := 0; i < deadlineRuns; i++ {
 				start := time.Now()
@@ -475,7 +474,7 @@ func TestPreBindPatchAttacks(t *testing.T) {
 			{CallPreEnqueue, "outside", abi.CodeError, 0, "", "pod patches are written in PreBind only"},
 		} {
 			t.Run(string(tc)+"/"+c.kind.String()+"/"+c.attack, func(t *testing.T) {
-				pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Labels: map[string]string{"preenqueue-attack": c.attack, "prebind-attack": c.attack}}})
+				pod := NewPodState(st.MakePod().Name("p").UID("p").Labels(map[string]string{"preenqueue-attack": c.attack, "prebind-attack": c.attack}).Obj())
 				node := nodeInfo("n", nil, false)
 				if c.kind == CallPreEnqueue {
 					node = nil

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -58,7 +58,7 @@ func TestFilterWithNodeObjectsOverTLS(t *testing.T) {
 	for _, n := range nodes {
 		list.Items = append(list.Items, *n)
 	}
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p", Labels: map[string]string{"team": "search"}}}
+	pod := st.MakePod().Name("p").Namespace("default").UID("p").Labels(map[string]string{"team": "search"}).Obj()
 	body, _ := json.Marshal(&extenderv1.ExtenderArgs{Pod: pod, Nodes: list})
 	resp, err := srv.Client().Post(srv.URL+"/filter", "application/json", bytes.NewReader(body))
 	if err != nil {

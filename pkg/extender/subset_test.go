@@ -12,6 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
@@ -40,7 +41,7 @@ func TestFilterHonoursPreFilterNodeSubset(t *testing.T) {
 	}
 	s := &Server{plugin: plugin, nodes: corelisters.NewNodeLister(nodeIdx), pods: podIdx, opts: Options{MaxRequestBytes: 1 << 20, RequestTimeout: time.Minute, Parallelism: 2}}
 	names := []string{"a", "b", "c"}
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p"}}
+	pod := st.MakePod().Name("p").Namespace("default").UID("p").Obj()
 	out, err := s.filter(context.Background(), &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names})
 	if err != nil {
 		t.Fatal(err)

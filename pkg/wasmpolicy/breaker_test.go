@@ -10,10 +10,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -56,7 +55,7 @@ func (t *transitions) take() string {
 // has its own app label), as a policy broken for everyone sees them.
 func podN(prefix string, n int) *v1.Pod {
 	name := fmt.Sprintf("%s-%d", prefix, n)
-	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), Labels: map[string]string{"app": name}}}
+	return st.MakePod().Name(name).Namespace("default").UID(name).Labels(map[string]string{"app": name}).Obj()
 }
 
 // breakerHarness is a plugin with one fake policy, a fake clock for its
@@ -250,7 +249,7 @@ func TestQuarantineContainsLoopingPods(t *testing.T) {
 	h := newBreakerHarness(t, "quarantine", config.FailurePolicyFail, succeed)
 	h.m.loops = func(pod *v1.Pod) bool { return pod.Labels["attack"] == "loop" }
 	looping := func(name, template string) *v1.Pod {
-		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant-b", UID: types.UID(name), Labels: map[string]string{"attack": "loop", "app": template}}}
+		return st.MakePod().Name(name).Namespace("tenant-b").UID(name).Labels(map[string]string{"attack": "loop", "app": template}).Obj()
 	}
 	ordinary := 0
 	runOrdinary := func(k int) {

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
@@ -65,7 +66,7 @@ func TestProfilesAndToolsDoNotShareState(t *testing.T) {
 			other = cli()
 		}
 	}
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "p", Labels: map[string]string{"team": "a", "zone": "z2"}}}
+	pod := st.MakePod().Name("p").Namespace("ns").UID("p").Labels(map[string]string{"team": "a", "zone": "z2"}).Obj()
 	filter := func(w *WasmPolicy, ni fwk.NodeInfo) *fwk.Status {
 		t.Helper()
 		state := intree.NewCycleState()

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
@@ -236,7 +237,7 @@ func fakeNodes(n int) []fwk.NodeInfo {
 }
 
 func fakePod() *v1.Pod {
-	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p"}}
+	return st.MakePod().Name("p").Namespace("default").UID("p").Obj()
 }
 
 var (

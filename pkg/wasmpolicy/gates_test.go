@@ -9,10 +9,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
@@ -107,7 +107,7 @@ func TestPreEnqueueOrder(t *testing.T) {
 func TestGateHints(t *testing.T) {
 	w := withGates(fakePlugin())
 	logger := klog.Background()
-	gated, other := fakePod(), &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "q"}}
+	gated, other := fakePod(), st.MakePod().Name("q").UID("q").Obj()
 	w.gates.gate(gated, fakePolicy("p", nil, nil), host.Recheck{Events: abi.RecheckPodUpdate})
 	hint := func(fn fwk.QueueingHintFn, pod *v1.Pod, oldObj, newObj interface{}) fwk.QueueingHint {
 		h, err := fn(logger, pod, oldObj, newObj)
@@ -316,7 +316,7 @@ func TestPreEnqueueQuarantine(t *testing.T) {
 	p := fakePolicy("p", m, nil)
 	w := withGates(fakePlugin(p))
 	looping := func(name string) *v1.Pod {
-		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), Labels: map[string]string{"attack": "loop"}}}
+		return st.MakePod().Name(name).Namespace("default").UID(name).Labels(map[string]string{"attack": "loop"}).Obj()
 	}
 	if st := w.PreEnqueue(context.Background(), looping("a")); st == nil || !strings.Contains(st.Message(), "quarantined for 30s") {
 		t.Fatalf("first PreEnqueue: %v, want the pod gated and quarantined", st)
@@ -395,7 +395,7 @@ func TestNotEvaluatedPodIsRetried(t *testing.T) {
 	cycle("busy", 3)    // no node fits, two not evaluated: retried
 	cycle("own", 1)     // the policy's own rejection: waits for an event
 	cycle("deleted", 3) // retried, but deleted first
-	w.podDeleted(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "deleted"}})
+	w.podDeleted(st.MakePod().UID("deleted").Obj())
 	if got := a.after(1, 1500*time.Millisecond); got != "default/busy" {
 		t.Errorf("activated %v, want default/busy once", got)
 	}

@@ -17,10 +17,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 
@@ -56,7 +56,7 @@ func container(r *rand.Rand, name string) v1.Container {
 // pod is a random pod: containers, init containers (some restartable
 // sidecars), overhead, pod-level requests and resized status resources.
 func pod(r *rand.Rand, i int) *v1.Pod {
-	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("p%d", i))}}
+	p := st.MakePod().Name(fmt.Sprintf("p%d", i)).Namespace("default").UID(fmt.Sprintf("p%d", i)).Obj()
 	for c := 0; c <= r.Intn(3); c++ {
 		p.Spec.Containers = append(p.Spec.Containers, container(r, fmt.Sprintf("c%d", c)))
 	}

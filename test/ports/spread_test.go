@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/internal/spread"
 )
@@ -132,7 +133,7 @@ func spreadObjects(r *rand.Rand) []runtime.Object {
 // spreadPod is a pod with random labels and, often, a controller: of each
 // supported kind, of a kind that does not count, or one that does not exist.
 func spreadPod(r *rand.Rand, name string) *v1.Pod {
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: []string{"default", "other"}[r.IntN(2)], Labels: randomLabels(r)}}
+	pod := st.MakePod().Name(name).Namespace([]string{"default", "other"}[r.IntN(2)]).Labels(randomLabels(r)).Obj()
 	yes := true
 	owners := []metav1.OwnerReference{
 		{APIVersion: "v1", Kind: "ReplicationController"},

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -195,7 +196,7 @@ func TestCountPodsMatchesUpstream(t *testing.T) {
 			native.Nodes = append(native.Nodes, nd)
 		}
 		sdk.SetCluster(native)
-		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "incoming", Namespace: clusterNamespaces[round%3]}}
+		pod := st.MakePod().Name("incoming").Namespace(clusterNamespaces[round%3]).Obj()
 		for range 10 {
 			term := randomTerm(r)
 			want := upstreamCount(t, c, term, pod)
@@ -294,7 +295,7 @@ func BenchmarkCountPods(b *testing.B) {
 	for i := range 5000 {
 		var pods []*v1.Pod
 		for j := range 20 {
-			pods = append(pods, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d-%d", i, j), Namespace: "payments", Labels: map[string]string{"team": []string{"payments", "search"}[r.IntN(2)], "app": "web"}}})
+			pods = append(pods, st.MakePod().Name(fmt.Sprintf("p-%d-%d", i, j)).Namespace("payments").Labels(map[string]string{"team": []string{"payments", "search"}[r.IntN(2)], "app": "web"}).Obj())
 		}
 		ni := intree.NewNodeInfo(pods...)
 		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), Labels: map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)}}})
@@ -364,7 +365,7 @@ func TestExistingTermsMatchUpstream(t *testing.T) {
 		}
 		sdk.SetCluster(native)
 		for i := range 10 {
-			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("incoming-", i), Namespace: clusterNamespaces[r.IntN(len(clusterNamespaces))], Labels: randomLabels(r)}}
+			pod := st.MakePod().Name(fmt.Sprint("incoming-", i)).Namespace(clusterNamespaces[r.IntN(len(clusterNamespaces))]).Labels(randomLabels(r)).Obj()
 			view := &ClusterView{Nodes: nodes, NamespaceLabels: func(name string) (map[string]string, bool) {
 				l, ok := c.namespaces[name]
 				return l, ok

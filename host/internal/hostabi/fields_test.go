@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
@@ -17,7 +18,7 @@ import (
 // the number after the last of each function answers BadArgs: a row without
 // a reader, or a reader without a row, fails here.
 func TestEveryFieldHasAReader(t *testing.T) {
-	pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}})
+	pod := NewPodState(st.MakePod().Name("p").Namespace("ns").UID("u").Obj())
 	ni := intree.NewNodeInfo()
 	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: v1.NodeStatus{
 		Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")},
