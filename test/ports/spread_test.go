@@ -133,7 +133,8 @@ func spreadObjects(r *rand.Rand) []runtime.Object {
 // spreadPod is a pod with random labels and, often, a controller: of each
 // supported kind, of a kind that does not count, or one that does not exist.
 func spreadPod(r *rand.Rand, name string) *v1.Pod {
-	pod := st.MakePod().Name(name).Namespace([]string{"default", "other"}[r.IntN(2)]).Labels(randomLabels(r)).Obj()
+	pod := st.MakePod().Name(name).Namespace([]string{"default", "other"}[r.IntN(2)]).Obj()
+	pod.Labels = randomLabels(r) // never nil: generatePod adds labels (st's Labels leaves an empty map nil)
 	yes := true
 	owners := []metav1.OwnerReference{
 		{APIVersion: "v1", Kind: "ReplicationController"},
