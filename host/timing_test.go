@@ -23,7 +23,7 @@ import (
 
 // The timing stage runs these tests in one process, in file order:
 // TestLoadCostAtTheLimits reads the process's peak RSS, and
-// timing_late_test.go, which sorts after this file, ends with
+// timing_warmstart_test.go, which sorts after this file, ends with
 // TestIdenticalModulesWarmStarts, whose 40 Go policies raise it.
 
 // TestAdversaryGuest runs every attack of the adversary test policy
