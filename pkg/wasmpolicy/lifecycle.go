@@ -56,7 +56,7 @@ func (w *WasmPolicy) start(ctx context.Context) {
 	if w.objects != nil {
 		// The objects that exist at start load before the scheduler
 		// schedules, like the args' policies.
-		objectsLoaded = w.objects.start(ctx)
+		objectsLoaded = w.objects.Start(ctx)
 	}
 	liveMu.Lock()
 	live[w] = struct{}{}
@@ -114,12 +114,12 @@ func (w *WasmPolicy) Close() error {
 	w.cancel()
 	w.gates.close()
 	w.wg.Wait()
+	if w.objects != nil {
+		w.objects.Close()
+	}
 	for _, p := range w.static {
 		p.breaker.stop()
 		_ = p.runtime.Close(context.Background())
-	}
-	if w.objects != nil {
-		w.objects.close()
 	}
 	if w.engine == nil {
 		return nil

@@ -40,6 +40,7 @@ import (
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
 	"github.com/wasmsched/wasmsched/pkg/oci"
+	"github.com/wasmsched/wasmsched/pkg/policyobjects"
 	"github.com/wasmsched/wasmsched/pkg/source"
 )
 
@@ -66,7 +67,7 @@ type WasmPolicy struct {
 	set   atomic.Pointer[policySet]
 	// objects runs the policies of policy objects; nil unless the args
 	// enable them.
-	objects *objectPolicies
+	objects *policyobjects.Controller
 	// profile is the scheduler profile hosting this plugin ("" outside a
 	// scheduler).
 	profile string
@@ -135,10 +136,7 @@ type policy struct {
 	lastFailure atomic.Pointer[loadFailure]
 	// loaded, when set, is told after every load attempt (policy objects
 	// update their status from it).
-	loaded func(*policy)
-	// stop ends the policy's source (policy objects that are replaced or
-	// deleted); nil for the args' policies, whose sources end with the plugin.
-	stop context.CancelFunc
+	loaded func()
 	// breaker stops calling the policy while it fails on most pods;
 	// quarantine stops calling it for the pods it failed on.
 	breaker    *breaker
@@ -340,7 +338,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		w.nsLabels = o.nsLabels
 	}
 	if args.PolicyObjects.Enabled {
-		objs, err := newObjectPolicies(w, args.PolicyObjects)
+		objs, err := w.newObjectController(args.PolicyObjects)
 		if err != nil {
 			_ = w.Close()
 			return nil, err

@@ -103,9 +103,3 @@ func (s *scope) matches(pod *v1.Pod, nsLabels func(string) (map[string]string, b
 	}
 	return true
 }
-
-// takesProfile reports whether a policy with this scope may run in the
-// scheduler profile named profile ("" outside a scheduler: every one).
-func (s *scope) takesProfile(profile string) bool {
-	return s == nil || s.profiles == nil || profile == "" || s.profiles.Has(profile)
-}

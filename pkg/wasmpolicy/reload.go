@@ -30,7 +30,7 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 			w.requeueRejected(logger, p)
 		}
 		if p.loaded != nil {
-			p.loaded(p)
+			p.loaded()
 		}
 	}()
 	serving := "none"

@@ -1,4 +1,4 @@
-package wasmpolicy
+package policyobjects
 
 import (
 	"encoding/json"
@@ -19,37 +19,37 @@ import (
 )
 
 // statusOf is what e's object status should say.
-func statusOf(e *objEntry) policyv1alpha1.SchedulingPolicyStatus {
+func statusOf(e *entry) policyv1alpha1.SchedulingPolicyStatus {
 	st := policyv1alpha1.SchedulingPolicyStatus{ObservedGeneration: e.generation}
 	if e.serving != nil {
-		if m := e.serving.runtime.Current(); m != nil {
-			st.ActiveSHA256 = m.SHA256()
-		}
+		st.ActiveSHA256 = e.serving.Load().SHA256
 	}
 	cond := metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: e.generation}
+	keeping := ""
+	if st.ActiveSHA256 != "" {
+		keeping = "; the previous module " + short(st.ActiveSHA256) + " keeps serving"
+	}
 	// The newest policy decides: the candidate while there is one.
 	newest := e.candidate
 	if newest == nil {
 		newest = e.serving
 	}
-	keeping := ""
-	if st.ActiveSHA256 != "" {
-		keeping = "; the previous module " + short(st.ActiveSHA256) + " keeps serving"
+	var l Load
+	if newest != nil {
+		l = newest.Load()
 	}
 	switch {
 	case e.invalid != "":
 		cond.Reason, cond.Message = policyv1alpha1.ReasonInvalidSpec, e.invalid+keeping
 	case newest == nil:
 		cond.Reason, cond.Message = policyv1alpha1.ReasonLoading, "waiting for the module"
-	case newest.lastFailure.Load() != nil:
-		f := newest.lastFailure.Load()
-		cond.Reason, cond.Message = readyReason(f.reason), fmt.Sprintf("%s: %s%s", f.reason, f.message, keeping)
-	case newest.runtime.Current() == nil:
-		cond.Reason, cond.Message = policyv1alpha1.ReasonLoading, "loading the module from "+newest.source.String()
+	case l.FailureReason != "":
+		cond.Reason, cond.Message = readyReason(l.FailureReason), fmt.Sprintf("%s: %s%s", l.FailureReason, l.FailureMessage, keeping)
+	case l.SHA256 == "":
+		cond.Reason, cond.Message = policyv1alpha1.ReasonLoading, "loading the module from "+l.Source
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, policyv1alpha1.ReasonLoaded
-		m := newest.runtime.Current()
-		cond.Message = fmt.Sprintf("module %s serving from %s (exports %s)", short(m.SHA256()), newest.source.String(), m.Exports().String())
+		cond.Message = fmt.Sprintf("module %s serving from %s (exports %s)", short(l.SHA256), l.Source, l.Exports)
 	}
 	// Condition messages are at most 32768 bytes; a compile error can be
 	// longer, and the start of it is what helps.
@@ -61,6 +61,14 @@ func statusOf(e *objEntry) policyv1alpha1.SchedulingPolicyStatus {
 	}
 	st.Conditions = []metav1.Condition{cond}
 	return st
+}
+
+// short is the first 12 hex digits of a sha256, as messages show it.
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
 }
 
 // readyReason maps a load failure to the Ready condition's reason.
@@ -81,8 +89,8 @@ func readyReason(loadReason string) string {
 // writeStatus writes e's status to its object when this process holds the
 // status lease and the status changed. A condition keeps its
 // lastTransitionTime while its status stays the same.
-func (o *objectPolicies) writeStatus(u *unstructured.Unstructured, e *objEntry) error {
-	if o.lease == nil || !o.lease.leading() || !o.lease.writes(e.key, o.w.profile) {
+func (c *Controller) writeStatus(u *unstructured.Unstructured, e *entry) error {
+	if c.lease == nil || !c.lease.leading() || !c.lease.writes(e.key, c.plugin.Profile()) {
 		return nil
 	}
 	want := statusOf(e)
@@ -114,12 +122,12 @@ func (o *objectPolicies) writeStatus(u *unstructured.Unstructured, e *objEntry) 
 	if err != nil {
 		return err
 	}
-	ri := o.dyn.Resource(e.key.resource())
+	ri := c.cfg.Dynamic.Resource(e.key.resource())
 	var client dynamic.ResourceInterface = ri
 	if e.key.namespace != "" {
 		client = ri.Namespace(e.key.namespace)
 	}
-	_, err = client.Patch(o.ctx, e.key.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager(o.lease.identity)}, "status")
+	_, err = client.Patch(c.ctx, e.key.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager(c.lease.identity)}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -144,25 +152,4 @@ func fieldManager(identity string) string {
 		m = m[:128]
 	}
 	return m
-}
-
-// ObjectPolicies lists the policies the plugin runs from policy objects,
-// for tools and tests: name -> serving sha256 ("" while loading).
-func (w *WasmPolicy) ObjectPolicies() map[string]string {
-	out := map[string]string{}
-	if w.objects == nil {
-		return out
-	}
-	w.objects.mu.Lock()
-	defer w.objects.mu.Unlock()
-	for _, e := range w.objects.entries {
-		if e.serving != nil {
-			sha := ""
-			if m := e.serving.runtime.Current(); m != nil {
-				sha = m.SHA256()
-			}
-			out[e.serving.cfg.Name] = sha
-		}
-	}
-	return out
 }

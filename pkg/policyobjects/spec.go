@@ -1,16 +1,12 @@
-package wasmpolicy
+package policyobjects
 
 import (
 	"fmt"
-	"runtime/debug"
 	"strings"
-	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/klog/v2"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
@@ -20,8 +16,9 @@ import (
 
 // policyOf turns the object into the policy config the plugin runs, or
 // says why it cannot: the checks the apiserver cannot make (the module's
-// namespace, a name the args already use, the args' validation).
-func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (config.Policy, *scope, string) {
+// namespace, a name the args already use, the args' validation, selectors
+// included).
+func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name string) bool) (config.Policy, string) {
 	var src policyv1alpha1.Source
 	var settings configv1.PolicySettings
 	var sc policyv1alpha1.PolicyScope
@@ -29,28 +26,28 @@ func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (confi
 	if k.namespace == "" {
 		var p policyv1alpha1.ClusterSchedulingPolicy
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
-			return config.Policy{}, nil, "spec: " + err.Error()
+			return config.Policy{}, "spec: " + err.Error()
 		}
 		src, settings, sc, nsSel = p.Spec.Source, p.Spec.PolicySettings, p.Spec.PolicyScope, p.Spec.NamespaceSelector
 	} else {
 		var p policyv1alpha1.SchedulingPolicy
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
-			return config.Policy{}, nil, "spec: " + err.Error()
+			return config.Policy{}, "spec: " + err.Error()
 		}
 		src, settings, sc = p.Spec.Source, p.Spec.PolicySettings, p.Spec.PolicyScope
 		if src.File != "" {
-			return config.Policy{}, nil, "spec.source.file: a SchedulingPolicy takes its module from a ConfigMap in its own namespace; use source.configMap"
+			return config.Policy{}, "spec.source.file: a SchedulingPolicy takes its module from a ConfigMap in its own namespace; use source.configMap"
 		}
 		if cm := src.ConfigMap; cm != nil {
 			if cm.Namespace != "" && cm.Namespace != k.namespace {
-				return config.Policy{}, nil, fmt.Sprintf("spec.source.configMap.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may take its module only from a ConfigMap in %s (copy the ConfigMap there, or ask the cluster's operators for a ClusterSchedulingPolicy)", cm.Namespace, k.namespace)
+				return config.Policy{}, fmt.Sprintf("spec.source.configMap.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may take its module only from a ConfigMap in %s (copy the ConfigMap there, or ask the cluster's operators for a ClusterSchedulingPolicy)", cm.Namespace, k.namespace)
 			}
 		}
 		if o := src.OCI; o != nil && o.Insecure {
-			return config.Policy{}, nil, "spec.source.oci.insecure: Forbidden: a SchedulingPolicy may not turn TLS off; a cluster's operators may, in a ClusterSchedulingPolicy"
+			return config.Policy{}, "spec.source.oci.insecure: Forbidden: a SchedulingPolicy may not turn TLS off; a cluster's operators may, in a ClusterSchedulingPolicy"
 		}
 		if o := src.OCI; o != nil && o.PullSecret != nil && o.PullSecret.Namespace != "" && o.PullSecret.Namespace != k.namespace {
-			return config.Policy{}, nil, fmt.Sprintf("spec.source.oci.pullSecret.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may use only a pull secret in %s", o.PullSecret.Namespace, k.namespace)
+			return config.Policy{}, fmt.Sprintf("spec.source.oci.pullSecret.namespace: Forbidden: %q is not the policy's namespace; a SchedulingPolicy may use only a pull secret in %s", o.PullSecret.Namespace, k.namespace)
 		}
 	}
 	// The object's settings are the args' type: defaulted, converted and
@@ -87,59 +84,18 @@ func (o *objectPolicies) policyOf(k objKey, u *unstructured.Unstructured) (confi
 	configv1.SetDefaults_PolicySettings(&in.PolicySettings)
 	var out config.Policy
 	if err := configv1.Convert_v1_Policy_To_config_Policy(&in, &out, nil); err != nil {
-		return config.Policy{}, nil, "spec: " + err.Error()
+		return config.Policy{}, "spec: " + err.Error()
 	}
 	out.Scope.Namespace = k.namespace
 	if errs := validation.ValidatePolicy(field.NewPath("spec"), &out); len(errs) > 0 {
-		return config.Policy{}, nil, objectPaths(errs).ToAggregate().Error()
+		return config.Policy{}, objectPaths(errs).ToAggregate().Error()
 	}
 	if k.namespace == "" {
-		for _, p := range o.w.static {
-			if p.cfg.Name == k.name {
-				return config.Policy{}, nil, fmt.Sprintf("metadata.name: Duplicate value: %q is the name of a policy in the scheduler's WasmPolicy args; rename the object", k.name)
-			}
+		if hasArgsPolicy(k.name) {
+			return config.Policy{}, fmt.Sprintf("metadata.name: Duplicate value: %q is the name of a policy in the scheduler's WasmPolicy args; rename the object", k.name)
 		}
 	}
-	s, err := compileScope(out.Scope)
-	if err != nil {
-		return config.Policy{}, nil, "spec." + err.Error()
-	}
-	return out, s, ""
-}
-
-// releaseMemory returns the memory of closed policies to the operating
-// system soon after they close, at most once per releaseEvery: the Go
-// runtime otherwise keeps the freed heap (module bytes, the compiler's
-// buffers) mapped for as long as it stays under its own goal, and a
-// scheduler whose teams delete policies would keep the memory of the
-// deleted ones (docs/architecture.md, RATIONALE: policy objects).
-var releaseMemory = &memoryReleaser{every: 10 * time.Second, delay: time.Second}
-
-type memoryReleaser struct {
-	every, delay time.Duration
-	mu           sync.Mutex
-	pending      bool
-	last         time.Time
-}
-
-// trigger schedules one release: delay from now, or releaseEvery after the
-// last one, whichever is later; triggers until then share it.
-func (r *memoryReleaser) trigger() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.pending {
-		return
-	}
-	r.pending = true
-	wait := max(r.delay, time.Until(r.last.Add(r.every)))
-	time.AfterFunc(wait, func() {
-		start := time.Now()
-		debug.FreeOSMemory()
-		r.mu.Lock()
-		r.pending, r.last = false, time.Now()
-		r.mu.Unlock()
-		klog.V(2).InfoS("Returned the memory of closed policies to the operating system", "duration", time.Since(start))
-	})
+	return out, ""
 }
 
 // objectPaths renames the args' field paths of errs to the object's: the

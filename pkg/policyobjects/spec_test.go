@@ -1,4 +1,4 @@
-package wasmpolicy
+package policyobjects
 
 import (
 	"reflect"
@@ -32,9 +32,7 @@ func objectPolicy(t *testing.T, settings configv1.PolicySettings) (config.Policy
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &objectPolicies{w: &WasmPolicy{}}
-	pc, _, why := o.policyOf(objKey{namespace: "team-a", name: "p"}, &unstructured.Unstructured{Object: u})
-	return pc, why
+	return policyOf(key{namespace: "team-a", name: "p"}, &unstructured.Unstructured{Object: u}, func(string) bool { return false })
 }
 
 // argsPolicy runs the same settings through the args' path: defaulting,

@@ -1,4 +1,4 @@
-package wasmpolicy
+package policyobjects
 
 import (
 	"context"
@@ -30,11 +30,11 @@ type statusLease struct {
 
 	mu   sync.Mutex
 	refs int
-	subs map[*objectPolicies]struct{}
+	subs map[*Controller]struct{}
 	// claims are, per object, the profiles whose plugins run it: only the
 	// first profile's plugin writes its status, so two profiles never
 	// overwrite each other's view.
-	claims map[objKey]map[string]bool
+	claims map[key]map[string]bool
 }
 
 // leading reports whether this process holds the lease now (asked of the
@@ -43,7 +43,7 @@ type statusLease struct {
 func (l *statusLease) leading() bool { return l.le.IsLeader() }
 
 // claim records that profile's plugin runs object k; release forgets it.
-func (l *statusLease) claim(k objKey, profile string) {
+func (l *statusLease) claim(k key, profile string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.claims[k] == nil {
@@ -52,7 +52,7 @@ func (l *statusLease) claim(k objKey, profile string) {
 	l.claims[k][profile] = true
 }
 
-func (l *statusLease) release(k objKey, profile string) {
+func (l *statusLease) release(k key, profile string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.claims[k], profile)
@@ -63,7 +63,7 @@ func (l *statusLease) release(k objKey, profile string) {
 
 // writes reports whether profile's plugin writes k's status: the first
 // profile, by name, of those that run it.
-func (l *statusLease) writes(k objKey, profile string) bool {
+func (l *statusLease) writes(k key, profile string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for p := range l.claims[k] {
@@ -88,8 +88,8 @@ const (
 )
 
 // joinStatusLease returns the process's elector for ref, starting it on
-// first use, and subscribes o to its leadership changes.
-func joinStatusLease(client kubernetes.Interface, ref config.LeaseRef, o *objectPolicies) (*statusLease, error) {
+// first use, and subscribes c to its leadership changes.
+func joinStatusLease(client kubernetes.Interface, ref config.LeaseRef, c *Controller) (*statusLease, error) {
 	leasesMu.Lock()
 	defer leasesMu.Unlock()
 	l := leases[ref]
@@ -98,7 +98,7 @@ func joinStatusLease(client kubernetes.Interface, ref config.LeaseRef, o *object
 		if err != nil {
 			host = "unknown"
 		}
-		l = &statusLease{identity: host + "_" + string(uuid.NewUUID()), subs: map[*objectPolicies]struct{}{}, claims: map[objKey]map[string]bool{}}
+		l = &statusLease{identity: host + "_" + string(uuid.NewUUID()), subs: map[*Controller]struct{}{}, claims: map[key]map[string]bool{}}
 		lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ref.Namespace, ref.Name, nil, client.CoordinationV1(),
 			resourcelock.ResourceLockConfig{Identity: l.identity})
 		if err != nil {
@@ -136,17 +136,17 @@ func joinStatusLease(client kubernetes.Interface, ref config.LeaseRef, o *object
 	}
 	l.mu.Lock()
 	l.refs++
-	l.subs[o] = struct{}{}
+	l.subs[c] = struct{}{}
 	l.mu.Unlock()
 	return l, nil
 }
 
-// leave unsubscribes o; the last one out releases the lease.
-func (l *statusLease) leave(ref config.LeaseRef, o *objectPolicies) {
+// leave unsubscribes c; the last one out releases the lease.
+func (l *statusLease) leave(ref config.LeaseRef, c *Controller) {
 	leasesMu.Lock()
 	defer leasesMu.Unlock()
 	l.mu.Lock()
-	delete(l.subs, o)
+	delete(l.subs, c)
 	l.refs--
 	last := l.refs == 0
 	l.mu.Unlock()
@@ -159,12 +159,12 @@ func (l *statusLease) leave(ref config.LeaseRef, o *objectPolicies) {
 // notify tells every subscriber that this process now writes status.
 func (l *statusLease) notify() {
 	l.mu.Lock()
-	subs := make([]*objectPolicies, 0, len(l.subs))
-	for o := range l.subs {
-		subs = append(subs, o)
+	subs := make([]*Controller, 0, len(l.subs))
+	for c := range l.subs {
+		subs = append(subs, c)
 	}
 	l.mu.Unlock()
-	for _, o := range subs {
-		o.enqueueAll()
+	for _, c := range subs {
+		c.enqueueAll()
 	}
 }
