@@ -351,10 +351,13 @@ func (w *WasmPolicy) explainPreBind(ctx context.Context, c *cycleData, node fwk.
 		pc := &host.PolicyCycle{}
 		pc.State, pc.Policies = c.pcs[i].State, host.EncodeCyclePolicies(records)
 		_, res, cerr := m.Call(ctx, host.CallPreBind, c.pod, node, pc, nil)
+		v, ok := verdict.Read(host.CallPreBind, res.Code, res.Reason)
 		switch {
 		case cerr != nil:
 			pv.Verdict, pv.Reason = cerr.Outcome.String(), cerr.Error()+"; failurePolicy "+string(p.cfg.FailurePolicy)
-		case res.Code != abi.CodeSuccess && res.Code != abi.CodeSkip: // a refusal, or the policy's error
+		case !ok:
+			pv.Verdict, pv.Reason = "Error", res.Reason+"; failurePolicy "+string(p.cfg.FailurePolicy)
+		case v.Rejects():
 			pv.Verdict, pv.Reason = resultName(res.Code), res.Reason
 		default:
 			pv.Labels, pv.Annotations = pc.Patch.Labels, pc.Patch.Annotations
