@@ -13,7 +13,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -80,10 +79,11 @@ func load(t testing.TB, p *Policy, b []byte) *Version {
 
 func nodeInfo(name string, labels map[string]string, cordoned bool, pods ...*v1.Pod) fwk.NodeInfo {
 	ni := intree.NewNodeInfo(pods...)
-	ni.SetNode(&v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       v1.NodeSpec{Unschedulable: cordoned},
-	})
+	n := st.MakeNode().Name(name).Unschedulable(cordoned)
+	for k, v := range labels {
+		n.Label(k, v)
+	}
+	ni.SetNode(n.Obj())
 	return ni
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host/internal/hostabi"
@@ -38,11 +38,11 @@ func TestNodeTaint(t *testing.T) {
 	p := newPolicy(t, newEngine(t), PolicySpec{})
 	v := load(t, p, testguests.Fixture(t, "nodetaint"))
 	ni := intree.NewNodeInfo()
-	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
+	ni.SetNode(st.MakeNode().Name("n").Taints([]v1.Taint{
 		{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule},
 		{Key: "other", Value: "x", Effect: v1.TaintEffectNoSchedule},
 		{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoExecute},
-	}}})
+	}).Obj())
 	r, err := filter(v, ni)
 	if err != nil {
 		t.Fatal(err)

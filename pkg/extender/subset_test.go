@@ -8,7 +8,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -35,7 +34,7 @@ func TestFilterHonoursPreFilterNodeSubset(t *testing.T) {
 	nodeIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	podIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podsByNode: func(obj interface{}) ([]string, error) { return []string{obj.(*v1.Pod).Spec.NodeName}, nil }})
 	for _, name := range []string{"a", "b", "c"} {
-		if err := nodeIdx.Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		if err := nodeIdx.Add(st.MakeNode().Name(name).Obj()); err != nil {
 			t.Fatal(err)
 		}
 	}

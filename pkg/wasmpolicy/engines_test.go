@@ -10,7 +10,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -53,7 +52,7 @@ func TestProfilesAndToolsDoNotShareState(t *testing.T) {
 	}
 
 	node := func(team, zone string) *v1.Node {
-		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"team": team, "zone": zone}}}
+		return st.MakeNode().Name("n1").Label("team", team).Label("zone", zone).Obj()
 	}
 	scheduled := func() fwk.NodeInfo { ni := intree.NewNodeInfo(); ni.SetNode(node("a", "z1")); return ni }
 	cli := func() fwk.NodeInfo { return nodeinfo.New(node("b", "z2")) }

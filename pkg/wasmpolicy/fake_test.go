@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -230,7 +229,7 @@ func fakeNodes(n int) []fwk.NodeInfo {
 	out := make([]fwk.NodeInfo, n)
 	for i := range out {
 		ni := intree.NewNodeInfo()
-		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}})
+		ni.SetNode(st.MakeNode().Name(fmt.Sprintf("n%d", i)).Obj())
 		out[i] = ni
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
@@ -46,7 +47,7 @@ func TestScopeKeepsPoliciesOutOfTheCycle(t *testing.T) {
 	}
 	nodes := fakeNodes(40)
 
-	outside := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p", Labels: map[string]string{"team": "b"}}, Spec: v1.PodSpec{SchedulerName: "default-scheduler"}}
+	outside := st.MakePod().Name("p").Namespace("default").UID("p").Label("team", "b").SchedulerName("default-scheduler").Obj()
 	if r := runCycleFor(w, outside, nodes); r.status != nil || !r.filters["n0"].IsSuccess() {
 		t.Fatalf("a pod outside every scope was not scheduled freely: %v %v", r.status, r.filters["n0"])
 	}
@@ -60,10 +61,10 @@ func TestScopeKeepsPoliciesOutOfTheCycle(t *testing.T) {
 		pod  *v1.Pod
 		want []string
 	}{
-		{&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "a", Labels: map[string]string{"team": "a"}}, Spec: v1.PodSpec{SchedulerName: "default-scheduler"}}, []string{"by-pod"}},
-		{&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "team-a", UID: "b"}, Spec: v1.PodSpec{SchedulerName: "default-scheduler"}}, []string{"by-namespace", "by-ns-labels"}},
-		{&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "c"}, Spec: v1.PodSpec{SchedulerName: "team-scheduler"}}, []string{"by-profile"}},
-		{&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "unknown", UID: "d"}, Spec: v1.PodSpec{SchedulerName: "default-scheduler"}}, nil},
+		{st.MakePod().Name("a").Namespace("default").UID("a").Label("team", "a").SchedulerName("default-scheduler").Obj(), []string{"by-pod"}},
+		{st.MakePod().Name("b").Namespace("team-a").UID("b").SchedulerName("default-scheduler").Obj(), []string{"by-namespace", "by-ns-labels"}},
+		{st.MakePod().Name("c").Namespace("default").UID("c").SchedulerName("team-scheduler").Obj(), []string{"by-profile"}},
+		{st.MakePod().Name("d").Namespace("unknown").UID("d").SchedulerName("default-scheduler").Obj(), nil},
 	} {
 		var got []string
 		for _, p := range w.newCycle(c.pod, true).policies {

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -99,15 +97,7 @@ func TestPolicyObjectChurn(t *testing.T) {
 	}
 	start := time.Now()
 	parallel(nPods, func(i int) {
-		p := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: e.name, Labels: labels[i]},
-			Spec: v1.PodSpec{
-				SchedulerName: e.name, NodeSelector: map[string]string{"e2e": e.name},
-				SchedulingGates: []v1.PodSchedulingGate{{Name: "wasmsched.io/churn"}},
-				Containers: []v1.Container{{Name: "c", Image: "registry.example/app:1", Resources: v1.ResourceRequirements{
-					Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("10m"), v1.ResourceMemory: resource.MustParse("16Mi")}}}},
-			},
-		}
+		p := e.appPod(e.name, names[i], e.name, labels[i], "10m", "16Mi").SchedulingGates([]string{"wasmsched.io/churn"}).Obj()
 		if _, err := fast.CoreV1().Pods(e.name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Error(err)
 		}

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -73,16 +71,8 @@ func (e *env) zonePod(name, zoneKey, zone string) { e.zonePodOf(name, "payments"
 // zonePodOf creates a pod of a team that may only run in one zone.
 func (e *env) zonePodOf(name, team, zoneKey, zone string) {
 	e.t.Helper()
-	p := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.name, Labels: map[string]string{"team": team}},
-		Spec: v1.PodSpec{
-			SchedulerName: e.name,
-			NodeSelector:  map[string]string{"e2e": e.name, zoneKey: zone},
-			Containers: []v1.Container{{Name: "c", Image: "registry.example/app:1", Resources: v1.ResourceRequirements{
-				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("128Mi")},
-			}}},
-		},
-	}
+	p := e.appPod(e.name, name, e.name, map[string]string{"team": team}, "500m", "128Mi").
+		NodeSelector(map[string]string{"e2e": e.name, zoneKey: zone}).Obj()
 	if _, err := client.CoreV1().Pods(e.name).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}

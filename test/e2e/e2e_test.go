@@ -20,9 +20,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testguests"
@@ -252,19 +252,21 @@ func (e *env) podFor(scheduler, name string, labels map[string]string, cpu strin
 // podIn creates a pod in namespace ns for the named scheduler on this test's nodes.
 func (e *env) podIn(ns, scheduler, name string, labels map[string]string, cpu string) {
 	e.t.Helper()
-	p := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: v1.PodSpec{
-			SchedulerName: scheduler,
-			NodeSelector:  map[string]string{"e2e": e.name},
-			Containers: []v1.Container{{Name: "c", Image: "registry.example/app:1", Resources: v1.ResourceRequirements{
-				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("128Mi")},
-			}}},
-		},
-	}
+	p := e.appPod(ns, name, scheduler, labels, cpu, "128Mi").Obj()
 	if _, err := client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// appPod is a pod in namespace ns for the named scheduler on this test's
+// nodes, with one container that requests cpu and mem (none when cpu is "").
+func (e *env) appPod(ns, name, scheduler string, labels map[string]string, cpu, mem string) *st.PodWrapper {
+	c := st.MakeContainer().Name("c").Image("registry.example/app:1")
+	if cpu != "" {
+		c.ResourceRequests(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourceMemory: mem})
+	}
+	return st.MakePod().Namespace(ns).Name(name).Labels(labels).SchedulerName(scheduler).
+		NodeSelector(map[string]string{"e2e": e.name}).Containers([]v1.Container{c.Obj()})
 }
 
 // placed waits until the pod is bound and returns its node (without the test prefix).

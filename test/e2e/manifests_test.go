@@ -172,11 +172,7 @@ current-context: c
 	e.node("b", map[string]string{"team": "b"}, "4")
 	for _, team := range []string{"a", "b"} {
 		name := "pod-" + team
-		p := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.name, Labels: map[string]string{"team": team}},
-			Spec: v1.PodSpec{SchedulerName: "wasmsched", NodeSelector: map[string]string{"e2e": e.name},
-				Containers: []v1.Container{{Name: "c", Image: "registry.example/app:1"}}},
-		}
+		p := e.appPod(e.name, name, "wasmsched", map[string]string{"team": team}, "", "").Obj()
 		if _, err := client.CoreV1().Pods(e.name).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
