@@ -48,6 +48,10 @@ type Version struct {
 	lastUsed atomic.Int64
 	retired  atomic.Bool
 	closed   atomic.Bool
+	// grace is the timer that frees a retired version's module: stopped
+	// once it is freed, so a closed policy is not kept in memory until the
+	// grace has passed.
+	grace atomic.Pointer[time.Timer]
 }
 
 // Exports reports which extension points the module implements.
@@ -279,7 +283,7 @@ func (v *Version) retire() {
 	if v.retired.Swap(true) {
 		return
 	}
-	time.AfterFunc(v.p.retiredGrace, v.freeCompiled)
+	v.grace.Store(time.AfterFunc(v.p.retiredGrace, v.freeCompiled))
 	v.closeIdle()
 }
 
@@ -290,11 +294,14 @@ func (v *Version) freeCompiled() {
 		return
 	}
 	if v.live.Load() > 0 {
-		time.AfterFunc(v.p.retiredGrace, v.freeCompiled)
+		v.grace.Store(time.AfterFunc(v.p.retiredGrace, v.freeCompiled))
 		return
 	}
 	if v.closed.Swap(true) {
 		return
+	}
+	if t := v.grace.Swap(nil); t != nil {
+		t.Stop()
 	}
 	v.p.replaceMu.Lock()
 	delete(v.p.versions, v)

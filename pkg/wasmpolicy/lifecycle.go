@@ -118,11 +118,20 @@ func (w *WasmPolicy) Close() error {
 		w.objects.Close()
 	}
 	for _, p := range w.static {
-		p.breaker.stop()
-		_ = p.runtime.Close(context.Background())
+		p.close()
 	}
 	if w.engine == nil {
 		return nil
 	}
 	return w.engine.Close()
+}
+
+// close stops the policy's timers and frees its instances. A timer left
+// running (a quarantine's, up to 5 minutes; an open breaker's, up to an
+// hour) would call into a closed plugin and keep it, its engine and the
+// snapshots it read in memory until it fired.
+func (p *policy) close() {
+	p.breaker.stop()
+	p.quarantine.reset()
+	_ = p.runtime.Close(context.Background())
 }

@@ -100,12 +100,11 @@ func (o objectPolicy) Superseded(by policyobjects.Policy) {
 }
 
 func (o objectPolicy) Close(forget bool) {
-	o.p.breaker.stop()
 	active := ""
 	if m := o.p.runtime.Current(); m != nil {
 		active = m.SHA256()
 	}
-	_ = o.p.runtime.Close(context.Background())
+	o.p.close()
 	if forget {
 		o.p.m.forget(active)
 	}
