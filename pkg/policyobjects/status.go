@@ -27,7 +27,7 @@ func statusOf(e *entry) policyv1alpha1.SchedulingPolicyStatus {
 	cond := metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: e.generation}
 	keeping := ""
 	if st.ActiveSHA256 != "" {
-		keeping = "; the previous module " + short(st.ActiveSHA256) + " keeps serving"
+		keeping = "; the previous module " + source.ShortDigest(st.ActiveSHA256) + " keeps serving"
 	}
 	// The newest policy decides: the candidate while there is one.
 	newest := e.candidate
@@ -49,7 +49,7 @@ func statusOf(e *entry) policyv1alpha1.SchedulingPolicyStatus {
 		cond.Reason, cond.Message = policyv1alpha1.ReasonLoading, "loading the module from "+l.Source
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, policyv1alpha1.ReasonLoaded
-		cond.Message = fmt.Sprintf("module %s serving from %s (exports %s)", short(l.SHA256), l.Source, l.Exports)
+		cond.Message = fmt.Sprintf("module %s serving from %s (exports %s)", source.ShortDigest(l.SHA256), l.Source, l.Exports)
 	}
 	// Condition messages are at most 32768 bytes; a compile error can be
 	// longer, and the start of it is what helps.
@@ -61,14 +61,6 @@ func statusOf(e *entry) policyv1alpha1.SchedulingPolicyStatus {
 	}
 	st.Conditions = []metav1.Condition{cond}
 	return st
-}
-
-// short is the first 12 hex digits of a sha256, as messages show it.
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
 
 // readyReason maps a load failure to the Ready condition's reason.

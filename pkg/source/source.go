@@ -240,3 +240,13 @@ func (c *ConfigMap) Run(ctx context.Context, fn func(Update)) {
 		}
 	}
 }
+
+// ShortDigest is the first 12 hex digits of a module's sha256, as events,
+// logs and statuses show it: enough to tell versions apart, short enough
+// to read.
+func ShortDigest(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

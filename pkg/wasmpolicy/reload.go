@@ -42,7 +42,7 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 		logger.Error(u.Err, "Policy source unavailable; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "reason", reason, "serving", serving)
 		p.m.load(reason, 0)
 		p.lastFailure.Store(&loadFailure{reason: reason, message: u.Err.Error()})
-		w.event(u.Object, v1.EventTypeWarning, "PolicySourceUnavailable", fmt.Sprintf("WasmPolicy/%s: %s: %v; keeping module %s", p.cfg.Name, reason, u.Err, short(serving)))
+		w.event(u.Object, v1.EventTypeWarning, "PolicySourceUnavailable", fmt.Sprintf("WasmPolicy/%s: %s: %v; keeping module %s", p.cfg.Name, reason, u.Err, source.ShortDigest(serving)))
 		return
 	}
 	if u.Digest != "" {
@@ -66,7 +66,7 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 		p.loadError.Store(&why)
 		p.lastFailure.Store(&loadFailure{reason: reason, message: unwrapLoad(err).Error()})
 		logger.Error(err, "Policy module rejected; keeping the last good module", "policy", p.cfg.Name, "source", p.source.String(), "reason", reason, "serving", serving)
-		w.event(u.Object, v1.EventTypeWarning, "PolicyLoadFailed", fmt.Sprintf("WasmPolicy/%s: %s: %v; keeping module %s", p.cfg.Name, reason, unwrapLoad(err), short(serving)))
+		w.event(u.Object, v1.EventTypeWarning, "PolicyLoadFailed", fmt.Sprintf("WasmPolicy/%s: %s: %v; keeping module %s", p.cfg.Name, reason, unwrapLoad(err), source.ShortDigest(serving)))
 		return
 	}
 	p.loadError.Store(nil)
@@ -82,12 +82,12 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 	}
 	p.m.load("Success", time.Since(start))
 	p.m.setActive(v.SHA256(), serving)
-	p.breaker.reset("module " + short(v.SHA256()) + " loaded")
+	p.breaker.reset("module " + source.ShortDigest(v.SHA256()) + " loaded")
 	p.quarantine.reset()
 	p.m.setQuarantined(0)
 	w.requeueRejected(logger, p)
 	logger.Info("Policy module active", "policy", p.cfg.Name, "source", p.source.String(), "sha256", v.SHA256(), "previous", serving, "exports", v.Exports().String())
-	w.event(u.Object, v1.EventTypeNormal, "PolicyLoaded", fmt.Sprintf("WasmPolicy/%s: module %s active (exports %s)", p.cfg.Name, short(v.SHA256()), v.Exports().String()))
+	w.event(u.Object, v1.EventTypeNormal, "PolicyLoaded", fmt.Sprintf("WasmPolicy/%s: module %s active (exports %s)", p.cfg.Name, source.ShortDigest(v.SHA256()), v.Exports().String()))
 	for _, why := range w.unservedOf(p) {
 		logger.Info("Policy implements an extension point this program never calls; that part of the policy does not run", "policy", p.cfg.Name, "detail", why)
 		w.event(u.Object, v1.EventTypeWarning, "PolicyPointNotServed", "WasmPolicy/"+why)
@@ -195,13 +195,6 @@ func unwrapLoad(err error) error {
 		return le.Err
 	}
 	return err
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
 
 // breakerChanged reports a transition of p's circuit breaker where operators
