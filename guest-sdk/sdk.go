@@ -129,6 +129,17 @@ func PreFilterNodes(names ...string) { preFilterNodes(names) }
 // until the next ScoredNode call.
 func ScoredNode(i int) (node Node, ok bool) { return Node{}, selectScored(i) }
 
+// KeepsState declares that the policy's verdicts depend on state it keeps
+// across calls (a counter, a cache of earlier answers, a random choice
+// remembered): the host then evaluates every node itself, even nodes
+// whose declared fields are all equal. Without it, the host may give one
+// node's verdict to another node that reads the same (docs/abi.md §3.4),
+// which is right for a policy whose verdict is a function of what it
+// reads. Call it from main or init, with the Register functions.
+func KeepsState() { keepsState = true }
+
+var keepsState bool
+
 // registered reports whether the policy registered a function for point
 // p. A batch form counts as registered with the point it batches: the SDK
 // implements every batch form on top of the single one.
@@ -163,6 +174,9 @@ func capabilities() int32 {
 		if registered(p) {
 			c |= p.Cap()
 		}
+	}
+	if keepsState {
+		c |= abi.CapKeepsState
 	}
 	return c
 }

@@ -16,6 +16,12 @@ import (
 // policy timeout, within what pc's budget has left. On a failed call, done
 // is the index of the node being evaluated when it failed; results after it
 // are not set.
+//
+// Nodes whose node-table rows are equal are evaluated once when the
+// version may reuse verdicts (reusable): the guest sees each distinct row
+// once and its verdict is given to every node with that row. A guest that
+// turns out to read outside its row (unkeyable) has the nodes that shared
+// a row evaluated again, each on its own, and is never grouped again.
 func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64) (done int, cerr *CallError) {
 	batchKind := abi.BatchNone
 	if kind >= 0 && kind < NumCallKinds {
@@ -35,46 +41,89 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	for i := range results {
 		results[i] = Result{Code: hostabi.CodeUnselected}
 	}
-	in.Pod, in.Cycle, in.Batch, in.Results, in.Cur, in.ScoresSet = pod, abiCycle(pc), nodes, results, -1, false
 	if kind == CallScore {
 		clear(scores)
-		in.Scores = scores
 	}
 	// An ABI v2 guest that declared a node table large enough gets the
-	// nodes' declared fields in its memory (abi.md §3.2).
+	// nodes' declared fields in its memory (abi.md §3.2), each distinct
+	// row once if its verdicts may be reused (§3.4).
 	var t *hostabi.Table
-	if in.Table != nil && len(nodes) <= in.Table.Rows() && v.abiVersion >= 2 && in.FillTable(in.mod.Memory(), in.Table, nodes) {
+	var groups *hostabi.RowGroups
+	if v.reusable() {
+		groups = &in.Groups
+	}
+	if in.Table != nil && len(nodes) <= in.Table.Rows() && v.abiVersion >= 2 && in.FillTable(in.mod.Memory(), in.Table, nodes, groups) {
 		t = in.Table
 		in.CallTable, in.TableCur, in.TableEpoch = t, -1, in.Caches.Epoch()
 		v.tableBatches.Add(1)
+	} else {
+		groups = nil
 	}
-	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(nodes)), deadline)
+	if groups != nil && len(groups.Nodes) == len(nodes) {
+		groups = nil // every row distinct: nothing to share
+	}
+	// The guest's view of the batch: every node, or one node per row.
+	bNodes, bResults, bScores := nodes, results, scores
+	if groups != nil {
+		n := len(groups.Nodes)
+		bNodes, bResults = groups.Nodes, make([]Result, n)
+		for i := range bResults {
+			bResults[i] = Result{Code: hostabi.CodeUnselected}
+		}
+		if kind == CallScore {
+			bScores = make([]int64, n)
+		}
+	}
+	in.Pod, in.Cycle, in.Batch, in.Results, in.Cur, in.ScoresSet, in.Unkeyable = pod, abiCycle(pc), bNodes, bResults, -1, false, false
+	if kind == CallScore {
+		in.Scores = bScores
+	}
+	_, cerr = in.call(batchKind, pod.Cycle, uint32(len(bNodes)), deadline)
 	done = in.Cur
 	scoresSet := in.ScoresSet
 	var fromTable []bool
 	if t != nil {
-		fromTable = make([]bool, len(nodes))
+		fromTable = make([]bool, len(bNodes))
 		var sc []int64
 		if kind == CallScore {
-			sc = scores
+			sc = bScores
 		}
-		in.TableVerdicts(in.liveMemory(), t, len(nodes), results, sc, fromTable)
+		in.TableVerdicts(in.liveMemory(), t, len(bNodes), bResults, sc, fromTable)
 		if cerr != nil {
 			// The nodes the guest gave a verdict, in order, keep it; the
 			// first without one was being evaluated and gets the failure.
 			lead := 0
-			for lead < len(nodes) && fromTable[lead] {
+			for lead < len(bNodes) && fromTable[lead] {
 				lead++
 			}
 			done = max(done, lead)
 		}
 	}
+	var again []int // nodes that shared a row with an unkeyable guest
+	if groups != nil {
+		v.p.rowsShared.Add(int64(len(nodes) - len(bNodes)))
+		fromTable, done, again = groups.Scatter(bResults, bScores, fromTable, results, scores, done, cerr != nil, in.Unkeyable)
+		if in.Unkeyable {
+			v.unkeyable.Store(true)
+		}
+		groups.Release()
+	}
+	v.p.rowsEvaluated.Add(int64(len(bNodes)))
 	in.Batch, in.Results, in.Cur, in.CallTable = nil, nil, -1, nil
 	cerr = v.end(in, pc, cerr)
 	if cerr != nil {
 		done = max(done, 0)
 		unselected(results[:done], nodes, batchKind, t != nil)
 		return done, cerr
+	}
+	if len(again) > 0 {
+		if d, cerr := v.callAgain(ctx, kind, pod, nodes, pc, results, scores, again); cerr != nil {
+			unselected(results[:d], nodes, batchKind, t != nil)
+			return d, cerr
+		}
+		for _, i := range again {
+			fromTable[i] = true // its own call checked its score
+		}
 	}
 	unselected(results, nodes, batchKind, t != nil)
 	if kind == CallScore && !scoresSet {
@@ -85,6 +134,40 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		}
 	}
 	return len(nodes), nil
+}
+
+// callAgain evaluates the nodes again (indices into nodes, ascending), each
+// on its own row, after a guest that read outside its rows answered for
+// them: their verdicts replace the shared ones. On a failure it returns the
+// index in nodes of the node that failed.
+func (v *Version) callAgain(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64, again []int) (int, *CallError) {
+	sub := make([]fwk.NodeInfo, len(again))
+	subResults := make([]Result, len(again))
+	var subScores []int64
+	if kind == CallScore {
+		subScores = make([]int64, len(again))
+	}
+	for k, i := range again {
+		sub[k] = nodes[i]
+	}
+	d, cerr := v.CallNodes(ctx, kind, pod, sub, pc, subResults, subScores)
+	for k := range min(d, len(again)) {
+		results[again[k]] = subResults[k]
+		if subScores != nil {
+			scores[again[k]] = subScores[k]
+		}
+	}
+	if cerr != nil {
+		return again[min(d, len(again)-1)], cerr
+	}
+	return len(nodes), nil
+}
+
+// reusable reports whether the version's verdicts may be shared by nodes
+// with equal rows: not when the policy turned reuse off, the guest said
+// it keeps state across calls, or it was seen reading outside its rows.
+func (v *Version) reusable() bool {
+	return !v.p.noReuse && !v.exports.KeepsState && !v.unkeyable.Load()
 }
 
 // unselected gives the nodes of a batch the guest never selected an Error

@@ -70,6 +70,10 @@ type PolicySpec struct {
 	// scheduling cycles that pinned it before the swap; then its compiled
 	// code is freed. 0 means DefaultRetiredGrace.
 	RetiredGrace time.Duration
+	// NoReuse evaluates every node of a batch, even nodes whose node-table
+	// rows are equal (docs/abi.md §3.3): for a policy whose verdicts
+	// depend on more than it reads.
+	NoReuse bool
 }
 
 // Policy is one named policy and the module Version currently serving it.
@@ -102,6 +106,11 @@ type Policy struct {
 	// realClock and realRandom are the spec's: each instance gets its
 	// own deadline-bounded sleep and random source (instance.go).
 	realClock, realRandom bool
+	// noReuse is the spec's NoReuse. rowsEvaluated counts the batch rows
+	// the policy's guests evaluated, rowsShared the nodes that got the
+	// verdict of an equal row instead (CallNodes), over every version.
+	noReuse                   bool
+	rowsEvaluated, rowsShared atomic.Int64
 
 	loadMu sync.Mutex
 	cur    atomic.Pointer[Version]
@@ -113,6 +122,12 @@ type Policy struct {
 	replacing sync.WaitGroup
 	// versions are the loaded versions not yet freed (under replaceMu).
 	versions map[*Version]struct{}
+}
+
+// RowStats reports the batch rows the policy's guests evaluated and the
+// nodes that got the verdict of an equal row instead (docs/abi.md §3.4).
+func (p *Policy) RowStats() (evaluated, shared int64) {
+	return p.rowsEvaluated.Load(), p.rowsShared.Load()
 }
 
 // NewPolicy creates a policy with no module loaded yet.
@@ -191,6 +206,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		moduleConfig:  mc,
 		realClock:     spec.RealClock,
 		realRandom:    spec.RealRandom,
+		noReuse:       spec.NoReuse,
 	}, nil
 }
 
@@ -340,6 +356,7 @@ func applyCapabilities(in *instance, ex *Exports) error {
 	if !in.disarm() || err != nil {
 		return fmt.Errorf("%s failed: %v", abi.ExportCapabilities, err)
 	}
+	ex.KeepsState = int32(res[0])&abi.CapKeepsState != 0
 	ex.narrow(int32(res[0]))
 	if ex.Points == 0 {
 		return fmt.Errorf("the policy registers no function at any extension point (capabilities=%d): register at least one of Filter, Score, PreEnqueue or PreBind", int32(res[0]))

@@ -124,6 +124,10 @@ type Exports struct {
 	Points int32
 	// Initializer is "_initialize", "_start" or "" (none).
 	Initializer string
+	// KeepsState is set when the guest's capabilities say its verdicts
+	// depend on state it keeps across calls (abi.CapKeepsState): they are
+	// never shared between nodes or reused.
+	KeepsState bool
 }
 
 // Has reports whether the module implements extension point k.

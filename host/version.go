@@ -41,6 +41,9 @@ type Version struct {
 	created, discarded atomic.Int64
 	// tableBatches counts the batch calls served from a node table.
 	tableBatches atomic.Int64
+	// unkeyable is set once the guest was seen reading outside its rows
+	// (CallNodes); then no row is shared.
+	unkeyable    atomic.Bool
 	inUse        atomic.Int64
 	memBytes     atomic.Int64
 	chargedBytes atomic.Int64
@@ -67,6 +70,11 @@ func (v *Version) Size() int { return v.size }
 // guest's node table (ABI v2, abi.md §3.2): zero for a v1 guest, and for a
 // v2 guest until its first batch has shown the SDK what it reads.
 func (v *Version) TableBatches() int64 { return v.tableBatches.Load() }
+
+// SharesRows reports whether nodes with equal rows share the guest's
+// verdict in this version's batches (docs/abi.md §3.4): not when the
+// policy turned it off, the guest keeps state, or it read outside its rows.
+func (v *Version) SharesRows() bool { return v.reusable() }
 
 // ABIVersion is the ABI version the module reported (abi.MinVersion to
 // abi.Version).

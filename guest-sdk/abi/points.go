@@ -182,6 +182,11 @@ const (
 	CapScoreNodes     int32 = 1 << ScoreNodes
 	CapPreEnqueue     int32 = 1 << PreEnqueue
 	CapPreBind        int32 = 1 << PreBind
+
+	// CapKeepsState is not a point: a guest sets it when its verdicts
+	// depend on state it keeps across calls, so that the host never gives
+	// one node's verdict to another with the same row (§3.4).
+	CapKeepsState int32 = 1 << 30
 )
 
 // Signature formats a function type as docs/abi.md and load errors write

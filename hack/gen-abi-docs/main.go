@@ -152,6 +152,7 @@ func capabilities() string {
 	for p := abi.Point(0); p < abi.NumPoints; p++ {
 		parts = append(parts, fmt.Sprintf("%s %d", abi.Points[p].Export, p.Cap()))
 	}
+	parts = append(parts, fmt.Sprintf("and, not a point, keeps state %d (§3.4)", abi.CapKeepsState))
 	return "**Capabilities bits:** " + strings.Join(parts, ", ") + ".\n"
 }
 

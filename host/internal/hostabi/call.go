@@ -98,6 +98,15 @@ type Call struct {
 	Table, CallTable *Table
 	TableCur         int32
 	TableEpoch       uint32
+	// Groups are the batch's nodes grouped by row when the table holds
+	// each distinct row once (FillTable).
+	Groups RowGroups
+
+	// Unkeyable records that the call read something its verdicts cannot
+	// be keyed on by row: a node's data through select_node in a filter
+	// or score batch (its name, its pods, anything outside the table), or
+	// random bytes. The runtime clears it before each call.
+	Unkeyable bool
 
 	// reasons registered with reason_register, by id - 1.
 	reasons   []string
@@ -189,6 +198,7 @@ func (c *Call) selectNode(i int32) bool {
 	if c.Results[i].Code == CodeUnselected {
 		c.Results[i] = Result{} // selected and not rejected: Success
 	}
+	c.Unkeyable = true
 	c.Runtime.NodeStarted()
 	return true
 }

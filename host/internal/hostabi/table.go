@@ -234,7 +234,11 @@ func (t *Table) Rows() int { return t.rows }
 // FillTable writes the header and one row per node into the call's table
 // in mem, for a batch call. It returns false, writing nothing the guest
 // could mistake for rows, when the table does not fit in memory.
-func (in *Call) FillTable(mem api.Memory, t *Table, nodes []fwk.NodeInfo) bool {
+//
+// With groups, nodes whose rows are equal share one row: the table holds
+// each distinct row once, for the first node that has it, and groups
+// says which row is each node's (RowGroups).
+func (in *Call) FillTable(mem api.Memory, t *Table, nodes []fwk.NodeInfo, groups *RowGroups) bool {
 	eng := in.Caches
 	size := uint32(abi.TableHeader + t.rows*t.layout.rowSize)
 	buf, ok := mem.Read(t.ptr, size)
@@ -247,20 +251,26 @@ func (in *Call) FillTable(mem api.Memory, t *Table, nodes []fwk.NodeInfo) bool {
 	// forever, so after three tries the batch runs without its table.
 	for try := 0; try < 3; try++ {
 		epoch := eng.strs.current()
-		for i, ni := range nodes {
-			row := buf[abi.TableHeader+i*t.layout.rowSize:]
+		groups.reset(len(nodes))
+		n := 0
+		for _, ni := range nodes {
 			cols, e := t.layout.row(eng, ni, epoch)
 			if e != epoch {
 				epoch = 0 // the interner moved on while filling: fill again
 			}
+			if groups != nil && !groups.add(ni, cols) {
+				continue
+			}
+			row := buf[abi.TableHeader+n*t.layout.rowSize:]
 			binary.LittleEndian.PutUint64(row[abi.RowCode:], 0xffffffff) // code NoVerdict (-1), reason 0
 			binary.LittleEndian.PutUint64(row[abi.RowScore:], 0)
 			copy(row[abi.RowHeader:t.layout.rowSize], cols)
+			n++
 		}
 		if epoch != 0 && epoch == eng.strs.current() {
 			binary.LittleEndian.PutUint32(buf[abi.HeaderEpoch:], epoch)
 			binary.LittleEndian.PutUint32(buf[abi.HeaderCurrent:], uint32(0xffffffff))
-			binary.LittleEndian.PutUint32(buf[abi.HeaderRows:], uint32(len(nodes)))
+			binary.LittleEndian.PutUint32(buf[abi.HeaderRows:], uint32(n))
 			return true
 		}
 	}

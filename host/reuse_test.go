@@ -1,0 +1,232 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+)
+
+// poolNodes builds n nodes drawn from a few pool templates (team and zone
+// labels, a taint, a GPU, a cordon, allocatable), each with its own name
+// and 0-2 pods of two sizes, as node pools are: many nodes, few distinct
+// rows.
+func poolNodes(rng *rand.Rand, n int) []fwk.NodeInfo {
+	type pool struct {
+		team, zone, cpu, gpu string
+		taint, cordoned      bool
+	}
+	pools := []pool{
+		{"a", "z1", "8", "", false, false},
+		{"a", "z2", "16", "", false, false},
+		{"b", "z1", "8", "", true, false},
+		{"", "z2", "4", "", false, false},
+		{"", "z3", "32", "2", true, false},
+		{"b", "z3", "8", "", false, true},
+	}
+	out := make([]fwk.NodeInfo, n)
+	for i := range out {
+		p := pools[rng.Intn(len(pools))]
+		name := fmt.Sprintf("node-%03d", i)
+		b := st.MakeNode().Name(name).Unschedulable(p.cordoned).Label("topology.kubernetes.io/zone", p.zone).Label("pool", p.zone+p.cpu)
+		capacity := map[v1.ResourceName]string{v1.ResourceCPU: p.cpu, v1.ResourceMemory: "32Gi", v1.ResourcePods: "110"}
+		if p.team != "" {
+			b.Label("team", p.team)
+		}
+		if p.gpu != "" {
+			capacity["nvidia.com/gpu"] = p.gpu
+			b.Label("gpu.model", "a100")
+		}
+		if p.taint {
+			b.Taints([]v1.Taint{{Key: "dedicated", Value: "batch", Effect: v1.TaintEffectNoSchedule}})
+		}
+		b.Capacity(capacity)
+		var pods []*v1.Pod
+		for k := range rng.Intn(3) {
+			size := []string{"500m", "2"}[rng.Intn(2)]
+			pods = append(pods, st.MakePod().Namespace("default").Name(fmt.Sprintf("%s-p%d", name, k)).UID(fmt.Sprintf("%s-p%d", name, k)).
+				Label("app", "web").Req(map[v1.ResourceName]string{v1.ResourceCPU: size, v1.ResourceMemory: "1Gi"}).Node(name).Obj())
+		}
+		ni := intree.NewNodeInfo(pods...)
+		ni.SetNode(b.Obj())
+		out[i] = ni
+	}
+	return out
+}
+
+// reusePods are the pods the shared-rows tests schedule.
+func reusePods() []*v1.Pod {
+	return []*v1.Pod{
+		st.MakePod().Namespace("default").Name("web").UID("web").Label("team", "a").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "2Gi"}).Obj(),
+		st.MakePod().Namespace("default").Name("batch").UID("batch").Label("team", "b").Toleration("dedicated").Req(map[v1.ResourceName]string{v1.ResourceCPU: "3", v1.ResourceMemory: "1Gi"}).Obj(),
+		st.MakePod().Namespace("default").Name("plain").UID("plain").Req(map[v1.ResourceName]string{v1.ResourceCPU: "100m"}).Obj(),
+	}
+}
+
+// runBatches runs one scheduling cycle's Filter or Score of pod over the
+// nodes in batches of 32, as the plugin does (PreFilter or PreScore
+// first, when the module has it), and returns every node's verdict and
+// score.
+func runBatches(t *testing.T, v *Version, kind CallKind, pod *v1.Pod, nodes []fwk.NodeInfo) ([]Result, []int64) {
+	t.Helper()
+	ctx := context.Background()
+	ps, pc := NewPodState(pod), &PolicyCycle{}
+	pre := CallPreFilter
+	if kind == CallScore {
+		pre = CallPreScore
+	}
+	if v.Exports().Has(pre) {
+		if _, res, cerr := v.Call(ctx, pre, ps, nil, pc, nil); cerr != nil {
+			t.Fatalf("%s: %v", pre, cerr)
+		} else if res.Code != abi.CodeSuccess {
+			return []Result{res}, nil // the pod was decided before the nodes
+		}
+	}
+	results := make([]Result, len(nodes))
+	var scores []int64
+	if kind == CallScore {
+		scores = make([]int64, len(nodes))
+	}
+	for lo := 0; lo < len(nodes); lo += 32 {
+		hi := min(lo+32, len(nodes))
+		var sc []int64
+		if scores != nil {
+			sc = scores[lo:hi]
+		}
+		if _, cerr := v.CallNodes(ctx, kind, ps, nodes[lo:hi], pc, results[lo:hi], sc); cerr != nil {
+			t.Fatalf("%s nodes %d-%d: %v", kind, lo, hi, cerr)
+		}
+	}
+	return results, scores
+}
+
+// Nodes of one pool share a row, and a batch evaluates each distinct row
+// once; every node still gets the verdict and score it gets with sharing
+// off (verdictReuse: Disabled), for the example policies and the ports
+// that read a node alone, built with both toolchains. Policies that read
+// outside their rows (a node's pods, its image list) are caught and
+// evaluated node by node, with the same verdicts.
+func TestSharedRowsSameVerdicts(t *testing.T) {
+	policies := []struct {
+		name, config string
+		shares       bool // its rows are shared on this cluster (it reads only table columns)
+	}{
+		{"team-isolation", "key=team", true},
+		{"bin-packing", "cpu=1,memory=1", true},
+		{"node-health", "", false},
+		{"gpu-fit", "resource=nvidia.com/gpu", false},
+		{"maintenance-avoidance", "", false},
+		{"team-pod-cap", "max=1", false},
+		{"ports/tainttoleration", "", false},
+		{"ports/noderesourcesfit", "", false},
+		{"ports/nodeaffinity", "", false},
+		{"ports/balancedallocation", "", false},
+		{"ports/nodeunschedulable", "", false},
+		{"ports/nodename", "", false},
+		{"ports/imagelocality", "", false},
+	}
+	rng := rand.New(rand.NewSource(7))
+	nodes := poolNodes(rng, 96)
+	e := newEngine(t)
+	for _, tc := range testguests.Toolchains {
+		for _, pol := range policies {
+			wasm := testguests.PolicyBytes(t, tc, pol.name)
+			reads := make([]string, 0, len(fields.Scopes))
+			for _, s := range fields.Scopes {
+				reads = append(reads, string(s))
+			}
+			spec := PolicySpec{Name: pol.name, Config: pol.config, Reads: reads, MaxInstances: 1}
+			on := load(t, newPolicy(t, e, spec), wasm)
+			spec.NoReuse = true
+			off := load(t, newPolicy(t, e, spec), wasm)
+			for _, kind := range []CallKind{CallFilter, CallScore} {
+				if !on.Exports().Has(abi.Points[kind].Batch) {
+					continue
+				}
+				// Twice: the first cycle shows the SDK what the policy reads,
+				// the second runs from the table.
+				for round := 0; round < 2; round++ {
+					for _, pod := range reusePods() {
+						gotR, gotS := runBatches(t, on, kind, pod, nodes)
+						wantR, wantS := runBatches(t, off, kind, pod, nodes)
+						for i := range wantR {
+							if gotR[i] != wantR[i] || gotS != nil && gotR[i].Code == abi.CodeSuccess && gotS[i] != wantS[i] {
+								t.Fatalf("%s/%s %s pod %s node %d: shared %+v (score %v), alone %+v (score %v)", tc, pol.name, kind, pod.Name, i, gotR[i], at(gotS, i), wantR[i], at(wantS, i))
+							}
+						}
+					}
+				}
+			}
+			evaluated, shared := on.p.RowStats()
+			if _, offShared := off.p.RowStats(); offShared != 0 {
+				t.Errorf("%s/%s: %d nodes shared a row with verdictReuse Disabled", tc, pol.name, offShared)
+			}
+			t.Logf("%s/%s: rows evaluated %d, shared %d; still sharing: %v", tc, pol.name, evaluated, shared, on.SharesRows())
+			if pol.shares && (shared == 0 || !on.SharesRows()) {
+				t.Errorf("%s/%s reads only its table, yet shared %d rows (still sharing: %v)", tc, pol.name, shared, on.SharesRows())
+			}
+		}
+	}
+}
+
+func at(s []int64, i int) any {
+	if s == nil {
+		return "-"
+	}
+	return s[i]
+}
+
+// A policy whose verdicts depend on state it keeps (the counter test
+// guest rejects every second node it evaluates, whatever the node) is
+// evaluated node by node when it says so with sdk.KeepsState, or when its
+// args disable reuse; one that keeps state without saying so shares its
+// rows, which is what the contract (docs/abi.md §3.4) warns about.
+func TestKeepsStateIsNeverShared(t *testing.T) {
+	nodes := make([]fwk.NodeInfo, 32)
+	for i := range nodes {
+		nodes[i] = nodeInfo(fmt.Sprintf("n%02d", i), map[string]string{"pool": "a"}, false)
+	}
+	e := newEngine(t)
+	for _, tc := range testguests.Toolchains {
+		wasm := testguests.PolicyBytes(t, tc, "testdata/counter")
+		for _, c := range []struct {
+			declare, noReuse, shared bool
+		}{
+			{declare: true},
+			{noReuse: true},
+			{shared: true},
+		} {
+			v := load(t, newPolicy(t, e, PolicySpec{Config: fmt.Sprintf("declare=%v", c.declare), NoReuse: c.noReuse, MaxInstances: 1}), wasm)
+			if v.Exports().KeepsState != c.declare {
+				t.Fatalf("%s %+v: KeepsState %v", tc, c, v.Exports().KeepsState)
+			}
+			filterNodes(t, v, testPod(), nodes...) // learns its column: 32 nodes evaluated
+			got := filterNodes(t, v, testPod(), nodes...)
+			rejected := 0
+			for _, r := range got {
+				if r.Code == abi.CodeUnschedulable {
+					rejected++
+				}
+			}
+			_, shared := v.p.RowStats()
+			if c.shared {
+				if rejected != 0 || shared != 31 {
+					t.Errorf("%s, undeclared: %d of 32 rejected, %d shared; want the one row's Success for all 32, 31 shared", tc, rejected, shared)
+				}
+				continue
+			}
+			if rejected != 16 || shared != 0 {
+				t.Errorf("%s %+v: %d of 32 rejected, %d shared; want every second node rejected, none shared", tc, c, rejected, shared)
+			}
+		}
+	}
+}
