@@ -53,13 +53,13 @@ func argsPolicy(t *testing.T, settings configv1.PolicySettings) config.Policy {
 // runs the same. The test sets every field (reflection finds a new one
 // left out), and also leaves every field unset.
 func TestObjectSettingsAreTheArgs(t *testing.T) {
-	weight, fp, mode := int32(7), "Ignore", "Audit"
+	weight, fp, mode, reuse := int32(7), "Ignore", "Audit", "Disabled"
 	mem := resource.MustParse("32Mi")
 	full := configv1.PolicySettings{
 		SHA256: strings.Repeat("ab", 32), Config: "key=team", Weight: &weight,
 		Timeout: &metav1.Duration{Duration: 50 * time.Millisecond}, PreEnqueueTimeout: &metav1.Duration{Duration: 20 * time.Millisecond},
 		CycleBudget: &metav1.Duration{Duration: 300 * time.Millisecond}, MemoryLimit: &mem, FailurePolicy: &fp, Mode: &mode,
-		RealClock: true, RealRandom: true, Reads: []string{"NodePods"}, PatchPrefixes: []string{"team.example.com/"},
+		VerdictReuse: &reuse, RealClock: true, RealRandom: true, Reads: []string{"NodePods"}, PatchPrefixes: []string{"team.example.com/"},
 	}
 	v := reflect.ValueOf(full)
 	for i := 0; i < v.NumField(); i++ {

@@ -204,6 +204,7 @@ func (r *fakeRuntime) Load(_ context.Context, src []byte, _ string) (module, err
 	return r.m, nil
 }
 func (r *fakeRuntime) SuppressedLines() int64      { return 0 }
+func (r *fakeRuntime) RowStats() (int64, int64)    { return 0, 0 }
 func (r *fakeRuntime) Close(context.Context) error { return nil }
 
 // fakePolicy is a policy with defaulted args, changed by edit, serving m.

@@ -211,6 +211,9 @@ var (
 	overBudgetDesc = metrics.NewDesc("wasmsched_memory_over_budget_instances_total",
 		"Instances created while the memory budget was full and no idle instance was left to close (instances grew while running).",
 		nil, nil, metrics.ALPHA, "")
+	rowsDesc = metrics.NewDesc("wasmsched_policy_rows_total",
+		"Batch nodes by how the policy answered them: evaluated (a row the guest evaluated) or shared (the verdict of an equal row of the same batch, docs/abi.md §3.4). shared / (evaluated + shared) is the saving.",
+		[]string{"policy", "result"}, nil, metrics.ALPHA, "")
 	policiesDesc = metrics.NewDesc("wasmsched_policies",
 		"Policies by load state: loading (first module not loaded yet), serving, or failed (first load failed; the failurePolicy applies).",
 		[]string{"state"}, nil, metrics.ALPHA, "")
@@ -246,10 +249,11 @@ func (c *poolCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- evictionsDesc
 	ch <- overBudgetDesc
 	ch <- policiesDesc
+	ch <- rowsDesc
 }
 
 func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	type stats struct{ idle, inUse, size, pages, suppressed, share int64 }
+	type stats struct{ idle, inUse, size, pages, suppressed, share, evaluated, shared int64 }
 	by := map[string]*stats{}
 	var mem host.MemoryUse
 	var progress LoadProgress
@@ -275,6 +279,9 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			}
 			s.size += int64(w.maxInstances)
 			s.suppressed += p.runtime.SuppressedLines()
+			ev, sh := p.runtime.RowStats()
+			s.evaluated += ev
+			s.shared += sh
 			if v := p.runtime.Current(); v != nil {
 				n, inUse := v.PoolStats()
 				s.idle += n - inUse
@@ -292,6 +299,8 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		ch <- metrics.NewLazyConstMetric(memoryPagesDesc, metrics.GaugeValue, float64(s.pages), name)
 		ch <- metrics.NewLazyConstMetric(suppressedDesc, metrics.CounterValue, float64(s.suppressed), name)
 		ch <- metrics.NewLazyConstMetric(policyMemoryDesc, metrics.GaugeValue, float64(s.share), name)
+		ch <- metrics.NewLazyConstMetric(rowsDesc, metrics.CounterValue, float64(s.evaluated), name, "evaluated")
+		ch <- metrics.NewLazyConstMetric(rowsDesc, metrics.CounterValue, float64(s.shared), name, "shared")
 	}
 	ch <- metrics.NewLazyConstMetric(memoryBudgetDesc, metrics.GaugeValue, float64(mem.Budget))
 	ch <- metrics.NewLazyConstMetric(memoryUsedDesc, metrics.GaugeValue, float64(mem.Modules), "modules")

@@ -37,6 +37,9 @@ type policyRuntime interface {
 	Load(ctx context.Context, src []byte, wantSHA256 string) (module, error)
 	// SuppressedLines counts the policy's output lines its rate limit dropped.
 	SuppressedLines() int64
+	// RowStats counts the batch rows the policy evaluated and the nodes
+	// that shared an equal row's verdict (docs/abi.md §3.4).
+	RowStats() (evaluated, shared int64)
 	Close(ctx context.Context) error
 }
 
@@ -59,5 +62,7 @@ func (r hostRuntime) Load(ctx context.Context, src []byte, wantSHA256 string) (m
 }
 
 func (r hostRuntime) SuppressedLines() int64 { return r.p.SuppressedLines() }
+
+func (r hostRuntime) RowStats() (int64, int64) { return r.p.RowStats() }
 
 func (r hostRuntime) Close(ctx context.Context) error { return r.p.Close(ctx) }

@@ -366,6 +366,7 @@ func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy
 		RealClock:         pc.RealClock,
 		Clock:             w.opts.clock,
 		RealRandom:        pc.RealRandom,
+		NoReuse:           pc.VerdictReuse == config.VerdictReuseDisabled,
 		Reads:             pc.Reads,
 		RetiredGrace:      w.opts.retiredGrace,
 		Limits: host.CompileLimits{

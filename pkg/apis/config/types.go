@@ -91,8 +91,11 @@ type PolicySettings struct {
 	MemoryLimit       int64
 	FailurePolicy     FailurePolicy
 	Mode              Mode
-	RealClock         bool
-	RealRandom        bool
+	// VerdictReuse says whether nodes with equal rows share an evaluation;
+	// "" is Enabled.
+	VerdictReuse VerdictReuse
+	RealClock    bool
+	RealRandom   bool
 	// Reads are the reads beyond the pod and the node being evaluated that
 	// the policy may make (fields.Scopes: NodePods, WholeObjects, Cluster,
 	// Namespaces).
@@ -170,6 +173,18 @@ type ConfigMapSource struct {
 	Name      string
 	Key       string
 }
+
+// VerdictReuse says whether a policy's verdict for one node may be given to
+// another node that reads the same (docs/abi.md §3.4).
+type VerdictReuse string
+
+const (
+	// VerdictReuseEnabled shares one evaluation among nodes whose declared
+	// fields are equal.
+	VerdictReuseEnabled VerdictReuse = "Enabled"
+	// VerdictReuseDisabled evaluates every node.
+	VerdictReuseDisabled VerdictReuse = "Disabled"
+)
 
 // Mode says whether a policy's verdicts are enforced.
 type Mode string

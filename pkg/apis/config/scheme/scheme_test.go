@@ -65,6 +65,7 @@ func TestDecodeAndDefaults(t *testing.T) {
         memoryLimit: 16Mi
         failurePolicy: Ignore
         realClock: true
+        verdictReuse: Disabled
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -73,13 +74,13 @@ func TestDecodeAndDefaults(t *testing.T) {
 		t.Errorf("plugin defaults = %q %d %s", a.CompilationCacheDir, a.MaxInstancesPerPolicy, a.FilePollInterval)
 	}
 	p0, p1 := a.Policies[0], a.Policies[1]
-	if p0.Weight != 1 || p0.Timeout != 100*time.Millisecond || p0.MemoryLimit != 64<<20 || p0.FailurePolicy != config.FailurePolicyFail {
+	if p0.Weight != 1 || p0.Timeout != 100*time.Millisecond || p0.MemoryLimit != 64<<20 || p0.FailurePolicy != config.FailurePolicyFail || p0.VerdictReuse != config.VerdictReuseEnabled {
 		t.Errorf("policy defaults = %+v", p0)
 	}
 	if p0.Source.ConfigMap == nil || p0.Source.ConfigMap.Key != "policy.wasm" || p0.Config != "key=team" {
 		t.Errorf("policy 0 = %+v", p0)
 	}
-	if p1.Weight != 3 || p1.Timeout != 250*time.Millisecond || p1.MemoryLimit != 16<<20 || p1.FailurePolicy != config.FailurePolicyIgnore || !p1.RealClock || p1.Source.File == "" {
+	if p1.Weight != 3 || p1.Timeout != 250*time.Millisecond || p1.MemoryLimit != 16<<20 || p1.FailurePolicy != config.FailurePolicyIgnore || !p1.RealClock || p1.VerdictReuse != config.VerdictReuseDisabled || p1.Source.File == "" {
 		t.Errorf("policy 1 = %+v", p1)
 	}
 	if errs := validation.ValidateWasmPolicyArgs(field.NewPath("args"), a); len(errs) > 0 {

@@ -31,6 +31,7 @@ func Convert_v1_PolicySettings_To_config_PolicySettings(in *PolicySettings, out 
 	}
 	out.FailurePolicy = config.FailurePolicy(stringValue(in.FailurePolicy))
 	out.Mode = config.Mode(stringValue(in.Mode))
+	out.VerdictReuse = config.VerdictReuse(stringValue(in.VerdictReuse))
 	return nil
 }
 
@@ -46,6 +47,10 @@ func Convert_config_PolicySettings_To_v1_PolicySettings(in *config.PolicySetting
 	out.CycleBudget = &metav1.Duration{Duration: in.CycleBudget}
 	out.MemoryLimit = resource.NewQuantity(in.MemoryLimit, resource.BinarySI)
 	out.FailurePolicy, out.Mode = &fp, &mode
+	if in.VerdictReuse != "" {
+		reuse := string(in.VerdictReuse)
+		out.VerdictReuse = &reuse
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ const (
 	DefaultMemoryBudget                = "512Mi"
 	DefaultFailurePolicy               = "Fail"
 	DefaultMode                        = "Enforce"
+	DefaultVerdictReuse                = "Enabled"
 	// DefaultCycleBudgetFactor times the timeout is a policy's default cycle budget.
 	DefaultCycleBudgetFactor          = 2
 	DefaultFailureThreshold     int32 = 3
@@ -128,6 +129,10 @@ func SetDefaults_PolicySettings(p *PolicySettings) { //nolint:revive // k8s nami
 	if p.Mode == nil {
 		v := DefaultMode
 		p.Mode = &v
+	}
+	if p.VerdictReuse == nil {
+		v := DefaultVerdictReuse
+		p.VerdictReuse = &v
 	}
 }
 

@@ -172,6 +172,16 @@ type PolicySettings struct {
 	// +kubebuilder:default=Enforce
 	// +kubebuilder:validation:Enum=Enforce;Audit
 	Mode *string `json:"mode,omitempty"`
+	// VerdictReuse is Enabled (default) or Disabled. Enabled, nodes whose
+	// declared fields are all equal (nodes of one pool) share one
+	// evaluation: the verdict of a policy is a function of what it reads
+	// (docs/abi.md §3.4). Disable it for a policy whose verdicts depend on
+	// something else, such as state it keeps across calls and does not
+	// declare with sdk.KeepsState.
+	// +optional
+	// +kubebuilder:default=Enabled
+	// +kubebuilder:validation:Enum=Enabled;Disabled
+	VerdictReuse *string `json:"verdictReuse,omitempty"`
 	// RealClock gives the guest the host's clock; by default it sees a
 	// deterministic clock.
 	// +optional

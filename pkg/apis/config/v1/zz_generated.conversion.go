@@ -334,6 +334,7 @@ func autoConvert_v1_PolicySettings_To_config_PolicySettings(in *PolicySettings, 
 	// WARNING: in.MemoryLimit requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
 	// WARNING: in.FailurePolicy requires manual conversion: inconvertible types (*string vs github.com/wasmsched/wasmsched/pkg/apis/config.FailurePolicy)
 	// WARNING: in.Mode requires manual conversion: inconvertible types (*string vs github.com/wasmsched/wasmsched/pkg/apis/config.Mode)
+	// WARNING: in.VerdictReuse requires manual conversion: inconvertible types (*string vs github.com/wasmsched/wasmsched/pkg/apis/config.VerdictReuse)
 	out.RealClock = in.RealClock
 	out.RealRandom = in.RealRandom
 	out.Reads = *(*[]string)(unsafe.Pointer(&in.Reads))
@@ -353,6 +354,7 @@ func autoConvert_config_PolicySettings_To_v1_PolicySettings(in *config.PolicySet
 	// WARNING: in.MemoryLimit requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
 	// WARNING: in.FailurePolicy requires manual conversion: inconvertible types (github.com/wasmsched/wasmsched/pkg/apis/config.FailurePolicy vs *string)
 	// WARNING: in.Mode requires manual conversion: inconvertible types (github.com/wasmsched/wasmsched/pkg/apis/config.Mode vs *string)
+	// WARNING: in.VerdictReuse requires manual conversion: inconvertible types (github.com/wasmsched/wasmsched/pkg/apis/config.VerdictReuse vs *string)
 	out.RealClock = in.RealClock
 	out.RealRandom = in.RealRandom
 	out.Reads = *(*[]string)(unsafe.Pointer(&in.Reads))

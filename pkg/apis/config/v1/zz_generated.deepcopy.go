@@ -223,6 +223,11 @@ func (in *PolicySettings) DeepCopyInto(out *PolicySettings) {
 		*out = new(string)
 		**out = **in
 	}
+	if in.VerdictReuse != nil {
+		in, out := &in.VerdictReuse, &out.VerdictReuse
+		*out = new(string)
+		**out = **in
+	}
 	if in.Reads != nil {
 		in, out := &in.Reads, &out.Reads
 		*out = make([]string, len(*in))

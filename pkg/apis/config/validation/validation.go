@@ -231,6 +231,11 @@ func ValidatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(path.Child("mode"), p.Mode, []string{string(config.ModeEnforce), string(config.ModeAudit)}))
 	}
+	switch p.VerdictReuse {
+	case "", config.VerdictReuseEnabled, config.VerdictReuseDisabled: // "" is Enabled
+	default:
+		errs = append(errs, field.NotSupported(path.Child("verdictReuse"), p.VerdictReuse, []string{string(config.VerdictReuseEnabled), string(config.VerdictReuseDisabled)}))
+	}
 	scopes := make([]string, len(fields.Scopes))
 	for i, sc := range fields.Scopes {
 		scopes[i] = string(sc)

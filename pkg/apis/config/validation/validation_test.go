@@ -93,6 +93,7 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"memory too small", func(a *config.WasmPolicyArgs) { a.Policies[0].MemoryLimit = 1024 }, "policies[0].memoryLimit", "64Mi"},
 		{"unknown failurePolicy", func(a *config.WasmPolicyArgs) { a.Policies[0].FailurePolicy = "Retry" }, "policies[0].failurePolicy", "Fail"},
 		{"unknown mode", func(a *config.WasmPolicyArgs) { a.Policies[0].Mode = "DryRun" }, "policies[0].mode", "Audit"},
+		{"unknown verdictReuse", func(a *config.WasmPolicyArgs) { a.Policies[0].VerdictReuse = "Sometimes" }, "policies[0].verdictReuse", "Disabled"},
 		{"declared reads", func(a *config.WasmPolicyArgs) { a.Policies[0].Reads = []string{"NodePods", "WholeObjects"} }, "", ""},
 		{"policy objects without args policies", func(a *config.WasmPolicyArgs) { a.Policies = nil; a.PolicyObjects.Enabled = true }, "", ""},
 		{"status lease without a namespace", func(a *config.WasmPolicyArgs) {
