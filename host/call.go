@@ -10,19 +10,17 @@ import (
 	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
-// CallNodes runs the batch form of Filter or Score (kind CallFilter or
-// CallScore) over nodes on one instance, in one guest call. results[i] (and,
-// for Score, scores[i]) receive node i's verdict. Each node gets the full
-// policy timeout, within what pc's budget has left. On a failed call, done
-// is the index of the node being evaluated when it failed; results after it
-// are not set.
+// callNodes runs the batch form of Filter or Score over nodes on one
+// instance, in one guest call (CallNodes without the memo). keyed reports
+// that the verdicts came from rows of layout (the version's, at the time)
+// and the call read nothing that varies by pod: they may be remembered.
 //
 // Nodes whose node-table rows are equal are evaluated once when the
 // version may reuse verdicts (reusable): the guest sees each distinct row
 // once and its verdict is given to every node with that row. A guest that
 // turns out to read outside its row (unkeyable) has the nodes that shared
 // a row evaluated again, each on its own, and is never grouped again.
-func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64) (done int, cerr *CallError) {
+func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64) (done int, keyed bool, cerr *CallError) {
 	batchKind := abi.BatchNone
 	if kind >= 0 && kind < NumCallKinds {
 		batchKind = abi.Points[kind].Batch
@@ -32,11 +30,11 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		if batchKind != abi.BatchNone {
 			name = abi.Points[batchKind].Export
 		}
-		return 0, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", name, len(nodes), len(results), len(scores))}
+		return 0, false, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", name, len(nodes), len(results), len(scores))}
 	}
 	in, deadline, cerr := v.begin(ctx, kind, pc)
 	if cerr != nil {
-		return 0, cerr
+		return 0, false, cerr
 	}
 	for i := range results {
 		results[i] = Result{Code: hostabi.CodeUnselected}
@@ -74,7 +72,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 			bScores = make([]int64, n)
 		}
 	}
-	in.Pod, in.Cycle, in.Batch, in.Results, in.Cur, in.ScoresSet, in.Unkeyable = pod, abiCycle(pc), bNodes, bResults, -1, false, false
+	in.Pod, in.Cycle, in.Batch, in.Results, in.Cur, in.ScoresSet, in.Unkeyable, in.VariesByPod = pod, abiCycle(pc), bNodes, bResults, -1, false, false, false
 	if kind == CallScore {
 		in.Scores = bScores
 	}
@@ -109,17 +107,24 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		groups.Release()
 	}
 	v.p.rowsEvaluated.Add(int64(len(bNodes)))
+	if in.VariesByPod {
+		v.variesByPod.Store(true)
+	}
+	if in.Table != nil {
+		v.layout.Store(in.Table.Layout()) // what the memo keys rows by
+	}
+	keyed = t != nil && !in.Unkeyable && !in.VariesByPod && t.Layout() == v.layout.Load()
 	in.Batch, in.Results, in.Cur, in.CallTable = nil, nil, -1, nil
 	cerr = v.end(in, pc, cerr)
 	if cerr != nil {
 		done = max(done, 0)
 		unselected(results[:done], nodes, batchKind, t != nil)
-		return done, cerr
+		return done, false, cerr
 	}
 	if len(again) > 0 {
 		if d, cerr := v.callAgain(ctx, kind, pod, nodes, pc, results, scores, again); cerr != nil {
 			unselected(results[:d], nodes, batchKind, t != nil)
-			return d, cerr
+			return d, false, cerr
 		}
 		for _, i := range again {
 			fromTable[i] = true // its own call checked its score
@@ -133,7 +138,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 			}
 		}
 	}
-	return len(nodes), nil
+	return len(nodes), keyed, nil
 }
 
 // callAgain evaluates the nodes again (indices into nodes, ascending), each
@@ -150,7 +155,7 @@ func (v *Version) callAgain(ctx context.Context, kind CallKind, pod *PodState, n
 	for k, i := range again {
 		sub[k] = nodes[i]
 	}
-	d, cerr := v.CallNodes(ctx, kind, pod, sub, pc, subResults, subScores)
+	d, _, cerr := v.callNodes(ctx, kind, pod, sub, pc, subResults, subScores)
 	for k := range min(d, len(again)) {
 		results[again[k]] = subResults[k]
 		if subScores != nil {

@@ -111,6 +111,8 @@ type Policy struct {
 	// verdict of an equal row instead (CallNodes), over every version.
 	noReuse                   bool
 	rowsEvaluated, rowsShared atomic.Int64
+	// rowsRemembered counts the nodes answered from a version's memo.
+	rowsRemembered atomic.Int64
 
 	loadMu sync.Mutex
 	cur    atomic.Pointer[Version]
@@ -124,10 +126,12 @@ type Policy struct {
 	versions map[*Version]struct{}
 }
 
-// RowStats reports the batch rows the policy's guests evaluated and the
-// nodes that got the verdict of an equal row instead (docs/abi.md §3.4).
-func (p *Policy) RowStats() (evaluated, shared int64) {
-	return p.rowsEvaluated.Load(), p.rowsShared.Load()
+// RowStats reports the batch rows the policy's guests evaluated, the nodes
+// that got the verdict of an equal row of their batch instead, and those
+// answered from a verdict remembered from an earlier cycle (docs/abi.md
+// §3.4).
+func (p *Policy) RowStats() (evaluated, shared, remembered int64) {
+	return p.rowsEvaluated.Load(), p.rowsShared.Load(), p.rowsRemembered.Load()
 }
 
 // NewPolicy creates a policy with no module loaded yet.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -166,11 +167,11 @@ func TestSharedRowsSameVerdicts(t *testing.T) {
 					}
 				}
 			}
-			evaluated, shared := on.p.RowStats()
-			if _, offShared := off.p.RowStats(); offShared != 0 {
-				t.Errorf("%s/%s: %d nodes shared a row with verdictReuse Disabled", tc, pol.name, offShared)
+			evaluated, shared, remembered := on.p.RowStats()
+			if _, offShared, offRemembered := off.p.RowStats(); offShared != 0 || offRemembered != 0 {
+				t.Errorf("%s/%s: %d nodes shared a row, %d remembered, with verdictReuse Disabled", tc, pol.name, offShared, offRemembered)
 			}
-			t.Logf("%s/%s: rows evaluated %d, shared %d; still sharing: %v", tc, pol.name, evaluated, shared, on.SharesRows())
+			t.Logf("%s/%s: rows evaluated %d, shared %d, remembered %d; still sharing: %v", tc, pol.name, evaluated, shared, remembered, on.SharesRows())
 			if pol.shares && (shared == 0 || !on.SharesRows()) {
 				t.Errorf("%s/%s reads only its table, yet shared %d rows (still sharing: %v)", tc, pol.name, shared, on.SharesRows())
 			}
@@ -217,7 +218,8 @@ func TestKeepsStateIsNeverShared(t *testing.T) {
 					rejected++
 				}
 			}
-			_, shared := v.p.RowStats()
+			_, shared, remembered := v.p.RowStats()
+			shared += remembered
 			if c.shared {
 				if rejected != 0 || shared != 31 {
 					t.Errorf("%s, undeclared: %d of 32 rejected, %d shared; want the one row's Success for all 32, 31 shared", tc, rejected, shared)
@@ -228,5 +230,109 @@ func TestKeepsStateIsNeverShared(t *testing.T) {
 				t.Errorf("%s %+v: %d of 32 rejected, %d shared; want every second node rejected, none shared", tc, c, rejected, shared)
 			}
 		}
+	}
+}
+
+// Verdicts remembered across cycles follow the cluster: a randomized
+// sequence of node changes (labels, cordons, pods added and removed) and
+// cycles of pods of a few templates (each pod with its own name and UID)
+// gives, after every step, the verdicts and scores of the same policy with
+// reuse off.
+func TestRememberedVerdictsFollowTheCluster(t *testing.T) {
+	policies := []struct{ name, config string }{
+		{"team-isolation", "key=team"},
+		{"bin-packing", "cpu=1,memory=1"},
+		{"gpu-fit", "resource=nvidia.com/gpu"},
+		{"ports/noderesourcesfit", ""},
+		{"ports/balancedallocation", ""},
+		{"ports/nodeunschedulable", ""},
+	}
+	rng := rand.New(rand.NewSource(11))
+	nodes := poolNodes(rng, 64)
+	e := newEngine(t)
+	type pair struct{ on, off *Version }
+	var loaded []pair
+	for _, tc := range testguests.Toolchains {
+		for _, pol := range policies {
+			wasm := testguests.PolicyBytes(t, tc, pol.name)
+			spec := PolicySpec{Name: pol.name, Config: pol.config, MaxInstances: 2}
+			on := load(t, newPolicy(t, e, spec), wasm)
+			spec.NoReuse = true
+			loaded = append(loaded, pair{on, load(t, newPolicy(t, e, spec), wasm)})
+		}
+	}
+	templates := reusePods()
+	uid := 0
+	for step := 0; step < 60; step++ {
+		// Change the cluster: a new NodeInfo (a new generation) for one node.
+		i := rng.Intn(len(nodes))
+		old := nodes[i]
+		n := old.Node().DeepCopy()
+		pods := make([]*v1.Pod, 0, len(old.GetPods())+1)
+		for _, p := range old.GetPods() {
+			pods = append(pods, p.GetPod())
+		}
+		switch rng.Intn(4) {
+		case 0:
+			n.Labels["team"] = []string{"a", "b", "c"}[rng.Intn(3)]
+		case 1:
+			n.Spec.Unschedulable = !n.Spec.Unschedulable
+		case 2:
+			uid++
+			pods = append(pods, st.MakePod().Namespace("default").Name(fmt.Sprintf("added-%d", uid)).UID(fmt.Sprintf("added-%d", uid)).
+				Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "2Gi"}).Node(n.Name).Obj())
+		case 3:
+			if len(pods) > 0 {
+				pods = pods[1:]
+			}
+		}
+		ni := intree.NewNodeInfo(pods...)
+		ni.SetNode(n)
+		nodes[i] = ni
+		// A cycle of a new pod of a random template.
+		uid++
+		pod := templates[rng.Intn(len(templates))].DeepCopy()
+		pod.Name, pod.UID = fmt.Sprintf("%s-%d", pod.Name, uid), types.UID(fmt.Sprint("pod-", uid))
+		for _, l := range loaded {
+			for _, kind := range []CallKind{CallFilter, CallScore} {
+				if !l.on.Exports().Has(abi.Points[kind].Batch) {
+					continue
+				}
+				gotR, gotS := runBatches(t, l.on, kind, pod, nodes)
+				wantR, wantS := runBatches(t, l.off, kind, pod, nodes)
+				for k := range wantR {
+					if gotR[k] != wantR[k] || gotS != nil && gotR[k].Code == abi.CodeSuccess && gotS[k] != wantS[k] {
+						t.Fatalf("step %d, %s %s, pod %s, node %s: reused %+v (score %v), evaluated %+v (score %v)",
+							step, l.on.p.name, kind, pod.Name, nodes[k].Node().Name, gotR[k], at(gotS, k), wantR[k], at(wantS, k))
+					}
+				}
+			}
+		}
+	}
+	for _, l := range loaded {
+		evaluated, shared, remembered := l.on.p.RowStats()
+		t.Logf("%s: evaluated %d, shared %d, remembered %d", l.on.p.name, evaluated, shared, remembered)
+	}
+}
+
+// A version's memo is bounded: the oldest pod template goes when there
+// are maxMemoKeys, or when the rows held pass maxMemoBytes; an evicted
+// table a call still holds takes no more rows.
+func TestMemoIsBounded(t *testing.T) {
+	var m verdictMemo
+	first := m.table(memoKey{pod: [32]byte{1}})
+	for i := 0; i < maxMemoKeys+10; i++ {
+		m.table(memoKey{pod: [32]byte{byte(i), byte(i >> 8), 2}})
+	}
+	if len(m.tables) != maxMemoKeys || len(m.order) != maxMemoKeys {
+		t.Fatalf("%d tables (%d in order), want %d", len(m.tables), len(m.order), maxMemoKeys)
+	}
+	if !first.full {
+		t.Error("the evicted table still takes rows")
+	}
+	m.bytes.Store(maxMemoBytes + 1)
+	m.table(memoKey{pod: [32]byte{9, 9, 9}})
+	if len(m.tables) != 1 {
+		t.Errorf("over maxMemoBytes: %d tables left, want only the new one", len(m.tables))
 	}
 }

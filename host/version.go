@@ -9,6 +9,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
 // Version is one loaded module of a policy with its instance pool. A
@@ -43,7 +45,14 @@ type Version struct {
 	tableBatches atomic.Int64
 	// unkeyable is set once the guest was seen reading outside its rows
 	// (CallNodes); then no row is shared.
-	unkeyable    atomic.Bool
+	unkeyable atomic.Bool
+	// variesByPod is set once a call read what varies between pods of
+	// one template or between cycles (hostabi.Call.VariesByPod); layout
+	// is the node table the guest last declared; memo holds the verdicts
+	// remembered across cycles (memo.go).
+	variesByPod  atomic.Bool
+	layout       atomic.Pointer[hostabi.Layout]
+	memo         verdictMemo
 	inUse        atomic.Int64
 	memBytes     atomic.Int64
 	chargedBytes atomic.Int64

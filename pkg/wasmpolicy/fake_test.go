@@ -203,9 +203,9 @@ func (r *fakeRuntime) Load(_ context.Context, src []byte, _ string) (module, err
 	r.m = &fakeModule{fns: r.m.fns, batch: r.m.batch, normalize: r.m.normalize, sha: string(src)}
 	return r.m, nil
 }
-func (r *fakeRuntime) SuppressedLines() int64      { return 0 }
-func (r *fakeRuntime) RowStats() (int64, int64)    { return 0, 0 }
-func (r *fakeRuntime) Close(context.Context) error { return nil }
+func (r *fakeRuntime) SuppressedLines() int64          { return 0 }
+func (r *fakeRuntime) RowStats() (int64, int64, int64) { return 0, 0, 0 }
+func (r *fakeRuntime) Close(context.Context) error     { return nil }
 
 // fakePolicy is a policy with defaulted args, changed by edit, serving m.
 func fakePolicy(name string, m *fakeModule, edit func(*config.Policy)) *policy {

@@ -212,7 +212,7 @@ var (
 		"Instances created while the memory budget was full and no idle instance was left to close (instances grew while running).",
 		nil, nil, metrics.ALPHA, "")
 	rowsDesc = metrics.NewDesc("wasmsched_policy_rows_total",
-		"Batch nodes by how the policy answered them: evaluated (a row the guest evaluated) or shared (the verdict of an equal row of the same batch, docs/abi.md §3.4). shared / (evaluated + shared) is the saving.",
+		"Batch nodes by how the policy answered them: evaluated (a row the guest evaluated), shared (the verdict of an equal row of the same batch) or remembered (a verdict of an earlier cycle for the same pod template, cycle state and row), docs/abi.md §3.4.",
 		[]string{"policy", "result"}, nil, metrics.ALPHA, "")
 	policiesDesc = metrics.NewDesc("wasmsched_policies",
 		"Policies by load state: loading (first module not loaded yet), serving, or failed (first load failed; the failurePolicy applies).",
@@ -253,7 +253,7 @@ func (c *poolCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 }
 
 func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	type stats struct{ idle, inUse, size, pages, suppressed, share, evaluated, shared int64 }
+	type stats struct{ idle, inUse, size, pages, suppressed, share, evaluated, shared, remembered int64 }
 	by := map[string]*stats{}
 	var mem host.MemoryUse
 	var progress LoadProgress
@@ -279,9 +279,10 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			}
 			s.size += int64(w.maxInstances)
 			s.suppressed += p.runtime.SuppressedLines()
-			ev, sh := p.runtime.RowStats()
+			ev, sh, re := p.runtime.RowStats()
 			s.evaluated += ev
 			s.shared += sh
+			s.remembered += re
 			if v := p.runtime.Current(); v != nil {
 				n, inUse := v.PoolStats()
 				s.idle += n - inUse
@@ -301,6 +302,7 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		ch <- metrics.NewLazyConstMetric(policyMemoryDesc, metrics.GaugeValue, float64(s.share), name)
 		ch <- metrics.NewLazyConstMetric(rowsDesc, metrics.CounterValue, float64(s.evaluated), name, "evaluated")
 		ch <- metrics.NewLazyConstMetric(rowsDesc, metrics.CounterValue, float64(s.shared), name, "shared")
+		ch <- metrics.NewLazyConstMetric(rowsDesc, metrics.CounterValue, float64(s.remembered), name, "remembered")
 	}
 	ch <- metrics.NewLazyConstMetric(memoryBudgetDesc, metrics.GaugeValue, float64(mem.Budget))
 	ch <- metrics.NewLazyConstMetric(memoryUsedDesc, metrics.GaugeValue, float64(mem.Modules), "modules")

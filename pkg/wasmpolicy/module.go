@@ -37,9 +37,10 @@ type policyRuntime interface {
 	Load(ctx context.Context, src []byte, wantSHA256 string) (module, error)
 	// SuppressedLines counts the policy's output lines its rate limit dropped.
 	SuppressedLines() int64
-	// RowStats counts the batch rows the policy evaluated and the nodes
-	// that shared an equal row's verdict (docs/abi.md §3.4).
-	RowStats() (evaluated, shared int64)
+	// RowStats counts the batch rows the policy evaluated, the nodes that
+	// shared an equal row's verdict, and those answered from a verdict
+	// remembered across cycles (docs/abi.md §3.4).
+	RowStats() (evaluated, shared, remembered int64)
 	Close(ctx context.Context) error
 }
 
@@ -63,6 +64,6 @@ func (r hostRuntime) Load(ctx context.Context, src []byte, wantSHA256 string) (m
 
 func (r hostRuntime) SuppressedLines() int64 { return r.p.SuppressedLines() }
 
-func (r hostRuntime) RowStats() (int64, int64) { return r.p.RowStats() }
+func (r hostRuntime) RowStats() (int64, int64, int64) { return r.p.RowStats() }
 
 func (r hostRuntime) Close(ctx context.Context) error { return r.p.Close(ctx) }

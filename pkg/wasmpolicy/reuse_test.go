@@ -11,9 +11,10 @@ import (
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
-// Through the plugin, nodes of one pool share a row (the metric counts
-// them) unless the policy's args say verdictReuse: Disabled, and the
-// scheduling outcome is the same either way.
+// Through the plugin, nodes of one pool share a row and a later pod of the
+// same template takes the remembered verdicts (the metric counts both),
+// unless the policy's args say verdictReuse: Disabled; the scheduling
+// outcome is the same either way.
 func TestVerdictReuseSetting(t *testing.T) {
 	var nodes []*v1.Node
 	for i := 0; i < 64; i++ {
@@ -38,12 +39,17 @@ func TestVerdictReuseSetting(t *testing.T) {
 		}
 		evaluated := counterValue(t, "wasmsched_policy_rows_total", map[string]string{"policy": name, "result": "evaluated"})
 		shared := counterValue(t, "wasmsched_policy_rows_total", map[string]string{"policy": name, "result": "shared"})
-		t.Logf("%s: rows evaluated %v, shared %v", reuse, evaluated, shared)
-		if reuse == config.VerdictReuseEnabled && (shared < 60 || evaluated+shared != 128) {
-			t.Errorf("Enabled: %v evaluated, %v shared; want the second cycle's 64 nodes in 2 rows per batch", evaluated, shared)
+		remembered := counterValue(t, "wasmsched_policy_rows_total", map[string]string{"policy": name, "result": "remembered"})
+		t.Logf("%s: rows evaluated %v, shared %v, remembered %v", reuse, evaluated, shared, remembered)
+		// Enabled: the first cycle's first batch shows the SDK the column
+		// (32 evaluated), its second batch has 2 distinct rows (2
+		// evaluated, 30 shared), and the second cycle's pod is of the same
+		// template: all 64 remembered.
+		if reuse == config.VerdictReuseEnabled && (evaluated != 34 || shared != 30 || remembered != 64) {
+			t.Errorf("Enabled: %v evaluated, %v shared, %v remembered; want 34, 30, 64", evaluated, shared, remembered)
 		}
-		if reuse == config.VerdictReuseDisabled && (shared != 0 || evaluated != 128) {
-			t.Errorf("Disabled: %v evaluated, %v shared; want every node evaluated", evaluated, shared)
+		if reuse == config.VerdictReuseDisabled && (shared != 0 || remembered != 0 || evaluated != 128) {
+			t.Errorf("Disabled: %v evaluated, %v shared, %v remembered; want every node evaluated", evaluated, shared, remembered)
 		}
 	}
 }

@@ -107,6 +107,13 @@ type Call struct {
 	// or score batch (its name, its pods, anything outside the table), or
 	// random bytes. The runtime clears it before each call.
 	Unkeyable bool
+	// VariesByPod records that the call read something that differs
+	// between pods of one template or between cycles, so its verdicts
+	// hold for this pod and cycle only: the pod's name, UID, creation
+	// time or whole object, or the cluster (counts, other nodes,
+	// namespaces, the pod's spread selector). The runtime clears it
+	// before each call.
+	VariesByPod bool
 
 	// reasons registered with reason_register, by id - 1.
 	reasons   []string
@@ -225,6 +232,7 @@ func (c *Call) cluster() *ClusterView {
 	if c.Pod == nil {
 		return nil
 	}
+	c.VariesByPod = true
 	return c.Pod.Cluster
 }
 

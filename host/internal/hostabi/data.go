@@ -1,6 +1,8 @@
 package hostabi
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 
@@ -48,6 +50,9 @@ type PodState struct {
 	lists *[model.NumPodLists][]byte
 
 	objOnce sync.Once
+	// key is Key, computed once (keyOnce).
+	keyOnce sync.Once
+	key     [32]byte
 }
 
 // The bit sets hold every part and list.
@@ -114,6 +119,43 @@ func (p *PodState) str(field int32) (string, bool) {
 }
 
 func (p *PodState) priority() int64 { return p.model(kubemodel.PodScalars).Priority }
+
+// podIdentity reports whether pod_string field f tells pods of one template
+// apart: their names, UIDs and creation times differ, everything else a
+// policy reads of them is the same.
+func podIdentity(f int32) bool {
+	return f == model.PodName || f == model.PodUID || f == model.PodCreationTimestamp
+}
+
+// Key is a digest of everything a policy can read of the pod but its
+// identity (podIdentity) and what the cluster decides (the default spread
+// selector): pods of one ReplicaSet have the same key. Computed once.
+func (p *PodState) Key() [32]byte {
+	p.keyOnce.Do(func() {
+		h := sha256.New()
+		var n [8]byte
+		put := func(b []byte) {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+			h.Write(n[:])
+			h.Write(b)
+		}
+		for f := int32(0); f < model.NumPodStrings; f++ {
+			if v, _ := p.str(f); !podIdentity(f) {
+				put([]byte(v))
+			}
+		}
+		for k := int32(0); k < model.NumPodLists; k++ {
+			if k != model.PodDefaultSpreadSelector {
+				b, _ := p.list(k)
+				put(b)
+			}
+		}
+		binary.LittleEndian.PutUint64(n[:], uint64(p.priority()))
+		h.Write(n[:])
+		h.Sum(p.key[:0])
+	})
+	return p.key
+}
 
 // object is the whole pod as JSON (pod_object), encoded on first use.
 func (p *PodState) object(format int32) ([]byte, bool) {

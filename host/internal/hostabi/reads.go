@@ -24,6 +24,9 @@ var podFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
+		if podIdentity(int32(s[0])) {
+			in.VariesByPod = true
+		}
 		s[0] = writeOutString(m, s[1], s[2], v)
 	},
 	abi.FnPodLabel: func(ctx context.Context, m api.Module, s []uint64) {
@@ -52,6 +55,9 @@ var podFuncs = map[string]api.GoModuleFunc{
 		if !ok {
 			s[0] = retBadArgs
 			return
+		}
+		if int32(s[0]) == model.PodDefaultSpreadSelector {
+			in.VariesByPod = true // from the cluster's Services and controllers
 		}
 		s[0] = writeOut(m, s[1], s[2], b)
 	},
@@ -87,6 +93,7 @@ var podFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
+		in.VariesByPod = true
 		s[0] = writeOut(m, s[1], s[2], b)
 	},
 }

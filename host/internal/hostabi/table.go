@@ -228,6 +228,20 @@ type Table struct {
 	rows   int
 }
 
+// Layout is a node table's declared columns: rows of one layout (and one
+// interner epoch) are equal exactly when the columns' values are.
+type Layout = tableLayout
+
+// Layout is the table's layout.
+func (t *Table) Layout() *Layout { return t.layout }
+
+// Row returns ni's row in layout l (the columns, without the verdict
+// header) and the interner epoch its strings are in, from the node's
+// cache entry. The row is shared: it must not be changed.
+func (c *Caches) Row(l *Layout, ni fwk.NodeInfo) ([]byte, uint32) {
+	return l.row(c, ni, c.strs.current())
+}
+
 // Rows is how many rows the table holds.
 func (t *Table) Rows() int { return t.rows }
 

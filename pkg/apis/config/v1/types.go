@@ -174,8 +174,9 @@ type PolicySettings struct {
 	Mode *string `json:"mode,omitempty"`
 	// VerdictReuse is Enabled (default) or Disabled. Enabled, nodes whose
 	// declared fields are all equal (nodes of one pool) share one
-	// evaluation: the verdict of a policy is a function of what it reads
-	// (docs/abi.md §3.4). Disable it for a policy whose verdicts depend on
+	// evaluation, and a later pod of the same template takes the verdicts
+	// remembered for the same rows: the verdict of a policy is a function
+	// of what it reads (docs/abi.md §3.4). Disable it for a policy whose verdicts depend on
 	// something else, such as state it keeps across calls and does not
 	// declare with sdk.KeepsState.
 	// +optional
