@@ -131,6 +131,13 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		d, _, cerr := v.callNodes(ctx, kind, pod, nodes, pc, results, scores)
 		return d, cerr
 	}
+	if pc != nil {
+		// A cycle whose budget stopped calls the policy no more, and takes
+		// nothing remembered either: its failure decides (docs/security.md).
+		if cerr := pc.Budget.stoppedCall(); cerr != nil {
+			return 0, cerr
+		}
+	}
 	caches := v.p.e.caches
 	l := v.layout.Load()
 	var epoch uint32

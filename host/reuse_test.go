@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -334,5 +335,26 @@ func TestMemoIsBounded(t *testing.T) {
 	m.table(memoKey{pod: [32]byte{9, 9, 9}})
 	if len(m.tables) != 1 {
 		t.Errorf("over maxMemoBytes: %d tables left, want only the new one", len(m.tables))
+	}
+}
+
+// A cycle whose budget has stopped (another call of the policy failed)
+// gets the stop, not remembered verdicts: the policy's failure decides
+// for the rest of the cycle, as without reuse.
+func TestStoppedCycleTakesNothingRemembered(t *testing.T) {
+	v := load(t, newPolicy(t, newEngine(t), PolicySpec{Name: "team", Config: "key=team", MaxInstances: 1}), testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation"))
+	nodes := poolNodes(rand.New(rand.NewSource(3)), 32)
+	pod := reusePods()[0]
+	for range 3 {
+		runBatches(t, v, CallFilter, pod, nodes) // learns its column, fills the memo, takes from it
+	}
+	if _, _, remembered := v.p.RowStats(); remembered == 0 {
+		t.Fatal("nothing remembered")
+	}
+	pc := &PolicyCycle{Budget: NewBudget(time.Second)}
+	pc.Budget.Stop(&CallError{Outcome: OutcomeTimeout, Err: context.DeadlineExceeded})
+	results := make([]Result, len(nodes))
+	if _, cerr := v.CallNodes(context.Background(), CallFilter, NewPodState(pod), nodes, pc, results, nil); cerr == nil || cerr.Outcome != OutcomeStopped {
+		t.Fatalf("stopped cycle: %v, want OutcomeStopped", cerr)
 	}
 }

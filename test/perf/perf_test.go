@@ -149,9 +149,17 @@ func loadVersionIn(b *testing.B, mode host.Interruption, tc testguests.Toolchain
 	return loadModule(b, mode, policy, cfg, instances, testguests.PolicyBytes(b, tc, policy))
 }
 
+// loadModule loads a policy with verdict reuse off (NoReuse): the per-call
+// rows measure what evaluating a node costs, and they repeat one pod on
+// the same nodes, which reuse would answer without the guest.
+// BenchmarkShapes and the cycle benchmarks show reuse.
 func loadModule(b *testing.B, mode host.Interruption, policy, cfg string, instances int, wasm []byte) (*host.Policy, *host.Version) {
+	return loadSpec(b, mode, host.PolicySpec{Name: policy, Config: cfg, Timeout: time.Second, MaxInstances: instances, NoReuse: true}, wasm)
+}
+
+func loadSpec(b *testing.B, mode host.Interruption, spec host.PolicySpec, wasm []byte) (*host.Policy, *host.Version) {
 	b.Helper()
-	p, err := engineFor(b, mode).NewPolicy(context.Background(), host.PolicySpec{Name: policy, Config: cfg, Timeout: time.Second, MaxInstances: instances})
+	p, err := engineFor(b, mode).NewPolicy(context.Background(), spec)
 	if err != nil {
 		b.Fatal(err)
 	}

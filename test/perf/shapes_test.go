@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -108,10 +109,16 @@ func withPods(node *v1.Node, k int) fwk.NodeInfo {
 // BenchmarkShapes is the team-isolation Filter and the bin-packing Score
 // over each cluster shape: ns/op is per node, over the whole cluster in
 // order. native is the Go plugin's logic; the guests run as the plugin
-// runs them, 32 nodes per call (host.CallNodes).
+// runs them, 32 nodes per call (host.CallNodes), three ways:
+//   - <tc>: verdict reuse on, and every pass over the cluster is a pod of
+//     the same template (the pods of one ReplicaSet): after the first
+//     pass, verdicts are remembered (docs/abi.md §3.4);
+//   - <tc>-fresh: reuse on, and every pass a pod of a template never seen
+//     (a label of its own): only nodes with equal rows in one batch share;
+//   - <tc>-off: verdictReuse Disabled, every node evaluated, the cost of a
+//     policy that cannot be reused.
 func BenchmarkShapes(b *testing.B) {
 	pod := benchPod("p")
-	ps := host.NewPodState(pod)
 	ctx := context.Background()
 	for _, shape := range clusterShapes() {
 		nodes := shape.nodes
@@ -135,47 +142,74 @@ func BenchmarkShapes(b *testing.B) {
 				_ = sink
 			})
 			for _, tc := range testguests.Toolchains {
-				_, v := loadVersionIn(b, host.InterruptFuel, tc, pt.policy, pt.config, 1)
-				b.Run(shape.name+"/"+pt.name+"/"+string(tc), func(b *testing.B) {
-					blob := new(host.PolicyCycle)
-					results := make([]host.Result, 32)
-					var scores []int64
-					if pt.kind == host.CallScore {
-						scores = make([]int64, 32)
-					}
-					call := func(start int) int {
-						end := min(start+32, len(nodes))
-						n := end - start
-						var sc []int64
-						if scores != nil {
-							sc = scores[:n]
-						}
-						if _, err := v.CallNodes(ctx, pt.kind, ps, nodes[start:end], blob, results[:n], sc); err != nil {
-							b.Fatal(err)
-						}
-						return n
-					}
-					// The guest gives the native plugin's verdicts on every node.
-					for start := 0; start < len(nodes); start += 32 {
-						n := call(start)
-						for k := range n {
-							ni := nodes[start+k]
-							if pt.kind == host.CallFilter {
-								if got, want := results[k].Code == 0, native.FilterTeam(pod, ni) == nil; got != want {
-									b.Fatalf("node %s: guest passes %v, native %v (%+v)", ni.Node().Name, got, want, results[k])
-								}
-							} else if got, want := scores[k], native.ScorePacking(pod, ni); got != want || results[k].Code != 0 {
-								b.Fatalf("node %s: guest scores %d (%+v), native %d", ni.Node().Name, got, results[k], want)
-							}
-						}
-					}
-					b.ResetTimer()
-					b.ReportAllocs()
-					for i := 0; i < b.N; {
-						i += call(i % len(nodes))
-					}
-				})
+				for _, mode := range []string{"", "-fresh", "-off"} {
+					_, v := loadSpec(b, host.InterruptFuel, host.PolicySpec{Name: pt.policy, Config: pt.config, Timeout: time.Second, MaxInstances: 1, NoReuse: mode == "-off"},
+						testguests.PolicyBytes(b, tc, pt.policy))
+					b.Run(shape.name+"/"+pt.name+"/"+string(tc)+mode, func(b *testing.B) {
+						shapeRun(b, ctx, v, pt.kind, pod, nodes, mode == "-fresh")
+					})
+				}
 			}
 		}
+	}
+}
+
+// shapeRun checks the guest's verdicts against the native plugin's on
+// every node, then times passes over the nodes in batches of 32; fresh
+// makes every pass a pod of a new template.
+func shapeRun(b *testing.B, ctx context.Context, v *host.Version, kind host.CallKind, pod *v1.Pod, nodes []fwk.NodeInfo, fresh bool) {
+	ps := host.NewPodState(pod)
+	passes := 0
+	nextPass := func() {
+		passes++
+		if fresh {
+			p := pod.DeepCopy()
+			p.Labels["template"] = fmt.Sprint(passes)
+			ps = host.NewPodState(p)
+		} else {
+			ps = host.NewPodState(pod) // a new cycle of a pod of the same template
+		}
+	}
+	results := make([]host.Result, 32)
+	var scores []int64
+	if kind == host.CallScore {
+		scores = make([]int64, 32)
+	}
+	call := func(start int) int {
+		if start == 0 {
+			nextPass()
+		}
+		end := min(start+32, len(nodes))
+		n := end - start
+		var sc []int64
+		if scores != nil {
+			sc = scores[:n]
+		}
+		if _, err := v.CallNodes(ctx, kind, ps, nodes[start:end], new(host.PolicyCycle), results[:n], sc); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	// The guest gives the native plugin's verdicts on every node, twice
+	// (the second pass from what the first remembered, if anything).
+	for range 2 {
+		for start := 0; start < len(nodes); start += 32 {
+			n := call(start)
+			for k := range n {
+				ni := nodes[start+k]
+				if kind == host.CallFilter {
+					if got, want := results[k].Code == 0, native.FilterTeam(pod, ni) == nil; got != want {
+						b.Fatalf("node %s: guest passes %v, native %v (%+v)", ni.Node().Name, got, want, results[k])
+					}
+				} else if got, want := scores[k], native.ScorePacking(pod, ni); got != want || results[k].Code != 0 {
+					b.Fatalf("node %s: guest scores %d (%+v), native %d", ni.Node().Name, got, results[k], want)
+				}
+			}
+		}
+	}
+	b.ResetTimer()
+	b.ReportAllocs()
+	for i := 0; i < b.N; {
+		i += call(i % len(nodes))
 	}
 }
