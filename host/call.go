@@ -11,16 +11,17 @@ import (
 )
 
 // callNodes runs the batch form of Filter or Score over nodes on one
-// instance, in one guest call (CallNodes without the memo). keyed reports
-// that the verdicts came from rows of layout (the version's, at the time)
-// and the call read nothing that varies by pod: they may be remembered.
+// instance, in one guest call (CallNodes without the memo). keyedBy is the
+// layout of the rows the verdicts came from when the call read nothing
+// else (nothing that varies by pod, no node outside its row): they may be
+// remembered under rows of that layout. nil: they may not.
 //
 // Nodes whose node-table rows are equal are evaluated once when the
 // version may reuse verdicts (reusable): the guest sees each distinct row
 // once and its verdict is given to every node with that row. A guest that
 // turns out to read outside its row (unkeyable) has the nodes that shared
 // a row evaluated again, each on its own, and is never grouped again.
-func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64) (done int, keyed bool, cerr *CallError) {
+func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64) (done int, keyedBy *hostabi.Layout, cerr *CallError) {
 	batchKind := abi.BatchNone
 	if kind >= 0 && kind < NumCallKinds {
 		batchKind = abi.Points[kind].Batch
@@ -30,11 +31,11 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		if batchKind != abi.BatchNone {
 			name = abi.Points[batchKind].Export
 		}
-		return 0, false, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", name, len(nodes), len(results), len(scores))}
+		return 0, nil, &CallError{Outcome: OutcomeUnavailable, Err: fmt.Errorf("module does not implement %s for %d nodes (results %d, scores %d)", name, len(nodes), len(results), len(scores))}
 	}
 	in, deadline, cerr := v.begin(ctx, kind, pc)
 	if cerr != nil {
-		return 0, false, cerr
+		return 0, nil, cerr
 	}
 	for i := range results {
 		results[i] = Result{Code: hostabi.CodeUnselected}
@@ -113,18 +114,20 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	if in.Table != nil {
 		v.layout.Store(in.Table.Layout()) // what the memo keys rows by
 	}
-	keyed = t != nil && !in.Unkeyable && !in.VariesByPod && t.Layout() == v.layout.Load()
+	if t != nil && !in.Unkeyable && !in.VariesByPod {
+		keyedBy = t.Layout()
+	}
 	in.Batch, in.Results, in.Cur, in.CallTable = nil, nil, -1, nil
 	cerr = v.end(in, pc, cerr)
 	if cerr != nil {
 		done = max(done, 0)
 		unselected(results[:done], nodes, batchKind, t != nil)
-		return done, false, cerr
+		return done, nil, cerr
 	}
 	if len(again) > 0 {
 		if d, cerr := v.callAgain(ctx, kind, pod, nodes, pc, results, scores, again); cerr != nil {
 			unselected(results[:d], nodes, batchKind, t != nil)
-			return d, false, cerr
+			return d, nil, cerr
 		}
 		for _, i := range again {
 			fromTable[i] = true // its own call checked its score
@@ -138,7 +141,7 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 			}
 		}
 	}
-	return len(nodes), keyed, nil
+	return len(nodes), keyedBy, nil
 }
 
 // callAgain evaluates the nodes again (indices into nodes, ascending), each

@@ -180,7 +180,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	for k, i := range miss {
 		sub[k] = nodes[i]
 	}
-	d, keyable, cerr := v.callNodes(ctx, kind, pod, sub, pc, subResults, subScores)
+	d, keyedBy, cerr := v.callNodes(ctx, kind, pod, sub, pc, subResults, subScores)
 	for k := range min(d, len(miss)) {
 		results[miss[k]] = subResults[k]
 		if subScores != nil {
@@ -192,7 +192,9 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		// verdicts; the failed node is the first miss not answered.
 		return miss[min(d, len(miss)-1)], cerr
 	}
-	if !keyable {
+	if keyedBy != l {
+		// The guest read something else, or its instance's table has
+		// other columns than the rows the memo is keyed by.
 		return len(nodes), nil
 	}
 	var added int64

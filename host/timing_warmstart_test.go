@@ -84,7 +84,8 @@ func TestSpinningGuestLeavesTheProcessRunning(t *testing.T) {
 // the failure and the nodes before it keep the verdicts in their rows.
 func TestNodeTableBatchDeadline(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
+	// Reuse off: the three nodes have equal rows, which would share one.
+	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1, NoReuse: true})
 	v := load(t, p, testguests.Fixture(t, "tableloop"))
 	nodes := []fwk.NodeInfo{nodeInfo("a", nil, false), nodeInfo("b", nil, false), nodeInfo("c", nil, false)}
 	// The first batch declares nothing new: the table was declared in
