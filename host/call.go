@@ -276,12 +276,21 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 	if cerr != nil {
 		return 0, Result{}, cerr
 	}
-	in.Pod, in.Node, in.Cycle, in.Scores = pod, node, abiCycle(pc), scores
+	in.Pod, in.Node, in.Cycle, in.Scores, in.Unkeyable, in.VariesByPod = pod, node, abiCycle(pc), scores, false, false
 	if kind == CallNormalizeScore && pc != nil && len(pc.Scored) == len(scores) {
 		in.Batch, in.Cur = pc.Scored, -1 // select_node picks a scored node
 	}
 	ret, cerr := in.call(kind, pod.Cycle, uint32(len(scores)), deadline)
 	in.Batch, in.Cur = nil, -1
+	// A guest may keep what a call read for the rest of the cycle (the
+	// SDK's PerCycle): a read that varies by pod in any call, prefilter
+	// included, makes the batches after it depend on it too (memo.go).
+	if in.VariesByPod {
+		v.variesByPod.Store(true)
+	}
+	if in.Unkeyable {
+		v.unkeyable.Store(true)
+	}
 	res := Result{Code: in.Code, Reason: in.Reason}
 	if cerr = v.end(in, pc, cerr); cerr != nil {
 		return 0, Result{}, cerr

@@ -192,9 +192,11 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		// verdicts; the failed node is the first miss not answered.
 		return miss[min(d, len(miss)-1)], cerr
 	}
-	if keyedBy != l {
+	if keyedBy != l || !v.remembers(kind, pod) {
 		// The guest read something else, or its instance's table has
-		// other columns than the rows the memo is keyed by.
+		// other columns than the rows the memo is keyed by; or a call of
+		// the version read what varies by pod, which the guest may have
+		// kept for this call without reading it again.
 		return len(nodes), nil
 	}
 	var added int64
