@@ -125,7 +125,9 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		return done, nil, cerr
 	}
 	if len(again) > 0 {
-		if d, cerr := v.callAgain(ctx, kind, pod, nodes, pc, results, scores, again); cerr != nil {
+		// Evaluated again, each node on its own row, after a guest that
+		// read outside its rows answered for them.
+		if d, _, cerr := v.callSubset(ctx, kind, pod, nodes, again, pc, results, scores); cerr != nil {
 			unselected(results[:d], nodes, batchKind, t != nil)
 			return d, nil, cerr
 		}
@@ -144,31 +146,31 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	return len(nodes), keyedBy, nil
 }
 
-// callAgain evaluates the nodes again (indices into nodes, ascending), each
-// on its own row, after a guest that read outside its rows answered for
-// them: their verdicts replace the shared ones. On a failure it returns the
-// index in nodes of the node that failed.
-func (v *Version) callAgain(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64, again []int) (int, *CallError) {
-	sub := make([]fwk.NodeInfo, len(again))
-	subResults := make([]Result, len(again))
+// callSubset runs callNodes over the nodes at idx (indices into nodes,
+// ascending) and puts their verdicts at those indices of results (and
+// scores). On a failure done is the index in nodes of the node that
+// failed; keyedBy is callNodes'.
+func (v *Version) callSubset(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, idx []int, pc *PolicyCycle, results []Result, scores []int64) (done int, keyedBy *hostabi.Layout, cerr *CallError) {
+	sub := make([]fwk.NodeInfo, len(idx))
+	subResults := make([]Result, len(idx))
 	var subScores []int64
-	if kind == CallScore {
-		subScores = make([]int64, len(again))
+	if scores != nil {
+		subScores = make([]int64, len(idx))
 	}
-	for k, i := range again {
+	for k, i := range idx {
 		sub[k] = nodes[i]
 	}
-	d, _, cerr := v.callNodes(ctx, kind, pod, sub, pc, subResults, subScores)
-	for k := range min(d, len(again)) {
-		results[again[k]] = subResults[k]
+	d, keyedBy, cerr := v.callNodes(ctx, kind, pod, sub, pc, subResults, subScores)
+	for k := range min(d, len(idx)) {
+		results[idx[k]] = subResults[k]
 		if subScores != nil {
-			scores[again[k]] = subScores[k]
+			scores[idx[k]] = subScores[k]
 		}
 	}
 	if cerr != nil {
-		return again[min(d, len(again)-1)], cerr
+		return idx[min(d, len(idx)-1)], nil, cerr
 	}
-	return len(nodes), nil
+	return len(nodes), keyedBy, nil
 }
 
 // reusable reports whether the version's verdicts may be shared by nodes

@@ -171,26 +171,10 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	if len(miss) == 0 {
 		return len(nodes), nil
 	}
-	sub := make([]fwk.NodeInfo, len(miss))
-	subResults := make([]Result, len(miss))
-	var subScores []int64
-	if scores != nil {
-		subScores = make([]int64, len(miss))
-	}
-	for k, i := range miss {
-		sub[k] = nodes[i]
-	}
-	d, keyedBy, cerr := v.callNodes(ctx, kind, pod, sub, pc, subResults, subScores)
-	for k := range min(d, len(miss)) {
-		results[miss[k]] = subResults[k]
-		if subScores != nil {
-			scores[miss[k]] = subScores[k]
-		}
-	}
+	d, keyedBy, cerr := v.callSubset(ctx, kind, pod, nodes, miss, pc, results, scores)
 	if cerr != nil {
-		// Nodes before the failed one that were remembered keep their
-		// verdicts; the failed node is the first miss not answered.
-		return miss[min(d, len(miss)-1)], cerr
+		// The remembered nodes before the failed one keep their verdicts.
+		return d, cerr
 	}
 	if keyedBy != l || !v.remembers(kind, pod) {
 		// The guest read something else, or its instance's table has
@@ -201,15 +185,15 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	}
 	var added int64
 	t.mu.Lock()
-	for k, i := range miss {
+	for _, i := range miss {
 		if t.full || len(t.rows) >= maxMemoRows {
 			t.full = true
 			break
 		}
-		if r := subResults[k]; r.Code != abi.CodeError {
+		if r := results[i]; r.Code != abi.CodeError {
 			mv := memoVerdict{res: r}
-			if subScores != nil {
-				mv.score = subScores[k]
+			if scores != nil {
+				mv.score = scores[i]
 			}
 			if _, dup := t.rows[string(rows[i])]; !dup {
 				added += int64(len(rows[i]) + len(r.Reason) + memoEntryBytes)
