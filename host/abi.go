@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	v1 "k8s.io/api/core/v1"
@@ -61,6 +62,9 @@ type PolicyCycle struct {
 	// Budget, when set, bounds the policy's calls of this cycle together
 	// and stops them all after one of them fails.
 	Budget *Budget
+	// memo is what the cycle's last batch took from its version's memo
+	// (memoTableOf).
+	memo atomic.Pointer[cycleMemo]
 }
 
 // abiCycle is the part of pc the host functions see (nil for no pc).

@@ -48,7 +48,7 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	// row once if its verdicts may be reused (§3.4).
 	var t *hostabi.Table
 	var groups *hostabi.RowGroups
-	if v.reusable() {
+	if v.reusable() && len(nodes) > 1 && v.groupRows() {
 		groups = &in.Groups
 	}
 	if in.Table != nil && len(nodes) <= in.Table.Rows() && v.abiVersion >= 2 && in.FillTable(in.mod.Memory(), in.Table, nodes, groups) {
@@ -58,8 +58,11 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	} else {
 		groups = nil
 	}
-	if groups != nil && len(groups.Nodes) == len(nodes) {
-		groups = nil // every row distinct: nothing to share
+	if groups != nil {
+		v.grouped(len(groups.Nodes) < len(nodes))
+		if len(groups.Nodes) == len(nodes) {
+			groups = nil // every row distinct: nothing to share
+		}
 	}
 	// The guest's view of the batch: every node, or one node per row.
 	bNodes, bResults, bScores := nodes, results, scores
@@ -100,7 +103,9 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	}
 	var again []int // nodes that shared a row with an unkeyable guest
 	if groups != nil {
-		v.p.rowsShared.Add(int64(len(nodes) - len(bNodes)))
+		if !in.Unkeyable {
+			v.p.rowsShared.Add(int64(len(nodes) - len(bNodes))) // the others are evaluated again
+		}
 		fromTable, done, again = groups.Scatter(bResults, bScores, fromTable, results, scores, done, cerr != nil, in.Unkeyable)
 		if in.Unkeyable {
 			v.unkeyable.Store(true)
@@ -171,6 +176,32 @@ func (v *Version) callSubset(ctx context.Context, kind CallKind, pod *PodState, 
 		return idx[min(d, len(idx)-1)], nil, cerr
 	}
 	return len(nodes), keyedBy, nil
+}
+
+// Grouping rows costs a hash and a map entry per node (about a third of
+// the host's side of a batch whose rows are all distinct); a version
+// whose batches keep finding nothing to share groups one batch in
+// groupProbe, and all of them again once that one shares a row.
+const (
+	groupIdleAfter = 4
+	groupProbe     = 16
+)
+
+// groupRows reports whether this batch's rows are grouped.
+func (v *Version) groupRows() bool {
+	if v.groupsIdle.Load() < groupIdleAfter {
+		return true
+	}
+	return v.groupBatches.Add(1)%groupProbe == 0
+}
+
+// grouped records whether a grouped batch shared a row.
+func (v *Version) grouped(shared bool) {
+	if shared {
+		v.groupsIdle.Store(0)
+	} else if v.groupsIdle.Load() < groupIdleAfter {
+		v.groupsIdle.Add(1)
+	}
 }
 
 // reusable reports whether the version's verdicts may be shared by nodes

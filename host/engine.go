@@ -77,6 +77,9 @@ type Engine struct {
 	// generation (nodeCache says why per engine), the strings node tables
 	// intern, and the table layouts their instances declared.
 	caches *hostabi.Caches
+	// memoBytes is about what the memos of the engine's versions hold
+	// together (maxEngineMemoBytes).
+	memoBytes atomic.Int64
 }
 
 // moduleKey identifies a compiled module: its bytes and the memory limit

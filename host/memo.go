@@ -3,8 +3,10 @@ package host
 import (
 	"context"
 	"crypto/sha256"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -57,10 +59,16 @@ const memoEntryBytes = 64
 
 // verdictMemo is a version's remembered verdicts.
 type verdictMemo struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	tables map[memoKey]*memoTable
 	order  []memoKey // oldest first, for eviction
-	// bytes is about what the tables hold (rows and verdicts).
+	// seen are the templates met, with the pod cycle that met each first:
+	// a key gets a table once a second cycle meets its template (admit).
+	seen map[templateKey]uint64
+	// dropped is set when the version retires: it remembers nothing more.
+	dropped bool
+	// bytes is about what the tables hold (rows and verdicts); the
+	// engine's total (Engine.memoBytes) includes it.
 	bytes atomic.Int64
 }
 
@@ -68,37 +76,126 @@ type verdictMemo struct {
 // the bytes it holds, and the rows of one key. Past either of the first
 // two the oldest key goes; a key with maxMemoRows rows takes no more. A
 // row of a few columns and its verdict take about 100 bytes: 4 MiB hold
-// 40,000 verdicts, 40 pod templates on 1000 distinct nodes.
+// 40,000 verdicts, 40 pod templates on 1000 distinct nodes. maxMemoSeen
+// bounds the templates met (about 40 bytes each); past it they are
+// forgotten, and each is met for the first time again. maxEngineMemoBytes bounds the memos of all an engine's
+// versions together (200 policies would otherwise hold 800 MiB): past it
+// no version remembers more until some is freed.
 const (
-	maxMemoKeys  = 256
-	maxMemoBytes = 4 << 20
-	maxMemoRows  = 8192
+	maxMemoKeys        = 256
+	maxMemoBytes       = 4 << 20
+	maxMemoRows        = 8192
+	maxMemoSeen        = 4096
+	maxEngineMemoBytes = 64 << 20
 )
 
-// table returns the memo table of k, made if new.
-func (m *verdictMemo) table(k memoKey) *memoTable {
+// admit returns the memo table of k if k has one, or makes it if a pod
+// cycle other than cycle met k's template before: a template's first
+// cycle is evaluated without the memo. The pods of one template meet it in
+// many cycles; a pod of its own template (one Job's pod, a pod whose
+// labels are unique) meets it once, and would pay to remember rows no
+// later cycle asks for (BenchmarkShapes' -fresh rows: 3x the reuse-off
+// path when every cycle stored its rows). The first sighting is told by
+// templateOf, which costs a hash of the pod's labels rather than its key
+// (PodState.Key encodes everything a policy may read of the pod: 5 µs for
+// a small pod, 4% of a 1000-node Filter of a pod of its own template).
+// key is called only for a template met before. nil: not admitted.
+func (m *verdictMemo) admit(kind CallKind, pod *PodState, cycle uint64, key func() memoKey, engine *atomic.Int64) *memoTable {
+	tk := templateKey{kind: kind, hash: templateOf(pod)}
+	m.mu.RLock()
+	first, seen := m.seen[tk]
+	dropped := m.dropped
+	m.mu.RUnlock()
+	if dropped {
+		return nil
+	}
+	if !seen || first == cycle {
+		if !seen {
+			m.mu.Lock()
+			if m.seen == nil || len(m.seen) >= maxMemoSeen {
+				m.seen = make(map[templateKey]uint64, 16)
+			}
+			if _, ok := m.seen[tk]; !ok {
+				m.seen[tk] = cycle
+			}
+			m.mu.Unlock()
+		}
+		return nil
+	}
+	k := key()
+	m.mu.RLock()
+	t := m.tables[k]
+	m.mu.RUnlock()
+	if t != nil {
+		return t
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if t := m.tables[k]; t != nil {
 		return t
 	}
+	if m.dropped || engine.Load() > maxEngineMemoBytes {
+		return nil
+	}
 	if m.tables == nil {
 		m.tables = map[memoKey]*memoTable{}
 	}
 	for len(m.order) > 0 && (len(m.order) >= maxMemoKeys || m.bytes.Load() > maxMemoBytes) {
-		old := m.tables[m.order[0]]
-		delete(m.tables, m.order[0])
+		m.evict(m.order[0], engine)
 		m.order = m.order[1:]
-		old.mu.Lock()
-		m.bytes.Add(-old.bytes)
-		old.rows, old.bytes = map[string]memoVerdict{}, 0 // a call holding it stores nothing more
-		old.full = true
-		old.mu.Unlock()
 	}
-	t := &memoTable{rows: map[string]memoVerdict{}}
+	t = &memoTable{rows: map[string]memoVerdict{}}
 	m.tables[k] = t
 	m.order = append(m.order, k)
 	return t
+}
+
+// templateKey is what admit tells a template's first cycle by.
+type templateKey struct {
+	kind CallKind
+	hash uint64
+}
+
+// templateSeed seeds templateOf's hash for the process.
+var templateSeed = maphash.MakeSeed()
+
+// templateOf is a hash of the pod's namespace and labels: the pods of one
+// template have the same, and a pod whose labels are its own has its own.
+// Only the memo's admission depends on it, never a verdict.
+func templateOf(pod *PodState) uint64 {
+	if pod == nil || pod.Pod == nil {
+		return 0
+	}
+	h := maphash.String(templateSeed, pod.Pod.Namespace)
+	for k, v := range pod.Pod.Labels {
+		h += maphash.String(templateSeed, k+"\x00"+v) // in any order
+	}
+	return h
+}
+
+// evict forgets k's table (m.mu held); a call holding it stores nothing
+// more.
+func (m *verdictMemo) evict(k memoKey, engine *atomic.Int64) {
+	old := m.tables[k]
+	delete(m.tables, k)
+	old.mu.Lock()
+	m.bytes.Add(-old.bytes)
+	engine.Add(-old.bytes)
+	old.rows, old.bytes = map[string]memoVerdict{}, 0
+	old.full = true
+	old.mu.Unlock()
+}
+
+// drop forgets every remembered verdict and remembers no more: the version
+// was replaced, and only cycles that pinned it still call it.
+func (m *verdictMemo) drop(engine *atomic.Int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dropped = true
+	for _, k := range m.order {
+		m.evict(k, engine)
+	}
+	m.order, m.seen = nil, nil
 }
 
 // remembers reports whether the version may remember kind's verdicts for
@@ -115,6 +212,36 @@ func (v *Version) memoKeyOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *ho
 		k.state = sha256.Sum256(pc.State)
 	}
 	return k
+}
+
+// cycleMemo is a cycle's answer from its version's memo (admit), kept for
+// the cycle's later batches, which would otherwise hash the same key again:
+// valid while the kind, the layout, the interner epoch and the cycle state
+// (by identity: cycle_state_set replaces it) are those it was taken for.
+type cycleMemo struct {
+	v      *Version
+	kind   CallKind
+	layout *hostabi.Layout
+	epoch  uint32
+	state  []byte
+	t      *memoTable // nil: the key was not admitted in this cycle
+}
+
+// memoTableOf returns the memo table for pod's batches of kind in cycle
+// pc, nil if the memo takes none (verdictMemo.admit).
+func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *hostabi.Layout, epoch uint32) *memoTable {
+	key := func() memoKey { return v.memoKeyOf(kind, pod, pc, l, epoch) }
+	if pc == nil {
+		return v.memo.admit(kind, pod, pod.Cycle, key, &v.p.e.memoBytes)
+	}
+	st := pc.State
+	if c := pc.memo.Load(); c != nil && c.v == v && c.kind == kind && c.layout == l && c.epoch == epoch &&
+		len(c.state) == len(st) && unsafe.SliceData(c.state) == unsafe.SliceData(st) {
+		return c.t
+	}
+	t := v.memo.admit(kind, pod, pod.Cycle, key, &v.p.e.memoBytes)
+	pc.memo.Store(&cycleMemo{v: v, kind: kind, layout: l, epoch: epoch, state: st, t: t})
+	return t
 }
 
 // CallNodes runs the batch form of Filter or Score (kind CallFilter or
@@ -140,19 +267,20 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	}
 	caches := v.p.e.caches
 	l := v.layout.Load()
-	var epoch uint32
+	epoch := caches.Epoch()
+	t := v.memoTableOf(kind, pod, pc, l, epoch)
+	if t == nil {
+		d, _, cerr := v.callNodes(ctx, kind, pod, nodes, pc, results, scores)
+		return d, cerr
+	}
 	rows := make([][]byte, len(nodes))
 	for i, ni := range nodes {
 		var e uint32
-		rows[i], e = caches.Row(l, ni)
-		if i == 0 {
-			epoch = e
-		} else if e != epoch {
+		if rows[i], e = caches.Row(l, ni); e != epoch {
 			d, _, cerr := v.callNodes(ctx, kind, pod, nodes, pc, results, scores) // the interner moved on: no key
 			return d, cerr
 		}
 	}
-	t := v.memo.table(v.memoKeyOf(kind, pod, pc, l, epoch))
 	var miss []int
 	t.mu.RLock()
 	for i, row := range rows {
@@ -190,6 +318,9 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 			t.full = true
 			break
 		}
+		if v.p.e.memoBytes.Load() > maxEngineMemoBytes {
+			break
+		}
 		if r := results[i]; r.Code != abi.CodeError {
 			mv := memoVerdict{res: r}
 			if scores != nil {
@@ -202,7 +333,8 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		}
 	}
 	t.bytes += added
-	t.mu.Unlock()
 	v.memo.bytes.Add(added)
+	v.p.e.memoBytes.Add(added)
+	t.mu.Unlock()
 	return len(nodes), nil
 }

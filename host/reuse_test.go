@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,13 +202,18 @@ func TestKeepsStateIsNeverShared(t *testing.T) {
 	for _, tc := range testguests.Toolchains {
 		wasm := testguests.PolicyBytes(t, tc, "testdata/counter")
 		for _, c := range []struct {
-			declare, noReuse, shared bool
+			declare, noReuse, shared, viaCycle bool
 		}{
 			{declare: true},
 			{noReuse: true},
 			{shared: true},
+			{viaCycle: true}, // a Filter that writes the cycle state: seen by the host
 		} {
-			v := load(t, newPolicy(t, e, PolicySpec{Config: fmt.Sprintf("declare=%v", c.declare), NoReuse: c.noReuse, MaxInstances: 1}), wasm)
+			config := fmt.Sprintf("declare=%v", c.declare)
+			if c.viaCycle {
+				config += ",via=cycle"
+			}
+			v := load(t, newPolicy(t, e, PolicySpec{Config: config, NoReuse: c.noReuse, MaxInstances: 1}), wasm)
 			if v.Exports().KeepsState != c.declare {
 				t.Fatalf("%s %+v: KeepsState %v", tc, c, v.Exports().KeepsState)
 			}
@@ -234,37 +240,107 @@ func TestKeepsStateIsNeverShared(t *testing.T) {
 	}
 }
 
-// Verdicts remembered across cycles follow the cluster: a randomized
-// sequence of node changes (labels, cordons, pods added and removed) and
+// A version whose batches find no rows to share stops grouping them (it
+// costs a hash per node) but for one batch in groupProbe, and groups every
+// batch again once that one shares a row.
+func TestGroupingBacksOff(t *testing.T) {
+	v := load(t, newPolicy(t, newEngine(t), PolicySpec{Name: "team", Config: "key=team", MaxInstances: 1}), testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation"))
+	distinct, pool := make([]fwk.NodeInfo, 32), make([]fwk.NodeInfo, 32)
+	for i := range distinct {
+		distinct[i] = nodeInfo(fmt.Sprintf("d%02d", i), map[string]string{"team": fmt.Sprint("t", i)}, false)
+		pool[i] = nodeInfo(fmt.Sprintf("p%02d", i), map[string]string{"team": "a"}, false)
+	}
+	batch := func(nodes []fwk.NodeInfo) int64 {
+		_, before, _ := v.p.RowStats()
+		results := make([]Result, len(nodes))
+		if _, _, cerr := v.callNodes(context.Background(), CallFilter, testPod(), nodes, new(PolicyCycle), results, nil); cerr != nil {
+			t.Fatal(cerr)
+		}
+		_, after, _ := v.p.RowStats()
+		return after - before
+	}
+	for range 1 + groupIdleAfter { // the first shows the SDK its column
+		batch(distinct)
+	}
+	if shared := batch(pool); shared != 0 {
+		t.Fatalf("after %d batches that shared nothing, the next shared %d rows: still grouping", groupIdleAfter, shared)
+	}
+	probed := false
+	for i := 0; i < groupProbe; i++ {
+		if batch(pool) == 31 {
+			probed = true
+			break
+		}
+	}
+	if !probed {
+		t.Fatalf("no batch of %d grouped its rows again", groupProbe)
+	}
+	for i := range 3 {
+		if shared := batch(pool); shared != 31 {
+			t.Fatalf("batch %d after a probe that shared: %d rows shared, want 31", i, shared)
+		}
+	}
+}
+
+// Verdicts remembered across cycles follow the cluster and the policy: a
+// randomized sequence of node changes (labels, cordons, pods added and
+// removed), reloads of a policy's module, changes of its config, and
 // cycles of pods of a few templates (each pod with its own name and UID)
 // gives, after every step, the verdicts and scores of the same policy with
 // reuse off.
 func TestRememberedVerdictsFollowTheCluster(t *testing.T) {
-	policies := []struct{ name, config string }{
-		{"team-isolation", "key=team"},
-		{"bin-packing", "cpu=1,memory=1"},
-		{"gpu-fit", "resource=nvidia.com/gpu"},
-		{"ports/noderesourcesfit", ""},
-		{"ports/balancedallocation", ""},
-		{"ports/nodeunschedulable", ""},
+	policies := []struct {
+		name    string
+		configs [2]string // a step may switch between the two
+	}{
+		{"team-isolation", [2]string{"key=team", "key=topology.kubernetes.io/zone"}},
+		{"bin-packing", [2]string{"cpu=1,memory=1", "cpu=1,memory=3"}},
+		{"gpu-fit", [2]string{"resource=nvidia.com/gpu", "resource=cpu"}},
+		{"ports/noderesourcesfit", [2]string{"", ""}},
+		{"ports/balancedallocation", [2]string{"", ""}},
+		{"ports/nodeunschedulable", [2]string{"", ""}},
 	}
 	rng := rand.New(rand.NewSource(11))
 	nodes := poolNodes(rng, 64)
 	e := newEngine(t)
-	type pair struct{ on, off *Version }
-	var loaded []pair
+	type pair struct {
+		on, off *Version
+		wasm    []byte
+		configs [2]string
+		config  int
+		stats   [3]int64 // the row counts of the policies replaced so far
+	}
+	var loaded []*pair
+	load2 := func(l *pair, name string) {
+		spec := PolicySpec{Name: name, Config: l.configs[l.config], MaxInstances: 2}
+		l.on = load(t, newPolicy(t, e, spec), l.wasm)
+		spec.NoReuse = true
+		l.off = load(t, newPolicy(t, e, spec), l.wasm)
+	}
 	for _, tc := range testguests.Toolchains {
 		for _, pol := range policies {
-			wasm := testguests.PolicyBytes(t, tc, pol.name)
-			spec := PolicySpec{Name: pol.name, Config: pol.config, MaxInstances: 2}
-			on := load(t, newPolicy(t, e, spec), wasm)
-			spec.NoReuse = true
-			loaded = append(loaded, pair{on, load(t, newPolicy(t, e, spec), wasm)})
+			l := &pair{wasm: testguests.PolicyBytes(t, tc, pol.name), configs: pol.configs}
+			load2(l, pol.name)
+			loaded = append(loaded, l)
 		}
 	}
 	templates := reusePods()
 	uid := 0
-	for step := 0; step < 60; step++ {
+	reloads, reconfigs := 0, 0
+	for step := 0; step < 80; step++ {
+		switch rng.Intn(8) {
+		case 0: // the module loaded again: a new version, nothing remembered
+			l := loaded[rng.Intn(len(loaded))]
+			l.on, l.off = load(t, l.on.p, l.wasm), load(t, l.off.p, l.wasm)
+			reloads++
+		case 1: // the config changed: the plugin makes a new policy
+			l := loaded[rng.Intn(len(loaded))]
+			ev, sh, re := l.on.p.RowStats()
+			l.stats[0], l.stats[1], l.stats[2] = l.stats[0]+ev, l.stats[1]+sh, l.stats[2]+re
+			l.config = 1 - l.config
+			load2(l, l.on.p.name)
+			reconfigs++
+		}
 		// Change the cluster: a new NodeInfo (a new generation) for one node.
 		i := rng.Intn(len(nodes))
 		old := nodes[i]
@@ -310,20 +386,44 @@ func TestRememberedVerdictsFollowTheCluster(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d reloads, %d config changes", reloads, reconfigs)
 	for _, l := range loaded {
 		evaluated, shared, remembered := l.on.p.RowStats()
-		t.Logf("%s: evaluated %d, shared %d, remembered %d", l.on.p.name, evaluated, shared, remembered)
+		t.Logf("%s: evaluated %d, shared %d, remembered %d", l.on.p.name, evaluated+l.stats[0], shared+l.stats[1], remembered+l.stats[2])
 	}
 }
 
 // A version's memo is bounded: the oldest pod template goes when there
 // are maxMemoKeys, or when the rows held pass maxMemoBytes; an evicted
-// table a call still holds takes no more rows.
+// table a call still holds takes no more rows. A key gets a table only
+// when a second pod cycle meets it, the keys met once are bounded, the
+// engine's total bounds every memo, and a retired version's memo gives
+// its bytes back.
 func TestMemoIsBounded(t *testing.T) {
 	var m verdictMemo
-	first := m.table(memoKey{pod: [32]byte{1}})
+	var engine atomic.Int64
+	pod := func(i int) *PodState {
+		return NewPodState(st.MakePod().Namespace("default").Label("template", fmt.Sprint(i)).Obj())
+	}
+	cycle := uint64(0)
+	admit := func(p *PodState, k memoKey) *memoTable {
+		return m.admit(CallFilter, p, cycle, func() memoKey { return k }, &engine)
+	}
+	table := func(i int, k memoKey) *memoTable {
+		p := pod(i)
+		cycle++
+		if admit(p, k) != nil || admit(p, k) != nil {
+			t.Fatalf("template %d has a table in its first cycle", i)
+		}
+		cycle++
+		return admit(p, k)
+	}
+	first := table(-1, memoKey{pod: [32]byte{1}})
+	if first == nil {
+		t.Fatal("no table in a template's second cycle")
+	}
 	for i := 0; i < maxMemoKeys+10; i++ {
-		m.table(memoKey{pod: [32]byte{byte(i), byte(i >> 8), 2}})
+		table(i, memoKey{pod: [32]byte{byte(i), byte(i >> 8), 2}})
 	}
 	if len(m.tables) != maxMemoKeys || len(m.order) != maxMemoKeys {
 		t.Fatalf("%d tables (%d in order), want %d", len(m.tables), len(m.order), maxMemoKeys)
@@ -331,10 +431,40 @@ func TestMemoIsBounded(t *testing.T) {
 	if !first.full {
 		t.Error("the evicted table still takes rows")
 	}
+	for i := 0; i < 3*maxMemoSeen; i++ {
+		cycle++
+		admit(pod(1000+i), memoKey{pod: [32]byte{byte(i), byte(i >> 8), 3}})
+		if len(m.seen) > maxMemoSeen {
+			t.Fatalf("%d templates kept, want at most %d", len(m.seen), maxMemoSeen)
+		}
+	}
 	m.bytes.Store(maxMemoBytes + 1)
-	m.table(memoKey{pod: [32]byte{9, 9, 9}})
+	table(9999, memoKey{pod: [32]byte{9, 9, 9}})
 	if len(m.tables) != 1 {
 		t.Errorf("over maxMemoBytes: %d tables left, want only the new one", len(m.tables))
+	}
+	m.bytes.Store(0)
+
+	engine.Store(maxEngineMemoBytes + 1)
+	if table(7777, memoKey{pod: [32]byte{7, 7, 7}}) != nil {
+		t.Error("a new table while the engine's memos hold more than maxEngineMemoBytes")
+	}
+	engine.Store(0)
+
+	last := table(8888, memoKey{pod: [32]byte{8, 8, 8}})
+	last.bytes = 1000
+	m.bytes.Add(1000)
+	engine.Add(1000)
+	m.drop(&engine)
+	if engine.Load() != 0 || m.bytes.Load() != 0 || len(m.tables) != 0 {
+		t.Errorf("dropped memo: engine holds %d bytes, memo %d in %d tables, want none", engine.Load(), m.bytes.Load(), len(m.tables))
+	}
+	p := pod(6666)
+	for range 3 {
+		cycle++
+		if admit(p, memoKey{pod: [32]byte{6}}) != nil {
+			t.Fatal("a dropped memo made a table")
+		}
 	}
 }
 
@@ -345,8 +475,8 @@ func TestStoppedCycleTakesNothingRemembered(t *testing.T) {
 	v := load(t, newPolicy(t, newEngine(t), PolicySpec{Name: "team", Config: "key=team", MaxInstances: 1}), testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation"))
 	nodes := poolNodes(rand.New(rand.NewSource(3)), 32)
 	pod := reusePods()[0]
-	for range 3 {
-		runBatches(t, v, CallFilter, pod, nodes) // learns its column, fills the memo, takes from it
+	for range 4 {
+		runBatches(t, v, CallFilter, pod, nodes) // learns its column, meets the key, fills the memo, takes from it
 	}
 	if _, _, remembered := v.p.RowStats(); remembered == 0 {
 		t.Fatal("nothing remembered")

@@ -53,6 +53,9 @@ type Version struct {
 	variesByPod  atomic.Bool
 	layout       atomic.Pointer[hostabi.Layout]
 	memo         verdictMemo
+	// groupsIdle counts the grouped batches in a row that shared no row,
+	// groupBatches the batches since (groupRows).
+	groupsIdle, groupBatches atomic.Int32
 	inUse        atomic.Int64
 	memBytes     atomic.Int64
 	chargedBytes atomic.Int64
@@ -301,6 +304,7 @@ func (v *Version) retire() {
 		return
 	}
 	v.grace.Store(time.AfterFunc(v.p.retiredGrace, v.freeCompiled))
+	v.memo.drop(&v.p.e.memoBytes)
 	v.closeIdle()
 }
 

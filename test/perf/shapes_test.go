@@ -3,6 +3,7 @@ package perf
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,17 +155,19 @@ func BenchmarkShapes(b *testing.B) {
 	}
 }
 
+// freshTemplates numbers the templates of shapeRun's fresh pods.
+var freshTemplates atomic.Int64
+
 // shapeRun checks the guest's verdicts against the native plugin's on
 // every node, then times passes over the nodes in batches of 32; fresh
 // makes every pass a pod of a new template.
 func shapeRun(b *testing.B, ctx context.Context, v *host.Version, kind host.CallKind, pod *v1.Pod, nodes []fwk.NodeInfo, fresh bool) {
-	ps := host.NewPodState(pod)
-	passes := 0
+	ps, pc := host.NewPodState(pod), new(host.PolicyCycle)
 	nextPass := func() {
-		passes++
+		pc = new(host.PolicyCycle) // one per cycle, as the plugin has it
 		if fresh {
 			p := pod.DeepCopy()
-			p.Labels["template"] = fmt.Sprint(passes)
+			p.Labels["template"] = fmt.Sprint(freshTemplates.Add(1)) // never the same twice in the process
 			ps = host.NewPodState(p)
 		} else {
 			ps = host.NewPodState(pod) // a new cycle of a pod of the same template
@@ -185,7 +188,7 @@ func shapeRun(b *testing.B, ctx context.Context, v *host.Version, kind host.Call
 		if scores != nil {
 			sc = scores[:n]
 		}
-		if _, err := v.CallNodes(ctx, kind, ps, nodes[start:end], new(host.PolicyCycle), results[:n], sc); err != nil {
+		if _, err := v.CallNodes(ctx, kind, ps, nodes[start:end], pc, results[:n], sc); err != nil {
 			b.Fatal(err)
 		}
 		return n

@@ -121,6 +121,11 @@ var callFuncs = map[string]api.GoModuleFunc{
 			return
 		}
 		in.Cycle.State = append([]byte(nil), b...)
+		if k := in.Kind; k == abi.Filter || k == abi.Score || k == abi.FilterNodes || k == abi.ScoreNodes {
+			// A node's verdict that writes the cycle state passes
+			// something to the next node's: each is its own (abi.md §3.4).
+			in.Unkeyable = true
+		}
 	},
 	abi.FnCycleStateGet: func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)

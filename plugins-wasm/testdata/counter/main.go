@@ -6,7 +6,9 @@
 // Config "declare=true" makes it say so (sdk.KeepsState): then the host
 // must evaluate every node itself. Without it, nodes with the same pool
 // may share one verdict, which is what a policy that keeps state and does
-// not declare it gets (docs/abi.md §3.4).
+// not declare it gets (docs/abi.md §3.4). Config "via=cycle" keeps the
+// count in the cycle state instead (sdk.SetCycleState from Filter), which
+// the host sees: each node is then evaluated on its own, declared or not.
 package main
 
 import sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -14,12 +16,20 @@ import sdk "github.com/wasmsched/wasmsched/guest-sdk"
 var evaluated int
 
 func init() {
-	if sdk.ParseConfig(sdk.Config())["declare"] == "true" {
+	config := sdk.ParseConfig(sdk.Config())
+	if config["declare"] == "true" {
 		sdk.KeepsState()
 	}
+	viaCycle := config["via"] == "cycle"
 	sdk.RegisterFilter(func(_ sdk.Pod, node sdk.Node) sdk.Status {
 		node.Label("pool")
-		evaluated++
+		if viaCycle {
+			n := len(sdk.CycleState())
+			evaluated = n + 1
+			sdk.SetCycleState(make([]byte, evaluated))
+		} else {
+			evaluated++
+		}
 		if evaluated%2 == 0 {
 			return sdk.Unschedulable("every second node")
 		}
