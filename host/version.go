@@ -50,15 +50,15 @@ type Version struct {
 	// one template or between cycles (hostabi.Call.VariesByPod); layout
 	// is the node table the guest last declared; memo holds the verdicts
 	// remembered across cycles (memo.go).
-	variesByPod  atomic.Bool
-	layout       atomic.Pointer[hostabi.Layout]
-	memo         verdictMemo
+	variesByPod atomic.Bool
+	layout      atomic.Pointer[hostabi.Layout]
+	memo        verdictMemo
 	// groupsIdle counts the grouped batches in a row that shared no row,
 	// groupBatches the batches since (groupRows).
 	groupsIdle, groupBatches atomic.Int32
-	inUse        atomic.Int64
-	memBytes     atomic.Int64
-	chargedBytes atomic.Int64
+	inUse                    atomic.Int64
+	memBytes                 atomic.Int64
+	chargedBytes             atomic.Int64
 	// lastUsed is when a call last took an instance (monotonic).
 	lastUsed atomic.Int64
 	retired  atomic.Bool
