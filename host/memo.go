@@ -273,7 +273,15 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		d, _, cerr := v.callNodes(ctx, kind, pod, nodes, pc, results, scores)
 		return d, cerr
 	}
-	rows := make([][]byte, len(nodes))
+	// A batch of up to 64 nodes (the plugin's are 32) keeps its rows and
+	// misses on the stack.
+	var rowBuf [64][]byte
+	var missBuf [64]int
+	rows := rowBuf[:0]
+	if len(nodes) > len(rowBuf) {
+		rows = make([][]byte, 0, len(nodes))
+	}
+	rows = rows[:len(nodes)]
 	for i, ni := range nodes {
 		var e uint32
 		if rows[i], e = caches.Row(l, ni); e != epoch {
@@ -281,7 +289,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 			return d, cerr
 		}
 	}
-	var miss []int
+	miss := missBuf[:0]
 	t.mu.RLock()
 	for i, row := range rows {
 		mv, ok := t.rows[string(row)]

@@ -182,9 +182,19 @@ type nodeCache struct {
 	m atomic.Pointer[sync.Map] // node name → *nodeEntry
 	// n counts the names stored since m was last replaced.
 	n atomic.Int64
+	// recent holds m's entries by generation, direct-mapped: a hit costs
+	// a load and two compares where m's costs a hash of the name and a
+	// walk of the map (a third of a remembered verdict's cost,
+	// BenchmarkShapes). An entry m replaces or drops leaves it too, so it
+	// keeps no node alive that m does not.
+	recent [recentSlots]atomic.Pointer[nodeEntry]
 }
 
+// recentSlots is the size of nodeCache.recent (64 KiB of pointers).
+const recentSlots = 8192
+
 type nodeEntry struct {
+	name  string
 	gen   int64
 	m     model.Node
 	parts [kubemodel.NumNodeParts]sync.Once
@@ -231,28 +241,44 @@ const maxNodeCacheEntries = 50000
 
 func (c *nodeCache) entry(ni fwk.NodeInfo) *nodeEntry {
 	name, gen := ni.Node().Name, ni.GetGeneration()
+	slot := &c.recent[uint64(gen)%recentSlots]
+	if e := slot.Load(); e != nil && e.gen == gen && e.name == name {
+		return e
+	}
+	e := c.lookup(name, gen)
+	slot.Store(e)
+	return e
+}
+
+// lookup is entry's way through m.
+func (c *nodeCache) lookup(name string, gen int64) *nodeEntry {
 	m := c.m.Load()
 	v, ok := m.Load(name)
 	if ok && v.(*nodeEntry).gen == gen {
 		return v.(*nodeEntry)
 	}
-	e := &nodeEntry{gen: gen}
+	e := &nodeEntry{name: name, gen: gen}
 	for {
 		if !ok {
 			if v, ok = m.LoadOrStore(name, e); !ok {
 				if c.n.Add(1) > maxNodeCacheEntries {
 					c.n.Store(0)
 					c.m.Store(new(sync.Map))
+					for i := range c.recent {
+						c.recent[i].Store(nil)
+					}
 				}
 				return e
 			}
 		}
 		// An entry was there: keep it if it is of this generation, else
 		// replace it unless another goroutine replaced it first.
-		if old := v.(*nodeEntry); old.gen == gen {
+		old := v.(*nodeEntry)
+		if old.gen == gen {
 			return old
 		}
 		if m.CompareAndSwap(name, v, e) {
+			c.recent[uint64(old.gen)%recentSlots].CompareAndSwap(old, nil)
 			return e
 		}
 		v, ok = m.Load(name)

@@ -94,3 +94,42 @@ func TestNodeTableDeclarations(t *testing.T) {
 	}
 }
 func ptrTo[T any](v T) *T { return &v }
+
+// The node cache finds a node's entry by its generation first (recent),
+// and that shortcut holds only what the map holds: an entry replaced by a
+// new generation leaves it, a name with another node's generation slot is
+// not taken for it, and a reset of the map empties it.
+func TestNodeCacheRecentFollowsTheMap(t *testing.T) {
+	c := newNodeCache()
+	ni := nodeInfo("recent-node", map[string]string{"a": "b"})
+	first := c.entry(ni)
+	if c.entry(ni) != first || c.recent[uint64(ni.GetGeneration())%recentSlots].Load() != first {
+		t.Fatal("a node's entry is not kept by its generation")
+	}
+	oldGen := ni.GetGeneration()
+	changed := ni.Node().DeepCopy()
+	changed.Labels["a"] = "c"
+	ni.SetNode(changed) // a new generation
+	second := c.entry(ni)
+	if second == first || second.gen != ni.GetGeneration() {
+		t.Fatal("a new generation got the old entry")
+	}
+	if e := c.recent[uint64(oldGen)%recentSlots].Load(); e == first {
+		t.Error("the replaced entry is still kept by its generation")
+	}
+	// Another node whose generation maps to the same slot is not taken for it.
+	other := nodeInfo("other-node", nil)
+	slot := &c.recent[uint64(other.GetGeneration())%recentSlots]
+	slot.Store(&nodeEntry{name: "recent-node", gen: other.GetGeneration()})
+	if e := c.entry(other); e.name != "other-node" {
+		t.Errorf("entry of other-node is %s's", e.name)
+	}
+	c.n.Store(maxNodeCacheEntries)
+	last := nodeInfo("one-too-many", nil)
+	c.entry(last) // resets the map, then keeps its own entry
+	for i := range c.recent {
+		if e := c.recent[i].Load(); e != nil && e.name != "one-too-many" {
+			t.Fatalf("slot %d still holds %s's entry after the map was reset", i, e.name)
+		}
+	}
+}

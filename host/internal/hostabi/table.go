@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero/api"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -93,9 +94,12 @@ func (layouts *layoutSet) parse(b []byte) *tableLayout {
 type interner struct {
 	mu    sync.RWMutex
 	epoch uint32
-	ids   map[string]uint32
-	strs  []string
-	prev  []string
+	// cur is epoch, for current() to read without the lock: every row of
+	// every batch asks for it.
+	cur  atomic.Uint32
+	ids  map[string]uint32
+	strs []string
+	prev []string
 	// bytes is the size of strs' strings.
 	bytes int
 }
@@ -108,7 +112,11 @@ const (
 	maxInternedBytes = 64 << 20
 )
 
-func newInterner() *interner { return &interner{epoch: 1, ids: map[string]uint32{}} }
+func newInterner() *interner {
+	t := &interner{epoch: 1, ids: map[string]uint32{}}
+	t.cur.Store(1)
+	return t
+}
 
 // id returns s's id in the current epoch, adding it if new.
 func (t *interner) id(s string) (epoch, id uint32) {
@@ -127,6 +135,7 @@ func (t *interner) id(s string) (epoch, id uint32) {
 	if len(t.strs) >= maxInterned || t.bytes+len(s) > maxInternedBytes {
 		t.prev, t.strs, t.ids, t.bytes = t.strs, nil, map[string]uint32{}, 0
 		t.epoch++
+		t.cur.Store(t.epoch)
 	}
 	t.strs = append(t.strs, s)
 	t.bytes += len(s)
@@ -135,11 +144,7 @@ func (t *interner) id(s string) (epoch, id uint32) {
 	return t.epoch, id
 }
 
-func (t *interner) current() uint32 {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.epoch
-}
+func (t *interner) current() uint32 { return t.cur.Load() }
 
 // str returns the string of id in epoch, which must be the current or the
 // previous one.
