@@ -76,7 +76,7 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 			bScores = make([]int64, n)
 		}
 	}
-	in.Pod, in.Cycle, in.Batch, in.Results, in.Cur, in.ScoresSet, in.Unkeyable, in.VariesByPod = pod, abiCycle(pc), bNodes, bResults, -1, false, false, false
+	in.Pod, in.Cycle, in.Batch, in.Results, in.Cur, in.ScoresSet, in.Unkeyable, in.VariesByPod, in.Random = pod, abiCycle(pc), bNodes, bResults, -1, false, false, false, false
 	if kind == CallScore {
 		in.Scores = bScores
 	}
@@ -115,6 +115,9 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	v.p.rowsEvaluated.Add(int64(len(bNodes)))
 	if in.VariesByPod {
 		v.variesByPod.Store(true)
+	}
+	if in.Random {
+		v.random.Store(true)
 	}
 	if in.Table != nil {
 		v.layout.Store(in.Table.Layout()) // what the memo keys rows by
@@ -309,7 +312,7 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 	if cerr != nil {
 		return 0, Result{}, cerr
 	}
-	in.Pod, in.Node, in.Cycle, in.Scores, in.Unkeyable, in.VariesByPod = pod, node, abiCycle(pc), scores, false, false
+	in.Pod, in.Node, in.Cycle, in.Scores, in.Unkeyable, in.VariesByPod, in.Random = pod, node, abiCycle(pc), scores, false, false, false
 	if kind == CallNormalizeScore && pc != nil && len(pc.Scored) == len(scores) {
 		in.Batch, in.Cur = pc.Scored, -1 // select_node picks a scored node
 	}
@@ -323,6 +326,9 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 	}
 	if in.Unkeyable {
 		v.unkeyable.Store(true)
+	}
+	if in.Random {
+		v.random.Store(true)
 	}
 	res := Result{Code: in.Code, Reason: in.Reason}
 	if cerr = v.end(in, pc, cerr); cerr != nil {

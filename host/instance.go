@@ -354,6 +354,7 @@ type checkedReader struct {
 func (r *checkedReader) Read(p []byte) (int, error) {
 	if r.in.armed.Load() {
 		r.in.Unkeyable = true // a verdict drawn at random is its node's own
+		r.in.Random = true
 	}
 	n := 0
 	for n < len(p) {

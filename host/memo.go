@@ -202,7 +202,7 @@ func (m *verdictMemo) drop(engine *atomic.Int64) {
 // calls of this pod.
 func (v *Version) remembers(kind CallKind, pod *PodState) bool {
 	return (kind == CallFilter || kind == CallScore) && pod != nil && v.reusable() &&
-		!v.variesByPod.Load() && !v.p.realClock && v.layout.Load() != nil
+		!v.variesByPod.Load() && !v.p.realClock && !v.p.realRandom && v.layout.Load() != nil
 }
 
 // memoKeyOf is the key of pod's verdicts of kind in cycle pc.

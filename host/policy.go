@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -81,10 +82,12 @@ type PolicySpec struct {
 // compiled and initialized off the hot path and then swapped in atomically;
 // if it fails, the current Version keeps serving.
 type Policy struct {
-	e       *Engine
-	name    string
-	config  []byte
-	timeout time.Duration
+	e      *Engine
+	name   string
+	config []byte
+	// configSum is the hex sha256 of config (Version.Signature).
+	configSum string
+	timeout   time.Duration
 	// timeouts bound each kind of call (timeout, or the preenqueue one).
 	timeouts      [NumCallKinds]time.Duration
 	patchPrefixes []string
@@ -198,6 +201,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		reads:         reads,
 		name:          spec.Name,
 		config:        []byte(spec.Config),
+		configSum:     fmt.Sprintf("%x", sha256.Sum256([]byte(spec.Config))),
 		timeout:       spec.Timeout,
 		initTimeout:   spec.InitTimeout,
 		retiredGrace:  spec.RetiredGrace,

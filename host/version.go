@@ -53,6 +53,9 @@ type Version struct {
 	variesByPod atomic.Bool
 	layout      atomic.Pointer[hostabi.Layout]
 	memo        verdictMemo
+	// random is set once a call drew random bytes: its answers are its
+	// instance's, not a function of what it read (Signature).
+	random atomic.Bool
 	// groupsIdle counts the grouped batches in a row that shared no row,
 	// groupBatches the batches since (groupRows).
 	groupsIdle, groupBatches atomic.Int32
@@ -74,6 +77,23 @@ func (v *Version) Exports() Exports { return v.exports }
 
 // SHA256 is the hex digest of the module's wasm bytes.
 func (v *Version) SHA256() string { return v.sha256 }
+
+// Signature says what a scheduler's pod signature (kube-scheduler's
+// SignPlugin, KEP-5598 opportunistic batching) must hold for this version:
+// the module's digest and its policy's config, which with the pod's key
+// (PodState.Key) decide its Filter and Score verdicts on a node (docs/abi.md
+// §3.4). ok is false when its verdicts may differ between two pods with
+// equal keys: reuse turned off, a guest that keeps state, or one seen
+// reading what varies by pod (name, UID, whole object, the cluster) or
+// drawing random bytes in a call, or one given the real clock or real
+// random bytes.
+func (v *Version) Signature() (sig string, ok bool) {
+	p := v.p
+	if p.noReuse || p.realClock || p.realRandom || v.exports.KeepsState || v.variesByPod.Load() || v.random.Load() {
+		return "", false
+	}
+	return v.sha256 + "/" + p.configSum, true
+}
 
 // Size is the module's size in bytes.
 func (v *Version) Size() int { return v.size }

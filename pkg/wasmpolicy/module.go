@@ -17,6 +17,9 @@ type module interface {
 	Exports() host.Exports
 	// SHA256 identifies the module version in logs, events and metrics.
 	SHA256() string
+	// Signature is what pod signatures hold for this version, ok false
+	// when it may not be signed (see host.Version.Signature).
+	Signature() (sig string, ok bool)
 	// Call runs one extension point (see host.Version.Call).
 	Call(ctx context.Context, kind host.CallKind, pod *host.PodState, node fwk.NodeInfo, pc *host.PolicyCycle, scores []int64) (int64, host.Result, *host.CallError)
 	// CallNodes runs the batch form of Filter or Score (see host.Version.CallNodes).

@@ -141,11 +141,17 @@ type policy struct {
 	// quarantine stops calling it for the pods it failed on.
 	breaker    *breaker
 	quarantine *quarantine
+	// serial tells this policy from an earlier one of the same name (its
+	// settings changed) in pod signatures (SignPod).
+	serial uint64
 	// refusalLogged is when a refused patch write was last logged
 	// (monotonic nanoseconds since the plugin started): at most once a
 	// minute, not once per pod.
 	refusalLogged atomic.Int64
 }
+
+// policySerial numbers the policies the process made (policy.serial).
+var policySerial atomic.Uint64
 
 // loadFailure is why a policy's last load failed.
 type loadFailure struct {
@@ -155,7 +161,7 @@ type loadFailure struct {
 
 // newPolicy builds a configured policy around its module runtime.
 func (w *WasmPolicy) newPolicy(cfg config.Policy, rt policyRuntime, bc breakerConfig) *policy {
-	p := &policy{cfg: cfg, runtime: rt, m: newPolicyMetrics(cfg.Name), budget: cfg.CycleBudget}
+	p := &policy{cfg: cfg, runtime: rt, m: newPolicyMetrics(cfg.Name), budget: cfg.CycleBudget, serial: policySerial.Add(1)}
 	// Validation compiled the selectors once already.
 	p.scope, _ = compileScope(cfg.Scope)
 	p.clusterReads = slices.Contains(cfg.Reads, string(fields.ScopeCluster)) || slices.Contains(cfg.Reads, string(fields.ScopeNamespaces))

@@ -114,6 +114,11 @@ type Call struct {
 	// namespaces, the pod's spread selector). The runtime clears it
 	// before each call.
 	VariesByPod bool
+	// Random records that the call drew random bytes (the runtime's
+	// random_get, outside the ABI): its answer is its instance's. The
+	// runtime clears it before each call; a guest's start-up draws (Go
+	// and TinyGo seed their maps) come before any.
+	Random bool
 
 	// reasons registered with reason_register, by id - 1.
 	reasons   []string
