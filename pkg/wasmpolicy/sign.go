@@ -1,3 +1,5 @@
+//go:build !k8s_1_34
+
 package wasmpolicy
 
 import (

@@ -1,3 +1,5 @@
+//go:build !k8s_1_34
+
 package wasmpolicy
 
 import (
@@ -27,21 +29,21 @@ func TestSignPod(t *testing.T) {
 	}}, nodes)
 	ctx := context.Background()
 	a1, a2, b1 := pod("a-1", map[string]string{"team": "a"}, 100), pod("a-2", map[string]string{"team": "a"}, 100), pod("b-1", map[string]string{"team": "b"}, 100)
-	sa1 := c.fw.SignPod(ctx, a1)
+	sa1 := signPod(c, ctx, a1)
 	if sa1 == nil {
 		t.Fatal("no signature: WasmPolicy turned batching off")
 	}
 	if _, _, st := c.schedule(t, a1); st != nil {
 		t.Fatal(st)
 	}
-	if sa2 := c.fw.SignPod(ctx, a2); !bytes.Equal(sa1, sa2) {
+	if sa2 := signPod(c, ctx, a2); !bytes.Equal(sa1, sa2) {
 		t.Errorf("pods of one template, another name and UID: signatures\n%s\n%s", sa1, sa2)
 	}
-	if sb1 := c.fw.SignPod(ctx, b1); sb1 == nil || bytes.Equal(sa1, sb1) {
+	if sb1 := signPod(c, ctx, b1); sb1 == nil || bytes.Equal(sa1, sb1) {
 		t.Errorf("a pod of another team: signature %s, the first pod's %s", sb1, sa1)
 	}
 	more := pod("a-3", map[string]string{"team": "a"}, 200) // another request: bin-packing scores it otherwise
-	if s := c.fw.SignPod(ctx, more); s == nil || bytes.Equal(s, sa1) {
+	if s := signPod(c, ctx, more); s == nil || bytes.Equal(s, sa1) {
 		t.Errorf("a pod with another request: signature %s, the first pod's %s", s, sa1)
 	}
 }
@@ -56,14 +58,14 @@ func TestSignPodFollowsTheModule(t *testing.T) {
 	}}, []*v1.Node{node("n1", map[string]string{"team": "a"}, 4000)})
 	ctx := context.Background()
 	p := pod("a-1", map[string]string{"team": "a"}, 100)
-	before := c.fw.SignPod(ctx, p)
+	before := signPod(c, ctx, p)
 	if before == nil {
 		t.Fatal("no signature")
 	}
 	writeModule(t, dir, "team.wasm", testguests.PolicyBytes(t, testguests.Go, "team-isolation"))
 	deadline := time.Now().Add(time.Minute)
 	for {
-		after := c.fw.SignPod(ctx, p)
+		after := signPod(c, ctx, p)
 		if after != nil && !bytes.Equal(after, before) {
 			break
 		}
@@ -97,13 +99,13 @@ func TestSignPodRefuses(t *testing.T) {
 			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{tc.policy}}, nodes)
 			ctx := context.Background()
 			p := pod("a-1", map[string]string{"team": "a"}, 100)
-			if s := c.fw.SignPod(ctx, p); (s == nil) == tc.cycleYet {
+			if s := signPod(c, ctx, p); (s == nil) == tc.cycleYet {
 				t.Fatalf("before a cycle: signature %q", s)
 			}
 			if _, _, st := c.schedule(t, p); st != nil {
 				t.Fatal(st)
 			}
-			if s := c.fw.SignPod(ctx, pod("a-2", map[string]string{"team": "a"}, 100)); s != nil {
+			if s := signPod(c, ctx, pod("a-2", map[string]string{"team": "a"}, 100)); s != nil {
 				t.Errorf("after a cycle: signature %s, want none", s)
 			}
 		})

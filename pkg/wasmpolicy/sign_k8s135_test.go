@@ -1,0 +1,16 @@
+//go:build k8s_1_35
+
+package wasmpolicy
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// signPod is the framework's SignPod, which took whether to record the
+// plugins' durations in 1.35.
+func signPod(c *cluster, ctx context.Context, pod *v1.Pod) fwk.PodSignature {
+	return c.fw.SignPod(ctx, pod, false)
+}
