@@ -102,27 +102,52 @@ func (b *memoryBudget) forget(v *Version) {
 	b.mu.Unlock()
 }
 
-// makeRoom closes idle instances, least recently used policy first, until
-// cost more bytes fit. It reports whether they fit.
-func (b *memoryBudget) makeRoom(cost int64) bool {
+// fits reports whether cost more bytes fit in the budget now.
+func (b *memoryBudget) fits(cost int64) bool { return b.limit == 0 || b.used()+cost <= b.limit }
+
+// makeRoom closes idle instances (victim) until cost more bytes fit, and
+// reports whether they fit.
+//
+// forV is the version that needs the room (its own idle instance, after a
+// call that grew it, is not closed for it).
+func (b *memoryBudget) makeRoom(cost int64, forV *Version) bool {
 	if b.limit == 0 || b.used()+cost <= b.limit {
 		return true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for b.used()+cost > b.limit {
-		var lru *Version
-		for v := range b.versions {
-			if len(v.idle) > 0 && (lru == nil || v.lastUsed.Load() < lru.lastUsed.Load()) {
-				lru = v
-			}
-		}
-		if lru == nil || !lru.closeOneIdle() {
+		v := b.victim(forV)
+		if v == nil || !v.closeOneIdle() {
 			return b.used()+cost <= b.limit
 		}
 		b.evictions.Add(1)
 	}
 	return true
+}
+
+// victim picks the version whose idle instance makeRoom closes (b.mu held):
+// a policy's second idle instance before any policy's only one, least
+// recently used first. nil: no idle instance.
+func (b *memoryBudget) victim(except *Version) *Version {
+	var extra, lru *Version
+	for v := range b.versions {
+		n := len(v.idle)
+		if n == 0 || v == except {
+			continue
+		}
+		used := v.lastUsed.Load()
+		if n > 1 && (extra == nil || used < extra.lastUsed.Load()) {
+			extra = v
+		}
+		if lru == nil || used < lru.lastUsed.Load() {
+			lru = v
+		}
+	}
+	if extra != nil {
+		return extra
+	}
+	return lru
 }
 
 // reapIdle closes the idle instances of versions not used for timeout.

@@ -313,3 +313,54 @@ func TestCompiledCodeBytesReadsWazero(t *testing.T) {
 		t.Fatalf("module charged %d bytes of code, wazero holds %d", v.sm.code, n)
 	}
 }
+
+// When the budget has no room for another instance, a call of a policy
+// that has one waits for it rather than closing another policy's only
+// instance; and makeRoom closes a policy's second idle instance before any
+// policy's only one.
+func TestFullBudgetSharesAPolicysInstance(t *testing.T) {
+	e := newEngine(t)
+	wasm := testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation")
+	a := load(t, newPolicy(t, e, PolicySpec{Name: "a", Config: "key=team", MaxInstances: 2}), wasm)
+	b := load(t, newPolicy(t, e, PolicySpec{Name: "b", Config: "key=team", MaxInstances: 2}), wasm)
+	serves(t, a)
+	serves(t, b)
+	e.budget.limit = e.budget.used() // full: each has its one instance
+	ctx := context.Background()
+	held, err := a.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *instance)
+	go func() {
+		in, err := a.acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- in
+	}()
+	time.Sleep(shareWait / 4)
+	a.release(held, true)
+	if in := <-got; in != held {
+		t.Errorf("the second call got another instance than the one released")
+	} else {
+		a.release(in, true)
+	}
+	if created := a.created.Load(); created != 1 {
+		t.Errorf("policy a made %d instances, want 1", created)
+	}
+	if live, _ := b.PoolStats(); live != 1 {
+		t.Errorf("policy b holds %d instances, want its one", live)
+	}
+
+	// With room again, a second instance of a; then the budget shrinks:
+	// a's second instance goes, not b's only one.
+	e.budget.limit = 0
+	in1, _ := a.acquire(ctx)
+	in2, _ := a.acquire(ctx)
+	a.release(in1, true)
+	a.release(in2, true)
+	if v := e.budget.victim(nil); v != a {
+		t.Errorf("victim %v, want policy a's second instance", v.p.name)
+	}
+}

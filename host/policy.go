@@ -323,8 +323,8 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		v.permits <- struct{}{}
 	}
 	// The first instance is kept while it fits: if the budget is full,
-	// idle instances of the policies used least recently are closed.
-	p.e.budget.makeRoom(0)
+	// idle instances of other policies are closed (memoryBudget.victim).
+	p.e.budget.makeRoom(0, v)
 	v.loadDuration = time.Since(start)
 	if old := p.cur.Swap(v); old != nil {
 		old.retire()

@@ -220,15 +220,18 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 	select {
 	case in = <-v.idle:
 	default:
+		in = v.shareUnderPressure(ctx)
+	}
+	if in == nil {
 		if v.closed.Load() {
 			v.permits <- struct{}{}
 			return nil, errors.New("module version was replaced and freed")
 		}
-		// Make room by closing idle instances of policies used least
-		// recently. If none is left (instances grew while running), the
-		// call still gets its instance: stalling the scheduler would be
-		// worse than going over for a moment.
-		if !v.p.e.budget.makeRoom(v.instCost) {
+		// Make room by closing idle instances of other policies
+		// (memoryBudget.victim). If none is left (instances grew while
+		// running), the call still gets its instance: stalling the
+		// scheduler would be worse than going over for a moment.
+		if !v.p.e.budget.makeRoom(v.instCost, v) {
 			v.p.e.budget.over.Add(1)
 		}
 		var err error
@@ -244,6 +247,33 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 	return in, nil
 }
 
+// shareWait bounds how long a call waits for an instance of its own policy
+// when the budget is full (shareUnderPressure): about what instantiating a
+// Go guest costs.
+const shareWait = 20 * time.Millisecond
+
+// shareUnderPressure waits, when the memory budget has no room for another
+// instance and the version has one already, for that one to be released
+// (at most shareWait), rather than closing another policy's: with more
+// policies than the budget holds two instances of, each cycle's parallel
+// Filter calls would otherwise make a second instance of every policy by
+// closing another's only one (200 Go policies: a cycle made about 200
+// instances, 2 s). nil: make one.
+func (v *Version) shareUnderPressure(ctx context.Context) *instance {
+	if v.live.Load() == 0 || v.p.e.budget.fits(v.instCost) {
+		return nil
+	}
+	t := time.NewTimer(shareWait)
+	defer t.Stop()
+	select {
+	case in := <-v.idle:
+		return in
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
 // release returns a healthy instance to the pool, or discards it: after a
 // failed call, when the version was replaced, or when its memory grew past
 // the recycle mark (wasm memory never shrinks). A discarded instance of the
@@ -257,7 +287,7 @@ func (v *Version) release(in *instance, healthy bool) {
 		v.idle <- in
 		v.permits <- struct{}{}
 		if b := v.p.e.budget; b.limit > 0 && b.used() > b.limit {
-			b.makeRoom(0) // its memory grew during the call
+			b.makeRoom(0, v) // its memory grew during the call
 		}
 		return
 	}
@@ -297,7 +327,7 @@ func (v *Version) discard(in *instance) {
 func (v *Version) replace() {
 	defer v.p.replacing.Done()
 	defer func() { v.permits <- struct{}{} }()
-	if !v.p.e.budget.makeRoom(v.instCost) {
+	if !v.p.e.budget.makeRoom(v.instCost, v) {
 		return // the next call makes one if it needs it
 	}
 	in, err := v.newInstance(context.Background())

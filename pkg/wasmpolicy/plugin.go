@@ -141,6 +141,10 @@ type policy struct {
 	// quarantine stops calling it for the pods it failed on.
 	breaker    *breaker
 	quarantine *quarantine
+	// messages are the policy's status messages by reason (message), and
+	// messageCount how many.
+	messages     sync.Map
+	messageCount atomic.Int32
 	// serial tells this policy from an earlier one of the same name (its
 	// settings changed) in pod signatures (SignPod).
 	serial uint64
