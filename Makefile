@@ -303,7 +303,7 @@ bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	set -o pipefail; $(GO) test -run XXX -bench Ports ./test/ports/ | tee $(BENCH_OUT)/ports.txt
 	rm -rf $(BENCH_OUT)/cluster && mkdir -p $(BENCH_OUT)/cluster
 	set -o pipefail; PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run XXX -bench BenchmarkPerfScheduling -benchtime 1ns -count $(BENCH_COUNT) -timeout 90m ./test/perf/cluster/ \
-		-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/cluster 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)|placement:' | tee $(BENCH_OUT)/cluster.txt
+		-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/cluster 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)|placement:|batching:' | tee $(BENCH_OUT)/cluster.txt
 	@# A/B alternation for the 5000-node target: BENCH_PAIRS runs of the
 	@# native profile and WasmTinyGo one after the other (go test's -count
 	@# repeats each case back to back, which is not a pair).
@@ -321,7 +321,7 @@ bench-smoke: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	$(GO) test -run XXX -bench . -benchtime 1x ./test/perf/ ./pkg/extender/ ./host/ ./test/ports/
 	@# With the cluster benchmark, TestPlacementChecks: the checks it applies after each ports workload.
 	set -o pipefail; PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run TestPlacementChecks -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf/cluster/ \
-		-args -perf-scheduling-label-filter=smoke -data-items-dir $$(mktemp -d) 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)|placement:|^\s+\w+_test.go:[0-9]+' | cut -c1-200
+		-args -perf-scheduling-label-filter=smoke -data-items-dir $$(mktemp -d) 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)|placement:|batching:|^\s+\w+_test.go:[0-9]+' | cut -c1-200
 
 # scheduler_perf looks for etcd on PATH: the one built for the main line.
 $(ETCD_PATH)/etcd: | controlplane

@@ -46,8 +46,28 @@ func (rep *report) targets() error {
 			rep.w("| %s %s per node ≤ %.0f× native | %s vs %s: %s | %s | `go test -bench %s ./test/perf/` |\n", g.label, pt.what, g.limit, ns(v), ns(nat), ratio(v, nat), met(v <= g.limit*nat), strings.TrimPrefix(pt.bench, "Benchmark"))
 		}
 	}
+	for _, sh := range []struct {
+		shape, what             string
+		filterT, scoreT, goMult float64
+	}{{"pools", "node pools", 1.0, 1.5, 2}, {"distinct", "all-distinct rows", 2, 3, 4}} {
+		for _, m := range shapeModes[:2] {
+			for _, pt := range []struct {
+				key, label string
+				limit      float64
+			}{{"filter", "team-isolation Filter", sh.filterT}, {"score", "bin-packing Score", sh.scoreT}} {
+				p := "BenchmarkShapes/" + sh.shape + "/" + pt.key + "/"
+				nat, t, g := rep.get("perf", p+"native", "ns/op"), rep.get("perf", p+"tinygo"+m.suffix, "ns/op"), rep.get("perf", p+"go"+m.suffix, "ns/op")
+				need(nat, t, g)
+				rep.w("| %s, %s: TinyGo %s ≤ %.1f× native, Go ≤ %.0f× | TinyGo %s, Go %s vs %s: %s, %s | TinyGo %s, Go %s | `go test -bench Shapes ./test/perf/` |\n",
+					sh.what, m.label, pt.label, pt.limit, sh.goMult, ns(t), ns(g), ns(nat), ratio(t, nat), ratio(g, nat), met(t <= pt.limit*nat), met(g <= sh.goMult*nat))
+			}
+		}
+	}
 	need(c1000t, c1000n)
-	rep.w("| 1000-node cycle ≤ 1.5× native | %s vs %s: %s | %s | `go test -bench Cycle/nodes=1000 ./test/perf/` |\n", ns(c1000t), ns(c1000n), ratio(c1000t, c1000n), met(c1000t <= 1.5*c1000n))
+	rep.w("| 1000-node cycle ≤ 1.2× native | %s vs %s: %s | %s | `go test -bench Cycle/nodes=1000 ./test/perf/` |\n", ns(c1000t), ns(c1000n), ratio(c1000t, c1000n), met(c1000t <= 1.2*c1000n))
+	m200n, m200t, m200g := rep.get("perf", "BenchmarkManyPolicies/policies=200/native/cycle", "ns/op"), rep.get("perf", "BenchmarkManyPolicies/policies=200/wasm-tinygo/cycle", "ns/op"), rep.get("perf", "BenchmarkManyPolicies/policies=200/wasm-go/cycle", "ns/op")
+	need(m200n, m200t, m200g)
+	rep.w("| 200 policies' cycle: TinyGo ≤ 2×, Go ≤ 4× as many native plugins (default budget) | TinyGo %s, Go %s vs %s: %s, %s | TinyGo %s, Go %s | `go test -bench ManyPolicies ./test/perf/` |\n", ns(m200t), ns(m200g), ns(m200n), ratio(m200t, m200n), ratio(m200g, m200n), met(m200t <= 2*m200n), met(m200g <= 4*m200n))
 	if rep.clusterErr == nil {
 		for _, wl := range []string{"500Nodes", "5000Nodes"} {
 			n, t := rep.cluster["Native/"+wl], rep.cluster["WasmTinyGo/"+wl]
@@ -104,6 +124,41 @@ func (rep *report) perCall() {
 	}
 	rep.w("\n")
 
+}
+
+// shapes writes what a policy costs per node on three cluster shapes, with
+// verdicts reused (docs/abi.md §3.4) and without, next to native, and the
+// targets of the reuse issue.
+func (rep *report) shapes() {
+	rep.w("### Verdict reuse: cost per node by cluster shape (ns per node, 1000 nodes, batches of 32)\n\n")
+	rep.w("*realistic*: nodes as BenchmarkCycle builds them; *pools*: 1000 nodes in 20 pools that differ only in name; *distinct*: every node's row its own. Pods of one template take remembered verdicts; a pod of its own template is evaluated, each distinct row once; with reuse off every node is evaluated. `go test -bench Shapes ./test/perf/`.\n\n")
+	rep.w("| shape | policy | native | TinyGo: one template / own template / off | Go: one template / own template / off |\n|---|---|---|---|---|\n")
+	for _, shape := range shapeNames {
+		for _, pt := range []struct{ key, label string }{{"filter", "team-isolation Filter"}, {"score", "bin-packing Score"}} {
+			p := "BenchmarkShapes/" + shape + "/" + pt.key + "/"
+			nat := rep.get("perf", p+"native", "ns/op")
+			cells := []string{}
+			for _, tc := range []string{"tinygo", "go"} {
+				var parts []string
+				for _, m := range shapeModes {
+					v := rep.get("perf", p+tc+m.suffix, "ns/op")
+					parts = append(parts, fmt.Sprintf("%s (%s)", ns(v), ratio(v, nat)))
+				}
+				cells = append(cells, strings.Join(parts, " / "))
+			}
+			rep.w("| %s | %s | %s | %s | %s |\n", shape, pt.label, ns(nat), cells[0], cells[1])
+		}
+	}
+	rep.w("\n")
+	if len(rep.batching) > 0 {
+		rep.w("Opportunistic batching (kube-scheduler's KEP-5598, `make bench`: test/perf/cluster BenchmarkPerfSchedulingBatching, upstream's HostPortConflict and ResourceSaturation scenarios, every pod of one signature): pods placed from the previous pod's ranking, without and with WasmPolicy (team-isolation and bin-packing, TinyGo) in the default profile.\n\n| scenario | workload | default profile | with WasmPolicy |\n|---|---|---|---|\n")
+		for _, k := range sortedKeys(rep.batching) {
+			c, w, _ := strings.Cut(k, "|")
+			r := rep.batching[k]
+			rep.w("| %s | %s | %s | %s |\n", c, w, r["Default"], r["DefaultWasm"])
+		}
+		rep.w("\n")
+	}
 }
 
 // cycle writes whole scheduling cycles, and the extender beside them.
@@ -267,15 +322,15 @@ func (rep *report) memory() {
 // manyPolicies writes one plugin with many policies.
 func (rep *report) manyPolicies() {
 	// Many policies.
-	rep.w("### Many policies\n\nOne plugin with n policies (copies of team-isolation and bin-packing, alternating, distinct configs) under the default memory budget (512Mi), next to n native plugins. Cycle: one scheduling cycle over 1000 nodes, as above. Load: starting the plugin until every policy serves, cold (empty compilation cache) and warm; memory: what the budget charges after the load / growth of the process's resident set. `go test -bench ManyPolicies ./test/perf/`.\n\n")
-	rep.w("| policies | native cycle | TinyGo cycle | TinyGo load cold / warm | TinyGo memory | Go cycle | Go load cold / warm | Go memory |\n|---|---|---|---|---|---|---|---|\n")
+	rep.w("### Many policies\n\nOne plugin with n policies (copies of team-isolation and bin-packing, alternating, distinct configs) under the default memory budget (512Mi), next to n native plugins. Cycle: one scheduling cycle over 1000 nodes, as above, of a pod of a template met before (its verdicts remembered); first 3: the template's first three cycles, which evaluate every policy. Load: starting the plugin until every policy serves, cold (empty compilation cache) and warm; memory: what the budget charges after the load / growth of the process's resident set. `go test -bench ManyPolicies ./test/perf/`.\n\n")
+	rep.w("| policies | native cycle / first 3 | TinyGo cycle / first 3 | TinyGo load cold / warm | TinyGo memory | Go cycle / first 3 | Go load cold / warm | Go memory |\n|---|---|---|---|---|---|---|---|\n")
 	for _, n := range []int{1, 10, 50, 200} {
 		p := fmt.Sprintf("BenchmarkManyPolicies/policies=%d/", n)
-		nat := rep.get("perf", p+"native/cycle", "ns/op")
-		row := fmt.Sprintf("| %d | %s |", n, ns(nat))
+		nat, natFirst := rep.get("perf", p+"native/cycle", "ns/op"), rep.get("perf", p+"native/cycle", "ms/first-cycles")
+		row := fmt.Sprintf("| %d | %s / %.1f ms |", n, ns(nat), natFirst)
 		for _, tc := range []string{"wasm-tinygo", "wasm-go"} {
-			c := rep.get("perf", p+tc+"/cycle", "ns/op")
-			row += fmt.Sprintf(" %s (%s) | %.0f / %.0f ms | %.1f / %.1f MiB |", ns(c), ratio(c, nat),
+			c, first := rep.get("perf", p+tc+"/cycle", "ns/op"), rep.get("perf", p+tc+"/cycle", "ms/first-cycles")
+			row += fmt.Sprintf(" %s (%s) / %.1f ms (%s) | %.0f / %.0f ms | %.1f / %.1f MiB |", ns(c), ratio(c, nat), first, ratio(first, natFirst),
 				rep.get("perf", p+tc+"/load-cold", "ms/load"), rep.get("perf", p+tc+"/load-warm", "ms/load"),
 				rep.get("perf", p+tc+"/load-cold", "MiB-charged"), rep.get("perf", p+tc+"/load-cold", "MiB-rss"))
 		}

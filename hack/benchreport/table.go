@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -52,9 +54,9 @@ var benches = sync.OnceValue(func() []bench {
 	add("perf", "BenchmarkReload", "ms/reload")
 	for _, n := range []int{1, 10, 50, 200} {
 		p := fmt.Sprintf("BenchmarkManyPolicies/policies=%d/", n)
-		add("perf", p+"native/cycle", "ns/op")
+		add("perf", p+"native/cycle", "ns/op", "ms/first-cycles")
 		for _, tc := range []string{"wasm-tinygo", "wasm-go"} {
-			add("perf", p+tc+"/cycle", "ns/op")
+			add("perf", p+tc+"/cycle", "ns/op", "ms/first-cycles")
 			add("perf", p+tc+"/load-cold", "ms/load", "MiB-charged", "MiB-rss")
 			add("perf", p+tc+"/load-warm", "ms/load")
 		}
@@ -64,6 +66,16 @@ var benches = sync.OnceValue(func() []bench {
 	for _, v := range []string{"baseline", "out-of-scope", "in-scope"} {
 		add("perf", "BenchmarkCycleScoped/nodes=1000/"+v, "ns/op")
 	}
+	for _, shape := range shapeNames {
+		for _, pt := range []string{"filter", "score"} {
+			add("perf", "BenchmarkShapes/"+shape+"/"+pt+"/native", "ns/op")
+			for _, tc := range []string{"tinygo", "go"} {
+				for _, mode := range shapeModes {
+					add("perf", "BenchmarkShapes/"+shape+"/"+pt+"/"+tc+mode.suffix, "ns/op")
+				}
+			}
+		}
+	}
 	for _, prefix := range []string{"BenchmarkPreEnqueue/pass/", "BenchmarkPreEnqueue/gate/", "BenchmarkPreBind/"} {
 		for _, v := range []string{"native", "tinygo", "go"} {
 			add("perf", prefix+v, "ns/op")
@@ -72,6 +84,18 @@ var benches = sync.OnceValue(func() []bench {
 	return out
 })
 
+// shapeNames are BenchmarkShapes' clusters, and shapeModes its three ways
+// of running a policy: verdicts reused (pods of one template, as a
+// ReplicaSet's), every pod of its own template, reuse turned off.
+var (
+	shapeNames = []string{"realistic", "pools", "distinct"}
+	shapeModes = []struct{ suffix, label string }{
+		{"", "pods of one template"},
+		{"-fresh", "each pod its own template"},
+		{"-off", "verdictReuse: Disabled"},
+	}
+)
+
 // report is one run's results and the text written from them.
 type report struct {
 	root       string
@@ -79,7 +103,10 @@ type report struct {
 	perf, ext  map[string]result
 	cluster    map[string]*clusterRow
 	clusterErr error
-	b          strings.Builder
+	// batching is each batching run's "placed from a hint of attempts",
+	// by "<case>|<workload>" and profile (parseBatching).
+	batching map[string]map[string]string
+	b        strings.Builder
 }
 
 // newReport reads the run's benchmark files under root.
@@ -94,6 +121,7 @@ func newReport(root string) (*report, error) {
 		return nil, err
 	}
 	rep.cluster, rep.clusterErr = parseCluster(filepath.Join(root, "_output/bench/cluster"))
+	rep.batching = parseBatching(filepath.Join(root, "_output/bench/cluster.txt"))
 	return rep, nil
 }
 
@@ -102,6 +130,51 @@ func (rep *report) file(name string) map[string]result {
 		return rep.ext
 	}
 	return rep.perf
+}
+
+// parseBatching reads the "batching: <case>/<profile>/<workload>: N of M
+// attempts placed from a hint" lines of the cluster benchmark's output;
+// a run without them (or without the file) has none.
+func parseBatching(path string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "batching: ")
+		if !ok {
+			continue
+		}
+		name, counts, ok := strings.Cut(rest, ": ")
+		parts := strings.Split(name, "/")
+		if !ok || len(parts) != 3 {
+			continue
+		}
+		var hints, attempts int
+		if _, err := fmt.Sscanf(counts, "%d of %d", &hints, &attempts); err != nil {
+			continue
+		}
+		k := parts[0] + "|" + parts[2]
+		if out[k] == nil {
+			out[k] = map[string]string{}
+		}
+		if prev := out[k][parts[1]]; prev != "" {
+			out[k][parts[1]] = prev + "; "
+		}
+		out[k][parts[1]] += fmt.Sprintf("%d of %d", hints, attempts)
+	}
+	return out
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // missing lists the required benchmark results the run lacks.

@@ -108,12 +108,17 @@ func frameworkFor(b *testing.B, registry frameworkruntime.Registry, plugins *sch
 // at parallelism 16, then PreScore and Score on the feasible nodes, which
 // must be the third of the realistic nodes the pod's team may use.
 func runCycles(b *testing.B, fw intree.Framework, infos []fwk.NodeInfo, uidPrefix string) {
+	b.ResetTimer()
+	cycles(b, fw, infos, uidPrefix, b.N)
+}
+
+// cycles runs n scheduling cycles, timed or not as b is.
+func cycles(b *testing.B, fw intree.Framework, infos []fwk.NodeInfo, uidPrefix string, n int) {
 	par := parallelize.NewParallelizer(16)
 	ctx := context.Background()
 	feasible := make([]fwk.NodeInfo, len(infos))
 	var uid atomic.Int64
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	for i := 0; i < n; i++ {
 		pod := benchPod(fmt.Sprint(uidPrefix, uid.Add(1)))
 		state := intree.NewCycleState()
 		if _, st, _ := fw.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() && !st.IsSkip() {
