@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -152,7 +153,7 @@ func (rep *report) shapes() {
 	rep.w("\n")
 	if len(rep.batching) > 0 {
 		rep.w("Opportunistic batching (kube-scheduler's KEP-5598, `make bench`: test/perf/cluster BenchmarkPerfSchedulingBatching, upstream's HostPortConflict and ResourceSaturation scenarios, every pod of one signature): pods placed from the previous pod's ranking, without and with WasmPolicy (team-isolation and bin-packing, TinyGo) in the default profile.\n\n| scenario | workload | default profile | with WasmPolicy |\n|---|---|---|---|\n")
-		for _, k := range sortedKeys(rep.batching) {
+		for _, k := range slices.Sorted(maps.Keys(rep.batching)) {
 			c, w, _ := strings.Cut(k, "|")
 			r := rep.batching[k]
 			rep.w("| %s | %s | %s | %s |\n", c, w, r["Default"], r["DefaultWasm"])

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 )
@@ -165,16 +164,6 @@ func parseBatching(path string) map[string]map[string]string {
 		out[k][parts[1]] += fmt.Sprintf("%d of %d", hints, attempts)
 	}
 	return out
-}
-
-// sortedKeys are m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // missing lists the required benchmark results the run lacks.

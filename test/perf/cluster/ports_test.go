@@ -276,12 +276,20 @@ func BenchmarkPerfSchedulingPorts(b *testing.B) {
 			}
 		}
 	}
-	for _, p := range portProfiles {
-		if err := os.WriteFile(filepath.Join(dir, p+".yaml"), []byte(portsSchedulerConfig(p, dir)), 0o644); err != nil {
+	path := writeCases(b, dir, portProfiles, portsSchedulerConfig, portsPerformanceConfig)
+	registry := frameworkruntime.Registry{wasmpolicy.Name: wasmpolicy.New}
+	perf.RunBenchmarkPerfScheduling(b, path, "wasmsched-ports", registry, perf.WithPrepareFn(checkPlacementAfter))
+}
+
+// writeCases writes each profile's scheduler configuration and the test
+// cases into dir, and returns the path of the cases' file.
+func writeCases(b *testing.B, dir string, profiles []string, schedulerConfig func(profile, dir string) string, cases func(dir string) (string, error)) string {
+	for _, p := range profiles {
+		if err := os.WriteFile(filepath.Join(dir, p+".yaml"), []byte(schedulerConfig(p, dir)), 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}
-	cfg, err := portsPerformanceConfig(dir)
+	cfg, err := cases(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -289,8 +297,7 @@ func BenchmarkPerfSchedulingPorts(b *testing.B) {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	registry := frameworkruntime.Registry{wasmpolicy.Name: wasmpolicy.New}
-	perf.RunBenchmarkPerfScheduling(b, path, "wasmsched-ports", registry, perf.WithPrepareFn(checkPlacementAfter))
+	return path
 }
 
 // placementRecord is what checkPlacementAfter learns from one run, written
