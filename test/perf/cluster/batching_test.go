@@ -77,36 +77,23 @@ profiles:
 // batchingPerformanceConfig takes upstream's batching cases and runs each
 // under each profile, as "<case>/<profile>", with this file's workloads.
 func batchingPerformanceConfig(dir string) (string, error) {
-	up, err := upstreamDir()
+	found, up, err := upstreamCases("batching")
 	if err != nil {
 		return "", err
-	}
-	f := filepath.Join(up, "batching", "performance-config.yaml")
-	data, err := os.ReadFile(f)
-	if err != nil {
-		return "", err
-	}
-	var cases []map[string]any
-	if err := yaml.Unmarshal(data, &cases); err != nil {
-		return "", fmt.Errorf("%s: %w", f, err)
 	}
 	var out []map[string]any
 	for _, name := range batchingCases {
-		var c map[string]any
-		for _, x := range cases {
-			if x["name"] == name {
-				c = x
-			}
-		}
+		c := found[name]
 		if c == nil {
-			return "", fmt.Errorf("%s has no test case %s", f, name)
+			return "", fmt.Errorf("scheduler_perf's batching cases in %s have no %s", up, name)
 		}
-		absPaths(c, filepath.Dir(f))
+		absPaths(c, c["__dir"].(string))
 		for _, profile := range batchingProfiles {
 			tc := map[string]any{}
 			for k, v := range c {
 				tc[k] = v
 			}
+			delete(tc, "__dir")
 			delete(tc, "labels")
 			tc["name"] = name + "/" + profile
 			tc["schedulerConfigPath"] = filepath.Join(dir, profile+".yaml")

@@ -130,31 +130,42 @@ func upstreamDir() (string, error) {
 	return dir, nil
 }
 
-// portsPerformanceConfig writes scheduler_perf's test cases: each upstream
-// case of portCases under each profile, as "<case>/<profile>", with
-// upstream's ops and templates (their paths made absolute) and this file's
-// workloads.
-func portsPerformanceConfig(dir string) (string, error) {
-	up, err := upstreamDir()
-	if err != nil {
-		return "", err
+// upstreamCases reads scheduler_perf's test cases from the
+// performance-config.yaml of its directories matching pattern, by name,
+// each with the directory it came from under "__dir" (for absPaths); up is
+// scheduler_perf's directory.
+func upstreamCases(pattern string) (found map[string]map[string]any, up string, err error) {
+	if up, err = upstreamDir(); err != nil {
+		return nil, "", err
 	}
-	files, _ := filepath.Glob(filepath.Join(up, "*", "performance-config.yaml"))
-	found := map[string]map[string]any{}
+	files, _ := filepath.Glob(filepath.Join(up, pattern, "performance-config.yaml"))
+	found = map[string]map[string]any{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return "", err
+			return nil, "", err
 		}
 		var cases []map[string]any
 		if err := yaml.Unmarshal(data, &cases); err != nil {
-			return "", fmt.Errorf("%s: %w", f, err)
+			return nil, "", fmt.Errorf("%s: %w", f, err)
 		}
 		for _, c := range cases {
 			name, _ := c["name"].(string)
 			c["__dir"] = filepath.Dir(f)
 			found[name] = c
 		}
+	}
+	return found, up, nil
+}
+
+// portsPerformanceConfig writes scheduler_perf's test cases: each upstream
+// case of portCases under each profile, as "<case>/<profile>", with
+// upstream's ops and templates (their paths made absolute) and this file's
+// workloads.
+func portsPerformanceConfig(dir string) (string, error) {
+	found, up, err := upstreamCases("*")
+	if err != nil {
+		return "", err
 	}
 	var out []map[string]any
 	for _, pc := range portCases {
