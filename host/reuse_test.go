@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -326,7 +327,7 @@ func TestRememberedVerdictsFollowTheCluster(t *testing.T) {
 	}
 	templates := reusePods()
 	uid := 0
-	reloads, reconfigs := 0, 0
+	reloads, reconfigs, inPlace := 0, 0, 0
 	for step := 0; step < 80; step++ {
 		switch rng.Intn(8) {
 		case 0: // the module loaded again: a new version, nothing remembered
@@ -365,7 +366,14 @@ func TestRememberedVerdictsFollowTheCluster(t *testing.T) {
 		}
 		ni := intree.NewNodeInfo(pods...)
 		ni.SetNode(n)
-		nodes[i] = ni
+		if rng.Intn(2) == 0 {
+			nodes[i] = ni
+		} else {
+			// In place, as kube-scheduler's snapshot updates its NodeInfos:
+			// the same object at a new generation.
+			reflect.ValueOf(old).Elem().Set(reflect.ValueOf(ni).Elem())
+			inPlace++
+		}
 		// A cycle of a new pod of a random template.
 		uid++
 		pod := templates[rng.Intn(len(templates))].DeepCopy()
@@ -386,10 +394,22 @@ func TestRememberedVerdictsFollowTheCluster(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d reloads, %d config changes", reloads, reconfigs)
+	t.Logf("%d reloads, %d config changes, %d nodes changed in place", reloads, reconfigs, inPlace)
+	batches := 0
 	for _, l := range loaded {
 		evaluated, shared, remembered := l.on.p.RowStats()
 		t.Logf("%s: evaluated %d, shared %d, remembered %d", l.on.p.name, evaluated+l.stats[0], shared+l.stats[1], remembered+l.stats[2])
+		l.on.memo.mu.RLock()
+		for _, tb := range l.on.memo.tables {
+			tb.mu.RLock()
+			batches += len(tb.batches)
+			tb.mu.RUnlock()
+		}
+		l.on.memo.mu.RUnlock()
+	}
+	// Whole batches were taken too (memoBatch), not only rows.
+	if batches == 0 {
+		t.Error("no batch was remembered whole")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -30,6 +31,12 @@ type messageKey struct {
 	reason  string
 }
 
+// messageEntry is one kept message.
+type messageEntry struct {
+	key messageKey
+	msg string
+}
+
 // maxMessages bounds the messages a policy keeps: a guest's reasons are a
 // few fixed strings, or strings of their own per node, which are not kept.
 const maxMessages = 64
@@ -37,16 +44,34 @@ const maxMessages = 64
 // message is verdict.Message for the policy, kept per reason: a Filter
 // that rejects most of 1000 nodes for one reason built the same three
 // concatenations for each (BenchmarkCycle: a third of WasmPolicy.Filter).
+// The kept messages are a list replaced as a whole, scanned without a
+// lock: a policy has a few, and the reason strings of one guest's
+// verdicts share their bytes, so a compare is a pointer compare. A
+// sync.Map hashed the key's interface on every node (6% of a 1000-node
+// cycle).
 func (p *policy) message(point host.CallKind, v verdict.Verdict) string {
 	k := messageKey{point, v.Failure, v.Reason}
-	if m, ok := p.messages.Load(k); ok {
-		return m.(string)
+	kept := p.messages.Load()
+	if kept != nil {
+		for i := range *kept {
+			if e := &(*kept)[i]; e.key == k {
+				return e.msg
+			}
+		}
 	}
 	m := verdict.Message(point, p.cfg.Name, v)
-	if p.messageCount.Load() < maxMessages {
-		if _, loaded := p.messages.LoadOrStore(k, m); !loaded {
-			p.messageCount.Add(1)
+	if kept == nil || len(*kept) < maxMessages {
+		p.messagesMu.Lock()
+		cur := p.messages.Load()
+		if cur == nil || len(*cur) < maxMessages && !slices.ContainsFunc(*cur, func(e messageEntry) bool { return e.key == k }) {
+			var next []messageEntry
+			if cur != nil {
+				next = append(next, *cur...)
+			}
+			next = append(next, messageEntry{k, m})
+			p.messages.Store(&next)
 		}
+		p.messagesMu.Unlock()
 	}
 	return m
 }

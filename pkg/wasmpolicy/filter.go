@@ -21,7 +21,9 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 			continue
 		}
 		if v := w.filterPolicy(ctx, c, i, nodeInfo, &pos, !p.audit()); v.Rejects() {
-			c.rejectedBy[i].Store(true)
+			if !c.rejectedBy[i].Load() { // one write per cycle, not a shared line written per node
+				c.rejectedBy[i].Store(true)
+			}
 			return p.status(host.CallFilter, v)
 		}
 	}

@@ -80,6 +80,8 @@ type WasmPolicy struct {
 	// PreFilter receives. The list (and its NodeInfo objects) is stable until
 	// nodes are added or removed, so it is rebuilt only then.
 	index atomic.Pointer[nodeIndex]
+	// last is the cycle cycleFor found last.
+	last atomic.Pointer[lastCycle]
 
 	// clusterReads is set when some policy of the args declares the Cluster or
 	// Namespaces read: only then does a cycle get a cluster view.
@@ -141,10 +143,10 @@ type policy struct {
 	// quarantine stops calling it for the pods it failed on.
 	breaker    *breaker
 	quarantine *quarantine
-	// messages are the policy's status messages by reason (message), and
-	// messageCount how many.
-	messages     sync.Map
-	messageCount atomic.Int32
+	// messages are the policy's status messages by reason (message);
+	// messagesMu orders their replacements.
+	messages   atomic.Pointer[[]messageEntry]
+	messagesMu sync.Mutex
 	// serial tells this policy from an earlier one of the same name (its
 	// settings changed) in pod signatures (SignPod).
 	serial uint64

@@ -2,6 +2,7 @@ package wasmpolicy
 
 import (
 	"context"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -35,11 +36,42 @@ func (w *WasmPolicy) startScoring(c *cycleData, nodes []fwk.NodeInfo) {
 	c.rawScores = make([][]int64, len(c.policies))
 	c.rawScoresOffList = make([]map[string]int64, len(c.policies))
 	c.scoreBatches = make([][]batch, len(c.policies))
-	c.scoreNodes = nodes
-	c.scorePos = make(map[fwk.NodeInfo]int, len(nodes))
-	for i, ni := range nodes {
-		c.scorePos[ni] = i
+	c.scoreNodes, c.scoreOf, c.scorePos = nodes, nil, nil
+	if c.index != nil {
+		of := make([]int32, len(c.nodes))
+		for i, ni := range nodes {
+			p := c.position(ni)
+			if p < 0 {
+				of = nil
+				break
+			}
+			of[p] = int32(i) + 1
+		}
+		c.scoreOf = of
 	}
+	if c.scoreOf == nil {
+		c.scorePos = make(map[unsafe.Pointer]int, len(nodes))
+		for i, ni := range nodes {
+			c.scorePos[identity(ni)] = i
+		}
+	}
+}
+
+// scoreIndex returns the node's position in the scored nodes, if it is one
+// of them.
+func (c *cycleData) scoreIndex(ni fwk.NodeInfo) (int, bool) {
+	j, ok := -1, false
+	if c.scoreOf != nil {
+		if p := c.position(ni); p >= 0 {
+			j = int(c.scoreOf[p]) - 1
+		}
+	} else {
+		j, ok = c.scorePos[identity(ni)]
+		if !ok {
+			j = -1
+		}
+	}
+	return j, j >= 0 && j < len(c.scoreNodes) && c.scoreNodes[j] == ni
 }
 
 // preScorePolicy runs policy i's prescore, if it has one, and marks it
@@ -99,7 +131,7 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // NormalizeScore: 0 when the call failed or the guest returned an error.
 func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, enforce bool) (int64, verdict.Verdict) {
 	p, m := c.policies[i], c.modules[i]
-	pos, indexed := c.scorePos[nodeInfo]
+	pos, indexed := c.scoreIndex(nodeInfo)
 	var s int64
 	var res host.Result
 	var cerr *host.CallError
