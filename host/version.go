@@ -59,6 +59,9 @@ type Version struct {
 	// groupsIdle counts the grouped batches in a row that shared no row,
 	// groupBatches the batches since (groupRows).
 	groupsIdle, groupBatches atomic.Int32
+	// cycleIdle counts the batches in a row that found nothing in their
+	// cycle's table, cycleBatches the batches since (shareInCycle).
+	cycleIdle, cycleBatches atomic.Int32
 	inUse                    atomic.Int64
 	memBytes                 atomic.Int64
 	chargedBytes             atomic.Int64
