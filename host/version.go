@@ -62,9 +62,9 @@ type Version struct {
 	// cycleIdle counts the batches in a row that found nothing in their
 	// cycle's table, cycleBatches the batches since (shareInCycle).
 	cycleIdle, cycleBatches atomic.Int32
-	inUse                    atomic.Int64
-	memBytes                 atomic.Int64
-	chargedBytes             atomic.Int64
+	inUse                   atomic.Int64
+	memBytes                atomic.Int64
+	chargedBytes            atomic.Int64
 	// lastUsed is when a call last took an instance (monotonic).
 	lastUsed atomic.Int64
 	retired  atomic.Bool
