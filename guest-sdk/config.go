@@ -10,6 +10,13 @@ import (
 // by commas or newlines, surrounding spaces ignored, "#" starting a comment
 // line. A bare word without "=" maps to "". Policies are free to use any
 // other format; Config returns the raw string.
+//
+// Not inlined (noinline), here and in ResourceWeights: a policy parses its
+// config once, often from its Score, and TinyGo inlining the parser into
+// the Score made every call set up and clear the parser's stack frame
+// (bin-packing: 40% of its time per node).
+//
+//go:noinline
 func ParseConfig(s string) map[string]string {
 	m := map[string]string{}
 	for _, line := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == ',' }) {
@@ -37,6 +44,8 @@ const MaxResourceWeight = 100
 // means cpu=1,memory=1. Weights are integers from 1 to MaxResourceWeight, as
 // NodeResourcesFit's args require (which also keeps weight × 100 × a node's
 // allocatable bytes inside an int64); other entries are skipped and logged.
+//
+//go:noinline
 func ResourceWeights(config string) []ResourceWeight {
 	cfg := ParseConfig(config)
 	if len(cfg) == 0 {

@@ -155,21 +155,39 @@ func reasonID(s string) int32 {
 // every node (constants, its config), so a lookup is two pointer compares.
 // The entries keep their strings alive, so an address cannot be reused by
 // another string while it is cached.
-var colCache [16]struct {
+var colCache [64]struct {
 	kind, arg string
 	i         int
 }
 
 // col returns the index of a declared column, or -1 after recording it as
-// wanted for the next batch.
+// wanted for the next batch. The cache hit is all col does itself; the
+// rest is colSlow, kept out of line: TinyGo gives a function that holds
+// pointers across a call a stack frame it links and clears on every call,
+// and a read of a column is the hot path of every batch.
 func col(kind, arg string) int {
 	kp, ap := unsafe.StringData(kind), unsafe.StringData(arg)
-	c := &colCache[(uintptr(unsafe.Pointer(ap))>>3^uintptr(unsafe.Pointer(kp))>>5^uintptr(len(arg)))&15]
+	c := &colCache[colSlot(kp, ap, len(arg))]
 	if unsafe.StringData(c.arg) == ap && len(c.arg) == len(arg) && unsafe.StringData(c.kind) == kp && len(c.kind) == len(kind) && c.i < len(columns) {
 		return c.i
 	}
+	return colSlow(kind, arg)
+}
+
+// colSlot is the colCache slot of a (kind, arg) pair by their addresses:
+// a multiplicative hash, as the strings of one policy often sit next to
+// each other (its config's names are slices of one string), and a
+// shift-and-xor put cpu and memory of two kinds in one slot (bin-packing
+// looked its columns up again on every node: a third of its time).
+func colSlot(kp, ap *byte, n int) uint32 {
+	return (uint32(uintptr(unsafe.Pointer(ap)))*0x9E3779B1 ^ uint32(uintptr(unsafe.Pointer(kp)))*0x85EBCA77 ^ uint32(n)) >> 26
+}
+
+//go:noinline
+func colSlow(kind, arg string) int {
 	for i := range columns {
 		if Equal(columns[i].kind, kind) && Equal(columns[i].arg, arg) {
+			c := &colCache[colSlot(unsafe.StringData(kind), unsafe.StringData(arg), len(arg))]
 			c.kind, c.arg, c.i = kind, arg, i
 			return i
 		}
@@ -252,6 +270,28 @@ func selectForHost() {
 		hostSelectNode(rowIndex)
 		selected = rowIndex
 	}
+}
+
+// tableKeyedFast answers a keyed column (a label or an annotation) of the
+// current row when its column is declared and its string is in the id
+// cache, without a call; ok is false otherwise, and the caller goes the
+// slow way (tableKeyed).
+func tableKeyedFast(kind, key string) (v string, found, ok bool) {
+	if !inTable {
+		return "", false, false
+	}
+	i := col(kind, key)
+	if i < 0 {
+		return "", false, false
+	}
+	id := uint32(colU64(i))
+	if id == 0 {
+		return "", false, true
+	}
+	if slot := &idCache[id%uint32(len(idCache))]; slot.id == id {
+		return slot.s, true, true
+	}
+	return "", false, false
 }
 
 // tableLabel answers node_label and node_annotation from the table when

@@ -3,6 +3,8 @@
 package sdk
 
 import (
+	"unsafe"
+
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
 )
@@ -41,6 +43,21 @@ func podList(kind int32) []byte {
 }
 
 func podRequest(name string) int64 {
+	// A policy asks with the same strings on every node: their addresses
+	// find the answer without comparing bytes.
+	for i := range podRequests {
+		if k := podRequests[i].key; len(k) == len(name) && unsafe.StringData(k) == unsafe.StringData(name) {
+			return podRequests[i].value
+		}
+	}
+	return podRequestSlow(name)
+}
+
+// podRequestSlow is podRequest past its pointer compares (out of line: see
+// col).
+//
+//go:noinline
+func podRequestSlow(name string) int64 {
 	for i := range podRequests {
 		if Equal(podRequests[i].key, name) {
 			return podRequests[i].value
@@ -114,21 +131,30 @@ func nodeString(field int32) string {
 }
 
 func nodeLabel(key string) (string, bool) {
-	if inTable || inBatch {
-		if v, found, ok := tableKeyed(abi.ColLabel, key); ok {
-			return v, found
-		}
+	if v, found, ok := tableKeyedFast(abi.ColLabel, key); ok {
+		return v, found
 	}
-	return keyed(opNodeLabel, key)
+	return nodeKeyedSlow(abi.ColLabel, opNodeLabel, key)
 }
 
 func nodeAnnotation(key string) (string, bool) {
+	if v, found, ok := tableKeyedFast(abi.ColAnnotation, key); ok {
+		return v, found
+	}
+	return nodeKeyedSlow(abi.ColAnnotation, opNodeAnnotation, key)
+}
+
+// nodeKeyedSlow is nodeLabel and nodeAnnotation past tableKeyedFast (out
+// of line: see col).
+//
+//go:noinline
+func nodeKeyedSlow(kind string, op int, key string) (string, bool) {
 	if inTable || inBatch {
-		if v, found, ok := tableKeyed(abi.ColAnnotation, key); ok {
+		if v, found, ok := tableKeyed(kind, key); ok {
 			return v, found
 		}
 	}
-	return keyed(opNodeAnnotation, key)
+	return keyed(op, key)
 }
 
 func nodeList(kind int32) []byte {
@@ -163,6 +189,18 @@ func nodeTaint(key string) []byte {
 var resourceColumns = [...]string{model.ResourceAllocatable: abi.ColAllocatable, model.ResourceCapacity: abi.ColCapacity, model.ResourceRequested: abi.ColRequested}
 
 func nodeResource(kind int32, name string) int64 {
+	if inTable && kind >= 0 && int(kind) < len(resourceColumns) {
+		if i := col(resourceColumns[kind], name); i >= 0 {
+			return int64(colU64(i))
+		}
+	}
+	return nodeResourceSlow(kind, name)
+}
+
+// nodeResourceSlow is nodeResource without a column (out of line: see col).
+//
+//go:noinline
+func nodeResourceSlow(kind int32, name string) int64 {
 	if (inTable || inBatch) && kind >= 0 && int(kind) < len(resourceColumns) {
 		if v, ok := tableInt(resourceColumns[kind], name); ok {
 			return v
@@ -193,6 +231,16 @@ func nodeUnschedulable() bool {
 }
 
 func config() string {
+	if configValue != nil {
+		return *configValue
+	}
+	return configSlow()
+}
+
+// configSlow reads the config once (out of line: see col).
+//
+//go:noinline
+func configSlow() string {
 	if configValue == nil {
 		b, _ := read(opConfig, 0, "")
 		s := string(b)
