@@ -121,8 +121,19 @@ func tableEnd() {
 	declareWanted()
 }
 
-// reportRow writes the current node's verdict into its row.
+// reportRow writes the current node's verdict into its row: a Success
+// inline, anything else out of line (see col).
 func reportRow(st Status, score int64) {
+	if st.Code == CodeSuccess && len(rowError) == 0 {
+		writeU64(row, abi.RowCode, 0) // the code and the reason id
+		writeU64(row, abi.RowScore, uint64(score))
+		return
+	}
+	reportRowSlow(st, score)
+}
+
+//go:noinline
+func reportRowSlow(st Status, score int64) {
 	if rowError != "" && st.Code == CodeSuccess {
 		st = Status{Code: CodeError, Reason: rowError}
 	}
@@ -155,9 +166,16 @@ func reasonID(s string) int32 {
 // every node (constants, its config), so a lookup is two pointer compares.
 // The entries keep their strings alive, so an address cannot be reused by
 // another string while it is cached.
-var colCache [64]struct {
-	kind, arg string
-	i         int
+var colCache [64]colEntry
+
+// colEntry is one colCache slot: the names' addresses (which keep their
+// strings alive, so an address cannot be another string's while cached),
+// their lengths, and the column's index. Small enough that col inlines in
+// Go builds too.
+type colEntry struct {
+	kp, ap *byte
+	lens   uint32 // len(kind)<<16 | len(arg)
+	i      int32
 }
 
 // col returns the index of a declared column, or -1 after recording it as
@@ -168,8 +186,8 @@ var colCache [64]struct {
 func col(kind, arg string) int {
 	kp, ap := unsafe.StringData(kind), unsafe.StringData(arg)
 	c := &colCache[colSlot(kp, ap, len(arg))]
-	if unsafe.StringData(c.arg) == ap && len(c.arg) == len(arg) && unsafe.StringData(c.kind) == kp && len(c.kind) == len(kind) && c.i < len(columns) {
-		return c.i
+	if c.ap == ap && c.kp == kp && c.lens == uint32(len(kind))<<16|uint32(len(arg)) {
+		return int(c.i)
 	}
 	return colSlow(kind, arg)
 }
@@ -187,8 +205,11 @@ func colSlot(kp, ap *byte, n int) uint32 {
 func colSlow(kind, arg string) int {
 	for i := range columns {
 		if Equal(columns[i].kind, kind) && Equal(columns[i].arg, arg) {
-			c := &colCache[colSlot(unsafe.StringData(kind), unsafe.StringData(arg), len(arg))]
-			c.kind, c.arg, c.i = kind, arg, i
+			kp, ap := unsafe.StringData(kind), unsafe.StringData(arg)
+			if kp != nil && len(kind) < 1<<16 && len(arg) < 1<<16 {
+				c := &colCache[colSlot(kp, ap, len(arg))]
+				c.kp, c.ap, c.lens, c.i = kp, ap, uint32(len(kind))<<16|uint32(len(arg)), int32(i)
+			}
 			return i
 		}
 	}

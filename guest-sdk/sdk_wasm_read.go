@@ -189,7 +189,7 @@ func nodeTaint(key string) []byte {
 var resourceColumns = [...]string{model.ResourceAllocatable: abi.ColAllocatable, model.ResourceCapacity: abi.ColCapacity, model.ResourceRequested: abi.ColRequested}
 
 func nodeResource(kind int32, name string) int64 {
-	if inTable && kind >= 0 && int(kind) < len(resourceColumns) {
+	if inTable && uint32(kind) < uint32(len(resourceColumns)) {
 		if i := col(resourceColumns[kind], name); i >= 0 {
 			return int64(colU64(i))
 		}
