@@ -12,9 +12,11 @@ import (
 
 // callNodes runs the batch form of Filter or Score over nodes on one
 // instance, in one guest call (CallNodes without the memo). keyedBy is the
-// layout of the rows the verdicts came from when the call read nothing
-// else (nothing that varies by pod, no node outside its row): they may be
-// remembered under rows of that layout. nil: they may not.
+// layout of the rows the verdicts came from when the call read no node
+// outside its row: within the cycle they may be shared under rows of that
+// layout, and across cycles too if the version still remembers (the call
+// read nothing that varies by pod, which sets variesByPod). nil: they may
+// not.
 //
 // Nodes whose node-table rows are equal are evaluated once when the
 // version may reuse verdicts (reusable): the guest sees each distinct row
@@ -122,7 +124,7 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	if in.Table != nil {
 		v.layout.Store(in.Table.Layout()) // what the memo keys rows by
 	}
-	if t != nil && !in.Unkeyable && !in.VariesByPod {
+	if t != nil && !in.Unkeyable {
 		keyedBy = t.Layout()
 	}
 	in.Batch, in.Results, in.Cur, in.CallTable = nil, nil, -1, nil

@@ -326,27 +326,49 @@ type cycleMemo struct {
 	layout *hostabi.Layout
 	epoch  uint32
 	state  []byte
-	t      *memoTable // nil: the key was not admitted in this cycle
+	// remember: t came from the version's memo (or is the cycle's own
+	// table because the memo did not admit the key); else it is the
+	// cycle's own table of a version that does not remember.
+	remember bool
+	t        *memoTable
 }
 
-// memoTableOf returns the memo table for pod's batches of kind in cycle
-// pc, nil if the memo takes none (verdictMemo.admit).
-func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *hostabi.Layout, epoch uint32) *memoTable {
+// memoTableOf returns the table for pod's batches of kind in cycle pc: the
+// version's memo table of the key when remember is set and the memo
+// admits it (verdictMemo.admit), else the cycle's own table (nil without
+// a cycle).
+func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *hostabi.Layout, epoch uint32, remember bool) *memoTable {
 	key := func() memoKey { return v.memoKeyOf(kind, pod, pc, l, epoch) }
 	if pc == nil {
+		if !remember {
+			return nil
+		}
 		return v.memo.admit(kind, pod, pod.Cycle, key, &v.p.e.memoBytes)
 	}
 	st := pc.State
-	if c := pc.memo.Load(); c != nil && c.v == v && c.kind == kind && c.layout == l && c.epoch == epoch &&
+	if c := pc.memo.Load(); c != nil && c.v == v && c.kind == kind && c.layout == l && c.epoch == epoch && c.remember == remember &&
 		len(c.state) == len(st) && unsafe.SliceData(c.state) == unsafe.SliceData(st) {
 		return c.t
 	}
-	t := v.memo.admit(kind, pod, pod.Cycle, key, &v.p.e.memoBytes)
+	var t *memoTable
+	if remember {
+		t = v.memo.admit(kind, pod, pod.Cycle, key, &v.p.e.memoBytes)
+	}
 	if t == nil {
 		t = &memoTable{rows: map[string]memoVerdict{}, transient: true}
 	}
-	pc.memo.Store(&cycleMemo{v: v, kind: kind, layout: l, epoch: epoch, state: st, t: t})
+	pc.memo.Store(&cycleMemo{v: v, kind: kind, layout: l, epoch: epoch, state: st, remember: remember, t: t})
 	return t
+}
+
+// sharesInCycle reports whether the version may share verdicts across the
+// batches of one cycle although it does not remember them across cycles:
+// what varies by pod (its identity, the cluster) does not vary within a
+// cycle, so only a read outside the row (reusable) and the real random
+// source stop it.
+func (v *Version) sharesInCycle(kind CallKind, pod *PodState, pc *PolicyCycle) bool {
+	return pc != nil && (kind == CallFilter || kind == CallScore) && pod != nil && v.reusable() &&
+		!v.p.realRandom && v.layout.Load() != nil
 }
 
 // A cycle's own table. A pod the memo does not take (the first cycle of
@@ -393,7 +415,8 @@ func (v *Version) sharedInCycle(shared bool) {
 // the other nodes go to the guest in one call (callNodes), and their
 // verdicts are remembered if the call read nothing that varies by pod.
 func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64) (int, *CallError) {
-	if !v.remembers(kind, pod) || len(results) != len(nodes) || (kind == CallScore && len(scores) != len(nodes)) {
+	remember := v.remembers(kind, pod)
+	if !remember && !v.sharesInCycle(kind, pod, pc) || len(results) != len(nodes) || (kind == CallScore && len(scores) != len(nodes)) {
 		d, _, cerr := v.callNodes(ctx, kind, pod, nodes, pc, results, scores)
 		return d, cerr
 	}
@@ -407,7 +430,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	caches := v.p.e.caches
 	l := v.layout.Load()
 	epoch := caches.Epoch()
-	t := v.memoTableOf(kind, pod, pc, l, epoch)
+	t := v.memoTableOf(kind, pod, pc, l, epoch, remember)
 	if t == nil || t.transient && !v.shareInCycle() {
 		d, _, cerr := v.callNodes(ctx, kind, pod, nodes, pc, results, scores)
 		return d, cerr
@@ -473,7 +496,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		// The remembered nodes before the failed one keep their verdicts.
 		return d, cerr
 	}
-	if keyedBy != l || !v.remembers(kind, pod) {
+	if keyedBy != l || !t.transient && !v.remembers(kind, pod) {
 		// The guest read something else, or its instance's table has
 		// other columns than the rows the memo is keyed by; or a call of
 		// the version read what varies by pod, which the guest may have

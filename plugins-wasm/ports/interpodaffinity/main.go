@@ -68,8 +68,9 @@ type filterState struct {
 	anti       []sdk.PodAffinityTerm
 	antiCounts []map[string]int64
 	// existing: the placed pods' required anti-affinity terms that match
-	// the pod, per (key, value).
-	existing map[[2]string]int64
+	// the pod, per topology key and value (by key, so that a node reads
+	// each key once).
+	existing map[string]map[string]int64
 }
 
 var filterStates sdk.PerCycle[*filterState]
@@ -77,7 +78,7 @@ var filterStates sdk.PerCycle[*filterState]
 func stateOf(pod sdk.Pod) *filterState {
 	return filterStates.Get(func() *filterState {
 		c := sdk.Cluster{}
-		s := &filterState{affinity: pod.PodAffinityRequired(), anti: pod.PodAntiAffinityRequired(), existing: map[[2]string]int64{}}
+		s := &filterState{affinity: pod.PodAffinityRequired(), anti: pod.PodAntiAffinityRequired(), existing: map[string]map[string]int64{}}
 		for i, t := range s.affinity {
 			ct := countTerm(t)
 			for j, o := range s.affinity {
@@ -96,7 +97,10 @@ func stateOf(pod sdk.Pod) *filterState {
 			s.antiCounts = append(s.antiCounts, c.CountPods(countTerm(t)))
 		}
 		for _, e := range c.ExistingTerms(sdk.ExistingAntiAffinityRequired) {
-			s.existing[[2]string{e.Key, e.Value}] += e.Sum
+			if s.existing[e.Key] == nil {
+				s.existing[e.Key] = map[string]int64{}
+			}
+			s.existing[e.Key][e.Value] += e.Sum
 		}
 		return s
 	})
@@ -138,11 +142,13 @@ func preFilter(pod sdk.Pod) sdk.Status {
 
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	s := stateOf(pod)
-	labels := node.Labels()
+	// One label at a time (Node.Label), not the whole map: each is a column
+	// of the node table, so a node costs a few loads, and nodes that agree
+	// on these labels share a verdict within the cycle (docs/abi.md §3.4).
 	if len(s.affinity) > 0 {
 		podsExist := true
 		for i, t := range s.affinity {
-			v, ok := labels[t.TopologyKey]
+			v, ok := node.Label(t.TopologyKey)
 			if !ok {
 				return sdk.UnschedulableAndUnresolvable(reasonAffinity)
 			}
@@ -155,15 +161,13 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 		}
 	}
 	for i, t := range s.anti {
-		if v, ok := labels[t.TopologyKey]; ok && s.antiCounts[i][v] > 0 {
+		if v, ok := node.Label(t.TopologyKey); ok && s.antiCounts[i][v] > 0 {
 			return sdk.Unschedulable(reasonAntiAffinity)
 		}
 	}
-	if len(s.existing) > 0 {
-		for k, v := range labels {
-			if s.existing[[2]string{k, v}] > 0 {
-				return sdk.Unschedulable(reasonExistingAnti)
-			}
+	for key, values := range s.existing {
+		if v, ok := node.Label(key); ok && values[v] > 0 {
+			return sdk.Unschedulable(reasonExistingAnti)
 		}
 	}
 	return sdk.Success()
@@ -225,9 +229,8 @@ func preScore(pod sdk.Pod) sdk.Status {
 
 func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 	var sum int64
-	labels := node.Labels()
 	for key, values := range scoresOf(pod).topology {
-		if v, ok := labels[key]; ok {
+		if v, ok := node.Label(key); ok {
 			sum += values[v]
 		}
 	}

@@ -330,9 +330,11 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	if len(states) == 0 {
 		return sdk.Success()
 	}
-	labels := node.Labels()
+	// One label per constraint (Node.Label), not the whole map: a column
+	// of the node table each, and nodes of one domain share a verdict
+	// within the cycle (docs/abi.md §3.4).
 	for _, s := range states {
-		v, ok := labels[s.key]
+		v, ok := node.Label(s.key)
 		if !ok {
 			return sdk.UnschedulableAndUnresolvable(reasonMissingLabel)
 		}
