@@ -33,7 +33,13 @@ func TestMain(m *testing.M) {
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
 	schedmetrics.Register()
-	os.Exit(m.Run())
+	code := m.Run()
+	// The engines' compilation cache (sharedEngine): about 90 MB a run,
+	// which filled the disk after a few hundred runs when it was left.
+	if cacheDir != "" {
+		os.RemoveAll(cacheDir)
+	}
+	os.Exit(code)
 }
 
 // realisticNode is shaped like a cloud node: a dozen well-known labels, a
