@@ -29,6 +29,12 @@ go vet -tags "$TEST_TAGS" ./... || problem "go vet found problems in the main mo
 for m in guest-sdk plugins-wasm; do
   (cd "$m" && go vet ./...) || problem "go vet found problems in $m"
 done
+# The SDK as guests build it (wasip1), and as the benchmarks' ABI v1 rows
+# build it (-tags wasmsched_abi1, sdk_table_abi1.go): files only those
+# builds compile.
+for tags in "" wasmsched_abi1; do
+  (cd guest-sdk && GOOS=wasip1 GOARCH=wasm go vet -tags "$tags" .) || problem "go vet found problems in the guest SDK built for wasip1 (tags: ${tags:-none})"
+done
 
 # An older build line compiles some files only under its tag: vet the
 # packages of its kube-scheduler with its module file and tag.
