@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -193,19 +194,33 @@ const (
 )
 
 // groupRows reports whether this batch's rows are grouped.
-func (v *Version) groupRows() bool {
-	if v.groupsIdle.Load() < groupIdleAfter {
-		return true
-	}
-	return v.groupBatches.Add(1)%groupProbe == 0
-}
+func (v *Version) groupRows() bool { return v.grouping.try(groupIdleAfter, groupProbe) }
 
 // grouped records whether a grouped batch shared a row.
-func (v *Version) grouped(shared bool) {
-	if shared {
-		v.groupsIdle.Store(0)
-	} else if v.groupsIdle.Load() < groupIdleAfter {
-		v.groupsIdle.Add(1)
+func (v *Version) grouped(shared bool) { v.grouping.record(shared, groupIdleAfter) }
+
+// backoff stops a kind of sharing that keeps finding nothing, but for one
+// batch in every probe, until one finds something again.
+type backoff struct {
+	// idle counts the batches in a row that found nothing; batches counts
+	// the batches since it reached idleAfter.
+	idle, batches atomic.Int32
+}
+
+// try reports whether this batch looks for something to share.
+func (b *backoff) try(idleAfter, probe int32) bool {
+	if b.idle.Load() < idleAfter {
+		return true
+	}
+	return b.batches.Add(1)%probe == 0
+}
+
+// record records whether a batch that looked found something.
+func (b *backoff) record(found bool, idleAfter int32) {
+	if found {
+		b.idle.Store(0)
+	} else if b.idle.Load() < idleAfter {
+		b.idle.Add(1)
 	}
 }
 

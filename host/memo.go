@@ -364,11 +364,12 @@ func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *
 // sharesInCycle reports whether the version may share verdicts across the
 // batches of one cycle although it does not remember them across cycles:
 // what varies by pod (its identity, the cluster) does not vary within a
-// cycle, so only a read outside the row (reusable) and the real random
-// source stop it.
+// cycle, so only a read outside the row (reusable) and the real clock or
+// random source stop it (time passes between a cycle's batches, as it does
+// not within one call).
 func (v *Version) sharesInCycle(kind CallKind, pod *PodState, pc *PolicyCycle) bool {
 	return pc != nil && (kind == CallFilter || kind == CallScore) && pod != nil && v.reusable() &&
-		!v.p.realRandom && v.layout.Load() != nil
+		!v.p.realClock && !v.p.realRandom && v.layout.Load() != nil
 }
 
 // A cycle's own table. A pod the memo does not take (the first cycle of
@@ -389,21 +390,10 @@ const (
 )
 
 // shareInCycle reports whether this batch uses its cycle's table.
-func (v *Version) shareInCycle() bool {
-	if v.cycleIdle.Load() < cycleIdleAfter {
-		return true
-	}
-	return v.cycleBatches.Add(1)%cycleProbe == 0
-}
+func (v *Version) shareInCycle() bool { return v.cycleSharing.try(cycleIdleAfter, cycleProbe) }
 
 // sharedInCycle records whether a batch found rows in its cycle's table.
-func (v *Version) sharedInCycle(shared bool) {
-	if shared {
-		v.cycleIdle.Store(0)
-	} else if v.cycleIdle.Load() < cycleIdleAfter {
-		v.cycleIdle.Add(1)
-	}
-}
+func (v *Version) sharedInCycle(shared bool) { v.cycleSharing.record(shared, cycleIdleAfter) }
 
 // CallNodes runs the batch form of Filter or Score (kind CallFilter or
 // CallScore) over nodes. results[i] (and, for Score, scores[i]) receive

@@ -510,3 +510,38 @@ func TestStoppedCycleTakesNothingRemembered(t *testing.T) {
 		t.Fatalf("stopped cycle: %v, want OutcomeStopped", cerr)
 	}
 }
+
+// Within one cycle a row evaluated in one batch is not evaluated again in
+// a later batch (docs/abi.md §3.4), for a pod the memo does not take yet
+// (its template's first cycle) as for one it does; with the real clock,
+// time passes between batches, and each batch evaluates its own rows.
+func TestCycleSharesRowsAcrossBatches(t *testing.T) {
+	nodes := make([]fwk.NodeInfo, 96) // three batches, one row
+	for i := range nodes {
+		nodes[i] = nodeInfo(fmt.Sprintf("n%02d", i), map[string]string{"team": "a"}, false)
+	}
+	e := newEngine(t)
+	wasm := testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation")
+	for _, realClock := range []bool{false, true} {
+		v := load(t, newPolicy(t, e, PolicySpec{Name: "team-isolation", Config: "key=team", MaxInstances: 1, RealClock: realClock}), wasm)
+		// The first cycle shows the SDK what the policy reads; the rows
+		// are in a table from the next one on.
+		runBatches(t, v, CallFilter, st.MakePod().Namespace("default").Name("learn").UID("learn").Label("team", "a").Obj(), nodes)
+		before, _, _ := v.p.RowStats()
+		pod := st.MakePod().Namespace("default").Name("fresh").UID("fresh").Label("team", "a").Label("template", "own").Obj()
+		results, _ := runBatches(t, v, CallFilter, pod, nodes)
+		for i, r := range results {
+			if r.Code != abi.CodeSuccess {
+				t.Fatalf("realClock %v: node %d: %+v, want Success", realClock, i, r)
+			}
+		}
+		evaluated, _, _ := v.p.RowStats()
+		want := int64(1) // one row, once per cycle
+		if realClock {
+			want = 3 // once per batch
+		}
+		if got := evaluated - before; got != want {
+			t.Errorf("realClock %v: %d rows evaluated in a cycle of 3 batches of one row, want %d", realClock, got, want)
+		}
+	}
+}

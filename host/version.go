@@ -56,15 +56,12 @@ type Version struct {
 	// random is set once a call drew random bytes: its answers are its
 	// instance's, not a function of what it read (Signature).
 	random atomic.Bool
-	// groupsIdle counts the grouped batches in a row that shared no row,
-	// groupBatches the batches since (groupRows).
-	groupsIdle, groupBatches atomic.Int32
-	// cycleIdle counts the batches in a row that found nothing in their
-	// cycle's table, cycleBatches the batches since (shareInCycle).
-	cycleIdle, cycleBatches atomic.Int32
-	inUse                   atomic.Int64
-	memBytes                atomic.Int64
-	chargedBytes            atomic.Int64
+	// grouping backs off grouping a batch's rows (groupRows), and
+	// cycleSharing looking rows up in the cycle's table (shareInCycle).
+	grouping, cycleSharing backoff
+	inUse                  atomic.Int64
+	memBytes               atomic.Int64
+	chargedBytes           atomic.Int64
 	// lastUsed is when a call last took an instance (monotonic).
 	lastUsed atomic.Int64
 	retired  atomic.Bool

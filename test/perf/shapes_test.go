@@ -115,7 +115,7 @@ func withPods(node *v1.Node, k int) fwk.NodeInfo {
 //     the same template (the pods of one ReplicaSet): after the first
 //     pass, verdicts are remembered (docs/abi.md §3.4);
 //   - <tc>-fresh: reuse on, and every pass a pod of a template never seen
-//     (a label of its own): only nodes with equal rows in one batch share;
+//     (a label of its own): only nodes with equal rows in one cycle share;
 //   - <tc>-off: verdictReuse Disabled, every node evaluated, the cost of a
 //     policy that cannot be reused.
 func BenchmarkShapes(b *testing.B) {
