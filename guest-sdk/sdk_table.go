@@ -124,12 +124,28 @@ func tableEnd() {
 // reportRow writes the current node's verdict into its row: a Success
 // inline, anything else out of line (see col).
 func reportRow(st Status, score int64) {
-	if st.Code == CodeSuccess && len(rowError) == 0 {
-		writeU64(row, abi.RowCode, 0) // the code and the reason id
-		writeU64(row, abi.RowScore, uint64(score))
-		return
+	if len(rowError) == 0 {
+		if st.Code == CodeSuccess {
+			writeU64(row, abi.RowCode, 0) // the code and the reason id
+			writeU64(row, abi.RowScore, uint64(score))
+			return
+		}
+		// A rejection with the reason of the last one (a policy returns
+		// the same constant on node after node): its id, by address.
+		if p := unsafe.StringData(st.Reason); p == lastReason.p && len(st.Reason) == lastReason.n && lastReason.id != 0 {
+			writeU64(row, abi.RowCode, uint64(uint32(st.Code))|uint64(uint32(lastReason.id))<<32)
+			writeU64(row, abi.RowScore, uint64(score))
+			return
+		}
 	}
 	reportRowSlow(st, score)
+}
+
+// lastReason is the reason reportRowSlow registered or found last.
+var lastReason struct {
+	p  *byte
+	n  int
+	id int32
 }
 
 //go:noinline
@@ -141,6 +157,9 @@ func reportRowSlow(st Status, score int64) {
 	var id int32
 	if st.Code != CodeSuccess && st.Reason != "" {
 		id = reasonID(st.Reason)
+		if rowError == "" || st.Reason != rowError {
+			lastReason.p, lastReason.n, lastReason.id = unsafe.StringData(st.Reason), len(st.Reason), id
+		}
 	}
 	writeU32(row, abi.RowReason, uint32(id))
 	writeU64(row, abi.RowScore, uint64(score))
@@ -174,7 +193,7 @@ var colCache [64]colEntry
 // Go builds too.
 type colEntry struct {
 	kp, ap *byte
-	lens   uint32 // len(kind)<<16 | len(arg)
+	lens   uint64 // len(kind)<<32 | len(arg)
 	i      int32
 }
 
@@ -186,7 +205,7 @@ type colEntry struct {
 func col(kind, arg string) int {
 	kp, ap := unsafe.StringData(kind), unsafe.StringData(arg)
 	c := &colCache[colSlot(kp, ap, len(arg))]
-	if c.ap == ap && c.kp == kp && c.lens == uint32(len(kind))<<16|uint32(len(arg)) {
+	if c.ap == ap && c.kp == kp && c.lens == uint64(len(kind))<<32|uint64(uint32(len(arg))) {
 		return int(c.i)
 	}
 	return colSlow(kind, arg)
@@ -206,9 +225,9 @@ func colSlow(kind, arg string) int {
 	for i := range columns {
 		if Equal(columns[i].kind, kind) && Equal(columns[i].arg, arg) {
 			kp, ap := unsafe.StringData(kind), unsafe.StringData(arg)
-			if kp != nil && len(kind) < 1<<16 && len(arg) < 1<<16 {
+			if kp != nil && len(kind) < 1<<30 && len(arg) < 1<<30 {
 				c := &colCache[colSlot(kp, ap, len(arg))]
-				c.kp, c.ap, c.lens, c.i = kp, ap, uint32(len(kind))<<16|uint32(len(arg)), int32(i)
+				c.kp, c.ap, c.lens, c.i = kp, ap, uint64(len(kind))<<32|uint64(uint32(len(arg))), int32(i)
 			}
 			return i
 		}

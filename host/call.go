@@ -200,22 +200,23 @@ func (v *Version) groupRows() bool { return v.grouping.try(groupIdleAfter, group
 func (v *Version) grouped(shared bool) { v.grouping.record(shared, groupIdleAfter) }
 
 // backoff stops a kind of sharing that keeps finding nothing, but for one
-// batch in every probe, until one finds something again.
+// try in every probe, until one finds something again. A try is a batch
+// (grouping) or a cycle (a cycle's table).
 type backoff struct {
-	// idle counts the batches in a row that found nothing; batches counts
-	// the batches since it reached idleAfter.
-	idle, batches atomic.Int32
+	// idle counts the tries in a row that found nothing; tries counts
+	// the tries since it reached idleAfter.
+	idle, tries atomic.Int32
 }
 
-// try reports whether this batch looks for something to share.
+// try reports whether this try looks for something to share.
 func (b *backoff) try(idleAfter, probe int32) bool {
 	if b.idle.Load() < idleAfter {
 		return true
 	}
-	return b.batches.Add(1)%probe == 0
+	return b.tries.Add(1)%probe == 0
 }
 
-// record records whether a batch that looked found something.
+// record records whether a try that looked found something.
 func (b *backoff) record(found bool, idleAfter int32) {
 	if found {
 		b.idle.Store(0)

@@ -58,6 +58,12 @@ type memoTable struct {
 	// transient marks a cycle's own table (cycleTable): not in the
 	// version's memo, its bytes not counted there.
 	transient bool
+	// A cycle's own table is used or not for the whole cycle (on, decided
+	// when the cycle makes it), and turns itself off when its first
+	// cycleLookups lookups find nothing (lookups, found).
+	on      atomic.Bool
+	found   atomic.Bool
+	lookups atomic.Int32
 }
 
 // memoBatch is a batch whose every node had a remembered verdict, kept
@@ -67,7 +73,11 @@ type memoTable struct {
 // row lookups were 15% of a 1000-node cycle). A NodeInfo's generation
 // comes from kube-scheduler's process-wide counter, taken anew on every
 // change, so a node at the generation seen is the node whose rows gave
-// these verdicts. Entries are not changed once stored.
+// these verdicts (as the node cache, hostabi, assumes too). The one
+// exception is the pod-group cycles of the GenericWorkload gate, whose
+// snapshot puts a member into a NodeInfo and restores its generation;
+// docs/kubernetes.md says not to combine that gate with WasmPolicy.
+// Entries are not changed once stored.
 type memoBatch struct {
 	nodes  []uintptr // the NodeInfos' pointers (identity, not kept alive)
 	gens   []int64
@@ -243,7 +253,7 @@ func templateOf(pod *PodState) uint64 {
 // keepBatch stores a batch answered wholly from rows, within the memo's
 // bounds (its bytes count as rows' do).
 func (t *memoTable) keepBatch(v *Version, nodes []fwk.NodeInfo, results []Result, scores []int64) {
-	if v.p.e.memoBytes.Load() > maxEngineMemoBytes || v.memo.bytes.Load() > maxMemoBytes {
+	if len(nodes) == 0 || v.p.e.memoBytes.Load() > maxEngineMemoBytes || v.memo.bytes.Load() > maxMemoBytes {
 		return
 	}
 	b := newMemoBatch(nodes, results, scores)
@@ -356,6 +366,7 @@ func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *
 	}
 	if t == nil {
 		t = &memoTable{rows: map[string]memoVerdict{}, transient: true}
+		t.on.Store(v.cycleSharing[sharingKind(kind)].try(cycleIdleAfter, cycleProbe))
 	}
 	pc.memo.Store(&cycleMemo{v: v, kind: kind, layout: l, epoch: epoch, state: st, remember: remember, t: t})
 	return t
@@ -378,22 +389,46 @@ func (v *Version) sharesInCycle(kind CallKind, pod *PodState, pc *PolicyCycle) b
 // state are fixed, so nodes with equal rows get the same verdict in every
 // batch, not only in their own (a pool of 50 nodes spread over 32-node
 // batches was evaluated once per batch, not once). The table lives as
-// long as the cycle's PolicyCycle and holds at most maxCycleRows rows; a
-// version whose batches keep finding nothing in it (all rows distinct)
-// uses it for one batch in cycleProbe, as grouping does (groupRows): a
-// probe costs about 6 µs more than the batch (BenchmarkShapes, distinct
-// -fresh: 1 in 16 added 10% to its Filter, 1 in 64 adds 3%).
+// long as the cycle's PolicyCycle and holds at most maxCycleRows rows. A
+// lookup that finds nothing costs about 6 µs over the batch (every row
+// distinct: BenchmarkShapes, distinct -fresh), so a cycle whose first
+// cycleLookups lookups find nothing stops looking, and a version (per
+// kind) whose cycles keep finding nothing uses the table in one cycle of
+// cycleProbe, and in all again once one finds a row. Counted in batches,
+// the back-off could not come back: a probe batch found its cycle's table
+// empty, the batches before it having skipped it.
 const (
 	maxCycleRows   = 1024
+	cycleLookups   = 2
 	cycleIdleAfter = 4
-	cycleProbe     = 64
+	cycleProbe     = 16
 )
 
-// shareInCycle reports whether this batch uses its cycle's table.
-func (v *Version) shareInCycle() bool { return v.cycleSharing.try(cycleIdleAfter, cycleProbe) }
+// sharingKind indexes Version.cycleSharing: Filter's rows and Score's are
+// not alike (a Score reads requested resources, which differ by node).
+func sharingKind(kind CallKind) int {
+	if kind == CallScore {
+		return 1
+	}
+	return 0
+}
 
-// sharedInCycle records whether a batch found rows in its cycle's table.
-func (v *Version) sharedInCycle(shared bool) { v.cycleSharing.record(shared, cycleIdleAfter) }
+// looked records what a batch found in its cycle's table (which held
+// rows): the first hit keeps the table on for the cycle and tells the
+// version; cycleLookups lookups without one turn it off for the rest of
+// the cycle, and count as an idle cycle.
+func (t *memoTable) looked(v *Version, kind CallKind, hit bool) {
+	b := &v.cycleSharing[sharingKind(kind)]
+	switch {
+	case hit:
+		if !t.found.Swap(true) {
+			b.record(true, cycleIdleAfter)
+		}
+	case !t.found.Load() && t.lookups.Add(1) == cycleLookups:
+		t.on.Store(false)
+		b.record(false, cycleIdleAfter)
+	}
+}
 
 // CallNodes runs the batch form of Filter or Score (kind CallFilter or
 // CallScore) over nodes. results[i] (and, for Score, scores[i]) receive
@@ -421,7 +456,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	l := v.layout.Load()
 	epoch := caches.Epoch()
 	t := v.memoTableOf(kind, pod, pc, l, epoch, remember)
-	if t == nil || t.transient && !v.shareInCycle() {
+	if t == nil || t.transient && !t.on.Load() {
 		d, _, cerr := v.callNodes(ctx, kind, pod, nodes, pc, results, scores)
 		return d, cerr
 	}
@@ -462,7 +497,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	t.mu.RUnlock()
 	if t.transient {
 		if !empty {
-			v.sharedInCycle(len(miss) < len(nodes))
+			t.looked(v, kind, len(miss) < len(nodes))
 		}
 		v.p.rowsShared.Add(int64(len(nodes) - len(miss)))
 	} else {

@@ -545,3 +545,45 @@ func TestCycleSharesRowsAcrossBatches(t *testing.T) {
 		}
 	}
 }
+
+// A version whose cycles found nothing to share (every row distinct) looks
+// again in one cycle of cycleProbe, and shares again from the first cycle
+// that finds a row: the back-off comes back (it could not when it counted
+// batches, docs/architecture.md RATIONALE).
+func TestCycleSharingComesBack(t *testing.T) {
+	distinct := make([]fwk.NodeInfo, 96)
+	same := make([]fwk.NodeInfo, 96)
+	for i := range distinct {
+		distinct[i] = nodeInfo(fmt.Sprintf("d%02d", i), map[string]string{"team": fmt.Sprintf("t%02d", i)}, false)
+		same[i] = nodeInfo(fmt.Sprintf("s%02d", i), map[string]string{"team": "a"}, false)
+	}
+	e := newEngine(t)
+	v := load(t, newPolicy(t, e, PolicySpec{Name: "team-isolation", Config: "key=team", MaxInstances: 1}), testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation"))
+	n := 0
+	fresh := func() *v1.Pod { // a pod of a template of its own
+		n++
+		return st.MakePod().Namespace("default").Name(fmt.Sprint("p", n)).UID(fmt.Sprint("p", n)).Label("team", "a").Label("template", fmt.Sprint(n)).Obj()
+	}
+	for range cycleIdleAfter + 2 {
+		runBatches(t, v, CallFilter, fresh(), distinct)
+	}
+	if v.cycleSharing[0].idle.Load() < cycleIdleAfter {
+		t.Fatalf("%d idle cycles after %d cycles of distinct rows, want %d", v.cycleSharing[0].idle.Load(), cycleIdleAfter+2, cycleIdleAfter)
+	}
+	for c := 1; c <= 2*cycleProbe; c++ {
+		before, _, _ := v.p.RowStats()
+		runBatches(t, v, CallFilter, fresh(), same)
+		if evaluated, _, _ := v.p.RowStats(); evaluated-before == 1 {
+			if c > cycleProbe+1 {
+				t.Errorf("sharing came back in cycle %d, want within %d", c, cycleProbe+1)
+			}
+			before = evaluated
+			runBatches(t, v, CallFilter, fresh(), same)
+			if evaluated, _, _ := v.p.RowStats(); evaluated-before != 1 {
+				t.Errorf("the cycle after sharing came back evaluated %d rows, want 1", evaluated-before)
+			}
+			return
+		}
+	}
+	t.Fatalf("no cycle of %d shared its row after the distinct ones", 2*cycleProbe)
+}

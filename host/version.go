@@ -56,12 +56,14 @@ type Version struct {
 	// random is set once a call drew random bytes: its answers are its
 	// instance's, not a function of what it read (Signature).
 	random atomic.Bool
-	// grouping backs off grouping a batch's rows (groupRows), and
-	// cycleSharing looking rows up in the cycle's table (shareInCycle).
-	grouping, cycleSharing backoff
-	inUse                  atomic.Int64
-	memBytes               atomic.Int64
-	chargedBytes           atomic.Int64
+	// grouping backs off grouping a batch's rows (groupRows), by batch;
+	// cycleSharing looking rows up in a cycle's table, by cycle, for
+	// Filter and for Score (memoTable.looked).
+	grouping     backoff
+	cycleSharing [2]backoff
+	inUse        atomic.Int64
+	memBytes     atomic.Int64
+	chargedBytes atomic.Int64
 	// lastUsed is when a call last took an instance (monotonic).
 	lastUsed atomic.Int64
 	retired  atomic.Bool
