@@ -114,6 +114,7 @@ func (w *WasmPolicy) Close() error {
 	w.cancel()
 	w.gates.close()
 	w.wg.Wait()
+	w.last.Store(nil) // the last cycle's CycleState, with other plugins' data
 	if w.objects != nil {
 		w.objects.Close()
 	}
