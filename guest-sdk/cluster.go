@@ -42,10 +42,12 @@ func (Cluster) NodeTaints(i int) []Taint {
 
 // CountPods counts the pods on the snapshot's nodes that match term, per
 // value of term.TopologyKey on the nodes that have that label (per node
-// name when TopologyKey is ""). Every such value is in the result, with 0
-// when no pod matches, so a policy also learns the topology's domains. The
-// host counts natively, once per cycle per distinct term, whichever policy
-// or node asks; the SDK keeps the answer for the rest of the cycle.
+// name when TopologyKey is ""), over the nodes term includes (NodeKeys,
+// NodeAffinityPolicy, NodeTaintsPolicy: a spread constraint's rules).
+// Every such value is in the result, with 0 when no pod matches, so a
+// policy also learns the topology's domains. The host counts natively,
+// once per cycle per distinct term, whichever policy or node asks; the SDK
+// keeps the answer for the rest of the cycle, so do not change the map.
 func (Cluster) CountPods(term CountTerm) map[string]int64 { return countPods(&term) }
 
 // Kinds of Cluster.ExistingTerms: which terms of the pods already on

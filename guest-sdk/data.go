@@ -39,6 +39,13 @@ type (
 	TopologySum              = model.TopologySum
 )
 
+// Node inclusion policies of a CountTerm (NodeAffinityPolicy,
+// NodeTaintsPolicy), with a spread constraint's values.
+const (
+	NodeInclusionHonor  = model.NodeInclusionHonor
+	NodeInclusionIgnore = model.NodeInclusionIgnore
+)
+
 // Container kinds.
 const (
 	ContainerInit = model.ContainerInit

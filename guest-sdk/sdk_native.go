@@ -287,7 +287,7 @@ func clusterNode(i int, kind int32) []byte {
 
 // countPods counts natively with the model's selector matching; the
 // fields test policy checks it agrees with the host's count_pods.
-func countPods(t *CountTerm) map[string]int64 { return model.CountPods(cluster(), pod().Namespace, t) }
+func countPods(t *CountTerm) map[string]int64 { return model.CountPods(cluster(), pod(), t) }
 
 func namespaceLabels(ns string) (map[string]string, bool) {
 	l, ok := cluster().Namespaces[ns]

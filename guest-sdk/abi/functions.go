@@ -114,7 +114,7 @@ var HostFunctions = []HostFunction{
 	{FnClusterNode, SectionCluster, append([]Param{{"i", I32}, {"kind", I32}}, bufParams...), i32Result,
 		"one field of node `i` of the snapshot; -2 if `i` is out of range"},
 	{FnCountPods, SectionCluster, []Param{{"term_ptr", I32}, {"term_len", I32}, {"buf", I32}, {"cap", I32}}, i32Result,
-		"the pods matching a term, per topology value, as a string list of (value, decimal count) pairs sorted by value; the term is a PodAffinityTerm in JSON, with upstream's namespace rules and two extensions (§4.6.1). Every value of a node holding the topology key is listed, with 0 when no pod matches. Computed by the host once per cycle per distinct term; -2 for a malformed term"},
+		"the pods matching a term, per topology value, as a string list of (value, decimal count) pairs sorted by value; the term is a PodAffinityTerm in JSON, with upstream's namespace rules and extensions (§4.6.1): which pods also count (alsoMatching, includeTerminating) and which nodes (nodeKeys, nodeAffinityPolicy, nodeTaintsPolicy). Every value of a node that counts and holds the topology key is listed, with 0 when no pod matches. Computed by the host once per cycle per distinct term; -2 for a malformed term"},
 	{FnExistingTerms, SectionCluster, append([]Param{{"kind", I32}}, bufParams...), i32Result,
 		"the terms of one kind of the pods on the snapshot's nodes that the pod being scheduled matches, summed per topology pair, as a string list of (topologyKey, value, decimal sum) records sorted by key and value (§4.6.2); only pairs with a match are listed. Computed by the host once per cycle per kind; -2 for an unknown kind"},
 	{FnNamespaceLabels, SectionCluster, []Param{{"name_ptr", I32}, {"name_len", I32}, {"buf", I32}, {"cap", I32}}, i32Result,

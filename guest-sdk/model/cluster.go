@@ -55,6 +55,8 @@ type Cluster struct {
 //   - Terminating pods (deletionTimestamp set) are left out, as
 //     PodTopologySpread leaves them out, unless IncludeTerminating is set
 //     (InterPodAffinity counts them).
+//   - Which nodes count: every node that has TopologyKey, unless the node
+//     fields below narrow them as PodTopologySpread's constraints do.
 type CountTerm struct {
 	LabelSelector      *LabelSelector
 	Namespaces         []string
@@ -66,7 +68,26 @@ type CountTerm struct {
 	// fields unset): InterPodAffinity counts the pods that match all of a
 	// pod's required affinity terms.
 	AlsoMatching []CountTerm
+	// NodeKeys: only nodes that have every one of these labels count (a
+	// spread constraint counts only nodes with all of the pod's topology
+	// keys).
+	NodeKeys []string
+	// NodeAffinityPolicy "Honor": only nodes the pod being scheduled may
+	// run on by its nodeSelector and required node affinity count; ""
+	// or "Ignore": every node. NodeTaintsPolicy "Honor": only nodes whose
+	// NoSchedule and NoExecute taints the pod tolerates count. The names
+	// and values are a spread constraint's (nodeAffinityPolicy,
+	// nodeTaintsPolicy), so a PodTopologySpread port passes its
+	// constraint's policies and learns each domain's count in one read
+	// instead of walking the cluster's nodes itself.
+	NodeAffinityPolicy, NodeTaintsPolicy string
 }
+
+// Node inclusion policies of CountTerm (a spread constraint's values).
+const (
+	NodeInclusionHonor  = "Honor"
+	NodeInclusionIgnore = "Ignore"
+)
 
 // JSON returns the term as the host's count_pods takes it (docs/abi.md
 // §4.6.1): what a guest in another language writes, and what the host's
@@ -96,6 +117,18 @@ func (t *CountTerm) AppendJSON(b []byte) []byte {
 			b = t.AlsoMatching[i].AppendJSON(b)
 		}
 		b = append(b, ']')
+	}
+	if len(t.NodeKeys) > 0 {
+		b = append(b, `,"nodeKeys":`...)
+		b = appendJSONStrings(b, t.NodeKeys)
+	}
+	if t.NodeAffinityPolicy != "" {
+		b = append(b, `,"nodeAffinityPolicy":`...)
+		b = appendJSONString(b, t.NodeAffinityPolicy)
+	}
+	if t.NodeTaintsPolicy != "" {
+		b = append(b, `,"nodeTaintsPolicy":`...)
+		b = appendJSONString(b, t.NodeTaintsPolicy)
 	}
 	return append(b, '}')
 }
@@ -215,10 +248,12 @@ func EncodeTopologySums(sums []TopologySum) []byte {
 
 // CountPods counts what count_pods counts, over c's nodes (PodsOn)
 // and with the model's selector matching: per value of t.TopologyKey on
-// the nodes that have it (per node name when it is ""), for the pod being
-// scheduled in namespace podNS. The host counts with upstream's matching;
-// kubemodel's tests hold the two to each other.
-func CountPods(c *Cluster, podNS string, t *CountTerm) map[string]int64 {
+// the nodes that have it (per node name when it is ""), over the nodes the
+// term's node fields include, for pod, the pod being scheduled. The host
+// counts with upstream's matching; kubemodel's tests hold the two to each
+// other.
+func CountPods(c *Cluster, pod *Pod, t *CountTerm) map[string]int64 {
+	podNS := pod.Namespace
 	matches := func(t *CountTerm, p *NodePod) bool {
 		in := false
 		if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
@@ -239,6 +274,9 @@ func CountPods(c *Cluster, podNS string, t *CountTerm) map[string]int64 {
 			}
 			value = v
 		}
+		if !IncludesNode(t, pod, n.Name, n.Labels, n.Taints) {
+			continue
+		}
 		count := out[value]
 		pods, _ := PodsOn(n)
 	pods:
@@ -257,6 +295,48 @@ func CountPods(c *Cluster, podNS string, t *CountTerm) map[string]int64 {
 		out[value] = count
 	}
 	return out
+}
+
+// IncludesNode reports whether the node fields of t (NodeKeys,
+// NodeAffinityPolicy, NodeTaintsPolicy) let a node with this name, labels
+// and taints count for pod, as PodTopologySpread includes nodes: the
+// pod's nodeSelector and required node affinity (a malformed term matches
+// no node), and its tolerations of the node's NoSchedule and NoExecute
+// taints.
+func IncludesNode(t *CountTerm, pod *Pod, name string, labels map[string]string, taints []Taint) bool {
+	for _, k := range t.NodeKeys {
+		if _, ok := labels[k]; !ok {
+			return false
+		}
+	}
+	if t.NodeAffinityPolicy == NodeInclusionHonor {
+		for k, v := range pod.NodeSelector {
+			if got, ok := labels[k]; !ok || got != v {
+				return false
+			}
+		}
+		if pod.Affinity != nil && len(pod.Affinity.NodeAffinityRequired) > 0 && !MatchNodeSelectorTerms(pod.Affinity.NodeAffinityRequired, name, labels) {
+			return false
+		}
+	}
+	if t.NodeTaintsPolicy == NodeInclusionHonor {
+		for _, taint := range taints {
+			if taint.Effect != "NoSchedule" && taint.Effect != "NoExecute" {
+				continue
+			}
+			tolerated := false
+			for _, tol := range pod.Tolerations {
+				if tol.Tolerates(taint) {
+					tolerated = true
+					break
+				}
+			}
+			if !tolerated {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ExistingTerms computes existing_terms of kind over c's nodes' pods for

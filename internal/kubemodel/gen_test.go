@@ -253,5 +253,10 @@ func (g gen) countTerm() model.CountTerm {
 	if g.maybe() {
 		t.AlsoMatching = []model.CountTerm{{LabelSelector: g.selector(), Namespaces: g.strs(genNS)}}
 	}
+	if g.maybe() {
+		t.NodeKeys = g.strs(genKeys)
+	}
+	t.NodeAffinityPolicy = g.pick([]string{"", model.NodeInclusionHonor, model.NodeInclusionIgnore})
+	t.NodeTaintsPolicy = g.pick([]string{"", model.NodeInclusionHonor, model.NodeInclusionIgnore})
 	return t
 }

@@ -306,7 +306,7 @@ func clusterRead(f fields.Field, w *world, native bool) []string {
 	case abi.FnCountPods:
 		for i := range w.terms {
 			if native {
-				out = append(out, string(model.EncodeCounts(model.CountPods(c, w.pod.Namespace, &w.terms[i]))))
+				out = append(out, string(model.EncodeCounts(model.CountPods(c, w.pod, &w.terms[i]))))
 				continue
 			}
 			term, err := host.ParseCountTerm(w.terms[i].JSON())
@@ -314,7 +314,7 @@ func clusterRead(f fields.Field, w *world, native bool) []string {
 				out = append(out, err.Error())
 				continue
 			}
-			out = append(out, string(model.EncodeCounts(w.view.CountPods(term, w.v1pod.Namespace))))
+			out = append(out, string(model.EncodeCounts(w.view.CountPods(term, w.v1pod))))
 		}
 	case abi.FnExistingTerms:
 		if native {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/tetratelabs/wazero/api"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -45,9 +47,9 @@ type ClusterView struct {
 // CountTerm is what count_pods counts: a PodAffinityTerm as the API spells
 // it, with upstream's namespace rules (no namespaces and no selector: the
 // pod's own namespace; an empty namespaceSelector: every namespace), plus
-// two extensions. An empty TopologyKey counts per node name. Terminating
-// pods are left out, as PodTopologySpread leaves them out, unless
-// IncludeTerminating is set (InterPodAffinity counts them).
+// extensions (docs/abi.md §4.6.1). An empty TopologyKey counts per node
+// name. Terminating pods are left out, as PodTopologySpread leaves them
+// out, unless IncludeTerminating is set (InterPodAffinity counts them).
 type CountTerm struct {
 	LabelSelector      *metav1.LabelSelector `json:"labelSelector"`
 	Namespaces         []string              `json:"namespaces"`
@@ -59,6 +61,11 @@ type CountTerm struct {
 	// must be unset), as InterPodAffinity counts the pods that match all
 	// of a pod's required affinity terms.
 	AlsoMatching []CountTerm `json:"alsoMatching"`
+	// NodeKeys, NodeAffinityPolicy and NodeTaintsPolicy narrow the nodes
+	// that count as a PodTopologySpread constraint does (includesNode).
+	NodeKeys           []string `json:"nodeKeys"`
+	NodeAffinityPolicy string   `json:"nodeAffinityPolicy"`
+	NodeTaintsPolicy   string   `json:"nodeTaintsPolicy"`
 }
 
 // ParseCountTerm decodes a count_pods term strictly: an unknown field or a
@@ -79,8 +86,13 @@ func ParseCountTerm(b []byte) (*CountTerm, error) {
 	if _, err := metav1.LabelSelectorAsSelector(t.NamespaceSelector); err != nil {
 		return nil, fmt.Errorf("count_pods term: namespaceSelector: %w", err)
 	}
+	for _, p := range []struct{ field, value string }{{"nodeAffinityPolicy", t.NodeAffinityPolicy}, {"nodeTaintsPolicy", t.NodeTaintsPolicy}} {
+		if p.value != "" && p.value != model.NodeInclusionHonor && p.value != model.NodeInclusionIgnore {
+			return nil, fmt.Errorf("count_pods term: %s: %q is neither %q nor %q", p.field, p.value, model.NodeInclusionHonor, model.NodeInclusionIgnore)
+		}
+	}
 	for i, a := range t.AlsoMatching {
-		if a.TopologyKey != "" || a.IncludeTerminating || len(a.AlsoMatching) > 0 {
+		if a.TopologyKey != "" || a.IncludeTerminating || len(a.AlsoMatching) > 0 || len(a.NodeKeys) > 0 || a.NodeAffinityPolicy != "" || a.NodeTaintsPolicy != "" {
 			return nil, fmt.Errorf("count_pods term: alsoMatching[%d]: only labelSelector, namespaces and namespaceSelector may be set", i)
 		}
 		if _, err := metav1.LabelSelectorAsSelector(a.LabelSelector); err != nil {
@@ -93,12 +105,15 @@ func ParseCountTerm(b []byte) (*CountTerm, error) {
 	return &t, nil
 }
 
-// CountPods counts the pods matching term (for a pod in namespace podNS)
-// per topology value: the value of the term's topology key on each node
-// that has it, or each node's name for an empty key. Every such value is
-// present, with 0 when no pod matches. A nil labelSelector matches no pod
-// and an empty one every pod, as in upstream.
-func (c *ClusterView) CountPods(t *CountTerm, podNS string) map[string]int64 {
+// CountPods counts the pods matching term for pod, the pod being
+// scheduled, per topology value: the value of the term's topology key on
+// each node that has it, or each node's name for an empty key, over the
+// nodes the term includes (includesNode). Every such value is present,
+// with 0 when no pod matches. A nil labelSelector matches no pod and an
+// empty one every pod, as in upstream.
+func (c *ClusterView) CountPods(t *CountTerm, pod *v1.Pod) map[string]int64 {
+	podNS := pod.Namespace
+	include := t.includesNode(pod)
 	nsLabels := map[string]labels.Set{}
 	namespaceLabels := func(ns string) labels.Set {
 		l, seen := nsLabels[ns]
@@ -139,6 +154,9 @@ func (c *ClusterView) CountPods(t *CountTerm, podNS string) map[string]int64 {
 			}
 			value = v
 		}
+		if include != nil && !include(node) {
+			continue
+		}
 		n := out[value]
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
@@ -150,6 +168,66 @@ func (c *ClusterView) CountPods(t *CountTerm, podNS string) map[string]int64 {
 		out[value] = n
 	}
 	return out
+}
+
+// includesNode is the term's test of a node for pod (nil when every node
+// counts): every one of NodeKeys among its labels; with
+// nodeAffinityPolicy Honor, the pod's nodeSelector and required node
+// affinity match it (upstream's RequiredNodeAffinity; a term that does
+// not parse matches nothing, as PodTopologySpread ignores the error);
+// with nodeTaintsPolicy Honor, the pod tolerates each of its NoSchedule
+// and NoExecute taints (upstream's toleration rules with the
+// TaintTolerationComparisonOperators gate off, its default).
+func (t *CountTerm) includesNode(pod *v1.Pod) func(*v1.Node) bool {
+	affinity := t.NodeAffinityPolicy == model.NodeInclusionHonor
+	taints := t.NodeTaintsPolicy == model.NodeInclusionHonor
+	if len(t.NodeKeys) == 0 && !affinity && !taints {
+		return nil
+	}
+	required := nodeaffinity.GetRequiredNodeAffinity(pod)
+	return func(node *v1.Node) bool {
+		for _, k := range t.NodeKeys {
+			if _, ok := node.Labels[k]; !ok {
+				return false
+			}
+		}
+		if affinity {
+			if ok, _ := required.Match(node); !ok {
+				return false
+			}
+		}
+		if taints {
+			for i := range node.Spec.Taints {
+				taint := &node.Spec.Taints[i]
+				if taint.Effect != v1.TaintEffectNoSchedule && taint.Effect != v1.TaintEffectNoExecute {
+					continue
+				}
+				if !slices.ContainsFunc(pod.Spec.Tolerations, func(tol v1.Toleration) bool { return tolerates(&tol, taint) }) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+}
+
+// tolerates is v1.Toleration.ToleratesTaint with comparison operators
+// off (their feature gate's default; the method's signature differs
+// between the Kubernetes lines this package builds for).
+func tolerates(t *v1.Toleration, taint *v1.Taint) bool {
+	if t.Effect != "" && t.Effect != taint.Effect {
+		return false
+	}
+	if t.Key != "" && t.Key != taint.Key {
+		return false
+	}
+	switch t.Operator {
+	case "", v1.TolerationOpEqual:
+		return t.Value == taint.Value
+	case v1.TolerationOpExists:
+		return true
+	}
+	return false
 }
 
 // matcher is the term's test of a pod: its namespace (the term's
@@ -175,7 +253,7 @@ func (t *CountTerm) matcher(podNS string, namespaceLabels func(string) labels.Se
 
 // countPods answers count_pods for the term's bytes: encoded once per view
 // per distinct term, so every policy and node of a cycle shares one count.
-func (c *ClusterView) countPods(term []byte, podNS string) ([]byte, bool) {
+func (c *ClusterView) countPods(term []byte, pod *v1.Pod) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b, ok := c.counts[string(term)]; ok {
@@ -189,7 +267,7 @@ func (c *ClusterView) countPods(term []byte, podNS string) ([]byte, bool) {
 		c.counts[string(term)] = nil
 		return nil, false
 	}
-	b := model.EncodeCounts(c.CountPods(t, podNS))
+	b := model.EncodeCounts(c.CountPods(t, pod))
 	c.counts[string(term)] = b
 	return b, true
 }
@@ -340,7 +418,7 @@ var clusterFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		b, ok := c.countPods(term, in.Pod.Pod.Namespace)
+		b, ok := c.countPods(term, in.Pod.Pod)
 		if !ok {
 			in.Policy.BadTerm(term)
 			s[0] = retBadArgs

@@ -10,7 +10,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -44,6 +48,13 @@ func newRandomCluster(r *rand.Rand, n int) randomCluster {
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), Labels: map[string]string{}}}
 		if r.IntN(5) > 0 {
 			node.Labels["zone"] = fmt.Sprintf("zone-%d", r.IntN(3))
+		}
+		if r.IntN(3) == 0 {
+			node.Labels["rack"] = fmt.Sprintf("rack-%d", r.IntN(4))
+		}
+		for range r.IntN(3) {
+			effects := []v1.TaintEffect{v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute}
+			node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: []string{"dedicated", "gpu"}[r.IntN(2)], Value: []string{"a", "b"}[r.IntN(2)], Effect: effects[r.IntN(3)]})
 		}
 		var pods []*v1.Pod
 		for j := range r.IntN(6) {
@@ -123,10 +134,63 @@ func randomTerm(r *rand.Rand) CountTerm {
 		for range 1 + r.IntN(2) {
 			a := randomTerm(r)
 			a.TopologyKey, a.IncludeTerminating, a.AlsoMatching = "", false, nil
+			a.NodeKeys, a.NodeAffinityPolicy, a.NodeTaintsPolicy = nil, "", ""
 			t.AlsoMatching = append(t.AlsoMatching, a)
 		}
 	}
+	policies := []string{"", model.NodeInclusionHonor, model.NodeInclusionIgnore}
+	t.NodeAffinityPolicy, t.NodeTaintsPolicy = policies[r.IntN(3)], policies[r.IntN(3)]
+	if r.IntN(3) == 0 {
+		t.NodeKeys = []string{"rack"}
+	}
 	return t
+}
+
+// randomIncomingPod is the pod being scheduled: in namespace ns, with a
+// nodeSelector, required node affinity and tolerations or not.
+func randomIncomingPod(r *rand.Rand, ns string) *v1.Pod {
+	pod := st.MakePod().Name("incoming").Namespace(ns).Obj()
+	if r.IntN(3) == 0 {
+		pod.Spec.NodeSelector = map[string]string{"zone": fmt.Sprintf("zone-%d", r.IntN(3))}
+	}
+	if r.IntN(3) == 0 {
+		pod.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+			NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "zone", Operator: v1.NodeSelectorOpIn, Values: []string{"zone-0", "zone-2"}}}},
+				{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "rack", Operator: v1.NodeSelectorOpExists}}}}}}}
+	}
+	for range r.IntN(3) {
+		tol := v1.Toleration{Key: []string{"dedicated", "gpu", ""}[r.IntN(3)], Operator: v1.TolerationOpEqual, Value: []string{"a", "b"}[r.IntN(2)]}
+		if tol.Key == "" || r.IntN(3) == 0 {
+			tol.Operator, tol.Value = v1.TolerationOpExists, ""
+		}
+		if r.IntN(2) == 0 {
+			tol.Effect = []v1.TaintEffect{v1.TaintEffectNoSchedule, v1.TaintEffectNoExecute}[r.IntN(2)]
+		}
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tol)
+	}
+	return pod
+}
+
+// upstreamIncludes is PodTopologySpread's node inclusion for a term's node
+// fields, with upstream's own helpers: every key present, the pod's
+// required node affinity, its tolerations of NoSchedule/NoExecute taints.
+func upstreamIncludes(term CountTerm, pod *v1.Pod, node *v1.Node) bool {
+	for _, k := range term.NodeKeys {
+		if _, ok := node.Labels[k]; !ok {
+			return false
+		}
+	}
+	if term.NodeAffinityPolicy == string(v1.NodeInclusionPolicyHonor) {
+		if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
+			return false
+		}
+	}
+	if term.NodeTaintsPolicy == string(v1.NodeInclusionPolicyHonor) {
+		if _, untolerated := v1helper.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, helper.DoNotScheduleTaintsFilterFunc(), false); untolerated {
+			return false
+		}
+	}
+	return true
 }
 
 // upstreamCount counts with the scheduler framework's own AffinityTerm
@@ -155,7 +219,7 @@ func upstreamCount(t *testing.T, c randomCluster, term CountTerm, pod *v1.Pod) m
 		if term.TopologyKey != "" {
 			value, ok = ni.Node().Labels[term.TopologyKey]
 		}
-		if !ok {
+		if !ok || !upstreamIncludes(term, pod, ni.Node()) {
 			continue
 		}
 		n := out[value]
@@ -189,6 +253,9 @@ func TestCountPodsMatchesUpstream(t *testing.T) {
 		native := &sdk.ClusterData{Namespaces: c.namespaces}
 		for _, ni := range c.nodes {
 			nd := &sdk.NodeData{Name: ni.Node().Name, Labels: ni.Node().Labels}
+			for _, taint := range ni.Node().Spec.Taints {
+				nd.Taints = append(nd.Taints, sdk.Taint{Key: taint.Key, Value: taint.Value, Effect: string(taint.Effect)})
+			}
 			for _, pi := range ni.GetPods() {
 				p := pi.GetPod()
 				nd.Pods = append(nd.Pods, sdk.NodePod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Terminating: p.DeletionTimestamp != nil})
@@ -196,11 +263,11 @@ func TestCountPodsMatchesUpstream(t *testing.T) {
 			native.Nodes = append(native.Nodes, nd)
 		}
 		sdk.SetCluster(native)
-		pod := st.MakePod().Name("incoming").Namespace(clusterNamespaces[round%3]).Obj()
 		for range 10 {
+			pod := randomIncomingPod(r, clusterNamespaces[round%3])
 			term := randomTerm(r)
 			want := upstreamCount(t, c, term, pod)
-			if got := view.CountPods(&term, pod.Namespace); fmt.Sprint(got) != fmt.Sprint(want) {
+			if got := view.CountPods(&term, pod); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("term %+v (pod in %s): host counted %v, upstream %v", term, pod.Namespace, got, want)
 			}
 			// The SDK encodes the term as a guest would and the host parses it.
@@ -209,10 +276,10 @@ func TestCountPodsMatchesUpstream(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the SDK's encoding of %+v does not parse: %v\n%s", term, err, b)
 			}
-			if got := view.CountPods(parsed, pod.Namespace); fmt.Sprint(got) != fmt.Sprint(want) {
+			if got := view.CountPods(parsed, pod); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("term %s: host counted %v after the SDK's encoding, upstream %v", b, got, want)
 			}
-			sdk.RunPreFilter(&sdk.PodData{Name: pod.Name, Namespace: pod.Namespace}) // no PreFilter registered: it only sets the pod
+			sdk.RunPreFilter(sdkPod(pod)) // no PreFilter registered: it only sets the pod
 			if got := (sdk.Cluster{}).CountPods(sdkTerm(term)); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("term %s: the SDK counted %v natively, upstream %v", b, got, want)
 			}
@@ -278,8 +345,30 @@ func sdkSelector(s *metav1.LabelSelector) *sdk.LabelSelector {
 	return out
 }
 
+// sdkPod is what the SDK's native CountPods reads of the pod being
+// scheduled: its namespace, nodeSelector, required node affinity and
+// tolerations.
+func sdkPod(pod *v1.Pod) *sdk.PodData {
+	p := &sdk.PodData{Name: pod.Name, Namespace: pod.Namespace, NodeSelector: pod.Spec.NodeSelector}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		p.Affinity = &model.Affinity{}
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			var mt model.NodeSelectorTerm
+			for _, e := range t.MatchExpressions {
+				mt.MatchExpressions = append(mt.MatchExpressions, model.NodeSelectorRequirement{Key: e.Key, Operator: string(e.Operator), Values: e.Values})
+			}
+			p.Affinity.NodeAffinityRequired = append(p.Affinity.NodeAffinityRequired, mt)
+		}
+	}
+	for _, t := range pod.Spec.Tolerations {
+		p.Tolerations = append(p.Tolerations, sdk.Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: string(t.Effect)})
+	}
+	return p
+}
+
 func sdkTerm(t CountTerm) sdk.CountTerm {
-	out := sdk.CountTerm{LabelSelector: sdkSelector(t.LabelSelector), Namespaces: t.Namespaces, NamespaceSelector: sdkSelector(t.NamespaceSelector), TopologyKey: t.TopologyKey, IncludeTerminating: t.IncludeTerminating}
+	out := sdk.CountTerm{LabelSelector: sdkSelector(t.LabelSelector), Namespaces: t.Namespaces, NamespaceSelector: sdkSelector(t.NamespaceSelector), TopologyKey: t.TopologyKey, IncludeTerminating: t.IncludeTerminating,
+		NodeKeys: t.NodeKeys, NodeAffinityPolicy: t.NodeAffinityPolicy, NodeTaintsPolicy: t.NodeTaintsPolicy}
 	for _, a := range t.AlsoMatching {
 		out.AlsoMatching = append(out.AlsoMatching, sdkTerm(a))
 	}
@@ -302,10 +391,11 @@ func BenchmarkCountPods(b *testing.B) {
 		nodes = append(nodes, ni)
 	}
 	term := sdk.CountTerm{LabelSelector: &sdk.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}, TopologyKey: "topology.kubernetes.io/zone"}.JSON()
+	pod := st.MakePod().Name("incoming").Namespace("payments").Obj()
 	b.ResetTimer()
 	for range b.N {
 		v := &ClusterView{Nodes: nodes}
-		if _, ok := v.countPods(term, "payments"); !ok {
+		if _, ok := v.countPods(term, pod); !ok {
 			b.Fatal("term refused")
 		}
 	}
@@ -329,6 +419,9 @@ func TestExistingTermsMatchUpstream(t *testing.T) {
 		var nodes []fwk.NodeInfo
 		for _, ni := range c.nodes {
 			nd := &sdk.NodeData{Name: ni.Node().Name, Labels: ni.Node().Labels}
+			for _, taint := range ni.Node().Spec.Taints {
+				nd.Taints = append(nd.Taints, sdk.Taint{Key: taint.Key, Value: taint.Value, Effect: string(taint.Effect)})
+			}
 			var pods []*v1.Pod
 			for _, pi := range ni.GetPods() {
 				p := pi.GetPod().DeepCopy()

@@ -140,6 +140,38 @@ func perNode(c constraint) map[string]int64 {
 	return sdk.Cluster{}.CountPods(sdk.CountTerm{LabelSelector: c.selector})
 }
 
+// policy is a node inclusion policy's value in a count term.
+func policy(honor bool) string {
+	if honor {
+		return sdk.NodeInclusionHonor
+	}
+	return sdk.NodeInclusionIgnore
+}
+
+// domainCounts is how many pods constraint c counts per value of its
+// topology key, over the nodes that count for it: those that have every
+// key in keys and pass c's node inclusion policies. Every such value is
+// present, with 0 where nothing matches (an empty selector counts
+// nothing). The host counts once per cycle: one read instead of every
+// node's labels.
+func domainCounts(c constraint, keys []string) map[string]int64 {
+	sel := c.selector
+	if empty(sel) {
+		sel = nil
+	}
+	return sdk.Cluster{}.CountPods(sdk.CountTerm{LabelSelector: sel, TopologyKey: c.key, NodeKeys: keys,
+		NodeAffinityPolicy: policy(c.honorAffinity), NodeTaintsPolicy: policy(c.honorTaints)})
+}
+
+// keysOf is the topology keys of cs.
+func keysOf(cs []constraint) []string {
+	keys := make([]string, len(cs))
+	for i, c := range cs {
+		keys[i] = c.key
+	}
+	return keys
+}
+
 // requiredAffinity is the pod's nodeSelector and required node affinity,
 // as upstream's GetRequiredNodeAffinity matches them (a malformed term
 // matches nothing).
@@ -177,66 +209,6 @@ func untolerated(taints []sdk.Taint, tolerations []sdk.Toleration) bool {
 	return false
 }
 
-// clusterNode is one node of the snapshot as the counting reads it.
-type clusterNode struct {
-	name   string
-	labels map[string]string
-	taints []sdk.Taint
-}
-
-func clusterNodes() []clusterNode {
-	c := sdk.Cluster{}
-	out := make([]clusterNode, c.NodeCount())
-	for i := range out {
-		out[i] = clusterNode{name: c.NodeName(i), labels: c.NodeLabels(i)}
-	}
-	return out
-}
-
-// counter decides which nodes count for a pod's constraints.
-type counter struct {
-	cs          []constraint
-	affinity    requiredAffinity
-	tolerations []sdk.Toleration
-	taintsRead  bool
-}
-
-func newCounter(pod sdk.Pod, cs []constraint) *counter {
-	k := &counter{cs: cs, affinity: requiredAffinity{selector: pod.NodeSelector(), terms: pod.NodeAffinityRequired()}}
-	for _, c := range cs {
-		if c.honorTaints {
-			k.tolerations, k.taintsRead = pod.Tolerations(), true
-		}
-	}
-	return k
-}
-
-// hasKeys reports whether labels carry every constraint's topology key.
-func hasKeys(cs []constraint, labels map[string]string) bool {
-	for _, c := range cs {
-		if _, ok := labels[c.key]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// includes reports whether constraint c counts the pods of node n.
-func (k *counter) includes(c constraint, n *clusterNode, i int) bool {
-	if c.honorAffinity && !k.affinity.matches(n.name, n.labels) {
-		return false
-	}
-	if c.honorTaints {
-		if n.taints == nil {
-			n.taints = sdk.Cluster{}.NodeTaints(i)
-		}
-		if untolerated(n.taints, k.tolerations) {
-			return false
-		}
-	}
-	return true
-}
-
 // filterState is what PreFilter hands Filter, per constraint.
 type filterState struct {
 	key       string
@@ -251,24 +223,13 @@ func preFilter(pod sdk.Pod) sdk.Status {
 	if len(cs) == 0 {
 		return sdk.Skip()
 	}
-	k := newCounter(pod, cs)
-	nodes := clusterNodes()
+	keys := keysOf(cs)
 	labels := pod.Labels()
 	states := make([]filterState, len(cs))
 	for i, c := range cs {
-		states[i] = filterState{key: c.key, maxSkew: int64(c.maxSkew), counts: map[string]int64{}}
+		states[i] = filterState{key: c.key, maxSkew: int64(c.maxSkew), counts: domainCounts(c, keys)}
 		if c.selector.Matches(labels) {
 			states[i].selfMatch = 1
-		}
-	}
-	for i, c := range cs {
-		counts := perNode(c)
-		for j := range nodes {
-			n := &nodes[j]
-			if !hasKeys(cs, n.labels) || !k.includes(c, n, j) {
-				continue
-			}
-			states[i].counts[n.labels[c.key]] += counts[n.name]
 		}
 		m := int64(math.MaxInt32)
 		for _, v := range states[i].counts {
@@ -355,36 +316,57 @@ func preScore(pod sdk.Pod) sdk.Status {
 // score leaves the scoring to normalize, which knows the scored nodes.
 func score(sdk.Pod, sdk.Node) (int64, sdk.Status) { return 0, sdk.Success() }
 
+// scored is a node that passed Filter, as normalize reads it: per
+// constraint, the value of its key and whether the node has it.
+type scored struct {
+	name    string
+	values  []string
+	has     []bool
+	ignored bool
+}
+
 func normalize(pod sdk.Pod, scores []int64) sdk.Status {
 	cs, fromPod := constraints(pod, "ScheduleAnyway")
 	if len(cs) == 0 {
 		return sdk.Success()
 	}
-	// The scored nodes: those that passed Filter.
-	type scored struct {
-		name    string
-		labels  map[string]string
-		ignored bool
+	hostname := false
+	for _, c := range cs {
+		hostname = hostname || c.key == hostnameKey
 	}
+	// The scored nodes (those that passed Filter), one label per
+	// constraint: a node without one of the pod's own keys is ignored.
 	feasible := make([]scored, len(scores))
 	ignored := 0
 	for i := range scores {
 		node, _ := sdk.ScoredNode(i)
-		f := scored{name: node.Name(), labels: node.Labels()}
-		if fromPod && !hasKeys(cs, f.labels) {
-			f.ignored = true
+		f := scored{values: make([]string, len(cs)), has: make([]bool, len(cs))}
+		if hostname {
+			f.name = node.Name()
+		}
+		for j, c := range cs {
+			f.values[j], f.has[j] = node.Label(c.key)
+			if fromPod && !f.has[j] {
+				f.ignored = true
+			}
+		}
+		if f.ignored {
 			ignored++
 		}
 		feasible[i] = f
 	}
-	// Domains among the scored nodes, and each constraint's weight.
+	// Domains among the scored nodes, and each constraint's weight. As
+	// upstream does, a node without the key (possible for the system
+	// defaults, which do not require every key) adds the domain "".
 	domains := make([]map[string]int64, len(cs))
 	weights := make([]float64, len(cs))
+	emptyValue := make([]bool, len(cs))
 	for i, c := range cs {
 		domains[i] = map[string]int64{}
 		for _, f := range feasible {
 			if !f.ignored && c.key != hostnameKey {
-				domains[i][f.labels[c.key]] = 0
+				domains[i][f.values[i]] = 0
+				emptyValue[i] = emptyValue[i] || (f.has[i] && f.values[i] == "")
 			}
 		}
 		size := len(domains[i])
@@ -394,22 +376,26 @@ func normalize(pod sdk.Pod, scores []int64) sdk.Status {
 		weights[i] = math.Log(float64(size + 2))
 	}
 	// Counts per domain over every node of the snapshot that counts.
-	k := newCounter(pod, cs)
-	nodes := clusterNodes()
+	var keys []string
+	if fromPod {
+		keys = keysOf(cs)
+	}
 	counts := make([]map[string]int64, len(cs))
 	for i, c := range cs {
 		counts[i] = perNode(c)
 		if c.key == hostnameKey {
 			continue
 		}
-		for j := range nodes {
-			n := &nodes[j]
-			if (fromPod && !hasKeys(cs, n.labels)) || !k.includes(c, n, j) {
-				continue
-			}
-			d := n.labels[c.key]
+		if emptyValue[i] {
+			// A scored node has the key with the value "": upstream also
+			// counts the nodes without the key into that domain, which
+			// only a walk of the nodes reproduces.
+			countEmptyDomain(pod, cs, i, fromPod, domains[i], counts[i])
+			continue
+		}
+		for d, n := range domainCounts(c, keys) {
 			if _, ok := domains[i][d]; ok {
-				domains[i][d] += counts[i][n.name]
+				domains[i][d] = n
 			}
 		}
 	}
@@ -421,11 +407,10 @@ func normalize(pod sdk.Pod, scores []int64) sdk.Status {
 		}
 		var s float64
 		for i, c := range cs {
-			v, ok := f.labels[c.key]
-			if !ok {
+			if !f.has[i] {
 				continue
 			}
-			cnt := domains[i][v]
+			cnt := domains[i][f.values[i]]
 			if c.key == hostnameKey {
 				cnt = counts[i][f.name]
 			}
@@ -445,6 +430,43 @@ func normalize(pod sdk.Pod, scores []int64) sdk.Status {
 		}
 	}
 	return sdk.Success()
+}
+
+// countEmptyDomain fills domains (constraint i's domains among the scored
+// nodes) by walking the snapshot's nodes as upstream does: a node that
+// counts and has no value for the key adds its pods to the domain "".
+func countEmptyDomain(pod sdk.Pod, cs []constraint, i int, fromPod bool, domains, perNode map[string]int64) {
+	c := cs[i]
+	cl := sdk.Cluster{}
+	affinity := requiredAffinity{selector: pod.NodeSelector(), terms: pod.NodeAffinityRequired()}
+	var tolerations []sdk.Toleration
+	if c.honorTaints {
+		tolerations = pod.Tolerations()
+	}
+	for j := range cl.NodeCount() {
+		name, labels := cl.NodeName(j), cl.NodeLabels(j)
+		if fromPod {
+			missing := false
+			for _, o := range cs {
+				if _, ok := labels[o.key]; !ok {
+					missing = true
+				}
+			}
+			if missing {
+				continue
+			}
+		}
+		if c.honorAffinity && !affinity.matches(name, labels) {
+			continue
+		}
+		if c.honorTaints && untolerated(cl.NodeTaints(j), tolerations) {
+			continue
+		}
+		d := labels[c.key]
+		if _, ok := domains[d]; ok {
+			domains[d] += perNode[name]
+		}
+	}
 }
 
 func main() {}
