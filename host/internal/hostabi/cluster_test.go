@@ -557,3 +557,51 @@ func upstreamExisting(nodes []fwk.NodeInfo, kind int32, pod *v1.Pod, nsLabels la
 	})
 	return out
 }
+
+// node_list's image states are cached with the node, yet follow a change
+// of an image's node count that leaves the node's generation as it was
+// (the snapshot recounts the nodes that hold an image when another node
+// pulls it): the cache checks every summary it was encoded from.
+func TestImageStatesFollowNodeCounts(t *testing.T) {
+	nodes := []*v1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"web:1"}, SizeBytes: 100 << 20}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}},
+	}
+	infos := []fwk.NodeInfo{intree.NewNodeInfo(), intree.NewNodeInfo()}
+	for i, n := range nodes {
+		infos[i].SetNode(n)
+	}
+	intree.SetImageStates(infos, nodes)
+	c := newNodeCache()
+	decode := func(ni fwk.NodeInfo) string {
+		b, ok := c.list(ni, model.NodeImageStates)
+		if !ok {
+			t.Fatal("node_list refused the image states")
+		}
+		var out []string
+		for r := abi.NewListReader(b); r.Len() > 0; {
+			s, _ := r.Next()
+			out = append(out, string(s))
+		}
+		return fmt.Sprint(out)
+	}
+	first := decode(infos[0])
+	if !strings.Contains(first, "web:1") || decode(infos[0]) != first {
+		t.Fatalf("image states %s, then %s", first, decode(infos[0]))
+	}
+	if got := decode(infos[1]); got != "[]" {
+		t.Fatalf("a node without images lists %s", got)
+	}
+	gen := infos[0].GetGeneration()
+	infos[0].GetImageStates()["web:1"].NumNodes = 2
+	if infos[0].GetGeneration() != gen {
+		t.Fatal("the test changed the generation")
+	}
+	if got := decode(infos[0]); got == first {
+		t.Fatalf("after the node count changed, the image states are still %s", got)
+	}
+	infos[0].GetImageStates()["web:1"].NumNodes = 1
+	if got := decode(infos[0]); got != first {
+		t.Fatalf("back at one node: %s, first %s", got, first)
+	}
+}

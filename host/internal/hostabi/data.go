@@ -203,6 +203,10 @@ type nodeEntry struct {
 
 	objOnce sync.Once
 
+	// images is the node's image states as node_list encodes them, with
+	// what they were encoded from (imageStates).
+	images atomic.Pointer[imageList]
+
 	// rows are the node's node-table rows, one per layout (table.go):
 	// read without a lock, replaced under rowsMu.
 	rowsMu sync.Mutex
@@ -216,6 +220,61 @@ func (e *nodeEntry) model(ni fwk.NodeInfo, part kubemodel.NodePart) *model.Node 
 		e.parts[part].Do(func() { kubemodel.FillNode(&e.m, ni, part) })
 	}
 	return &e.m
+}
+
+// imageList is an encoded image-state list and the summaries it was
+// encoded from, by image name.
+type imageList struct {
+	from    map[string]imageSummary
+	encoded []byte
+}
+
+// imageSummary is what node_list reads of an image state.
+type imageSummary struct {
+	size     int64
+	numNodes int
+}
+
+// imageStates is node_list's image states of ni: encoded again only when
+// they changed. They cannot be cached by generation alone: an image's
+// NumNodes counts other nodes, and the snapshot may change it without
+// this node's generation changing. So the cached encoding is checked
+// against every summary (size and node count) on each read, which costs
+// one map lookup per image instead of a conversion, a sort and an
+// encoding, and nothing for a node without images.
+func (e *nodeEntry) imageStates(ni fwk.NodeInfo) ([]byte, bool) {
+	states := ni.GetImageStates()
+	if l := e.images.Load(); l != nil && sameImages(l.from, states) {
+		return l.encoded, true
+	}
+	var m model.Node
+	kubemodel.FillNode(&m, ni, kubemodel.NodeImageStates)
+	b, ok := model.NodeList(&m, model.NodeImageStates)
+	if !ok {
+		return nil, false
+	}
+	from := make(map[string]imageSummary, len(states))
+	for name, s := range states {
+		if s != nil {
+			from[name] = imageSummary{s.Size, s.NumNodes}
+		}
+	}
+	e.images.Store(&imageList{from: from, encoded: b})
+	return b, true
+}
+
+// sameImages reports whether states holds exactly the summaries of from.
+func sameImages(from map[string]imageSummary, states map[string]*fwk.ImageStateSummary) bool {
+	if len(from) != len(states) {
+		return false
+	}
+	for name, s := range states {
+		f, ok := from[name]
+		if !ok || s == nil || f != (imageSummary{s.Size, s.NumNodes}) {
+			return false
+		}
+	}
+	return true
 }
 
 // object is the whole node as JSON (node_object), encoded once per
@@ -292,12 +351,7 @@ func (c *nodeCache) list(ni fwk.NodeInfo, kind int32) ([]byte, bool) {
 		return nil, false
 	}
 	if kind == model.NodeImageStates {
-		// Not cached with the node: an image's NumNodes counts other
-		// nodes, and the snapshot may change it without this node's
-		// generation changing.
-		var m model.Node
-		kubemodel.FillNode(&m, ni, kubemodel.NodeImageStates)
-		return model.NodeList(&m, kind)
+		return c.entry(ni).imageStates(ni)
 	}
 	e := c.entry(ni)
 	e.once[kind].Do(func() {

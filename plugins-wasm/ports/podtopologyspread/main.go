@@ -382,15 +382,15 @@ func normalize(pod sdk.Pod, scores []int64) sdk.Status {
 	}
 	counts := make([]map[string]int64, len(cs))
 	for i, c := range cs {
-		counts[i] = perNode(c)
 		if c.key == hostnameKey {
+			counts[i] = perNode(c)
 			continue
 		}
 		if emptyValue[i] {
 			// A scored node has the key with the value "": upstream also
 			// counts the nodes without the key into that domain, which
 			// only a walk of the nodes reproduces.
-			countEmptyDomain(pod, cs, i, fromPod, domains[i], counts[i])
+			countEmptyDomain(pod, cs, i, fromPod, domains[i], perNode(c))
 			continue
 		}
 		for d, n := range domainCounts(c, keys) {
