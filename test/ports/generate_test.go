@@ -23,7 +23,7 @@ var (
 	taintValues = []string{"", "a", "b"}
 	effects     = []v1.TaintEffect{v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute}
 	labelKeys   = []string{"zone", "disk", "size", "team"}
-	labelValues = []string{"a", "b", "ssd", "1", "3", "10", ""}
+	labelValues = []string{"a", "b", "ssd", "1", "3", "10", ""} // "" last (generateNodes)
 )
 
 // generateNodes makes n nodes with random labels, taints and cordons, and
@@ -31,11 +31,19 @@ var (
 func generateNodes(r *rand.Rand, n int) ([]fwk.NodeInfo, []*v1.Pod) {
 	var infos []fwk.NodeInfo
 	var all []*v1.Pod
+	// Half the clusters have no label with the value "" (as real ones
+	// seldom do): PodTopologySpread scores a node labelled "" through a
+	// path of its own (upstream's domain "" also takes the nodes without
+	// the key), and the other half would hide the usual path.
+	values, zoneValues := labelValues, zones
+	if r.IntN(2) == 0 {
+		values, zoneValues = labelValues[:len(labelValues)-1], zones[:len(zones)-1]
+	}
 	for i := range n {
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), Labels: map[string]string{}}}
 		for _, k := range labelKeys {
 			if r.IntN(3) > 0 {
-				node.Labels[k] = labelValues[r.IntN(len(labelValues))]
+				node.Labels[k] = values[r.IntN(len(values))]
 			}
 		}
 		// The spread ports' topology: usually a hostname and a zone (of
@@ -44,7 +52,7 @@ func generateNodes(r *rand.Rand, n int) ([]fwk.NodeInfo, []*v1.Pod) {
 			node.Labels[v1.LabelHostname] = node.Name
 		}
 		if r.IntN(6) > 0 {
-			node.Labels[v1.LabelTopologyZone] = zones[r.IntN(len(zones))]
+			node.Labels[v1.LabelTopologyZone] = zoneValues[r.IntN(len(zoneValues))]
 		}
 		node.Spec.Unschedulable = r.IntN(5) == 0
 		node.Status.Allocatable = v1.ResourceList{}
@@ -240,7 +248,7 @@ func podAffinityTerm(r *rand.Rand) v1.PodAffinityTerm {
 // zones are the values of topology.kubernetes.io/zone; namespaces those
 // of the running pods (the scheduled pods' are spreadPod's).
 var (
-	zones      = []string{"zone-a", "zone-b", "zone-c", ""}
+	zones      = []string{"zone-a", "zone-b", "zone-c", ""} // "" last (generateNodes)
 	namespaces = []string{"default", "default", "other"}
 )
 
