@@ -10,11 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -186,7 +183,7 @@ func upstreamIncludes(term CountTerm, pod *v1.Pod, node *v1.Node) bool {
 		}
 	}
 	if term.NodeTaintsPolicy == string(v1.NodeInclusionPolicyHonor) {
-		if _, untolerated := v1helper.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, helper.DoNotScheduleTaintsFilterFunc(), false); untolerated {
+		if untoleratedTaint(node.Spec.Taints, pod.Spec.Tolerations) {
 			return false
 		}
 	}
