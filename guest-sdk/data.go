@@ -69,3 +69,20 @@ func PodRequests(containers []Container, podLevel, overhead, nonMissing map[stri
 func MatchNodeSelectorTerms(terms []NodeSelectorTerm, nodeName string, labels map[string]string) bool {
 	return model.MatchNodeSelectorTerms(terms, nodeName, labels)
 }
+
+// MatchNodeSelectorTermsOn is MatchNodeSelectorTerms on the node being
+// evaluated, reading only what the terms name: each label by key (a
+// column of the node table, so nodes that agree on those labels share a
+// verdict, docs/abi.md §3.4) and the name only for matchFields. Prefer it
+// to passing Node.Labels, which decodes every label of every node and
+// cannot be shared.
+func MatchNodeSelectorTermsOn(terms []NodeSelectorTerm, node Node) bool {
+	return model.MatchNodeSelectorTermsOn(terms, node)
+}
+
+// NodeSelectorTermMatches is NodeSelectorTerm.Matches on the node being
+// evaluated, reading it as MatchNodeSelectorTermsOn does: for a preferred
+// term's Preference.
+func NodeSelectorTermMatches(term NodeSelectorTerm, node Node) bool {
+	return model.TermMatches(term, node)
+}

@@ -186,6 +186,14 @@ func (Node) NonZeroRequested() map[string]int64 {
 	return decodeInts(nodeList(model.NodeNonZeroRequested))
 }
 
+// NonZeroRequestedOf returns one resource of NonZeroRequested (cpu or
+// memory; 0 for any other resource). It is a column of the node table
+// like Requested: a Score that reads it per node pays a few loads, where
+// NonZeroRequested decodes a map on every call.
+func (Node) NonZeroRequestedOf(resource string) int64 {
+	return max(0, nodeResource(model.ResourceNonZeroRequested, resource))
+}
+
 // UsedPorts returns the host ports the node's pods use, sorted by IP,
 // protocol and port.
 func (Node) UsedPorts() []HostPort {

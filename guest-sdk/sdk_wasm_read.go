@@ -186,7 +186,8 @@ func nodeTaint(key string) []byte {
 }
 
 // resourceColumns are the table columns of node_resource's kinds.
-var resourceColumns = [...]string{model.ResourceAllocatable: abi.ColAllocatable, model.ResourceCapacity: abi.ColCapacity, model.ResourceRequested: abi.ColRequested}
+var resourceColumns = [...]string{model.ResourceAllocatable: abi.ColAllocatable, model.ResourceCapacity: abi.ColCapacity, model.ResourceRequested: abi.ColRequested,
+	model.ResourceNonZeroRequested: abi.ColNonZeroRequested}
 
 func nodeResource(kind int32, name string) int64 {
 	if inTable && uint32(kind) < uint32(len(resourceColumns)) {

@@ -53,15 +53,18 @@ const (
 // Column kinds: the part of a column name before the colon ("name",
 // "pod_count" and "unschedulable" have no argument).
 const (
-	ColName          = "name"          // string id of metadata.name
-	ColLabel         = "label"         // label:<key>: string id of the value, 0 if unset
-	ColAnnotation    = "annotation"    // annotation:<key>: string id, 0 if unset
-	ColAllocatable   = "allocatable"   // allocatable:<resource>: i64, i64 min if not reported
-	ColCapacity      = "capacity"      // capacity:<resource>: i64, i64 min if not reported
-	ColRequested     = "requested"     // requested:<resource>: i64, 0 if none
-	ColPodCount      = "pod_count"     // i64: pods on the node
-	ColUnschedulable = "unschedulable" // i64: 1 if cordoned
-	ColTaint         = "taint"         // taint:<key>: i64 bit set of the effects of the taints with the key
+	ColName        = "name"        // string id of metadata.name
+	ColLabel       = "label"       // label:<key>: string id of the value, 0 if unset
+	ColAnnotation  = "annotation"  // annotation:<key>: string id, 0 if unset
+	ColAllocatable = "allocatable" // allocatable:<resource>: i64, i64 min if not reported
+	ColCapacity    = "capacity"    // capacity:<resource>: i64, i64 min if not reported
+	ColRequested   = "requested"   // requested:<resource>: i64, 0 if none
+	// nonzero_requested:<resource>: i64, cpu and memory as NodeResourcesFit
+	// scores them, 0 for any other resource.
+	ColNonZeroRequested = "nonzero_requested"
+	ColPodCount         = "pod_count"     // i64: pods on the node
+	ColUnschedulable    = "unschedulable" // i64: 1 if cordoned
+	ColTaint            = "taint"         // taint:<key>: i64 bit set of the effects of the taints with the key
 )
 
 // Taint effect bits in a taint column.
@@ -80,6 +83,7 @@ var TableColumns = []struct{ Kind, Arg, Slot string }{
 	{ColAllocatable, "resource", "i64 status.allocatable[resource] in the units of §4.3, i64 min if the node does not report it"},
 	{ColCapacity, "resource", "i64 status.capacity[resource], i64 min if the node does not report it"},
 	{ColRequested, "resource", "i64 requested[resource] (the pods on the node), 0 if none"},
+	{ColNonZeroRequested, "resource", "i64 non-zero requested[resource]: cpu and memory of the pods on the node as NodeResourcesFit scores them (a container without a request counts 100m cpu / 200Mi memory), 0 for any other resource"},
 	{ColPodCount, "", "i64 pods on the node, assumed ones included"},
 	{ColUnschedulable, "", "i64 1 if spec.unschedulable, else 0"},
 	{ColTaint, "key", "i64 bit set of the effects of the node's taints with that key: 1 NoSchedule, 2 PreferNoSchedule, 4 NoExecute; 0 if none"},

@@ -65,6 +65,9 @@ const (
 	ResourceAllocatable int32 = 0
 	ResourceCapacity    int32 = 1
 	ResourceRequested   int32 = 2
+	// ResourceNonZeroRequested is cpu or memory of NodeNonZeroRequested;
+	// 0 for any other resource.
+	ResourceNonZeroRequested int32 = 3
 )
 
 // Node is a node as a policy reads it. In a scheduler the host converts
@@ -225,6 +228,8 @@ func NodeResource(n *Node, kind int32, name string) (int64, bool) {
 		m = n.Capacity
 	case ResourceRequested:
 		return n.Derived.Requested[name], true
+	case ResourceNonZeroRequested:
+		return n.Derived.NonZeroRequested[name], true
 	default:
 		return abi.MissingQuantity, false
 	}
@@ -312,8 +317,9 @@ func TableColumn(n *Node, kind, arg string) (s string, isString, ok bool, v uint
 	case abi.ColAnnotation:
 		s, ok = n.Annotations[arg]
 		return s, true, ok, 0
-	case abi.ColAllocatable, abi.ColCapacity, abi.ColRequested:
-		k := map[string]int32{abi.ColAllocatable: ResourceAllocatable, abi.ColCapacity: ResourceCapacity, abi.ColRequested: ResourceRequested}[kind]
+	case abi.ColAllocatable, abi.ColCapacity, abi.ColRequested, abi.ColNonZeroRequested:
+		k := map[string]int32{abi.ColAllocatable: ResourceAllocatable, abi.ColCapacity: ResourceCapacity, abi.ColRequested: ResourceRequested,
+			abi.ColNonZeroRequested: ResourceNonZeroRequested}[kind]
 		r, _ := NodeResource(n, k, arg)
 		return "", false, true, uint64(r)
 	case abi.ColPodCount:

@@ -89,6 +89,28 @@ type NodeSelectorTerm struct {
 	MatchFields      []NodeSelectorRequirement
 }
 
+// NodeLabelReader is what a node selector reads of a node: its name (only
+// for matchFields) and its labels one key at a time, so that a policy can
+// match terms against its node without decoding every label (sdk.Node is
+// one: each label a column of the node table).
+type NodeLabelReader interface {
+	Name() string
+	Label(key string) (string, bool)
+}
+
+// labelMap is a NodeLabelReader over a name and a label map.
+type labelMap struct {
+	name   string
+	labels map[string]string
+}
+
+func (m labelMap) Name() string { return m.name }
+
+func (m labelMap) Label(key string) (string, bool) {
+	v, ok := m.labels[key]
+	return v, ok
+}
+
 // Matches reports whether a node with this name and these labels satisfies
 // the term, as the scheduler's NodeAffinity evaluates a required term
 // (k8s.io/component-helpers nodeaffinity.LazyErrorNodeSelector): every
@@ -100,12 +122,21 @@ type NodeSelectorTerm struct {
 // so Gt and Lt cannot take a negative number). Gt and Lt compare the
 // label's value as a decimal int64 and fail when it is not one.
 func (t NodeSelectorTerm) Matches(nodeName string, labels map[string]string) bool {
+	return TermMatches(t, labelMap{nodeName, labels})
+}
+
+// TermMatches is NodeSelectorTerm.Matches on a node read through n: the
+// labels its requirements name, and the name only for matchFields. Generic
+// rather than over the interface, so that a value of a concrete type is
+// never boxed per call.
+func TermMatches[N NodeLabelReader](t NodeSelectorTerm, n N) bool {
 	if len(t.MatchExpressions) == 0 && len(t.MatchFields) == 0 {
 		return false
 	}
 	ok := true
 	for _, r := range t.MatchExpressions {
-		m, valid := r.matchesLabels(labels)
+		v, has := n.Label(r.Key)
+		m, valid := r.matchesLabel(v, has)
 		if !valid {
 			return false
 		}
@@ -117,7 +148,7 @@ func (t NodeSelectorTerm) Matches(nodeName string, labels map[string]string) boo
 		}
 		v := ""
 		if r.Key == "metadata.name" {
-			v = nodeName
+			v = n.Name()
 		}
 		ok = ok && (v == r.Values[0]) == (r.Operator == "In")
 	}
@@ -128,21 +159,26 @@ func (t NodeSelectorTerm) Matches(nodeName string, labels map[string]string) boo
 // are ORed), as requiredDuringSchedulingIgnoredDuringExecution evaluates
 // them. No terms match nothing.
 func MatchNodeSelectorTerms(terms []NodeSelectorTerm, nodeName string, labels map[string]string) bool {
+	return MatchNodeSelectorTermsOn(terms, labelMap{nodeName, labels})
+}
+
+// MatchNodeSelectorTermsOn is MatchNodeSelectorTerms on a node read
+// through n (see TermMatches).
+func MatchNodeSelectorTermsOn[N NodeLabelReader](terms []NodeSelectorTerm, n N) bool {
 	for _, t := range terms {
-		if t.Matches(nodeName, labels) {
+		if TermMatches(t, n) {
 			return true
 		}
 	}
 	return false
 }
 
-// matchesLabels evaluates one requirement; valid is false when upstream
-// would refuse it.
-func (r NodeSelectorRequirement) matchesLabels(labels map[string]string) (match, valid bool) {
+// matchesLabel evaluates one requirement on the label's value (has: the
+// node has the label); valid is false when upstream would refuse it.
+func (r NodeSelectorRequirement) matchesLabel(v string, has bool) (match, valid bool) {
 	if !validRequirement(r.Key, r.Values) {
 		return false, false
 	}
-	v, has := labels[r.Key]
 	switch r.Operator {
 	case "In":
 		return has && contains(r.Values, v), len(r.Values) > 0

@@ -107,6 +107,8 @@ func ResourcePart(kind int32) NodePart {
 		return NodeCapacity
 	case model.ResourceRequested:
 		return NodeRequested
+	case model.ResourceNonZeroRequested:
+		return NodeNonZero
 	}
 	return NumNodeParts
 }
@@ -124,6 +126,8 @@ func ColumnPart(kind string) NodePart {
 		return NodeCapacity
 	case abi.ColRequested:
 		return NodeRequested
+	case abi.ColNonZeroRequested:
+		return NodeNonZero
 	case abi.ColTaint:
 		return NodeTaints
 	}
@@ -370,6 +374,14 @@ func NodeResource(ni fwk.NodeInfo, kind int32, name string) (int64, bool) {
 	case model.ResourceRequested:
 		if v := resourceValue(ni.GetRequested(), name); v != abi.MissingQuantity {
 			return v, true
+		}
+		return 0, true
+	case model.ResourceNonZeroRequested:
+		switch name {
+		case abi.ResourceCPU:
+			return ni.GetNonZeroRequested().GetMilliCPU(), true
+		case abi.ResourceMemory:
+			return ni.GetNonZeroRequested().GetMemory(), true
 		}
 		return 0, true
 	case model.ResourceCapacity:

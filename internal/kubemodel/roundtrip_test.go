@@ -365,3 +365,38 @@ func objectRoundTrip(t *testing.T, i int, p *model.Pod, n *model.Node) {
 		t.Fatalf("world %d: node_object through the model:\n%s\n%s", i, nobj, got)
 	}
 }
+
+// A node-table column of a resource holds what node_resource reads of it,
+// natively and through Kubernetes: the SDK reads one or the other for the
+// same call (a column when the batch has a table, node_resource otherwise).
+func TestResourceColumnsReadAsNodeResource(t *testing.T) {
+	kinds := map[string]int32{abi.ColAllocatable: model.ResourceAllocatable, abi.ColCapacity: model.ResourceCapacity,
+		abi.ColRequested: model.ResourceRequested, abi.ColNonZeroRequested: model.ResourceNonZeroRequested}
+	for _, tc := range abi.TableColumns {
+		if _, ok := kinds[tc.Kind]; tc.Arg == "resource" && !ok {
+			t.Errorf("column %s has no node_resource kind here: add it", tc.Kind)
+		}
+	}
+	g := gen{rand.New(rand.NewPCG(41, 2026))}
+	for i := range 200 {
+		c := g.cluster()
+		w, err := newWorld(g.pod(fmt.Sprint("web-", i)), c, nil, schedulerNodeInfos["the scheduler's NodeInfo"])
+		if err != nil {
+			t.Fatalf("world %d: %v", i, err)
+		}
+		for kind, num := range kinds {
+			for _, native := range []bool{true, false} {
+				n := w.node
+				if !native {
+					n = w.kubeNode(kubemodel.ColumnPart(kind))
+				}
+				for _, name := range genResources {
+					want, _ := model.NodeResource(w.node, num, name)
+					if _, _, ok, v := model.TableColumn(n, kind, name); !ok || int64(v) != want {
+						t.Fatalf("world %d: column %s:%s (native %v) holds %d (ok %v), node_resource(%d) reads %d", i, kind, name, native, int64(v), ok, num, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -215,6 +215,8 @@ var Fields = []Field{
 	{ObjectNode, "status.allocatable[name]", abi.FnNodeResource, model.ResourceAllocatable, WireI64, nil, CostScalar, "Node.Allocatable", "i64 min (SDK: -1) if the node does not report it", ScopeNone},
 	{ObjectNode, "status.capacity[name]", abi.FnNodeResource, model.ResourceCapacity, WireI64, nil, CostScalar, "Node.Capacity", "i64 min (SDK: -1) if the node does not report it", ScopeNone},
 	{ObjectNode, "requested[name]", abi.FnNodeResource, model.ResourceRequested, WireI64, nil, CostScalar, "Node.Requested", "0 if none", ScopeNone},
+	{ObjectNode, "non-zero requested[name]", abi.FnNodeResource, model.ResourceNonZeroRequested, WireI64, nil, CostScalar, "Node.NonZeroRequestedOf",
+		"cpu or memory as in non-zero requested above; 0 for any other resource", ScopeNone},
 	{ObjectNode, "pod count", abi.FnNodePodCount, NoNum, WireI32, nil, CostScalar, "Node.PodCount", "pods on the node, assumed ones included", ScopeNone},
 	{ObjectNode, "spec.unschedulable", abi.FnNodeUnschedulable, NoNum, WireI32, nil, CostScalar, "Node.Unschedulable", "1 if cordoned", ScopeNone},
 	{ObjectNode, "the whole Node", abi.FnNodeObject, abi.ObjectJSON, WireJSON, nil, CostPerNodeGeneration, "Node.Object",

@@ -80,19 +80,32 @@ func hasNodeSelector(pod sdk.Pod) bool { return len(pod.NodeSelector()) > 0 }
 
 // The pod's selector and terms, decoded once per cycle rather than once per node.
 var (
-	nodeSelector sdk.PerCycle[map[string]string]
+	nodeSelector sdk.PerCycle[[]label]
 	required     sdk.PerCycle[[]sdk.NodeSelectorTerm]
 	preferred    sdk.PerCycle[[]sdk.PreferredSchedulingTerm]
 )
 
+// label is one key and value of the pod's nodeSelector.
+type label struct{ key, value string }
+
+func selectorOf(pod sdk.Pod) []label {
+	var ls []label
+	for k, v := range pod.NodeSelector() {
+		ls = append(ls, label{k, v})
+	}
+	return ls
+}
+
+// filter reads the node's labels one key at a time (Node.Label and
+// MatchNodeSelectorTermsOn), never the whole map: each is a column of the
+// node table, and nodes that agree on them share a verdict.
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
-	labels := node.Labels()
-	for k, v := range nodeSelector.Get(pod.NodeSelector) {
-		if got, ok := labels[k]; !ok || !sdk.Equal(got, v) {
+	for _, l := range nodeSelector.Get(func() []label { return selectorOf(pod) }) {
+		if got, ok := node.Label(l.key); !ok || !sdk.Equal(got, l.value) {
 			return sdk.UnschedulableAndUnresolvable("node(s) didn't match Pod's node affinity/selector")
 		}
 	}
-	if terms := required.Get(pod.NodeAffinityRequired); terms != nil && !sdk.MatchNodeSelectorTerms(terms, node.Name(), labels) {
+	if terms := required.Get(pod.NodeAffinityRequired); terms != nil && !sdk.MatchNodeSelectorTermsOn(terms, node) {
 		return sdk.UnschedulableAndUnresolvable("node(s) didn't match Pod's node affinity/selector")
 	}
 	return sdk.Success()
@@ -107,9 +120,8 @@ func preScore(pod sdk.Pod) sdk.Status {
 
 func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 	var sum int64
-	labels := node.Labels()
 	for _, t := range preferred.Get(pod.NodeAffinityPreferred) {
-		if t.Weight != 0 && t.Preference.Matches(node.Name(), labels) {
+		if t.Weight != 0 && sdk.NodeSelectorTermMatches(t.Preference, node) {
 			sum += int64(t.Weight)
 		}
 	}

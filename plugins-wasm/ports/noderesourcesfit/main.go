@@ -36,7 +36,7 @@ func allocatable(node sdk.Node, name string) int64 { return max(0, node.Allocata
 // than 0 of, in order) and its non-zero requests for Score, once per cycle.
 var (
 	fitRequests   sdk.PerCycle[[]request]
-	scoreRequests sdk.PerCycle[map[string]int64]
+	scoreRequests sdk.PerCycle[[2]int64] // cpu, memory
 )
 
 var (
@@ -104,17 +104,19 @@ func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 	if !parsed { // the config never changes in an instance: parse it once
 		strategy, parsed = sdk.ParseConfig(sdk.Config())["strategy"], true
 	}
-	podReq := scoreRequests.Get(func() map[string]int64 {
-		return sdk.PodRequests(pod.Containers(), nil, pod.Overhead(), sdk.DefaultNonZeroRequests)
+	podReq := scoreRequests.Get(func() [2]int64 {
+		r := sdk.PodRequests(pod.Containers(), nil, pod.Overhead(), sdk.DefaultNonZeroRequests)
+		return [2]int64{r["cpu"], r["memory"]}
 	})
-	used := node.NonZeroRequested()
 	var total, weights int64
-	for _, name := range []string{"cpu", "memory"} {
+	for i, name := range [2]string{"cpu", "memory"} {
 		alloc := allocatable(node, name)
 		if alloc == 0 {
 			continue
 		}
-		requested := used[name] + podReq[name]
+		// One column per resource (NonZeroRequestedOf), not the map
+		// NonZeroRequested decodes per node: 4 µs a node less.
+		requested := node.NonZeroRequestedOf(name) + podReq[i]
 		var s int64
 		switch strategy {
 		case "", "LeastAllocated":

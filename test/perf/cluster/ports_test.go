@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/metrics/legacyregistry"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"sigs.k8s.io/yaml"
@@ -332,6 +333,46 @@ type placementRecord struct {
 	// (-1: the workload has no such preference).
 	SoftSkew             int     `json:"softSkew"`
 	PreferredAffinityMet float64 `json:"preferredAffinityMet"`
+	// PolicyCalls is the guest time of the workload (init pods included)
+	// by "<policy>/<extension point>", from WasmPolicy's
+	// policy_call_duration_seconds: where a profile of ports spends what
+	// it spends more than the default plugins.
+	PolicyCalls map[string]policyCallTime `json:"policyCalls,omitempty"`
+}
+
+// policyCallTime is one policy's guest calls at one extension point.
+type policyCallTime struct {
+	Calls   uint64  `json:"calls"`
+	Seconds float64 `json:"seconds"`
+}
+
+// policyCalls reads WasmPolicy's call durations from the process's
+// metrics registry, by "<policy>/<extension point>".
+func policyCalls() (map[string]policyCallTime, error) {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]policyCallTime{}
+	for _, f := range families {
+		if f.GetName() != "wasmsched_policy_call_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var policy, point string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "policy":
+					policy = l.GetValue()
+				case "extension_point":
+					point = l.GetValue()
+				}
+			}
+			h := m.GetHistogram()
+			out[policy+"/"+point] = policyCallTime{Calls: h.GetSampleCount(), Seconds: h.GetSampleSum()}
+		}
+	}
+	return out, nil
 }
 
 // checkPlacementAfter is scheduler_perf's prepare hook: it registers a
@@ -380,6 +421,9 @@ func checkPlacementAfter[C interface {
 			tCtx.Errorf("measuring pods/s: %v", err)
 		}
 		rec.PodsPerSecond = rate
+		if rec.PolicyCalls, err = policyCalls(); err != nil {
+			tCtx.Errorf("reading the policies' call durations: %v", err)
+		}
 	})
 	return nil
 }
