@@ -22,6 +22,8 @@ type (
 	ClusterView = hostabi.ClusterView
 	// CountTerm is a parsed count_pods term.
 	CountTerm = hostabi.CountTerm
+	// NodeCountCache keeps count_pods' per-node counts across cycles.
+	NodeCountCache = hostabi.NodeCountCache
 	// Result is a guest's status: a code of abi.Code* and its reason.
 	Result = hostabi.Result
 	// Recheck is when a gated pod is checked again (recheck_on).
@@ -32,6 +34,10 @@ type (
 
 // NewPodState wraps a cycle's pod for its policies (hostabi.NewPodState).
 func NewPodState(pod *v1.Pod) *PodState { return hostabi.NewPodState(pod) }
+
+// NewNodeCountCache returns an empty NodeCountCache for a scheduler
+// profile's ClusterViews.
+func NewNodeCountCache() *NodeCountCache { return hostabi.NewNodeCountCache() }
 
 // ParseCountTerm parses a count_pods term (hostabi.ParseCountTerm).
 func ParseCountTerm(b []byte) (*CountTerm, error) { return hostabi.ParseCountTerm(b) }

@@ -95,6 +95,9 @@ type WasmPolicy struct {
 	// spread computes pod_list kind PodDefaultSpreadSelector; nil outside
 	// a scheduler (the kind then has no rows).
 	spread *spread.Listers
+	// nodeCounts keeps count_pods' per-node counts across the profile's
+	// cycles (host.NodeCountCache).
+	nodeCounts *host.NodeCountCache
 	// gates tracks the pods policies' preenqueue gated.
 	gates *gateTracker
 	// ociCache keeps modules pulled from registries (moduleCacheDir); nil:
@@ -345,6 +348,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			}
 		}
 	}
+	w.nodeCounts = host.NewNodeCountCache()
 	w.nsLabels = w.namespaceLabels()
 	if w.nsLabels == nil {
 		w.nsLabels = o.nsLabels

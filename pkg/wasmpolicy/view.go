@@ -43,6 +43,7 @@ func (w *WasmPolicy) clusterView(policies []*policy) *host.ClusterView {
 		}
 	}
 	v.NamespaceLabels = w.nsLabels
+	v.NodeCounts = w.nodeCounts
 	if w.spread != nil {
 		v.DefaultSpreadSelector = func(pod *v1.Pod) []metav1.LabelSelectorRequirement {
 			return spread.Requirements(w.spread.DefaultSelector(pod))

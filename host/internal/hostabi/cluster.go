@@ -39,9 +39,95 @@ type ClusterView struct {
 	// PodDefaultSpreadSelector); nil gives none.
 	DefaultSpreadSelector func(pod *v1.Pod) []metav1.LabelSelectorRequirement
 
+	// NodeCounts, when set, keeps count_pods' per-node counts across
+	// cycles (NodeCountCache); one per scheduler profile, shared by its
+	// views.
+	NodeCounts *NodeCountCache
+
 	mu       sync.Mutex
 	counts   map[string][]byte // by term bytes
 	existing [model.NumExistingTerms][]byte
+}
+
+// NodeCountCache keeps, for each count_pods term, how many of each node's
+// pods matched it, with the node's NodeInfo generation at the time:
+// kube-scheduler gives a NodeInfo a new generation, from one process-wide
+// counter, on every change to the node or its pods, so a node at the
+// generation seen has the pods that gave the count. A cycle then counts
+// only the nodes that changed since the term was last asked for, instead
+// of matching every pod of the cluster (PodTopologySpread's and
+// InterPodAffinity's ports ask once or twice a cycle; docs/architecture.md
+// RATIONALE). A term with a namespace selector is never kept: namespace
+// labels change without any node changing.
+type NodeCountCache struct {
+	mu    sync.Mutex
+	terms map[string]*termCounts // by termKey
+	// hits and misses count the node counts taken from the cache and
+	// not found in it (for tests).
+	hits, misses int
+}
+
+// termCounts are one term's counts by the node's position in the
+// snapshot's list (which keeps its order from cycle to cycle), each with
+// the node's name and generation; generation 0 marks no count.
+type termCounts struct {
+	names  []string
+	gens   []int64
+	counts []int64
+}
+
+// maxCountTerms bounds the terms a NodeCountCache keeps (past it, it
+// starts over): each holds three words per node of the cluster.
+const maxCountTerms = 64
+
+// NewNodeCountCache returns an empty cache.
+func NewNodeCountCache() *NodeCountCache { return &NodeCountCache{terms: map[string]*termCounts{}} }
+
+// term returns key's counts, sized for n nodes. The caller holds mu.
+func (c *NodeCountCache) term(key string, n int) *termCounts {
+	tc := c.terms[key]
+	if tc == nil {
+		if len(c.terms) >= maxCountTerms {
+			clear(c.terms)
+		}
+		tc = &termCounts{}
+		c.terms[key] = tc
+	}
+	if len(tc.gens) != n {
+		tc.names, tc.gens, tc.counts = make([]string, n), make([]int64, n), make([]int64, n)
+	}
+	return tc
+}
+
+// get returns the count kept for node i of the list, if it is ni as
+// counted. The caller holds the cache's lock.
+func (tc *termCounts) get(c *NodeCountCache, i int, ni fwk.NodeInfo, name string) (int64, bool) {
+	if gen := ni.GetGeneration(); gen != 0 && tc.gens[i] == gen && tc.names[i] == name {
+		c.hits++
+		return tc.counts[i], true
+	}
+	c.misses++
+	return 0, false
+}
+
+// put keeps n as node i's count; a NodeInfo made outside the scheduler's
+// generation counter (generation 0) is not kept.
+func (tc *termCounts) put(i int, ni fwk.NodeInfo, name string, n int64) {
+	tc.names[i], tc.gens[i], tc.counts[i] = name, ni.GetGeneration(), n
+}
+
+// keepable reports whether t's counts may be kept across cycles: no
+// namespace selector in it or in what it also matches.
+func (t *CountTerm) keepable() bool {
+	if t.NamespaceSelector != nil {
+		return false
+	}
+	for i := range t.AlsoMatching {
+		if t.AlsoMatching[i].NamespaceSelector != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // CountTerm is what count_pods counts: a PodAffinityTerm as the API spells
@@ -112,7 +198,21 @@ func ParseCountTerm(b []byte) (*CountTerm, error) {
 // with 0 when no pod matches. A nil labelSelector matches no pod and an
 // empty one every pod, as in upstream.
 func (c *ClusterView) CountPods(t *CountTerm, pod *v1.Pod) map[string]int64 {
+	return c.countPodsKept(t, pod, "")
+}
+
+// countPodsKept is CountPods, taking the counts of nodes unchanged since
+// the term was last counted from c.NodeCounts when termKey (the term's
+// bytes) is set and the term is keepable.
+func (c *ClusterView) countPodsKept(t *CountTerm, pod *v1.Pod, termKey string) map[string]int64 {
 	podNS := pod.Namespace
+	cache := c.NodeCounts
+	var kept *termCounts
+	if cache != nil && termKey != "" && t.keepable() {
+		cache.mu.Lock()
+		defer cache.mu.Unlock()
+		kept = cache.term(podNS+"\x00"+termKey, len(c.Nodes)) // a term without namespaces counts the pod's own
+	}
 	include := t.includesNode(pod)
 	nsLabels := map[string]labels.Set{}
 	namespaceLabels := func(ns string) labels.Set {
@@ -141,7 +241,7 @@ func (c *ClusterView) CountPods(t *CountTerm, pod *v1.Pod) map[string]int64 {
 		return true
 	}
 	out := map[string]int64{}
-	for _, ni := range c.Nodes {
+	for i, ni := range c.Nodes {
 		node := ni.Node()
 		if node == nil {
 			continue
@@ -157,7 +257,13 @@ func (c *ClusterView) CountPods(t *CountTerm, pod *v1.Pod) map[string]int64 {
 		if include != nil && !include(node) {
 			continue
 		}
-		n := out[value]
+		if kept != nil {
+			if n, ok := kept.get(cache, i, ni, node.Name); ok {
+				out[value] += n
+				continue
+			}
+		}
+		var n int64
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
 			if (p.DeletionTimestamp != nil && !t.IncludeTerminating) || !matches(p) {
@@ -165,7 +271,10 @@ func (c *ClusterView) CountPods(t *CountTerm, pod *v1.Pod) map[string]int64 {
 			}
 			n++
 		}
-		out[value] = n
+		if kept != nil {
+			kept.put(i, ni, node.Name, n)
+		}
+		out[value] += n
 	}
 	return out
 }
@@ -267,7 +376,7 @@ func (c *ClusterView) countPods(term []byte, pod *v1.Pod) ([]byte, bool) {
 		c.counts[string(term)] = nil
 		return nil, false
 	}
-	b := model.EncodeCounts(c.CountPods(t, pod))
+	b := model.EncodeCounts(c.countPodsKept(t, pod, string(term)))
 	c.counts[string(term)] = b
 	return b, true
 }
@@ -315,7 +424,13 @@ func (c *ClusterView) ExistingTerms(kind int32, pod *v1.Pod) []model.TopologySum
 				sums[pair{t.TopologyKey, v}] += int64(weight)
 			}
 		}
-		for _, pi := range ni.GetPods() {
+		// Only pods with terms of the kind: kube-scheduler keeps them in
+		// lists of their own, as InterPodAffinity walks them.
+		pods := ni.GetPodsWithAffinity()
+		if kind == model.ExistingAntiAffinityRequired {
+			pods = ni.GetPodsWithRequiredAntiAffinity()
+		}
+		for _, pi := range pods {
 			switch kind {
 			case model.ExistingAntiAffinityRequired, model.ExistingAffinityRequired:
 				terms := pi.GetRequiredAntiAffinityTerms()

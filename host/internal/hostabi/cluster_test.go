@@ -602,3 +602,93 @@ func TestImageStatesFollowNodeCounts(t *testing.T) {
 		t.Fatalf("back at one node: %s, first %s", got, first)
 	}
 }
+
+// Counts kept across cycles (NodeCountCache) are the counts: over 120
+// steps that change the cluster as the scheduler's snapshot does (a pod
+// added, removed or starting to terminate on a node: a new NodeInfo; a
+// node's labels changed in place: SetNode, a new generation; a namespace's
+// labels changed: no node changes; two nodes trading places in the list),
+// a view with the cache counts what upstream counts for random terms, and
+// most node counts were taken from the cache.
+func TestNodeCountsFollowTheCluster(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 26))
+	c := newRandomCluster(r, 12)
+	cache := NewNodeCountCache()
+	terms := make([]CountTerm, 4) // asked again and again, as a workload's pods ask
+	for i := range terms {
+		terms[i] = randomTerm(r)
+	}
+	// One term selects namespaces by the label the steps change.
+	terms[0].Namespaces, terms[0].NamespaceSelector = nil, &metav1.LabelSelector{MatchLabels: map[string]string{"team": "b"}}
+	deleted := metav1.Now()
+	counted, kept := 0, 0
+	for step := range 120 {
+		i := r.IntN(len(c.nodes))
+		ni := c.nodes[i]
+		var pods []*v1.Pod
+		for _, pi := range ni.GetPods() {
+			pods = append(pods, pi.GetPod())
+		}
+		switch step % 4 {
+		case 0:
+			pods = append(pods, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("new-%d", step), Namespace: clusterNamespaces[r.IntN(len(clusterNamespaces))], Labels: randomLabels(r)},
+				Spec: v1.PodSpec{NodeName: ni.Node().Name}})
+		case 1:
+			if len(pods) > 0 {
+				k := r.IntN(len(pods))
+				if r.IntN(2) == 0 {
+					pods = slices.Delete(pods, k, k+1)
+				} else {
+					p := pods[k].DeepCopy()
+					p.DeletionTimestamp = &deleted
+					pods[k] = p
+				}
+			}
+		case 2:
+			node := ni.Node().DeepCopy()
+			node.Labels["zone"] = fmt.Sprintf("zone-%d", r.IntN(3))
+			node.Labels["app"] = clusterValues[r.IntN(len(clusterValues))]
+			ni.(interface{ SetNode(*v1.Node) }).SetNode(node) // in place, a new generation
+		case 3:
+			c.namespaces["team-b"] = map[string]string{"kubernetes.io/metadata.name": "team-b", "team": []string{"a", "b"}[r.IntN(2)]}
+		}
+		if step%4 <= 1 {
+			fresh := intree.NewNodeInfo(pods...)
+			fresh.SetNode(ni.Node())
+			c.nodes[i] = fresh
+		}
+		if step%7 == 6 { // the snapshot's list changes order when nodes come and go
+			j := r.IntN(len(c.nodes))
+			c.nodes[i], c.nodes[j] = c.nodes[j], c.nodes[i]
+		}
+		for range 3 {
+			// A view is one cycle's: of one pod.
+			view := &ClusterView{Nodes: c.nodes, NodeCounts: cache, NamespaceLabels: func(name string) (map[string]string, bool) {
+				l, ok := c.namespaces[name]
+				return l, ok
+			}}
+			k := r.IntN(len(terms))
+			term := terms[k]
+			pod := randomIncomingPod(r, clusterNamespaces[k%3])
+			b := sdkTerm(term).JSON()
+			parsed, err := ParseCountTerm(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hits, misses := cache.hits, cache.misses
+			got, ok := view.countPods(b, pod)
+			if !ok {
+				t.Fatalf("step %d: term %s refused", step, b)
+			}
+			if want := model.EncodeCounts(upstreamCount(t, c, *parsed, pod)); string(got) != string(want) {
+				t.Fatalf("step %d: term %s (pod in %s): with kept counts %q, upstream %q", step, b, pod.Namespace, got, want)
+			}
+			counted += cache.hits - hits + cache.misses - misses
+			kept += cache.hits - hits
+		}
+	}
+	if counted == 0 || kept < counted/2 {
+		t.Errorf("%d of %d node counts taken from the cache; want most", kept, counted)
+	}
+	t.Logf("%d of %d node counts taken from the cache", kept, counted)
+}
