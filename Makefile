@@ -248,7 +248,7 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane
 ## check: the inner loop, under 5 minutes warm: verify, then every
 ## package's tests but the clusters', the timing and norace stages and the
 ## images (make test runs them all, the race detector included)
-check: verify guests guests-tinygo
+check: verify guests guests-tinygo guests-other
 	cd guest-sdk && $(GO) test ./...
 	$(GO) test $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image)
 
