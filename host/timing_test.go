@@ -83,42 +83,42 @@ func TestAdversaryGuest(t *testing.T) {
 					if w.outcome == OutcomeTimeout || w.or == OutcomeTimeout {
 						runs = 3
 					}
-					var o overruns
-					calm := NewPodState(st.MakePod().Name("q").UID("q").Obj())
-					node := nodeInfo("n", nil, false)
-					if kind == CallPreEnqueue {
-						node = nil // the pod only
-					}
-					for run := 0; run < runs; run++ {
-						discarded := v.discarded.Load()
-						start := time.Now()
-						_, r, err := v.Call(context.Background(), kind, pod, node, new(PolicyCycle), nil)
-						elapsed := time.Since(start)
-						o.add(max(elapsed, adversaryTimeout), adversaryTimeout)
-						if w.outcome != OutcomeOK {
-							if err == nil || (err.Outcome != w.outcome && (w.or == OutcomeOK || err.Outcome != w.or)) || !strings.Contains(err.Error(), w.detail) {
-								t.Fatalf("got %+v, %v; want outcome %s with %q", r, err, w.outcome, w.detail)
+					for o := range deadlineSeries(t, "call ended") {
+						calm := NewPodState(st.MakePod().Name("q").UID("q").Obj())
+						node := nodeInfo("n", nil, false)
+						if kind == CallPreEnqueue {
+							node = nil // the pod only
+						}
+						for run := 0; run < runs; run++ {
+							discarded := v.discarded.Load()
+							start := time.Now()
+							_, r, err := v.Call(context.Background(), kind, pod, node, new(PolicyCycle), nil)
+							elapsed := time.Since(start)
+							o.add(max(elapsed, adversaryTimeout), adversaryTimeout)
+							if w.outcome != OutcomeOK {
+								if err == nil || (err.Outcome != w.outcome && (w.or == OutcomeOK || err.Outcome != w.or)) || !strings.Contains(err.Error(), w.detail) {
+									t.Fatalf("got %+v, %v; want outcome %s with %q", r, err, w.outcome, w.detail)
+								}
+								t.Logf("%s after %s: %v", err.Outcome, elapsed.Round(time.Microsecond), strings.SplitN(err.Error(), "\n", 2)[0])
+								if _, inUse := v.PoolStats(); v.discarded.Load() != discarded+1 || inUse != 0 {
+									t.Fatalf("after the failed call: %d discarded, inUse=%d; want the instance discarded", v.discarded.Load()-discarded, inUse)
+								}
+							} else {
+								if err != nil || r.Code != w.code || !strings.Contains(r.Reason, w.detail) {
+									t.Fatalf("got %+v, %v; want code %d with %q", r, err, w.code, w.detail)
+								}
+								if len(r.Reason) > MaxReasonLength+200 {
+									t.Fatalf("reason of %d bytes reached the host", len(r.Reason))
+								}
 							}
-							t.Logf("%s after %s: %v", err.Outcome, elapsed.Round(time.Microsecond), strings.SplitN(err.Error(), "\n", 2)[0])
-							if _, inUse := v.PoolStats(); v.discarded.Load() != discarded+1 || inUse != 0 {
-								t.Fatalf("after the failed call: %d discarded, inUse=%d; want the instance discarded", v.discarded.Load()-discarded, inUse)
-							}
-						} else {
-							if err != nil || r.Code != w.code || !strings.Contains(r.Reason, w.detail) {
-								t.Fatalf("got %+v, %v; want code %d with %q", r, err, w.code, w.detail)
-							}
-							if len(r.Reason) > MaxReasonLength+200 {
-								t.Fatalf("reason of %d bytes reached the host", len(r.Reason))
+							// The next call succeeds on a fresh instance, which
+							// also stays warm for the next run: a run measures the
+							// call, not the instance's creation.
+							if _, r, err := v.Call(context.Background(), kind, calm, node, new(PolicyCycle), nil); err != nil || r.Code != abi.CodeSuccess {
+								t.Fatalf("next call = %+v, %v; want success", r, err)
 							}
 						}
-						// The next call succeeds on a fresh instance, which
-						// also stays warm for the next run: a run measures the
-						// call, not the instance's creation.
-						if _, r, err := v.Call(context.Background(), kind, calm, node, new(PolicyCycle), nil); err != nil || r.Code != abi.CodeSuccess {
-							t.Fatalf("next call = %+v, %v; want success", r, err)
-						}
 					}
-					o.check(t, "call ended")
 				})
 			}
 		}
@@ -132,23 +132,23 @@ func TestBudgetEndsTheCall(t *testing.T) {
 	const budget = 60 * time.Millisecond
 	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: time.Second, MaxInstances: 1})
 	v := load(t, p, testguests.Fixture(t, "loop"))
-	var o overruns
-	for i := 0; i < deadlineRuns; i++ {
-		pc := &PolicyCycle{Budget: NewBudget(budget)}
-		start := time.Now()
-		err := cycleFilter(v, pc, nodeInfo("cordoned", nil, true))
-		o.add(time.Since(start), budget)
-		if err == nil || err.Outcome != OutcomeBudget || !strings.Contains(err.Error(), "policy spent its cycle budget of 60ms") {
-			t.Fatalf("run %d: %v, want the budget spent", i, err)
-		}
-		if s := pc.Budget.Spent(); s < budget {
-			t.Fatalf("run %d: spent %s of a %s budget that ended the call", i, s, budget)
-		}
-		if cause := causeOf(t, cycleFilter(v, pc, nodeInfo("ok", nil, false))); cause.Outcome != OutcomeBudget {
-			t.Fatalf("run %d: cause %v, want the spent budget", i, cause)
+	for o := range deadlineSeries(t, "budget") {
+		for i := 0; i < deadlineRuns; i++ {
+			pc := &PolicyCycle{Budget: NewBudget(budget)}
+			start := time.Now()
+			err := cycleFilter(v, pc, nodeInfo("cordoned", nil, true))
+			o.add(time.Since(start), budget)
+			if err == nil || err.Outcome != OutcomeBudget || !strings.Contains(err.Error(), "policy spent its cycle budget of 60ms") {
+				t.Fatalf("run %d: %v, want the budget spent", i, err)
+			}
+			if s := pc.Budget.Spent(); s < budget {
+				t.Fatalf("run %d: spent %s of a %s budget that ended the call", i, s, budget)
+			}
+			if cause := causeOf(t, cycleFilter(v, pc, nodeInfo("ok", nil, false))); cause.Outcome != OutcomeBudget {
+				t.Fatalf("run %d: cause %v, want the spent budget", i, cause)
+			}
 		}
 	}
-	o.check(t, "budget")
 }
 
 // A loop whose body is one bulk instruction over the whole 64 MiB memory
@@ -163,22 +163,22 @@ func TestBulkLoopsEndWithinTimeout(t *testing.T) {
 	v := load(t, p, testguests.Fixture(t, "bulkloop"))
 	for _, kind := range []CallKind{CallFilter, CallScore, CallPreFilter, CallFilterNodes} {
 		t.Run(kind.String(), func(t *testing.T) {
-			var o overruns
-			for run := 0; run < deadlineRuns; run++ {
-				nodes := []fwk.NodeInfo{nodeInfo("n", nil, false)}
-				start := time.Now()
-				var err *CallError
-				if kind == CallFilterNodes {
-					_, err = v.CallNodes(context.Background(), CallFilter, testPod(), nodes, new(PolicyCycle), make([]Result, 1), nil)
-				} else {
-					_, _, err = v.Call(context.Background(), kind, testPod(), nodes[0], new(PolicyCycle), nil)
-				}
-				o.add(time.Since(start), timeout)
-				if err == nil || err.Outcome != OutcomeTimeout {
-					t.Fatalf("run %d: %v, want a timeout", run, err)
+			for o := range deadlineSeries(t, "bulk loop ended") {
+				for run := 0; run < deadlineRuns; run++ {
+					nodes := []fwk.NodeInfo{nodeInfo("n", nil, false)}
+					start := time.Now()
+					var err *CallError
+					if kind == CallFilterNodes {
+						_, err = v.CallNodes(context.Background(), CallFilter, testPod(), nodes, new(PolicyCycle), make([]Result, 1), nil)
+					} else {
+						_, _, err = v.Call(context.Background(), kind, testPod(), nodes[0], new(PolicyCycle), nil)
+					}
+					o.add(time.Since(start), timeout)
+					if err == nil || err.Outcome != OutcomeTimeout {
+						t.Fatalf("run %d: %v, want a timeout", run, err)
+					}
 				}
 			}
-			o.check(t, "bulk loop ended")
 		})
 	}
 }
@@ -236,20 +236,20 @@ func TestHostCallsEndWithinTimeout(t *testing.T) {
 	v := load(t, p, testguests.Fixture(t, "hostflood"))
 	for _, kind := range []CallKind{CallFilter, CallScore, CallPreFilter, CallPreEnqueue} {
 		t.Run(kind.String(), func(t *testing.T) {
-			var o overruns
-			for run := 0; run < deadlineRuns; run++ {
-				node := nodeInfo("n", nil, false)
-				if kind == CallPreEnqueue || kind == CallPreFilter {
-					node = nil
-				}
-				start := time.Now()
-				_, _, err := v.Call(context.Background(), kind, testPod(), node, new(PolicyCycle), nil)
-				o.add(time.Since(start), timeout)
-				if err == nil || err.Outcome != OutcomeTimeout {
-					t.Fatalf("run %d: %v, want a timeout", run, err)
+			for o := range deadlineSeries(t, kind.String()+" ended") {
+				for run := 0; run < deadlineRuns; run++ {
+					node := nodeInfo("n", nil, false)
+					if kind == CallPreEnqueue || kind == CallPreFilter {
+						node = nil
+					}
+					start := time.Now()
+					_, _, err := v.Call(context.Background(), kind, testPod(), node, new(PolicyCycle), nil)
+					o.add(time.Since(start), timeout)
+					if err == nil || err.Outcome != OutcomeTimeout {
+						t.Fatalf("run %d: %v, want a timeout", run, err)
+					}
 				}
 			}
-			o.check(t, kind.String()+" ended")
 		})
 	}
 	klog.Flush()
@@ -274,16 +274,16 @@ func TestFatLoopEndsWithinTimeout(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
 	v := load(t, p, wasmgen.Module(wasmgen.Shape{FatLoop: 100_000}))
-	var o overruns
-	for run := 0; run < deadlineRuns; run++ {
-		start := time.Now()
-		_, _, err := v.Call(context.Background(), CallFilter, testPod(), nodeInfo("n", nil, false), new(PolicyCycle), nil)
-		o.add(time.Since(start), timeout)
-		if err == nil || err.Outcome != OutcomeTimeout {
-			t.Fatalf("run %d: %v, want a timeout", run, err)
+	for o := range deadlineSeries(t, "fat loop ended") {
+		for run := 0; run < deadlineRuns; run++ {
+			start := time.Now()
+			_, _, err := v.Call(context.Background(), CallFilter, testPod(), nodeInfo("n", nil, false), new(PolicyCycle), nil)
+			o.add(time.Since(start), timeout)
+			if err == nil || err.Outcome != OutcomeTimeout {
+				t.Fatalf("run %d: %v, want a timeout", run, err)
+			}
 		}
 	}
-	o.check(t, "fat loop ended")
 }
 
 // A gate never waits behind the scheduling cycles' calls: with the only
@@ -365,23 +365,23 @@ func TestBatchDeadlinePerNode(t *testing.T) {
 	}
 	nodes := []fwk.NodeInfo{nodeInfo("a", nil, false), nodeInfo("b", nil, false), nodeInfo("c", nil, true), nodeInfo("d", nil, false)}
 	results := make([]Result, len(nodes))
-	var o overruns
-	for run := 0; run < deadlineRuns; run++ {
-		start := time.Now()
-		done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes, new(PolicyCycle), results, nil)
-		o.add(time.Since(start), timeout)
-		if err == nil || err.Outcome != OutcomeTimeout || done != 2 {
-			t.Fatalf("done=%d err=%v; want a timeout at node 2", done, err)
-		}
-		if results[0].Code != 0 || results[1].Code != 0 {
-			t.Fatalf("results before the failing node = %+v", results[:2])
-		}
-		// The instance was replaced; a batch without the looping node succeeds.
-		if done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes[:2], new(PolicyCycle), results[:2], nil); err != nil || done != 2 {
-			t.Fatalf("next batch: done=%d err=%v", done, err)
+	for o := range deadlineSeries(t, "batch stopped") {
+		for run := 0; run < deadlineRuns; run++ {
+			start := time.Now()
+			done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes, new(PolicyCycle), results, nil)
+			o.add(time.Since(start), timeout)
+			if err == nil || err.Outcome != OutcomeTimeout || done != 2 {
+				t.Fatalf("done=%d err=%v; want a timeout at node 2", done, err)
+			}
+			if results[0].Code != 0 || results[1].Code != 0 {
+				t.Fatalf("results before the failing node = %+v", results[:2])
+			}
+			// The instance was replaced; a batch without the looping node succeeds.
+			if done, err := v.CallNodes(context.Background(), CallFilter, testPod(), nodes[:2], new(PolicyCycle), results[:2], nil); err != nil || done != 2 {
+				t.Fatalf("next batch: done=%d err=%v", done, err)
+			}
 		}
 	}
-	o.check(t, "batch stopped")
 }
 
 // An infinite loop ends within timeout + 10ms (deadline_test.go: median of
@@ -392,26 +392,26 @@ func TestInfiniteLoopEndsWithinTimeout(t *testing.T) {
 	p := newPolicy(t, newEngine(t), PolicySpec{Timeout: timeout, MaxInstances: 1})
 	v := load(t, p, testguests.Fixture(t, "loop"))
 	for _, kind := range []CallKind{CallFilter, CallScore} {
-		var o overruns
-		for run := 0; run < deadlineRuns; run++ {
-			discarded := v.discarded.Load()
-			start := time.Now()
-			_, _, err := v.Call(context.Background(), kind, testPod(), nodeInfo("cordoned", nil, true), new(PolicyCycle), nil)
-			o.add(time.Since(start), timeout)
-			if err == nil || err.Outcome != OutcomeTimeout {
-				t.Fatalf("%s: err = %v, want a timeout", kind, err)
-			}
-			if _, inUse := v.PoolStats(); v.discarded.Load() != discarded+1 || inUse != 0 {
-				t.Fatalf("after timeout: discarded %d instances, inUse=%d; want the instance discarded", v.discarded.Load()-discarded, inUse)
-			}
-			if r, err := filter(v, nodeInfo("ok", nil, false)); err != nil || r.Code != abi.CodeSuccess {
-				t.Fatalf("next call = %+v, %v; want success on a fresh instance", r, err)
-			}
-			if live, _ := v.PoolStats(); live != 1 {
-				t.Fatalf("live instances = %d, want 1 fresh instance", live)
+		for o := range deadlineSeries(t, kind.String()+": infinite loop stopped") {
+			for run := 0; run < deadlineRuns; run++ {
+				discarded := v.discarded.Load()
+				start := time.Now()
+				_, _, err := v.Call(context.Background(), kind, testPod(), nodeInfo("cordoned", nil, true), new(PolicyCycle), nil)
+				o.add(time.Since(start), timeout)
+				if err == nil || err.Outcome != OutcomeTimeout {
+					t.Fatalf("%s: err = %v, want a timeout", kind, err)
+				}
+				if _, inUse := v.PoolStats(); v.discarded.Load() != discarded+1 || inUse != 0 {
+					t.Fatalf("after timeout: discarded %d instances, inUse=%d; want the instance discarded", v.discarded.Load()-discarded, inUse)
+				}
+				if r, err := filter(v, nodeInfo("ok", nil, false)); err != nil || r.Code != abi.CodeSuccess {
+					t.Fatalf("next call = %+v, %v; want success on a fresh instance", r, err)
+				}
+				if live, _ := v.PoolStats(); live != 1 {
+					t.Fatalf("live instances = %d, want 1 fresh instance", live)
+				}
 			}
 		}
-		o.check(t, kind.String()+": infinite loop stopped")
 	}
 }
 
@@ -425,20 +425,20 @@ func TestPreEnqueueTimeout(t *testing.T) {
 			v := load(t, p, testguests.PolicyBytes(t, tc, "testdata/adversary"))
 			pod := st.MakePod().Name("p").UID("p").Labels(map[string]string{"preenqueue-attack": "loop"}).Obj()
 			calm := st.MakePod().Name("q").UID("q").Obj()
-			var o overruns
-			for i := 0; i < deadlineRuns; i++ {
-				start := time.Now()
-				_, _, err := v.Call(context.Background(), CallPreEnqueue, NewPodState(pod), nil, new(PolicyCycle), nil)
-				o.add(time.Since(start), tight)
-				if err == nil || err.Outcome != OutcomeTimeout {
-					t.Fatalf("run %d: %v, want a timeout", i, err)
-				}
-				// A fresh instance is ready for the next run, and calls pass.
-				if _, r, err := v.Call(context.Background(), CallPreEnqueue, NewPodState(calm), nil, new(PolicyCycle), nil); err != nil || r.Code != abi.CodeSuccess {
-					t.Fatalf("next call: %+v %v", r, err)
+			for o := range deadlineSeries(t, "preenqueue ended") {
+				for i := 0; i < deadlineRuns; i++ {
+					start := time.Now()
+					_, _, err := v.Call(context.Background(), CallPreEnqueue, NewPodState(pod), nil, new(PolicyCycle), nil)
+					o.add(time.Since(start), tight)
+					if err == nil || err.Outcome != OutcomeTimeout {
+						t.Fatalf("run %d: %v, want a timeout", i, err)
+					}
+					// A fresh instance is ready for the next run, and calls pass.
+					if _, r, err := v.Call(context.Background(), CallPreEnqueue, NewPodState(calm), nil, new(PolicyCycle), nil); err != nil || r.Code != abi.CodeSuccess {
+						t.Fatalf("next call: %+v %v", r, err)
+					}
 				}
 			}
-			o.check(t, "preenqueue ended")
 		})
 	}
 }

@@ -90,28 +90,28 @@ func TestNodeTableBatchDeadline(t *testing.T) {
 	nodes := []fwk.NodeInfo{nodeInfo("a", nil, false), nodeInfo("b", nil, false), nodeInfo("c", nil, false)}
 	// The first batch declares nothing new: the table was declared in
 	// _initialize, so every batch is a table batch.
-	var o overruns
-	for run := 0; run < deadlineRuns; run++ {
-		results := make([]Result, len(nodes))
-		start := time.Now()
-		done, err := v.CallNodes(context.Background(), CallFilter, teamPod("a"), nodes, new(PolicyCycle), results, nil)
-		o.add(time.Since(start), timeout)
-		if testInterruption(t) == InterruptCloseOnDone {
-			// wazero closes the module at the deadline and its memory goes
-			// with it: no row can be read, node 0 gets the failure.
-			if err == nil || err.Outcome != OutcomeTimeout || done != 0 {
-				t.Fatalf("run %d (close-on-done): done %d, %v; want a timeout at node 0", run, done, err)
+	for o := range deadlineSeries(t, "table batch stopped") {
+		for run := 0; run < deadlineRuns; run++ {
+			results := make([]Result, len(nodes))
+			start := time.Now()
+			done, err := v.CallNodes(context.Background(), CallFilter, teamPod("a"), nodes, new(PolicyCycle), results, nil)
+			o.add(time.Since(start), timeout)
+			if testInterruption(t) == InterruptCloseOnDone {
+				// wazero closes the module at the deadline and its memory goes
+				// with it: no row can be read, node 0 gets the failure.
+				if err == nil || err.Outcome != OutcomeTimeout || done != 0 {
+					t.Fatalf("run %d (close-on-done): done %d, %v; want a timeout at node 0", run, done, err)
+				}
+				continue
 			}
-			continue
-		}
-		if err == nil || err.Outcome != OutcomeTimeout || done != 1 {
-			t.Fatalf("run %d: done %d, %v; want a timeout at node 1", run, done, err)
-		}
-		if results[0] != (Result{Code: abi.CodeUnschedulable, Reason: "node 0 rejected"}) {
-			t.Fatalf("run %d: node 0 %+v, want its row's verdict", run, results[0])
+			if err == nil || err.Outcome != OutcomeTimeout || done != 1 {
+				t.Fatalf("run %d: done %d, %v; want a timeout at node 1", run, done, err)
+			}
+			if results[0] != (Result{Code: abi.CodeUnschedulable, Reason: "node 0 rejected"}) {
+				t.Fatalf("run %d: node 0 %+v, want its row's verdict", run, results[0])
+			}
 		}
 	}
-	o.check(t, "table batch stopped")
 }
 
 // A scheduler restart loads every policy at once from a warm file
