@@ -77,8 +77,14 @@ type termCounts struct {
 }
 
 // maxCountTerms bounds the terms a NodeCountCache keeps (past it, it
-// starts over): each holds three words per node of the cluster.
+// starts over): each holds 32 bytes per node of the cluster.
 const maxCountTerms = 64
+
+// maxKeptTermBytes bounds the terms kept by their encoding (a term is its
+// key): a spread constraint's or an affinity term's is a few hundred
+// bytes, and a guest may send count_pods terms up to 1 MiB, which 64 kept
+// terms would turn into 64 MiB held outside its memory budget.
+const maxKeptTermBytes = 4 << 10
 
 // NewNodeCountCache returns an empty cache.
 func NewNodeCountCache() *NodeCountCache { return &NodeCountCache{terms: map[string]*termCounts{}} }
@@ -208,7 +214,7 @@ func (c *ClusterView) countPodsKept(t *CountTerm, pod *v1.Pod, termKey string) m
 	podNS := pod.Namespace
 	cache := c.NodeCounts
 	var kept *termCounts
-	if cache != nil && termKey != "" && t.keepable() {
+	if cache != nil && termKey != "" && len(termKey) <= maxKeptTermBytes && t.keepable() {
 		cache.mu.Lock()
 		defer cache.mu.Unlock()
 		kept = cache.term(podNS+"\x00"+termKey, len(c.Nodes)) // a term without namespaces counts the pod's own

@@ -692,3 +692,27 @@ func TestNodeCountsFollowTheCluster(t *testing.T) {
 	}
 	t.Logf("%d of %d node counts taken from the cache", kept, counted)
 }
+
+// A term larger than maxKeptTermBytes is counted but never kept: a guest
+// cannot make the cache hold its large terms.
+func TestNodeCountsKeepOnlySmallTerms(t *testing.T) {
+	c := newRandomCluster(rand.New(rand.NewPCG(22, 26)), 4)
+	cache := NewNodeCountCache()
+	big := CountTerm{LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{strings.Repeat("x", 60)}}}}, TopologyKey: "zone"}
+	for i := range 100 {
+		big.LabelSelector.MatchExpressions[0].Values = append(big.LabelSelector.MatchExpressions[0].Values, fmt.Sprintf("v%d", i)+strings.Repeat("y", 50))
+	}
+	b := sdkTerm(big).JSON()
+	if len(b) <= maxKeptTermBytes {
+		t.Fatalf("the term is %d bytes, not over %d", len(b), maxKeptTermBytes)
+	}
+	pod := randomIncomingPod(rand.New(rand.NewPCG(1, 1)), "default")
+	view := &ClusterView{Nodes: c.nodes, NodeCounts: cache}
+	got, ok := view.countPods(b, pod)
+	if want := model.EncodeCounts(upstreamCount(t, c, big, pod)); !ok || string(got) != string(want) {
+		t.Fatalf("a large term counted %q (%v), upstream %q", got, ok, want)
+	}
+	if len(cache.terms) != 0 {
+		t.Errorf("the cache keeps %d terms after a %d-byte one", len(cache.terms), len(b))
+	}
+}
