@@ -20,6 +20,10 @@ const (
 	opLocalSet      = 0x21
 	opMemorySize    = 0x3f
 	opI64Const      = 0x42
+	opI32Store      = 0x36
+	opI64Store      = 0x37
+	opI32Store8     = 0x3a
+	opI32Store16    = 0x3b
 	opI32LeU        = 0x4d
 	opI64LeU        = 0x58
 	opI32Add        = 0x6a
@@ -64,9 +68,84 @@ type exprRewriter struct {
 	// usedMemBulk is set once fill or copy was inserted, usedTableGrow
 	// once a table.grow was seen.
 	usedMemBulk, usedTableGrow bool
+	// tmp is the index of a scratch i32 local the body being rewritten
+	// may add (tmpOK), for smallFill; usedTmp is set once it did.
+	tmp            uint32
+	tmpOK, usedTmp bool
 	// The shape of the code rewritten so far (Shape).
 	maxDepth, maxBrTable         uint32
 	depthSquares, brTableSquares uint64
+}
+
+// constInsn is one instruction as the rewriter saw it: where it starts,
+// and its value if it is an i32.const.
+type constInsn struct {
+	start   int
+	isConst bool
+	v       int32
+}
+
+// smallFillMax is the longest memory.fill of constant length and value
+// that smallFill writes inline.
+const smallFillMax = 256
+
+// maxLocalsForScratch is how many locals a function may have for
+// smallFill to add one more.
+const maxLocalsForScratch = 10000
+
+// smallFill replaces "i32.const v; i32.const n; memory.fill" (the address
+// below them on the stack) by stores of n bytes of v, n in 1..smallFillMax:
+// the address goes into the scratch local, and the stores run from the
+// highest bytes down, so a fill that does not fit in memory traps at the
+// first store, before it has written anything, as memory.fill does.
+//
+// Why: TinyGo clears the stack frame of every function that keeps
+// pointers across a call with such a fill (84 bytes in the bin-packing
+// example's Score). wazero runs memory.fill as a byte store and a doubling
+// series of memmove calls into the Go runtime, and the rewrite routes it
+// through $fill besides: 30-40 ns per call, a fifth of a node's Score.
+// Inline stores of a constant are a few ns and need no charge (at most
+// smallFillMax/8 + 3 of them, counted as straight-line code).
+func (x *exprRewriter) smallFill(out []byte, v byte, n uint32) []byte {
+	out = wasmbin.AppendU32(append(out, opLocalSet), x.tmp)
+	store := func(op byte, off uint32, value []byte) {
+		out = wasmbin.AppendU32(append(out, opLocalGet), x.tmp)
+		out = append(out, value...)
+		out = wasmbin.AppendU32(append(out, op, 0), off) // alignment 1: any address
+	}
+	v32 := int32(uint32(v) * 0x01010101)
+	word := uint64(v) * 0x0101010101010101
+	off := n
+	if n&1 != 0 {
+		off--
+		store(opI32Store8, off, AppendI32Const(nil, v32))
+	}
+	if n&2 != 0 {
+		off -= 2
+		store(opI32Store16, off, AppendI32Const(nil, v32))
+	}
+	if n&4 != 0 {
+		off -= 4
+		store(opI32Store, off, AppendI32Const(nil, v32))
+	}
+	for off >= 8 {
+		off -= 8
+		store(opI64Store, off, appendI64Const(nil, int64(word)))
+	}
+	return out
+}
+
+// appendI64Const appends i64.const v (a signed LEB128 immediate).
+func appendI64Const(b []byte, v int64) []byte {
+	b = append(b, opI64Const)
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
 }
 
 // isBulk reports whether a 0xfc sub-opcode is a bulk instruction whose
@@ -110,6 +189,10 @@ func (x *exprRewriter) rewrite(r *wasmbin.Reader, out []byte, end int) ([]byte, 
 	// since counts the instructions since the last check: a function body
 	// gets one more every StraightLine instructions without a loop header.
 	since := 0
+	// prev2 and prev1 are the two instructions before the current one,
+	// cur the current one: smallFill looks for i32.const v, i32.const n,
+	// memory.fill.
+	var prev2, prev1, cur constInsn
 	for {
 		if end >= 0 && r.Pos >= end {
 			if r.Pos > end {
@@ -126,6 +209,13 @@ func (x *exprRewriter) rewrite(r *wasmbin.Reader, out []byte, end int) ([]byte, 
 		op, err := r.Byte()
 		if err != nil {
 			return nil, err
+		}
+		prev2, prev1, cur = prev1, cur, constInsn{start: start}
+		if op == opI32Const {
+			peek := *r
+			if v, err := peek.SLEB(32); err == nil {
+				cur.isConst, cur.v = true, int32(v)
+			}
 		}
 		switch op {
 		case opCall, opReturnCall, opRefFunc:
@@ -162,6 +252,15 @@ func (x *exprRewriter) rewrite(r *wasmbin.Reader, out []byte, end int) ([]byte, 
 				if (sub == 10 || sub == 11) && x.fill != nil { // memory.copy, memory.fill
 					if err := x.skipImmediates(r, op); err != nil {
 						return nil, fmt.Errorf("opcode 0x%02x at offset %d: %w", op, start, err)
+					}
+					if sub == 11 && x.tmpOK && prev2.isConst && prev1.isConst && prev2.start >= copied &&
+						prev1.v >= 1 && prev1.v <= smallFillMax && r.B[r.Pos-1] == 0 {
+						out = append(out, r.B[copied:prev2.start]...)
+						out = x.smallFill(out, byte(prev2.v), uint32(prev1.v))
+						x.usedTmp = true
+						since += int(prev1.v)/8 + 4
+						copied = r.Pos
+						continue
 					}
 					out = append(out, r.B[copied:start]...)
 					x.usedMemBulk = true

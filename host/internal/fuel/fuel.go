@@ -88,6 +88,11 @@ type module struct {
 	added     uint32
 	hasMemory bool
 	opts      Options
+	// typeParams is each type's parameter count and funcTypes each
+	// defined function's type: the index a function body's first added
+	// local gets is its parameters plus its declared locals.
+	typeParams []uint32
+	funcTypes  []uint32
 }
 
 // Options bound what the instrumented module may do beyond what its own

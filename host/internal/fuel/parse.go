@@ -41,7 +41,7 @@ func parse(wasm []byte) (*module, error) {
 		case secGlobal:
 			m.definedGlobals, err = sr.U32()
 		case secFunction:
-			m.definedFuncs, err = sr.U32()
+			err = m.readFunctions(sr)
 			m.hasFuncs = true
 		case secCode:
 			m.hasCode = true
@@ -94,6 +94,7 @@ func (m *module) readTypes(r *wasmbin.Reader) error {
 		if err != nil {
 			return err
 		}
+		m.typeParams = append(m.typeParams, np)
 		if !m.hasRefuelType && np == 0 && nr == 1 && res[0] == valI32 {
 			m.refuelType, m.hasRefuelType = i, true
 		}
@@ -104,6 +105,30 @@ func (m *module) readTypes(r *wasmbin.Reader) error {
 			m.bulkType, m.hasBulkType = i, true
 		}
 	}
+	return nil
+}
+
+// readFunctions reads the function section: how many functions the module
+// defines and, when the section lists them all, the type of each (the
+// index of a body's first added local is its parameters plus its declared
+// locals, smallFill). A section that does not is left for the runtime to
+// refuse, as before: its functions get no added local.
+func (m *module) readFunctions(r *wasmbin.Reader) error {
+	n, err := r.U32()
+	if err != nil {
+		return err
+	}
+	m.definedFuncs = n
+	if uint64(n) > uint64(r.Left()) {
+		return nil
+	}
+	types := make([]uint32, n)
+	for i := range types {
+		if types[i], err = r.U32(); err != nil {
+			return nil
+		}
+	}
+	m.funcTypes = types
 	return nil
 }
 

@@ -280,18 +280,40 @@ func (m *module) code(content []byte, x *exprRewriter) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("function body %d locals: %w", i, err)
 		}
+		groupsStart := br.Pos
+		locals := uint64(0)
 		for g := uint32(0); g < groups; g++ {
-			if _, err := br.U32(); err != nil {
+			n, err := br.U32()
+			if err != nil {
 				return nil, err
 			}
 			if _, err := br.Byte(); err != nil {
 				return nil, err
 			}
+			locals += uint64(n)
 		}
-		body = append(body[:0], r.B[r.Pos:br.Pos]...)
+		// The scratch local smallFill may use: one i32 after the body's
+		// own, when the function's type is known and the count stays
+		// far from any runtime's limit.
+		x.tmpOK, x.usedTmp = false, false
+		if int(i) < len(m.funcTypes) && int(m.funcTypes[i]) < len(m.typeParams) {
+			if all := uint64(m.typeParams[m.funcTypes[i]]) + locals; all < maxLocalsForScratch {
+				x.tmp, x.tmpOK = uint32(all), true
+			}
+		}
+		localsEnd := br.Pos
+		body = append(body[:0], r.B[r.Pos:localsEnd]...)
 		body = append(body, x.check...)
 		if body, err = x.rewrite(br, body, end); err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
+		}
+		if x.usedTmp {
+			// The same locals and one i32 more, then the code.
+			code := body[localsEnd-r.Pos:]
+			with := wasmbin.AppendU32(nil, groups+1)
+			with = append(with, r.B[groupsStart:localsEnd]...)
+			with = append(with, 1, valI32)
+			body = append(with, code...)
 		}
 		out = wasmbin.AppendU32(out, uint32(len(body)))
 		out = append(out, body...)

@@ -1,0 +1,149 @@
+package fuel
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmsched/wasmsched/host/internal/wasmbin"
+)
+
+// fillModule is a module with one page of memory and, for each length n,
+// an export "fill<n>" (param d i32, param unused i32) with a local of its
+// own that runs memory.fill(d, v, n) with v and n as constants: the shape
+// TinyGo clears its stack frames with. "fillvar" takes the length as its
+// second parameter instead, which the rewrite leaves to $fill; it is
+// there when withVar is set.
+func fillModule(v int32, lengths []int32, withVar bool) []byte {
+	var types, funcs, exports, code []byte
+	types = append(wasmbin.AppendU32(nil, 1), 0x60, 2, valI32, valI32, 0)
+	n := uint32(len(lengths))
+	if withVar {
+		n++
+	}
+	funcs = wasmbin.AppendU32(nil, n)
+	exports = wasmbin.AppendU32(nil, n+1) // and the memory
+	code = wasmbin.AppendU32(nil, n)
+	for i, length := range lengths {
+		funcs = append(funcs, 0)
+		exports = append(wasmbin.AppendName(exports, fmt.Sprintf("fill%d", length)), kindFunc)
+		exports = wasmbin.AppendU32(exports, uint32(i))
+		body := []byte{1, 1, 0x7e, opLocalGet, 0} // one i64 local
+		body = AppendI32Const(AppendI32Const(body, v), length)
+		body = append(body, prefixMisc, 11, 0, opEnd)
+		code = append(wasmbin.AppendU32(code, uint32(len(body))), body...)
+	}
+	if withVar {
+		funcs = append(funcs, 0)
+		exports = append(wasmbin.AppendName(exports, "fillvar"), kindFunc)
+		exports = wasmbin.AppendU32(exports, uint32(len(lengths)))
+		body := []byte{0, opLocalGet, 0}
+		body = append(AppendI32Const(body, v), opLocalGet, 1, prefixMisc, 11, 0, opEnd)
+		code = append(wasmbin.AppendU32(code, uint32(len(body))), body...)
+	}
+	exports = append(wasmbin.AppendName(exports, "memory"), kindMem, 0)
+
+	wasm := []byte("\x00asm\x01\x00\x00\x00")
+	wasm = wasmbin.AppendSection(wasm, secType, types)
+	wasm = wasmbin.AppendSection(wasm, secFunction, funcs)
+	wasm = wasmbin.AppendSection(wasm, 5, []byte{1, 0, 1}) // memory: 1 page
+	wasm = wasmbin.AppendSection(wasm, secExport, exports)
+	return wasmbin.AppendSection(wasm, secCode, code)
+}
+
+// A memory.fill of constant length and value, written inline as stores,
+// does what memory.fill does: the same bytes at every address that fits,
+// and a trap with nothing written at every address that does not (the
+// last byte past the memory's end, the address past it, addresses that
+// wrap around 2^32). Compared with the module run as it was, memory
+// byte for byte after every call.
+func TestSmallFillMatchesMemoryFill(t *testing.T) {
+	ctx := context.Background()
+	lengths := []int32{1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 84, 104, 255, smallFillMax}
+	for _, v := range []int32{0, 0x55, -1, 0x1234} {
+		wasm := fillModule(v, lengths, true)
+		out, err := Instrument(wasm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every constant fill was written inline: without fillvar the
+		// rewrite adds $charge alone, not $fill and $copy.
+		constOnly, err := Instrument(fillModule(v, lengths, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := definedFunctions(t, constOnly), len(lengths)+1; got != want {
+			t.Fatalf("instrumented module without fillvar defines %d functions, want %d (its own and $charge)", got, want)
+		}
+		plain, instrumented := instantiate(t, ctx, wasm), instantiate(t, ctx, out)
+		const page = 1 << 16
+		for _, n := range append(lengths, 0) {
+			name := fmt.Sprintf("fill%d", n)
+			args := func(d uint32) []uint64 { return []uint64{uint64(d), 0} }
+			if n == 0 {
+				name = "fillvar"
+			}
+			for _, length := range []int32{n, 300} {
+				if n != 0 && length != n {
+					continue
+				}
+				if n == 0 {
+					args = func(d uint32) []uint64 { return []uint64{uint64(d), uint64(uint32(length))} }
+				}
+				for _, d := range []uint32{0, 1, 13, page/2 + 3, page - uint32(length) - 1, page - uint32(length), page - uint32(length) + 1, page - 1, page, page + 1, -uint32(length), 1<<32 - 1} {
+					_, errPlain := plain.ExportedFunction(name).Call(ctx, args(d)...)
+					_, errInst := instrumented.ExportedFunction(name).Call(ctx, args(d)...)
+					if (errPlain == nil) != (errInst == nil) {
+						t.Fatalf("v=%d %s(%d) len %d: plain %v, instrumented %v", v, name, d, length, errPlain, errInst)
+					}
+					a, _ := plain.Memory().Read(0, page)
+					b, _ := instrumented.Memory().Read(0, page)
+					if !bytes.Equal(a, b) {
+						i := 0
+						for a[i] == b[i] {
+							i++
+						}
+						t.Fatalf("v=%d %s(%d) len %d: memories differ from byte %d (plain %#x, instrumented %#x)", v, name, d, length, i, a[i], b[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// instantiate runs wasm in a runtime of its own, with the refuel import.
+func instantiate(t *testing.T, ctx context.Context, wasm []byte) api.Module {
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
+	t.Cleanup(func() { _ = rt.Close(ctx) })
+	if _, err := rt.NewHostModuleBuilder(ImportModule).NewFunctionBuilder().
+		WithFunc(func() int32 { return 1 << 20 }).Export(ImportName).Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := rt.Instantiate(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// definedFunctions is the function section's count.
+func definedFunctions(t *testing.T, wasm []byte) int {
+	r := &wasmbin.Reader{B: wasm, Pos: 8, End: len(wasm)}
+	for r.Left() > 0 {
+		id, _ := r.Byte()
+		size, _ := r.U32()
+		content, err := r.Bytes(uint64(size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == secFunction {
+			n, _ := wasmbin.NewReader(content).U32()
+			return int(n)
+		}
+	}
+	return 0
+}
