@@ -50,10 +50,12 @@ var (
 	table   []byte
 	rowSize int
 	// inTable is set while a batch runs from the table; row is the
-	// current node's row (a slice of table), rowIndex its index.
+	// current node's row (a slice of table), rowIndex its index, rowPtr
+	// its first byte.
 	inTable  bool
 	row      []byte
 	rowIndex int32
+	rowPtr   unsafe.Pointer
 	// selected is the node select_node made current in this batch (-1),
 	// for the reads that fall back to a host call.
 	selected int32
@@ -107,6 +109,7 @@ func tableStart(n int32) bool {
 func tableSelect(i int32) {
 	rowIndex = i
 	row = table[abi.TableHeader+int(i)*rowSize:][:rowSize]
+	rowPtr = unsafe.Pointer(unsafe.SliceData(row))
 	writeU32(table, abi.HeaderCurrent, uint32(i))
 	rowError = ""
 }
@@ -117,7 +120,7 @@ func tableEnd() {
 	if table != nil {
 		writeU32(table, abi.HeaderRows, 0)
 	}
-	inTable, row, inBatch = false, nil, false
+	inTable, row, rowPtr, inBatch = false, nil, nil, false
 	declareWanted()
 }
 
@@ -275,6 +278,60 @@ func declareWanted() {
 		return
 	}
 	columns, table, rowSize = cols, buf, size
+}
+
+// resCache answers node_resource reads from the table: for each resource
+// kind, a direct-mapped cache from the address and length of the name a
+// policy asks with to the byte offset of its column in a row. A policy
+// asks with the same strings on every node, so a read in a table batch is
+// a hash of an address, two compares and a load: no column search, no
+// bounds check (an offset is cached only once checked against the row),
+// and no call, which is what makes it cheap in Go builds (every Go call
+// costs a frame in linear memory; bin-packing's Score made ten per node
+// through col). The address keeps its string alive, so it cannot name
+// another string while cached; column offsets never change once declared
+// (the SDK only appends columns).
+var resCache [4][16]resEntry
+
+type resEntry struct {
+	p   *byte
+	n   int32
+	off int32
+}
+
+// resSlot is resCache's slot of a name's address.
+func resSlot(p *byte) uint32 { return uint32(uintptr(unsafe.Pointer(p))) * 0x9E3779B1 >> 28 }
+
+// tableResource reads resource name of kind from the current row; ok is
+// false when the cache does not know its column (tableResourceSlow).
+func tableResource(kind int32, name string) (int64, bool) {
+	p := unsafe.StringData(name)
+	c := &resCache[kind&3][resSlot(p)]
+	if c.p == p && int(c.n) == len(name) && c.off != 0 && inTable { // off 0: an empty slot
+		return *(*int64)(unsafe.Add(rowPtr, c.off)), true
+	}
+	return 0, false
+}
+
+// tableResourceSlow finds the column of a resource read in the table (or
+// learns it for the next batch) and caches its offset.
+func tableResourceSlow(kind int32, name string) (int64, bool) {
+	if kind < 0 || int(kind) >= len(resourceColumns) {
+		return 0, false
+	}
+	if !inTable {
+		want(resourceColumns[kind], name)
+		return 0, false
+	}
+	i := col(resourceColumns[kind], name)
+	if i < 0 {
+		return 0, false
+	}
+	off := abi.RowHeader + i*abi.ColumnSize
+	if p := unsafe.StringData(name); p != nil && off+8 <= rowSize && len(name) < 1<<30 {
+		resCache[kind&3][resSlot(p)] = resEntry{p, int32(len(name)), int32(off)}
+	}
+	return int64(colU64(i)), true
 }
 
 // colU64 reads column i of the current row.

@@ -24,6 +24,8 @@ func tableKeyed(string, string) (string, bool, bool) { return "", false, false }
 func tableKeyedFast(string, string) (string, bool, bool) {
 	return "", false, false
 }
-func tableInt(string, string) (int64, bool) { return 0, false }
-func col(string, string) int                { return -1 }
-func colU64(int) uint64                     { return 0 }
+func tableInt(string, string) (int64, bool)         { return 0, false }
+func col(string, string) int                        { return -1 }
+func tableResource(int32, string) (int64, bool)     { return 0, false }
+func tableResourceSlow(int32, string) (int64, bool) { return 0, false }
+func colU64(int) uint64                             { return 0 }

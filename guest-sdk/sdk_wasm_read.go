@@ -190,20 +190,19 @@ var resourceColumns = [...]string{model.ResourceAllocatable: abi.ColAllocatable,
 	model.ResourceNonZeroRequested: abi.ColNonZeroRequested}
 
 func nodeResource(kind int32, name string) int64 {
-	if inTable && uint32(kind) < uint32(len(resourceColumns)) {
-		if i := col(resourceColumns[kind], name); i >= 0 {
-			return int64(colU64(i))
-		}
+	if v, ok := tableResource(kind, name); ok {
+		return v
 	}
 	return nodeResourceSlow(kind, name)
 }
 
-// nodeResourceSlow is nodeResource without a column (out of line: see col).
+// nodeResourceSlow is nodeResource without a cached column (out of line:
+// see col).
 //
 //go:noinline
 func nodeResourceSlow(kind int32, name string) int64 {
-	if (inTable || inBatch) && kind >= 0 && int(kind) < len(resourceColumns) {
-		if v, ok := tableInt(resourceColumns[kind], name); ok {
+	if inTable || inBatch {
+		if v, ok := tableResourceSlow(kind, name); ok {
 			return v
 		}
 		selectForHost()
