@@ -18,6 +18,8 @@ const (
 	opReturn        = 0x0f
 	opDrop          = 0x1a
 	opLocalSet      = 0x21
+	opLocalTee      = 0x22
+	opNop           = 0x01
 	opMemorySize    = 0x3f
 	opI64Const      = 0x42
 	opI32Store      = 0x36

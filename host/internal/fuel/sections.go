@@ -303,7 +303,9 @@ func (m *module) code(content []byte, x *exprRewriter) ([]byte, error) {
 		}
 		localsEnd := br.Pos
 		body = append(body[:0], r.B[r.Pos:localsEnd]...)
-		body = append(body, x.check...)
+		if !entersLoop(*br) {
+			body = append(body, x.check...)
+		}
 		if body, err = x.rewrite(br, body, end); err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
 		}
@@ -323,6 +325,39 @@ func (m *module) code(content []byte, x *exprRewriter) ([]byte, error) {
 		return nil, errors.New("section size mismatch")
 	}
 	return out, nil
+}
+
+// entersLoop reports whether a function body, read from r, reaches a loop
+// header on every entry before it can do anything else: only block,
+// nop, local and global reads and writes and i32.const come first. The
+// check after that loop's header then runs on every call, and the one at
+// the function's entry would run right before it for nothing. Every
+// function of a Go (GOOS=wasip1) module starts this way (its resumption
+// loop), so this halves the checks a Go guest's calls run.
+func entersLoop(r wasmbin.Reader) bool {
+	for range 64 {
+		op, err := r.Byte()
+		if err != nil {
+			return false
+		}
+		switch op {
+		case opLoop:
+			return true
+		case opBlock:
+			_, err = r.SLEB(33)
+		case opLocalGet, opLocalSet, opLocalTee, opGlobalGet:
+			_, err = r.U32()
+		case opI32Const:
+			_, err = r.SLEB(32)
+		case opNop:
+		default:
+			return false
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // names shifts the function indices of the name section's function (1),

@@ -147,3 +147,59 @@ func definedFunctions(t *testing.T, wasm []byte) int {
 	}
 	return 0
 }
+
+// A function whose body reaches a loop header before anything else (every
+// function of a Go module does) is checked once per call, by that loop's
+// check; any other function keeps its check at entry as well. Counted in
+// checks, through refuel: each refuel pays for 10 of them.
+func TestEntryCheckFoldsIntoLoopHeader(t *testing.T) {
+	ctx := context.Background()
+	types := append(wasmbin.AppendU32(nil, 2), 0x60, 0, 0, 0x60, 1, valI32, 0)
+	funcs := append(wasmbin.AppendU32(nil, 4), 0, 0, 1, 1)
+	var exports []byte
+	exports = wasmbin.AppendU32(exports, 2)
+	exports = append(wasmbin.AppendName(exports, "drive_loop"), kindFunc, 2)
+	exports = append(wasmbin.AppendName(exports, "drive_plain"), kindFunc, 3)
+	fLoop := []byte{0, opBlock, blockTypeEmpty, opLoop, blockTypeEmpty, opEnd, opEnd, opEnd}
+	fPlain := []byte{0, opI32Const, 0, opDrop, opBlock, blockTypeEmpty, opLoop, blockTypeEmpty, opEnd, opEnd, opEnd}
+	drive := func(f byte) []byte {
+		return []byte{0, opLoop, blockTypeEmpty, opCall, f, opLocalGet, 0, opI32Const, 1, opI32Sub, opLocalTee, 0, opBrIf, 0, opEnd, opEnd}
+	}
+	code := wasmbin.AppendU32(nil, 4)
+	for _, body := range [][]byte{fLoop, fPlain, drive(0), drive(1)} {
+		code = append(wasmbin.AppendU32(code, uint32(len(body))), body...)
+	}
+	wasm := []byte("\x00asm\x01\x00\x00\x00")
+	wasm = wasmbin.AppendSection(wasm, secType, types)
+	wasm = wasmbin.AppendSection(wasm, secFunction, funcs)
+	wasm = wasmbin.AppendSection(wasm, secExport, exports)
+	wasm = wasmbin.AppendSection(wasm, secCode, code)
+	out, err := Instrument(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	refuels := 0
+	if _, err := rt.NewHostModuleBuilder(ImportModule).NewFunctionBuilder().
+		WithFunc(func() int32 { refuels++; return 10 }).Export(ImportName).Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := rt.Instantiate(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1000 iterations: the driver's loop header, then the callee's checks.
+	for _, c := range []struct {
+		name   string
+		checks int
+	}{{"drive_loop", 2000}, {"drive_plain", 3000}} {
+		refuels = 0
+		if _, err := m.ExportedFunction(c.name).Call(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+		if want := c.checks / 10; refuels < want-2 || refuels > want+2 {
+			t.Errorf("%s: %d refuels for 1000 calls, want %d (%d checks)", c.name, refuels, want, c.checks)
+		}
+	}
+}
