@@ -125,14 +125,29 @@ func tableEnd() {
 }
 
 // reportRow writes the current node's verdict into its row: a Success
-// inline, anything else out of line (see col).
+// inline, anything else out of line (reportRowRest). Small enough to be
+// inlined into the batch loops in Go builds too, where a call is a frame
+// in linear memory: a Score batch's every node is a Success.
 func reportRow(st Status, score int64) {
+	if uint32(st.Code)|uint32(len(rowError)) == 0 { // a Success, and every read declared
+		*(*[2]uint64)(rowPtr) = [2]uint64{0, uint64(score)} // code and reason at RowCode (0), score at RowScore (8)
+		return
+	}
+	reportRowRest(st, score)
+}
+
+// reportRow's one store assumes this layout of a row's verdict.
+var (
+	_ [-abi.RowCode]struct{}     // RowCode is 0
+	_ [abi.RowScore - 8]struct{} // RowScore is 8
+	_ [8 - abi.RowScore]struct{}
+)
+
+// reportRowRest is reportRow for a rejection or an undeclared read.
+//
+//go:noinline
+func reportRowRest(st Status, score int64) {
 	if len(rowError) == 0 {
-		if st.Code == CodeSuccess {
-			writeU64(row, abi.RowCode, 0) // the code and the reason id
-			writeU64(row, abi.RowScore, uint64(score))
-			return
-		}
 		// A rejection with the reason of the last one (a policy returns
 		// the same constant on node after node): its id, by address.
 		if p := unsafe.StringData(st.Reason); p == lastReason.p && len(st.Reason) == lastReason.n && lastReason.id != 0 {

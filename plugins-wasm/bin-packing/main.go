@@ -20,13 +20,17 @@ func init() {
 	sdk.RegisterScore(score)
 }
 
-// weights reads the config once per instance.
+// weights reads the config once per instance. Its work is in readWeights,
+// so that what runs per node is a check a Go build inlines (every call of
+// a GOOS=wasip1 build costs a frame in linear memory).
 func weights() []sdk.ResourceWeight {
 	if resources == nil {
-		resources = sdk.ResourceWeights(sdk.Config())
+		readWeights()
 	}
 	return resources
 }
+
+func readWeights() { resources = sdk.ResourceWeights(sdk.Config()) }
 
 // noWeights is the error of a config without one valid weight: every
 // node's score fails, so the policy's failurePolicy applies and the reason
@@ -51,7 +55,7 @@ func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 		sum += r.Weight * used * 100 / alloc
 		total += r.Weight
 	}
-	if total == 0 {
+	if total <= 0 {
 		return 0, sdk.Success()
 	}
 	return sum / total, sdk.Success()
