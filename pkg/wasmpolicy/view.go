@@ -39,6 +39,11 @@ func (w *WasmPolicy) clusterView(policies []*policy) *host.ClusterView {
 		if l := w.handle.SnapshotSharedLister(); l != nil {
 			if all, err := l.NodeInfos().List(); err == nil {
 				v.Nodes = all
+				aff, err1 := l.NodeInfos().HavePodsWithAffinityList()
+				anti, err2 := l.NodeInfos().HavePodsWithRequiredAntiAffinityList()
+				if err1 == nil && err2 == nil {
+					v.WithAffinity, v.WithRequiredAntiAffinity, v.HasAffinityLists = aff, anti, true
+				}
 			}
 		}
 	}

@@ -39,6 +39,16 @@ type ClusterView struct {
 	// PodDefaultSpreadSelector); nil gives none.
 	DefaultSpreadSelector func(pod *v1.Pod) []metav1.LabelSelectorRequirement
 
+	// WithAffinity and WithRequiredAntiAffinity, when set, are the nodes
+	// among Nodes that have pods with inter-pod (anti-)affinity terms, and
+	// with required anti-affinity terms: the snapshot's own lists, which
+	// existing_terms walks instead of every node, as InterPodAffinity does
+	// (SchedulingPodAntiAffinity's 500-node cycles spent 0.4 ms a pod
+	// touching nodes without such pods). Nil walks Nodes.
+	WithAffinity, WithRequiredAntiAffinity []fwk.NodeInfo
+	// HasAffinityLists says the two lists were set (either may be empty).
+	HasAffinityLists bool
+
 	// NodeCounts, when set, keeps count_pods' per-node counts across
 	// cycles (NodeCountCache); one per scheduler profile, shared by its
 	// views.
@@ -420,7 +430,14 @@ func (c *ClusterView) ExistingTerms(kind int32, pod *v1.Pod) []model.TopologySum
 	}
 	type pair struct{ key, value string }
 	sums := map[pair]int64{}
-	for _, ni := range c.Nodes {
+	nodes := c.Nodes
+	if c.HasAffinityLists {
+		nodes = c.WithAffinity
+		if kind == model.ExistingAntiAffinityRequired {
+			nodes = c.WithRequiredAntiAffinity
+		}
+	}
+	for _, ni := range nodes {
 		node := ni.Node()
 		if node == nil || len(node.Labels) == 0 {
 			continue

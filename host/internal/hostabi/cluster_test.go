@@ -460,6 +460,20 @@ func TestExistingTermsMatchUpstream(t *testing.T) {
 				l, ok := c.namespaces[name]
 				return l, ok
 			}}
+			if round%2 == 1 {
+				// The snapshot's lists of nodes with such pods, as
+				// kube-scheduler's snapshot builds them: walked instead
+				// of every node, with the same sums.
+				view.HasAffinityLists = true
+				for _, ni := range nodes {
+					if len(ni.GetPodsWithAffinity()) > 0 {
+						view.WithAffinity = append(view.WithAffinity, ni)
+					}
+					if len(ni.GetPodsWithRequiredAntiAffinity()) > 0 {
+						view.WithRequiredAntiAffinity = append(view.WithRequiredAntiAffinity, ni)
+					}
+				}
+			}
 			sdk.RunPreFilter(&sdk.PodData{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels}) // sets the pod natively
 			for kind := range model.NumExistingTerms {
 				got, ok := view.existingTerms(kind, pod)
