@@ -289,6 +289,8 @@ func clusterNode(i int, kind int32) []byte {
 // fields test policy checks it agrees with the host's count_pods.
 func countPods(t *CountTerm) map[string]int64 { return model.CountPods(cluster(), pod(), t) }
 
+func countList(t *CountTerm) []byte { return model.EncodeCounts(countPods(t)) }
+
 func namespaceLabels(ns string) (map[string]string, bool) {
 	l, ok := cluster().Namespaces[ns]
 	return l, ok

@@ -343,10 +343,13 @@ var (
 )
 
 // counts are the cycle's Cluster.CountPods answers, by term.
-var counts []cachedCount
+var counts []*cachedCount
 
+// cachedCount is one count_pods answer of the cycle: its term, the
+// encoding, and the decoded map once CountPods asked for it.
 type cachedCount struct {
 	term  string
+	list  []byte
 	value map[string]int64
 }
 

@@ -305,10 +305,32 @@ func clusterNode(i int, kind int32) []byte {
 }
 
 func countPods(t *CountTerm) map[string]int64 {
+	e := countEntry(t)
+	if e == nil {
+		return nil
+	}
+	if e.value == nil {
+		e.value = decodeInts(e.list)
+	}
+	return e.value
+}
+
+// countList is count_pods' encoded answer for t, kept for the cycle; nil
+// on an error.
+func countList(t *CountTerm) []byte {
+	if e := countEntry(t); e != nil {
+		return e.list
+	}
+	return nil
+}
+
+// countEntry reads count_pods for t once per cycle: the encoding, and the
+// map once CountPods asked for it.
+func countEntry(t *CountTerm) *cachedCount {
 	term := t.AppendJSON(nil)
-	for i := range counts {
-		if Equal(counts[i].term, string(term)) {
-			return counts[i].value
+	for _, c := range counts {
+		if Equal(c.term, string(term)) {
+			return c
 		}
 	}
 	tp, tl := ptrOf(term), uint32(len(term))
@@ -328,9 +350,9 @@ func countPods(t *CountTerm) map[string]int64 {
 	case n < 0 || int(n) > len(scratch):
 		return nil
 	}
-	m := decodeInts(scratch[:n])
-	counts = append(counts, cachedCount{string(term), m})
-	return m
+	e := &cachedCount{term: string(term), list: append([]byte(nil), scratch[:n]...)}
+	counts = append(counts, e)
+	return e
 }
 
 // existingTerms reads existing_terms into scratch (valid until the next

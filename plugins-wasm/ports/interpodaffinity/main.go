@@ -56,21 +56,23 @@ func countTerm(t sdk.PodAffinityTerm) sdk.CountTerm {
 }
 
 // filterState is what Filter checks each node against, computed once per
-// cycle per instance (the host computes the counts once per cycle).
+// cycle per instance (the host computes the counts once per cycle). The
+// counts stay as the host encoded them (DomainCounts, ExistingSums): a
+// node looks up its own domains, and an instance that serves a Filter
+// call builds no map of every domain first.
 type filterState struct {
 	affinity []sdk.PodAffinityTerm
 	// affinityCounts[i]: per value of term i's key, the pods that match
 	// all the affinity terms; anyMatch: some count is above 0.
-	affinityCounts []map[string]int64
+	affinityCounts []sdk.DomainCounts
 	anyMatch       bool
 	// selfMatch: the pod matches all its own affinity terms.
 	selfMatch  bool
 	anti       []sdk.PodAffinityTerm
-	antiCounts []map[string]int64
+	antiCounts []sdk.DomainCounts
 	// existing: the placed pods' required anti-affinity terms that match
-	// the pod, per topology key and value (by key, so that a node reads
-	// each key once).
-	existing map[string]map[string]int64
+	// the pod, per topology key and value.
+	existing sdk.ExistingSums
 }
 
 var filterStates sdk.PerCycle[*filterState]
@@ -78,7 +80,7 @@ var filterStates sdk.PerCycle[*filterState]
 func stateOf(pod sdk.Pod) *filterState {
 	return filterStates.Get(func() *filterState {
 		c := sdk.Cluster{}
-		s := &filterState{affinity: pod.PodAffinityRequired(), anti: pod.PodAntiAffinityRequired(), existing: map[string]map[string]int64{}}
+		s := &filterState{affinity: pod.PodAffinityRequired(), anti: pod.PodAntiAffinityRequired()}
 		for i, t := range s.affinity {
 			ct := countTerm(t)
 			for j, o := range s.affinity {
@@ -86,22 +88,18 @@ func stateOf(pod sdk.Pod) *filterState {
 					ct.AlsoMatching = append(ct.AlsoMatching, sdk.CountTerm{LabelSelector: o.LabelSelector, Namespaces: o.Namespaces, NamespaceSelector: o.NamespaceSelector})
 				}
 			}
-			counts := c.CountPods(ct)
-			for _, n := range counts {
-				s.anyMatch = s.anyMatch || n > 0
+			counts := c.DomainCounts(ct)
+			for k := 0; k < counts.Len() && !s.anyMatch; k++ {
+				_, n := counts.At(k)
+				s.anyMatch = n > 0
 			}
 			s.affinityCounts = append(s.affinityCounts, counts)
 		}
 		s.selfMatch = len(s.affinity) > 0 && matchesOwnTerms(pod, s.affinity)
 		for _, t := range s.anti {
-			s.antiCounts = append(s.antiCounts, c.CountPods(countTerm(t)))
+			s.antiCounts = append(s.antiCounts, c.DomainCounts(countTerm(t)))
 		}
-		for _, e := range c.ExistingTerms(sdk.ExistingAntiAffinityRequired) {
-			if s.existing[e.Key] == nil {
-				s.existing[e.Key] = map[string]int64{}
-			}
-			s.existing[e.Key][e.Value] += e.Sum
-		}
+		s.existing = c.ExistingSums(sdk.ExistingAntiAffinityRequired)
 		return s
 	})
 }
@@ -134,7 +132,7 @@ func matchesOwnTerms(pod sdk.Pod, terms []sdk.PodAffinityTerm) bool {
 
 func preFilter(pod sdk.Pod) sdk.Status {
 	s := stateOf(pod)
-	if len(s.existing) == 0 && len(s.affinity) == 0 && len(s.anti) == 0 {
+	if s.existing.Len() == 0 && len(s.affinity) == 0 && len(s.anti) == 0 {
 		return sdk.Skip()
 	}
 	return sdk.Success()
@@ -152,7 +150,7 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 			if !ok {
 				return sdk.UnschedulableAndUnresolvable(reasonAffinity)
 			}
-			if s.affinityCounts[i][v] <= 0 {
+			if s.affinityCounts[i].Get(v) <= 0 {
 				podsExist = false
 			}
 		}
@@ -161,12 +159,12 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 		}
 	}
 	for i, t := range s.anti {
-		if v, ok := node.Label(t.TopologyKey); ok && s.antiCounts[i][v] > 0 {
+		if v, ok := node.Label(t.TopologyKey); ok && s.antiCounts[i].Get(v) > 0 {
 			return sdk.Unschedulable(reasonAntiAffinity)
 		}
 	}
-	for key, values := range s.existing {
-		if v, ok := node.Label(key); ok && values[v] > 0 {
+	for _, key := range s.existing.Keys() {
+		if v, ok := node.Label(key); ok && s.existing.Get(key, v) > 0 {
 			return sdk.Unschedulable(reasonExistingAnti)
 		}
 	}
