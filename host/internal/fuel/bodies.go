@@ -87,8 +87,10 @@ func sconst(b []byte, v int32) []byte { return AppendI32Const(b, v) }
 
 // AppendI32Const appends the instruction i32.const v (its immediate a
 // signed LEB128), for tests that build modules by hand.
-func AppendI32Const(b []byte, v int32) []byte {
-	b = append(b, opI32Const)
+func AppendI32Const(b []byte, v int32) []byte { return appendSLEB(append(b, opI32Const), int64(v)) }
+
+// appendSLEB appends v as a signed LEB128.
+func appendSLEB(b []byte, v int64) []byte {
 	for {
 		c := byte(v & 0x7f)
 		v >>= 7

@@ -137,18 +137,8 @@ func (x *exprRewriter) smallFill(out []byte, v byte, n uint32) []byte {
 	return out
 }
 
-// appendI64Const appends i64.const v (a signed LEB128 immediate).
-func appendI64Const(b []byte, v int64) []byte {
-	b = append(b, opI64Const)
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+// appendI64Const appends i64.const v.
+func appendI64Const(b []byte, v int64) []byte { return appendSLEB(append(b, opI64Const), v) }
 
 // isBulk reports whether a 0xfc sub-opcode is a bulk instruction whose
 // length operand is on top of the stack: memory.init, memory.copy,

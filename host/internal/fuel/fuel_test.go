@@ -103,14 +103,7 @@ func TestInstrumentDropsDWARF(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	r := &wasmbin.Reader{B: out, Pos: 8, End: len(out)}
-	for r.Left() > 0 {
-		id, _ := r.Byte()
-		size, _ := r.U32()
-		content, err := r.Bytes(uint64(size))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for id, content := range sections(t, out) {
 		if id == secCustom {
 			name, _ := (wasmbin.NewReader(content)).Name()
 			names = append(names, name)

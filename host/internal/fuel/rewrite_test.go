@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"iter"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -132,20 +133,31 @@ func instantiate(t *testing.T, ctx context.Context, wasm []byte) api.Module {
 
 // definedFunctions is the function section's count.
 func definedFunctions(t *testing.T, wasm []byte) int {
-	r := &wasmbin.Reader{B: wasm, Pos: 8, End: len(wasm)}
-	for r.Left() > 0 {
-		id, _ := r.Byte()
-		size, _ := r.U32()
-		content, err := r.Bytes(uint64(size))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for id, content := range sections(t, wasm) {
 		if id == secFunction {
 			n, _ := wasmbin.NewReader(content).U32()
 			return int(n)
 		}
 	}
 	return 0
+}
+
+// sections yields a module's sections, id and content, in order.
+func sections(t *testing.T, wasm []byte) iter.Seq2[byte, []byte] {
+	return func(yield func(byte, []byte) bool) {
+		r := &wasmbin.Reader{B: wasm, Pos: 8, End: len(wasm)}
+		for r.Left() > 0 {
+			id, _ := r.Byte()
+			size, _ := r.U32()
+			content, err := r.Bytes(uint64(size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !yield(id, content) {
+				return
+			}
+		}
+	}
 }
 
 // A function whose body reaches a loop header before anything else (every
