@@ -171,11 +171,28 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	return sdk.Success()
 }
 
-// scoreState is the score per topology key and value; matched says
-// whether anything matched at all (else PreScore skips).
+// scoreState is what Score sums per node: each preferred term's counts
+// (weighted, negative for anti-affinity) and the placed pods' sums of
+// three kinds, all read in place (DomainCounts, ExistingSums) so that an
+// instance builds no map of every domain; matched says whether anything
+// matched at all (else PreScore skips).
 type scoreState struct {
-	topology map[string]map[string]int64
+	terms    []weightedCounts
+	existing [3]existingWeighted
 	matched  bool
+}
+
+// weightedCounts is one preferred term's counts and its signed weight.
+type weightedCounts struct {
+	key    string
+	weight int64
+	counts sdk.DomainCounts
+}
+
+// existingWeighted is one kind of existing_terms' sums and its sign.
+type existingWeighted struct {
+	sign int64
+	sums sdk.ExistingSums
 }
 
 var scoreStates sdk.PerCycle[*scoreState]
@@ -183,36 +200,27 @@ var scoreStates sdk.PerCycle[*scoreState]
 func scoresOf(pod sdk.Pod) *scoreState {
 	return scoreStates.Get(func() *scoreState {
 		c := sdk.Cluster{}
-		s := &scoreState{topology: map[string]map[string]int64{}}
-		add := func(key, value string, w int64) {
-			if s.topology[key] == nil {
-				s.topology[key] = map[string]int64{}
+		s := &scoreState{}
+		add := func(t sdk.WeightedPodAffinityTerm, sign int64) {
+			counts := c.DomainCounts(countTerm(t.PodAffinityTerm))
+			for k := 0; k < counts.Len() && !s.matched; k++ {
+				_, n := counts.At(k)
+				s.matched = n > 0
 			}
-			s.topology[key][value] += w
-			s.matched = true
+			s.terms = append(s.terms, weightedCounts{t.TopologyKey, sign * int64(t.Weight), counts})
 		}
 		for _, t := range pod.PodAffinityPreferred() {
-			for v, n := range c.CountPods(countTerm(t.PodAffinityTerm)) {
-				if n > 0 {
-					add(t.TopologyKey, v, int64(t.Weight)*n)
-				}
-			}
+			add(t, 1)
 		}
 		for _, t := range pod.PodAntiAffinityPreferred() {
-			for v, n := range c.CountPods(countTerm(t.PodAffinityTerm)) {
-				if n > 0 {
-					add(t.TopologyKey, v, -int64(t.Weight)*n)
-				}
-			}
+			add(t, -1)
 		}
-		for _, e := range c.ExistingTerms(sdk.ExistingAffinityRequired) {
-			add(e.Key, e.Value, hardPodAffinityWeight*e.Sum)
-		}
-		for _, e := range c.ExistingTerms(sdk.ExistingAffinityPreferred) {
-			add(e.Key, e.Value, e.Sum)
-		}
-		for _, e := range c.ExistingTerms(sdk.ExistingAntiAffinityPreferred) {
-			add(e.Key, e.Value, -e.Sum)
+		for i, k := range []struct {
+			kind int32
+			sign int64
+		}{{sdk.ExistingAffinityRequired, hardPodAffinityWeight}, {sdk.ExistingAffinityPreferred, 1}, {sdk.ExistingAntiAffinityPreferred, -1}} {
+			s.existing[i] = existingWeighted{k.sign, c.ExistingSums(k.kind)}
+			s.matched = s.matched || s.existing[i].sums.Len() > 0
 		}
 		return s
 	})
@@ -226,10 +234,18 @@ func preScore(pod sdk.Pod) sdk.Status {
 }
 
 func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
+	s := scoresOf(pod)
 	var sum int64
-	for key, values := range scoresOf(pod).topology {
-		if v, ok := node.Label(key); ok {
-			sum += values[v]
+	for _, t := range s.terms {
+		if v, ok := node.Label(t.key); ok {
+			sum += t.weight * t.counts.Get(v)
+		}
+	}
+	for _, e := range s.existing {
+		for _, key := range e.sums.Keys() {
+			if v, ok := node.Label(key); ok {
+				sum += e.sign * e.sums.Get(key, v)
+			}
 		}
 	}
 	return sum, sdk.Success()
