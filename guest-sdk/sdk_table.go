@@ -308,6 +308,13 @@ func declareWanted() {
 // (the SDK only appends columns).
 var resCache [4][16]resEntry
 
+// resCache has one row per node_resource kind: tableResource indexes it
+// with kind&3, which the Node methods pass as constants.
+var (
+	_ [len(resCache) - len(resourceColumns)]struct{}
+	_ [len(resourceColumns) - len(resCache)]struct{}
+)
+
 type resEntry struct {
 	p   *byte
 	n   int32
