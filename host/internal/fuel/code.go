@@ -74,6 +74,9 @@ type exprRewriter struct {
 	// may add (tmpOK), for smallFill; usedTmp is set once it did.
 	tmp            uint32
 	tmpOK, usedTmp bool
+	// fillBytes is how many more bytes of code smallFill may add to the
+	// module (smallFillBudget at the start).
+	fillBytes int
 	// The shape of the code rewritten so far (Shape).
 	maxDepth, maxBrTable         uint32
 	depthSquares, brTableSquares uint64
@@ -90,6 +93,18 @@ type constInsn struct {
 // smallFillMax is the longest memory.fill of constant length and value
 // that smallFill writes inline.
 const smallFillMax = 256
+
+// smallFillBudget bounds the code smallFill adds to one module, and
+// smallFillBytes is the most one fill adds (smallFillMax/8 + 3 stores of at
+// most 20 bytes, and the local.set). A fill of 256 bytes is 10 bytes of
+// code and about 260 inline: without a bound, a module of nothing but
+// fills would grow 26-fold past the compile limits it was checked against
+// (docs/security.md). TinyGo's frame clears in a policy add a few KiB;
+// past the budget a fill goes through $fill as before.
+const (
+	smallFillBudget = 256 << 10
+	smallFillBytes  = (smallFillMax/8+3)*20 + 6
+)
 
 // maxLocalsForScratch is how many locals a function may have for
 // smallFill to add one more.
@@ -246,9 +261,11 @@ func (x *exprRewriter) rewrite(r *wasmbin.Reader, out []byte, end int) ([]byte, 
 						return nil, fmt.Errorf("opcode 0x%02x at offset %d: %w", op, start, err)
 					}
 					if sub == 11 && x.tmpOK && prev2.isConst && prev1.isConst && prev2.start >= copied &&
-						prev1.v >= 1 && prev1.v <= smallFillMax && r.B[r.Pos-1] == 0 {
+						prev1.v >= 1 && prev1.v <= smallFillMax && r.B[r.Pos-1] == 0 && x.fillBytes >= smallFillBytes {
 						out = append(out, r.B[copied:prev2.start]...)
+						before := len(out)
 						out = x.smallFill(out, byte(prev2.v), uint32(prev1.v))
+						x.fillBytes -= len(out) - before
 						x.usedTmp = true
 						since += int(prev1.v)/8 + 4
 						copied = r.Pos

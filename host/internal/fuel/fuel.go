@@ -225,7 +225,7 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 		chargeType = m.numTypes + nAdded
 		added, nAdded = append(added, 0x60, 1, valI32, 1, valI32), nAdded+1
 	}
-	x := &exprRewriter{shift: m.shift, check: check(fuelGlobal, m.importedFuncs), types: m.numTypes, globals: fuelGlobal}
+	x := &exprRewriter{shift: m.shift, check: check(fuelGlobal, m.importedFuncs), types: m.numTypes, globals: fuelGlobal, fillBytes: smallFillBudget}
 	if charge {
 		// $charge, $fill and $copy follow the module's functions (and
 		// the added import).

@@ -215,3 +215,48 @@ func TestEntryCheckFoldsIntoLoopHeader(t *testing.T) {
 		}
 	}
 }
+
+// Inline fills are bounded per module: a module of nothing but constant
+// 256-byte fills (10 bytes of code each, about 260 inline) grows by at
+// most smallFillBudget, the rest going through $fill, and still fills
+// what memory.fill would.
+func TestSmallFillBudget(t *testing.T) {
+	ctx := context.Background()
+	const fills = 20_000
+	body := []byte{0}
+	for i := range fills {
+		body = AppendI32Const(body, int32(i%200)*256)
+		body = AppendI32Const(AppendI32Const(body, int32(i)), smallFillMax)
+		body = append(body, prefixMisc, 11, 0)
+	}
+	body = append(body, opEnd)
+	wasm := []byte("\x00asm\x01\x00\x00\x00")
+	wasm = wasmbin.AppendSection(wasm, secType, append(wasmbin.AppendU32(nil, 1), 0x60, 0, 0))
+	wasm = wasmbin.AppendSection(wasm, secFunction, []byte{1, 0})
+	wasm = wasmbin.AppendSection(wasm, 5, []byte{1, 0, 1})
+	exports := append(wasmbin.AppendName(wasmbin.AppendU32(nil, 2), "fill"), kindFunc, 0)
+	exports = append(wasmbin.AppendName(exports, "memory"), kindMem, 0)
+	wasm = wasmbin.AppendSection(wasm, secExport, exports)
+	wasm = wasmbin.AppendSection(wasm, secCode, append(wasmbin.AppendU32(wasmbin.AppendU32(nil, 1), uint32(len(body))), body...))
+	out, err := Instrument(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 256 KiB of inline fills at most, and the fuel checks' 15 bytes per
+	// StraightLine instructions (a literal bound, so that a budget grown
+	// by mistake fails here: without one, 10 MB came out of 268 KB).
+	if grown, most := len(out)-len(wasm), 320<<10; grown > most {
+		t.Fatalf("instrumenting %d bytes of fills added %d bytes, more than %d", len(wasm), grown, most)
+	}
+	plain, instrumented := instantiate(t, ctx, wasm), instantiate(t, ctx, out)
+	for _, m := range []api.Module{plain, instrumented} {
+		if _, err := m.ExportedFunction("fill").Call(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := plain.Memory().Read(0, 1<<16)
+	b, _ := instrumented.Memory().Read(0, 1<<16)
+	if !bytes.Equal(a, b) {
+		t.Fatal("memories differ after the fills")
+	}
+}
