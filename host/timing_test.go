@@ -181,6 +181,21 @@ func TestBulkLoopsEndWithinTimeout(t *testing.T) {
 			}
 		})
 	}
+	// Constant fills the rewrite writes inline, uncharged: the loop's check
+	// ends the call.
+	t.Run("inline fills", func(t *testing.T) {
+		v := load(t, p, testguests.Fixture(t, "smallfill"))
+		for o := range deadlineSeries(t, "loop of inline fills ended") {
+			for run := 0; run < deadlineRuns; run++ {
+				start := time.Now()
+				_, _, err := v.Call(context.Background(), CallFilter, testPod(), nodeInfo("n", nil, false), new(PolicyCycle), nil)
+				o.add(time.Since(start), timeout)
+				if err == nil || err.Outcome != OutcomeTimeout {
+					t.Fatalf("run %d: %v, want a timeout", run, err)
+				}
+			}
+		}
+	})
 }
 
 // Modules at every code-shape and declaration limit load, and a load
