@@ -172,34 +172,46 @@ type cachedRow struct {
 	b      []byte
 }
 
+// maxCachedRows is how many layouts' rows a node keeps (policies with
+// different declared columns); a ninth replaces none.
+const maxCachedRows = 8
+
+// cachedRows is a node's rows, in one allocation with their count: a
+// hit reads the set and then the row's bytes, one dependent load fewer
+// than through a slice.
+type cachedRows struct {
+	n int
+	r [maxCachedRows]cachedRow
+}
+
 // row returns ni's row for layout in epoch: from the node's cache entry
 // when the NodeInfo generation and the epoch are unchanged (no lock: the
 // entry's rows are replaced, never changed), else built and cached.
 func (l *tableLayout) row(eng *Caches, ni fwk.NodeInfo, epoch uint32) ([]byte, uint32) {
 	e := eng.nodes.entry(ni)
-	rows := e.rows.Load()
-	if rows != nil {
-		for _, r := range *rows {
-			if r.layout == l && r.epoch == epoch {
+	if rows := e.rows.Load(); rows != nil {
+		for i := range rows.r[:rows.n] {
+			if r := &rows.r[i]; r.layout == l && r.epoch == epoch {
 				return r.b, epoch
 			}
 		}
 	}
 	b, built := l.build(eng, ni)
 	e.rowsMu.Lock()
-	var next []cachedRow
+	next := new(cachedRows)
 	if old := e.rows.Load(); old != nil {
-		next = make([]cachedRow, 0, len(*old)+1)
-		for _, r := range *old {
+		for _, r := range old.r[:old.n] {
 			if r.layout != l {
-				next = append(next, r)
+				next.r[next.n] = r
+				next.n++
 			}
 		}
 	}
-	if len(next) < 8 {
-		next = append(next, cachedRow{l, built, b})
+	if next.n < maxCachedRows {
+		next.r[next.n] = cachedRow{l, built, b}
+		next.n++
 	}
-	e.rows.Store(&next)
+	e.rows.Store(next)
 	e.rowsMu.Unlock()
 	return b, built
 }
