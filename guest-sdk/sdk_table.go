@@ -46,14 +46,14 @@ var (
 	// columns are the declared columns, in table order; wanted are columns
 	// learned since, declared at the end of the batch that learned them.
 	columns, wanted []column
-	// table is the header and rows the host fills; rowSize its row size.
-	table   []byte
-	rowSize int
-	// inTable is set while a batch runs from the table; row is the
-	// current node's row (a slice of table), rowIndex its index, rowPtr
-	// its first byte.
+	// table is the header and rows the host fills, tableBase its first
+	// byte; rowSize its row size.
+	table     []byte
+	tableBase unsafe.Pointer
+	rowSize   int
+	// inTable is set while a batch runs from the table; rowIndex is the
+	// current node's row, rowPtr its first byte.
 	inTable  bool
-	row      []byte
 	rowIndex int32
 	rowPtr   unsafe.Pointer
 	// selected is the node select_node made current in this batch (-1),
@@ -105,13 +105,17 @@ func tableStart(n int32) bool {
 }
 
 // tableSelect makes node i the current one and tells the host, which
-// restarts the node's deadline from it.
+// restarts the node's deadline from it. It runs once per node, so it
+// stores no more than it must: a pointer and the header's index, with no
+// bounds check (tableStart checked i's range against the table), and
+// rowError only when a read set it.
 func tableSelect(i int32) {
 	rowIndex = i
-	row = table[abi.TableHeader+int(i)*rowSize:][:rowSize]
-	rowPtr = unsafe.Pointer(unsafe.SliceData(row))
-	writeU32(table, abi.HeaderCurrent, uint32(i))
-	rowError = ""
+	rowPtr = unsafe.Add(tableBase, abi.TableHeader+int(i)*rowSize)
+	*(*uint32)(unsafe.Add(tableBase, abi.HeaderCurrent)) = uint32(i)
+	if len(rowError) != 0 {
+		rowError = ""
+	}
 }
 
 // tableEnd ends a batch: the header no longer counts, and columns learned
@@ -120,7 +124,7 @@ func tableEnd() {
 	if table != nil {
 		writeU32(table, abi.HeaderRows, 0)
 	}
-	inTable, row, rowPtr, inBatch = false, nil, nil, false
+	inTable, rowPtr, inBatch = false, nil, false
 	declareWanted()
 }
 
@@ -136,9 +140,13 @@ func reportRow(st Status, score int64) {
 	reportRowRest(st, score)
 }
 
-// reportRow's one store assumes this layout of a row's verdict.
+// reportRow's one store (and reportRowRest's) assumes this layout of a
+// row's verdict: code and reason in the first word, the score in the
+// second.
 var (
-	_ [-abi.RowCode]struct{}     // RowCode is 0
+	_ [-abi.RowCode]struct{}      // RowCode is 0
+	_ [abi.RowReason - 4]struct{} // RowReason is 4 (wasm is little-endian)
+	_ [4 - abi.RowReason]struct{}
 	_ [abi.RowScore - 8]struct{} // RowScore is 8
 	_ [8 - abi.RowScore]struct{}
 )
@@ -151,8 +159,7 @@ func reportRowRest(st Status, score int64) {
 		// A rejection with the reason of the last one (a policy returns
 		// the same constant on node after node): its id, by address.
 		if p := unsafe.StringData(st.Reason); p == lastReason.p && len(st.Reason) == lastReason.n && lastReason.id != 0 {
-			writeU64(row, abi.RowCode, uint64(uint32(st.Code))|uint64(uint32(lastReason.id))<<32)
-			writeU64(row, abi.RowScore, uint64(score))
+			*(*[2]uint64)(rowPtr) = [2]uint64{uint64(uint32(st.Code)) | uint64(uint32(lastReason.id))<<32, uint64(score)}
 			return
 		}
 	}
@@ -171,7 +178,6 @@ func reportRowSlow(st Status, score int64) {
 	if rowError != "" && st.Code == CodeSuccess {
 		st = Status{Code: CodeError, Reason: rowError}
 	}
-	writeU32(row, abi.RowCode, uint32(st.Code))
 	var id int32
 	if st.Code != CodeSuccess && st.Reason != "" {
 		id = reasonID(st.Reason)
@@ -179,8 +185,7 @@ func reportRowSlow(st Status, score int64) {
 			lastReason.p, lastReason.n, lastReason.id = unsafe.StringData(st.Reason), len(st.Reason), id
 		}
 	}
-	writeU32(row, abi.RowReason, uint32(id))
-	writeU64(row, abi.RowScore, uint64(score))
+	*(*[2]uint64)(rowPtr) = [2]uint64{uint64(uint32(st.Code)) | uint64(uint32(id))<<32, uint64(score)}
 }
 
 func reasonID(s string) int32 {
@@ -292,21 +297,28 @@ func declareWanted() {
 	if hostNodeTable(ptrOf(list), uint32(len(list)), ptrOf(buf), tableRows) != int32(size) {
 		return
 	}
-	columns, table, rowSize = cols, buf, size
+	columns, table, tableBase, rowSize = cols, buf, unsafe.Pointer(unsafe.SliceData(buf)), size
 }
 
 // resCache answers node_resource reads from the table: for each resource
 // kind, a direct-mapped cache from the address and length of the name a
 // policy asks with to the byte offset of its column in a row. A policy
 // asks with the same strings on every node, so a read in a table batch is
-// a hash of an address, two compares and a load: no column search, no
-// bounds check (an offset is cached only once checked against the row),
-// and no call, which is what makes it cheap in Go builds (every Go call
-// costs a frame in linear memory; bin-packing's Score made ten per node
-// through col). The address keeps its string alive, so it cannot name
-// another string while cached; column offsets never change once declared
-// (the SDK only appends columns).
-var resCache [4][16]resEntry
+// one compare and a load: no column search, no bounds check (an offset is
+// cached only once checked against the row), and no call, which is what
+// makes it cheap in Go builds (every Go call costs a frame in linear
+// memory; bin-packing's Score made ten per node through col). The slot is
+// the name's length (a compare and a load fewer than a hash of its
+// address, which keeps nodeResource within Go's inlining budget; names
+// of one length share a slot and miss in turn to tableResourceSlow's
+// hashed cache). The entry keeps its string alive, so that its address
+// cannot name another string while cached; column offsets never change
+// once declared (the SDK only appends columns).
+var resCache [4][8]resEntry
+
+// resHashed is tableResourceSlow's cache behind resCache: by a hash of
+// the name's address, for names whose length slot another name holds.
+var resHashed [4][16]resEntry
 
 // resCache has one row per node_resource kind: tableResource indexes it
 // with kind&3, which the Node methods pass as constants.
@@ -316,20 +328,18 @@ var (
 )
 
 type resEntry struct {
-	p   *byte
-	n   int32
+	key uint64 // nameKey of the name; 0 marks an empty slot
+	p   *byte  // the name's bytes, kept alive while cached
 	off int32
 }
 
-// resSlot is resCache's slot of a name's address.
+// resSlot is resHashed's slot of a name's address.
 func resSlot(p *byte) uint32 { return uint32(uintptr(unsafe.Pointer(p))) * 0x9E3779B1 >> 28 }
 
 // tableResource reads resource name of kind from the current row; ok is
 // false when the cache does not know its column (tableResourceSlow).
 func tableResource(kind int32, name string) (int64, bool) {
-	p := unsafe.StringData(name)
-	c := &resCache[kind&3][resSlot(p)]
-	if c.p == p && int(c.n) == len(name) && c.off != 0 && inTable { // off 0: an empty slot
+	if c := &resCache[kind&3][len(name)&7]; c.key == nameKey(name) && inTable {
 		return *(*int64)(unsafe.Add(rowPtr, c.off)), true
 	}
 	return 0, false
@@ -345,19 +355,32 @@ func tableResourceSlow(kind int32, name string) (int64, bool) {
 		want(resourceColumns[kind], name)
 		return 0, false
 	}
+	p, key := unsafe.StringData(name), nameKey(name)
+	slot, hashed := &resCache[kind&3][len(name)&7], &resHashed[kind&3][resSlot(p)]
+	if hashed.key == key {
+		*slot = *hashed
+		return *(*int64)(unsafe.Add(rowPtr, hashed.off)), true
+	}
 	i := col(resourceColumns[kind], name)
 	if i < 0 {
 		return 0, false
 	}
 	off := abi.RowHeader + i*abi.ColumnSize
-	if p := unsafe.StringData(name); p != nil && off+8 <= rowSize && len(name) < 1<<30 {
-		resCache[kind&3][resSlot(p)] = resEntry{p, int32(len(name)), int32(off)}
+	if p != nil && off+8 <= rowSize && len(name) < 1<<30 {
+		*slot = resEntry{key, p, int32(off)}
+		*hashed = *slot
 	}
 	return int64(colU64(i)), true
 }
 
 // colU64 reads column i of the current row.
-func colU64(i int) uint64 { return readU64(row, abi.RowHeader+i*abi.ColumnSize) }
+func colU64(i int) uint64 {
+	off := abi.RowHeader + i*abi.ColumnSize
+	if uint(off)+8 > uint(rowSize) { // never, for an i from col: rows hold every declared column
+		return 0
+	}
+	return *(*uint64)(unsafe.Add(rowPtr, off))
+}
 
 // tableString returns the string of a string column of the current row.
 func tableString(i int) (string, bool) {

@@ -358,6 +358,27 @@ type cachedInt struct {
 	value int64
 }
 
+// podReqCache answers Pod.Request by the name's length and nameKey, the
+// way resCache answers node reads: one compare, where podRequests is
+// searched by content. Cleared with the cycle.
+var podReqCache [8]keyedInt
+
+// keyedInt is a cached answer to a read by name, keyed by nameKey; p
+// keeps the name's bytes alive, so that their address cannot name
+// another string while cached.
+type keyedInt struct {
+	key   uint64
+	p     *byte
+	value int64
+}
+
+// nameKey is a string's address and length in one word, with the top bit
+// set so that no name's key is an empty slot's 0. Exact: wasm addresses
+// are 32 bits, and callers cache only names shorter than 2^30 bytes.
+func nameKey(name string) uint64 {
+	return uint64(uintptr(unsafe.Pointer(unsafe.StringData(name)))) | uint64(len(name))<<32 | 1<<63
+}
+
 func currentCycle() int64 { return curCycle }
 
 func begin(cycle int64) {
@@ -369,6 +390,7 @@ func begin(cycle int64) {
 	podLabels = podLabels[:0]
 	podLists = [model.NumPodLists][]byte{}
 	podRequests = podRequests[:0]
+	podReqCache = [len(podReqCache)]keyedInt{}
 	cycleData, cycleDataValid = nil, false
 	podObj = nil
 	counts = counts[:0]

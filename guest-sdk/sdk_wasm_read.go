@@ -45,26 +45,30 @@ func podList(kind int32) []byte {
 func podRequest(name string) int64 {
 	// A policy asks with the same strings on every node: their addresses
 	// find the answer without comparing bytes.
-	for i := range podRequests {
-		if k := podRequests[i].key; len(k) == len(name) && unsafe.StringData(k) == unsafe.StringData(name) {
-			return podRequests[i].value
-		}
+	if c := &podReqCache[len(name)&7]; c.key == nameKey(name) {
+		return c.value
 	}
 	return podRequestSlow(name)
 }
 
-// podRequestSlow is podRequest past its pointer compares (out of line: see
-// col).
+// podRequestSlow is podRequest past its cache (out of line: see col).
 //
 //go:noinline
 func podRequestSlow(name string) int64 {
+	v, found := int64(0), false
 	for i := range podRequests {
 		if Equal(podRequests[i].key, name) {
-			return podRequests[i].value
+			v, found = podRequests[i].value, true
+			break
 		}
 	}
-	v := hostPodRequest(strPtr(name), uint32(len(name)))
-	podRequests = append(podRequests, cachedInt{name, v})
+	if !found {
+		v = hostPodRequest(strPtr(name), uint32(len(name)))
+		podRequests = append(podRequests, cachedInt{name, v})
+	}
+	if p := unsafe.StringData(name); p != nil && len(name) < 1<<30 {
+		podReqCache[len(name)&7] = keyedInt{nameKey(name), p, v}
+	}
 	return v
 }
 
