@@ -620,8 +620,9 @@ func TestImageStatesFollowNodeCounts(t *testing.T) {
 // Counts kept across cycles (NodeCountCache) are the counts: over 120
 // steps that change the cluster as the scheduler's snapshot does (a pod
 // added, removed or starting to terminate on a node: a new NodeInfo; a
-// node's labels changed in place: SetNode, a new generation; a namespace's
-// labels changed: no node changes; two nodes trading places in the list),
+// node's labels changed in place, its zone sometimes removed: SetNode, a
+// new generation; a namespace's labels changed: no node changes; two
+// nodes trading places in the list),
 // a view with the cache counts what upstream counts for random terms, and
 // most node counts were taken from the cache.
 func TestNodeCountsFollowTheCluster(t *testing.T) {
@@ -661,6 +662,9 @@ func TestNodeCountsFollowTheCluster(t *testing.T) {
 		case 2:
 			node := ni.Node().DeepCopy()
 			node.Labels["zone"] = fmt.Sprintf("zone-%d", r.IntN(3))
+			if r.IntN(4) == 0 {
+				delete(node.Labels, "zone") // the node leaves every zone term's count (kept: its value)
+			}
 			node.Labels["app"] = clusterValues[r.IntN(len(clusterValues))]
 			ni.(interface{ SetNode(*v1.Node) }).SetNode(node) // in place, a new generation
 		case 3:
