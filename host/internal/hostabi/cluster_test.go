@@ -3,6 +3,7 @@ package hostabi
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -406,12 +407,22 @@ func BenchmarkCountPods(b *testing.B) {
 // from the host's, gives the same bytes: 30 random clusters whose pods
 // carry random required and preferred affinity and anti-affinity terms
 // (every selector shape and namespace rule, unknown namespaces included),
-// every kind, 10 incoming pods each.
+// every kind, 10 incoming pods each. Every tenth cluster has 600 nodes,
+// which the host walks in parallel (four goroutines here, whatever the
+// machine's CPUs).
 func TestExistingTermsMatchUpstream(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	r := rand.New(rand.NewPCG(7, 26))
 	nonEmpty := 0
 	for round := range 30 {
-		c := newRandomCluster(r, 10)
+		n := 10
+		if round%10 == 9 {
+			n = 600
+		}
+		if n >= 256 && parallelChunks(n) < 2 {
+			t.Fatalf("%d nodes are walked by %d goroutine", n, parallelChunks(n))
+		}
+		c := newRandomCluster(r, n)
 		native := &sdk.ClusterData{Namespaces: c.namespaces}
 		var nodes []fwk.NodeInfo
 		for _, ni := range c.nodes {
