@@ -177,7 +177,8 @@ type CountTerm struct {
 	// of a pod's required affinity terms.
 	AlsoMatching []CountTerm `json:"alsoMatching"`
 	// NodeKeys, NodeAffinityPolicy and NodeTaintsPolicy narrow the nodes
-	// that count as a PodTopologySpread constraint does (includesNode).
+	// that count as a PodTopologySpread constraint does (hasNodeKeys,
+	// podIncludes).
 	NodeKeys           []string `json:"nodeKeys"`
 	NodeAffinityPolicy string   `json:"nodeAffinityPolicy"`
 	NodeTaintsPolicy   string   `json:"nodeTaintsPolicy"`
@@ -223,9 +224,9 @@ func ParseCountTerm(b []byte) (*CountTerm, error) {
 // CountPods counts the pods matching term for pod, the pod being
 // scheduled, per topology value: the value of the term's topology key on
 // each node that has it, or each node's name for an empty key, over the
-// nodes the term includes (includesNode). Every such value is present,
-// with 0 when no pod matches. A nil labelSelector matches no pod and an
-// empty one every pod, as in upstream.
+// nodes the term includes (hasNodeKeys, podIncludes). Every such value is
+// present, with 0 when no pod matches. A nil labelSelector matches no pod
+// and an empty one every pod, as in upstream.
 func (c *ClusterView) CountPods(t *CountTerm, pod *v1.Pod) map[string]int64 {
 	return c.countPodsKept(t, pod, "")
 }
@@ -242,7 +243,7 @@ func (c *ClusterView) countPodsKept(t *CountTerm, pod *v1.Pod, termKey string) m
 		defer cache.mu.Unlock()
 		kept = cache.term(podNS+"\x00"+termKey, len(c.Nodes)) // a term without namespaces counts the pod's own
 	}
-	include := t.includesNode(pod)
+	include := t.podIncludes(pod) // and hasNodeKeys, kept with the count
 	nsLabels := map[string]labels.Set{}
 	namespaceLabels := func(ns string) labels.Set {
 		l, seen := nsLabels[ns]
@@ -291,6 +292,7 @@ func (c *ClusterView) countPodsKept(t *CountTerm, pod *v1.Pod, termKey string) m
 		if t.TopologyKey != "" {
 			value, hasValue = node.Labels[t.TopologyKey]
 		}
+		hasValue = hasValue && t.hasNodeKeys(node) // a node without them counts for no value
 		var n int64
 		if hasValue {
 			for _, pi := range ni.GetPods() {
@@ -314,27 +316,43 @@ func (c *ClusterView) countPodsKept(t *CountTerm, pod *v1.Pod, termKey string) m
 	return out
 }
 
-// includesNode is the term's test of a node for pod (nil when every node
-// counts): every one of NodeKeys among its labels; with
-// nodeAffinityPolicy Honor, the pod's nodeSelector and required node
-// affinity match it (upstream's RequiredNodeAffinity; a term that does
-// not parse matches nothing, as PodTopologySpread ignores the error);
-// with nodeTaintsPolicy Honor, the pod tolerates each of its NoSchedule
-// and NoExecute taints (upstream's toleration rules with the
-// TaintTolerationComparisonOperators gate off, its default).
-func (t *CountTerm) includesNode(pod *v1.Pod) func(*v1.Node) bool {
+// A term includes a node for pod when the node has every one of NodeKeys
+// among its labels (hasNodeKeys); with nodeAffinityPolicy Honor, the pod's
+// nodeSelector and required node affinity match it (upstream's
+// RequiredNodeAffinity; a term that does not parse matches nothing, as
+// PodTopologySpread ignores the error); with nodeTaintsPolicy Honor, the
+// pod tolerates each of its NoSchedule and NoExecute taints (upstream's
+// toleration rules with the TaintTolerationComparisonOperators gate off,
+// its default). Those two are podIncludes.
+//
+// hasNodeKeys reports whether node has every one of NodeKeys: the part of
+// a term's test of a node that depends on the term alone, which
+// count_pods keeps with a node's count.
+func (t *CountTerm) hasNodeKeys(node *v1.Node) bool {
+	for _, k := range t.NodeKeys {
+		if _, ok := node.Labels[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// podIncludes is the part of a term's test of a node that depends on the
+// pod: its node affinity and tolerations, when the term honours them (nil
+// when every node passes, as for a pod without a nodeSelector or required
+// node affinity under an affinity policy alone).
+func (t *CountTerm) podIncludes(pod *v1.Pod) func(*v1.Node) bool {
 	affinity := t.NodeAffinityPolicy == model.NodeInclusionHonor
 	taints := t.NodeTaintsPolicy == model.NodeInclusionHonor
-	if len(t.NodeKeys) == 0 && !affinity && !taints {
+	if affinity && len(pod.Spec.NodeSelector) == 0 && (pod.Spec.Affinity == nil || pod.Spec.Affinity.NodeAffinity == nil ||
+		pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil) {
+		affinity = false // nothing to match: every node does
+	}
+	if !affinity && !taints {
 		return nil
 	}
 	required := nodeaffinity.GetRequiredNodeAffinity(pod)
 	return func(node *v1.Node) bool {
-		for _, k := range t.NodeKeys {
-			if _, ok := node.Labels[k]; !ok {
-				return false
-			}
-		}
 		if affinity {
 			if ok, _ := required.Match(node); !ok {
 				return false
