@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
@@ -97,6 +98,29 @@ func TestSortedListCutShort(t *testing.T) {
 		}
 		if n < len(b) && d.Len() > 2 {
 			t.Fatalf("list cut at %d of %d bytes: %d domains", n, len(b), d.Len())
+		}
+	}
+}
+
+// compareBytes orders as strings.Compare for strings that share prefixes
+// of every length, differ in any byte of a word (high bytes included) or
+// only in length.
+func TestCompareBytesMatchesStringsCompare(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 9))
+	alphabet := []byte{0, 1, 'a', 'b', 0x7f, 0x80, 0xfe, 0xff}
+	draw := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return b
+	}
+	for range 20000 {
+		prefix := draw(r.IntN(30))
+		a := append(slices.Clone(prefix), draw(r.IntN(12))...)
+		b := append(slices.Clone(prefix), draw(r.IntN(12))...)
+		if got, want := compareBytes(a, string(b)), strings.Compare(string(a), string(b)); got != want {
+			t.Fatalf("compareBytes(%q, %q) = %d, strings.Compare %d", a, b, got, want)
 		}
 	}
 }
