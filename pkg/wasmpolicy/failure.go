@@ -148,7 +148,7 @@ func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host
 	why := c.stopped[i]
 	first := why == ""
 	if first {
-		why = p.stopReason(cause, c.pod.Pod)
+		why = p.stopReason(cause, c.pod.Pod, p.replacedSince(c, i))
 		c.stopped[i] = why
 	}
 	c.mu.Unlock()
@@ -161,8 +161,11 @@ func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host
 
 // stopReason phrases the failure that stopped the policy in a cycle,
 // quarantines the pod, records the failure with the breaker, and says how
-// to fix it.
-func (p *policy) stopReason(cause *host.CallError, pod *v1.Pod) string {
+// to fix it. A failure of a module that a new one replaced while the call
+// ran quarantines nothing and counts nothing: the load ended every
+// quarantine and reset the breaker, and the old module's failure must not
+// hold a pod against the new one.
+func (p *policy) stopReason(cause *host.CallError, pod *v1.Pod, replaced bool) string {
 	what, fix := cause.Error(), "fix the policy"
 	switch cause.Outcome {
 	case host.OutcomeTimeout:
@@ -170,7 +173,17 @@ func (p *policy) stopReason(cause *host.CallError, pod *v1.Pod) string {
 	case host.OutcomeBudget:
 		fix = "fix the policy or raise its cycleBudget"
 	}
+	if replaced {
+		return what + "; the module was replaced while the call ran: the next cycle calls the new one"
+	}
 	return what + "; " + p.quarantineFor(pod, what) + "; " + fix
+}
+
+// replacedSince reports whether policy i's module is no longer the one
+// cycle c runs.
+func (p *policy) replacedSince(c *cycleData, i int) bool {
+	cur := p.runtime.Current()
+	return c.modules[i] != nil && cur != nil && c.modules[i].SHA256() != cur.SHA256()
 }
 
 // quarantineFor quarantines pod after the policy failed on it with what,

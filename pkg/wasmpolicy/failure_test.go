@@ -3,7 +3,8 @@ package wasmpolicy
 import (
 	"context"
 	"errors"
-
+	"fmt"
+	"strings"
 	"testing"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -187,6 +188,39 @@ func TestScoreCombination(t *testing.T) {
 				if r.scores[n.Node] != c.want[n.Node] || n.Score == nil || *n.Score != c.want[n.Node] {
 					t.Fatalf("%s: NormalizeScore %d, Explain %v, want %d", n.Node, r.scores[n.Node], n.Score, c.want[n.Node])
 				}
+			}
+		})
+	}
+}
+
+// A call of a module that a new one replaced while it ran stops the
+// policy for that cycle, but quarantines nothing and tells the breaker
+// nothing: the load ended every quarantine, and the old module's timeout
+// must not hold the pod against the new one (a quarantined input stayed
+// after the fix in TestBadPolicyIsContained when the reload landed during
+// a timing-out call).
+func TestFailureOfAReplacedModuleQuarantinesNothing(t *testing.T) {
+	for _, replaced := range []bool{false, true} {
+		t.Run(fmt.Sprint("replaced=", replaced), func(t *testing.T) {
+			old, fixed := &fakeModule{sha: "old"}, &fakeModule{sha: "fixed"}
+			var p *policy
+			old.fns[host.CallFilter] = func(string) (int64, host.Result, *host.CallError) {
+				if replaced {
+					p.runtime.(*fakeRuntime).set(fixed) // the reload lands while the call runs
+				}
+				return 0, host.Result{}, &host.CallError{Outcome: host.OutcomeTimeout}
+			}
+			p = fakePolicy("p", old, nil)
+			r := runCycle(fakePlugin(p), fakeNodes(3))
+			st := r.filters["n0"]
+			if got, want := p.quarantine.size(), map[bool]int{false: 1, true: 0}[replaced]; got != want {
+				t.Fatalf("%d inputs quarantined, want %d (status %v)", got, want, st)
+			}
+			if got := strings.Contains(st.Message(), "quarantined"); got == replaced {
+				t.Fatalf("status %q: mentions a quarantine %v, want %v", st.Message(), got, !replaced)
+			}
+			if replaced && !strings.Contains(st.Message(), "the module was replaced while the call ran") {
+				t.Fatalf("status %q does not say the module was replaced", st.Message())
 			}
 		})
 	}

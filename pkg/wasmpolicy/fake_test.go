@@ -207,6 +207,14 @@ func (r *fakeRuntime) Load(_ context.Context, src []byte, _ string) (module, err
 	r.m = &fakeModule{fns: r.m.fns, batch: r.m.batch, normalize: r.m.normalize, sha: string(src)}
 	return r.m, nil
 }
+
+// set makes m the module the runtime serves, as a reload would.
+func (r *fakeRuntime) set(m *fakeModule) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m = m
+}
+
 func (r *fakeRuntime) SuppressedLines() int64          { return 0 }
 func (r *fakeRuntime) RowStats() (int64, int64, int64) { return 0, 0, 0 }
 func (r *fakeRuntime) Close(context.Context) error     { return nil }
