@@ -6,6 +6,8 @@
 // There is no kubelet and no controller-manager, so the ServiceAccount and
 // TaintNodesByCondition admission plugins are disabled (the first needs the
 // token controller, the second would taint every new node not-ready).
+// StartWith's NodeAddress prepares it for a real node instead (package
+// testnode): see Options.
 package controlplane
 
 import (
@@ -80,6 +82,10 @@ func SchedulerBinary(root string) string {
 	return filepath.Join(root, "bin", "kube-scheduler")
 }
 
+// ServiceCIDR is the Services' cluster IP range; its first address is the
+// kubernetes Service's.
+const ServiceCIDR = "10.96.0.0/24"
+
 // Identities with static tokens.
 const (
 	// AdminUser is in system:masters.
@@ -97,10 +103,50 @@ type ControlPlane struct {
 	// AdminKubeconfig and SchedulerKubeconfig authenticate as AdminUser and SchedulerUser.
 	AdminKubeconfig, SchedulerKubeconfig string
 
+	// Node holds the credentials of a real node's components when the
+	// control plane was started with Options.NodeAddress.
+	Node *NodeCredentials
+
 	caFile      string
 	adminToken  string
 	schedToken  string
 	etcd, apisv *exec.Cmd
+}
+
+// Options shape a control plane beyond Start's.
+type Options struct {
+	// Detach lets the processes outlive this one (the cluster-up command).
+	Detach bool
+	// NodeAddress, when set, prepares the control plane for a real node
+	// whose pods reach the apiserver at this address, a local bridge's
+	// (package testnode creates it first): the apiserver binds and
+	// advertises it instead of 127.0.0.1, the kubernetes Service gets its
+	// endpoint (so in-cluster clients reach it through kube-proxy), kubelets
+	// are authorized by the Node authorizer and NodeRestriction, the
+	// ServiceAccount and TaintNodesByCondition admission plugins stay on,
+	// and NodeCredentials are written for the node's components.
+	NodeAddress string
+	// NodeName is the Node the kubelet registers (its identity
+	// system:node:<name>); "node-1" when empty.
+	NodeName string
+}
+
+// NodeCredentials are the kubeconfigs and files of a real node's
+// components, all under the control plane's Dir.
+type NodeCredentials struct {
+	// Name is the Node's name.
+	Name string
+	// Address is the apiserver's (and the node's) address.
+	Address string
+	// Kubelet, ControllerManager and Proxy are kubeconfigs of
+	// system:node:<Name> (group system:nodes), system:kube-controller-manager
+	// and system:kube-proxy, which kube-apiserver's bootstrap RBAC binds.
+	Kubelet, ControllerManager, Proxy string
+	// CAFile signs every certificate here; CAKeyFile is its key (the
+	// controller-manager's signing controller uses both).
+	CAFile, CAKeyFile string
+	// ServiceAccountKeyFile signs service-account tokens.
+	ServiceAccountKeyFile string
 }
 
 // BinDir returns the directory hack/build-controlplane.sh builds the
@@ -126,6 +172,12 @@ func Binaries(binDir string) (etcd, apiserver, kubectl string, err error) {
 // /readyz answers. With detach the processes outlive this process (the
 // cluster-up command); otherwise Stop must be called.
 func Start(ctx context.Context, binDir, dir string, detach bool) (*ControlPlane, error) {
+	return StartWith(ctx, binDir, dir, Options{Detach: detach})
+}
+
+// StartWith is Start with Options.
+func StartWith(ctx context.Context, binDir, dir string, o Options) (*ControlPlane, error) {
+	detach := o.Detach
 	etcdBin, apiBin, _, err := Binaries(binDir)
 	if err != nil {
 		return nil, err
@@ -139,7 +191,15 @@ func Start(ctx context.Context, binDir, dir string, detach bool) (*ControlPlane,
 		return nil, err
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
-	cp.URL = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	address := "127.0.0.1"
+	if o.NodeAddress != "" {
+		address = o.NodeAddress
+		cp.Node = &NodeCredentials{Name: o.NodeName, Address: o.NodeAddress}
+		if cp.Node.Name == "" {
+			cp.Node.Name = "node-1"
+		}
+	}
+	cp.URL = "https://" + net.JoinHostPort(address, strconv.Itoa(apiPort))
 	if err := cp.writeCredentials(); err != nil {
 		return nil, err
 	}
@@ -155,21 +215,29 @@ func Start(ctx context.Context, binDir, dir string, detach bool) (*ControlPlane,
 		return nil, fmt.Errorf("starting etcd: %w", err)
 	}
 	p := func(name string) string { return filepath.Join(dir, name) }
-	cp.apisv, err = start(detach, p("kube-apiserver.log"), apiBin,
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
-		"--tls-cert-file="+p("apiserver.crt"), "--tls-private-key-file="+p("apiserver.key"),
-		"--client-ca-file="+p("ca.crt"),
-		"--token-auth-file="+p("tokens.csv"),
-		"--authorization-mode=RBAC",
+	args := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=" + address, "--advertise-address=" + address, "--secure-port=" + strconv.Itoa(apiPort),
+		"--tls-cert-file=" + p("apiserver.crt"), "--tls-private-key-file=" + p("apiserver.key"),
+		"--client-ca-file=" + p("ca.crt"),
+		"--token-auth-file=" + p("tokens.csv"),
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+p("sa.key"), "--service-account-signing-key-file="+p("sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/24",
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-		// Since v1.37 the endpoint reconciler refuses a loopback advertise
-		// address; nothing here needs the kubernetes Service's endpoints.
-		"--endpoint-reconciler-type=none",
-		"--allow-privileged=true", "--profiling=false", "--v=1")
+		"--service-account-key-file=" + p("sa.key"), "--service-account-signing-key-file=" + p("sa.key"),
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--allow-privileged=true", "--profiling=false", "--v=1"}
+	if cp.Node == nil {
+		args = append(args, "--authorization-mode=RBAC",
+			"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+			// Since v1.37 the endpoint reconciler refuses a loopback advertise
+			// address; nothing here needs the kubernetes Service's endpoints.
+			"--endpoint-reconciler-type=none")
+	} else {
+		// The apiserver reaches the kubelet (logs, exec) with a client
+		// certificate the kubelet's client CA verifies.
+		args = append(args, "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+p("apiserver-kubelet-client.crt"), "--kubelet-client-key="+p("apiserver-kubelet-client.key"))
+	}
+	cp.apisv, err = start(detach, p("kube-apiserver.log"), apiBin, args...)
 	if err != nil {
 		cp.Stop()
 		return nil, fmt.Errorf("starting kube-apiserver: %w", err)
@@ -325,8 +393,11 @@ func (cp *ControlPlane) Client() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cp.RestConfig(AdminUser))
 }
 
-// writeCredentials creates the CA, the serving certificate (SAN 127.0.0.1),
-// the service-account key, the token file and two kubeconfigs.
+// writeCredentials creates the CA, the serving certificate (SAN 127.0.0.1,
+// or the node address and the kubernetes Service's IP), the
+// service-account key, the token file and two kubeconfigs; with a node,
+// also its components' kubeconfigs and the apiserver's kubelet client
+// certificate.
 func (cp *ControlPlane) writeCredentials() error {
 	p := func(name string) string { return filepath.Join(cp.Dir, name) }
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -343,47 +414,89 @@ func (cp *ControlPlane) writeCredentials() error {
 		return err
 	}
 	caCert, _ := x509.ParseCertificate(caDER)
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
+	files := map[string][]byte{"ca.crt": pemBlock("CERTIFICATE", caDER)}
+	keys := map[string]*ecdsa.PrivateKey{}
+	issue := func(name string, serial int64, tmpl *x509.Certificate) error {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return err
+		}
+		tmpl.SerialNumber = big.NewInt(serial)
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour)
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		if err != nil {
+			return err
+		}
+		files[name+".crt"], keys[name+".key"] = pemBlock("CERTIFICATE", der), key
+		return nil
 	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost", "kubernetes.default.svc"},
+	ips := []net.IP{net.ParseIP("127.0.0.1")}
+	dns := []string{"localhost", "kubernetes.default.svc"}
+	if cp.Node != nil {
+		ips = append(ips, net.ParseIP(cp.Node.Address), serviceIP())
+		dns = append(dns, "kubernetes", "kubernetes.default", "kubernetes.default.svc.cluster.local")
 	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
+	if err := issue("apiserver", 2, &x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: ips, DNSNames: dns}); err != nil {
 		return err
 	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
 	}
-	files := map[string][]byte{
-		"ca.crt":        pemBlock("CERTIFICATE", caDER),
-		"apiserver.crt": pemBlock("CERTIFICATE", srvDER),
+	keys["sa.key"] = saKey
+	cp.adminToken, cp.schedToken = randomToken(), randomToken()
+	tokens := fmt.Sprintf("%s,%s,admin-uid,\"system:masters\"\n%s,%s,scheduler-uid\n", cp.adminToken, AdminUser, cp.schedToken, SchedulerUser)
+	cp.caFile = p("ca.crt")
+	cp.AdminKubeconfig, cp.SchedulerKubeconfig = p("admin.kubeconfig"), p("scheduler.kubeconfig")
+	files["admin.kubeconfig"] = kubeconfig(cp.URL, cp.caFile, AdminUser, cp.adminToken)
+	files["scheduler.kubeconfig"] = kubeconfig(cp.URL, cp.caFile, "scheduler", cp.schedToken)
+	if n := cp.Node; n != nil {
+		if err := issue("apiserver-kubelet-client", 3, &x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver-kubelet-client"},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			return err
+		}
+		keys["ca.key"] = caKey
+		n.CAFile, n.CAKeyFile, n.ServiceAccountKeyFile = cp.caFile, p("ca.key"), p("sa.key")
+		for _, c := range []struct {
+			file, user, group string
+			path              *string
+		}{
+			{"kubelet.kubeconfig", "system:node:" + n.Name, "system:nodes", &n.Kubelet},
+			{"controller-manager.kubeconfig", "system:kube-controller-manager", "", &n.ControllerManager},
+			{"proxy.kubeconfig", "system:kube-proxy", "", &n.Proxy},
+		} {
+			t := randomToken()
+			line := fmt.Sprintf("%s,%s,%s-uid", t, c.user, strings.NewReplacer(":", "-").Replace(c.user))
+			if c.group != "" {
+				line += fmt.Sprintf(",%q", c.group)
+			}
+			tokens += line + "\n"
+			files[c.file], *c.path = kubeconfig(cp.URL, cp.caFile, strings.NewReplacer(":", "-").Replace(c.user), t), p(c.file)
+		}
 	}
-	for name, k := range map[string]*ecdsa.PrivateKey{"apiserver.key": srvKey, "sa.key": saKey} {
+	files["tokens.csv"] = []byte(tokens)
+	for name, k := range keys {
 		der, err := x509.MarshalECPrivateKey(k)
 		if err != nil {
 			return err
 		}
 		files[name] = pemBlock("EC PRIVATE KEY", der)
 	}
-	cp.adminToken, cp.schedToken = randomToken(), randomToken()
-	files["tokens.csv"] = []byte(fmt.Sprintf("%s,%s,admin-uid,\"system:masters\"\n%s,%s,scheduler-uid\n", cp.adminToken, AdminUser, cp.schedToken, SchedulerUser))
-	cp.caFile = p("ca.crt")
-	cp.AdminKubeconfig, cp.SchedulerKubeconfig = p("admin.kubeconfig"), p("scheduler.kubeconfig")
-	files["admin.kubeconfig"] = kubeconfig(cp.URL, cp.caFile, AdminUser, cp.adminToken)
-	files["scheduler.kubeconfig"] = kubeconfig(cp.URL, cp.caFile, "scheduler", cp.schedToken)
 	for name, b := range files {
 		if err := os.WriteFile(p(name), b, 0o600); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// serviceIP is the kubernetes Service's cluster IP, the first of ServiceCIDR.
+func serviceIP() net.IP {
+	_, n, _ := net.ParseCIDR(ServiceCIDR)
+	ip := n.IP.To4()
+	return net.IPv4(ip[0], ip[1], ip[2], ip[3]+1)
 }
 
 func pemBlock(typ string, der []byte) []byte {
