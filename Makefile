@@ -49,7 +49,7 @@ IMAGE_DIR     := $(OUT)/images
 IMAGES        := kube-scheduler wasm-extender
 image_bin      = $(IMAGE_DIR)/$(subst /,-,$(2))/$(1)
 
-.PHONY: image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo clean
+.PHONY: node test-node image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -151,6 +151,19 @@ $(OUT)/guests/wat/team-isolation.wasm: plugins-wasm/team-isolation-wat/team_isol
 controlplane:
 	./hack/build-controlplane.sh
 
+## node: what a real test node needs beside the control plane: containerd,
+## runc, the CNI plugins, iptables (Debian), and the kubelet, kube-proxy and
+## kube-controller-manager from Go modules, cached in .cache/bin/<version>
+node: controlplane
+	./hack/install-node-deps.sh
+	./hack/build-node.sh
+
+## test-node: the scheduler on a real one-node cluster (test/node, as
+## root): the image of make image run by a kubelet, installed by the chart
+test-node: node guests-tinygo $(HELM)
+	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
+	set -o pipefail; $(GO) test -count=1 -v ./test/node/ | grep -E '^(\s+--- |\s+(node|chart)_test.go|--- |ok|FAIL|PASS)'
+
 ## controlplane-lines: the control planes the older lines' e2e runs against
 ## (each line's own minor and the next one, the version skew policy, of the
 ## supported minors: hack/lib/k8s.sh e2e_versions)
@@ -215,10 +228,10 @@ fixtures:
 ## test: everything CI runs: native SDK and policy tests, host and plugin tests
 ## under -race with real TinyGo and Go guests, the scheduler binary checks, and
 ## the end-to-end tests against a real kube-apiserver and etcd (make e2e)
-test: verify deps guests guests-tinygo guests-other ports build controlplane
+test: verify deps guests guests-tinygo guests-other ports build controlplane node $(HELM)
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./... ./testdata/fields/
-	CGO_ENABLED=1 $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image)
+	CGO_ENABLED=1 $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image -e /test/node)
 	# The instrumentation rewriter against the WebAssembly spec suite in
 	# wazero's module: every module instrumented, every command's outcome
 	# the same as the module's own.
@@ -241,6 +254,7 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane
 	# platform), pushed to a registry, pulled back and run.
 	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
 	$(GO) test -count=1 ./test/image/
+	set -o pipefail; $(GO) test -count=1 -v ./test/node/ | grep -E '^(\s+--- |\s+(node|chart)_test.go|--- |ok|FAIL|PASS)'
 	$(MAKE) --no-print-directory bench-smoke
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory e2e-lines
@@ -250,7 +264,7 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane
 ## images (make test runs them all, the race detector included)
 check: verify guests guests-tinygo guests-other
 	cd guest-sdk && $(GO) test ./...
-	$(GO) test $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image)
+	$(GO) test $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image -e /test/node)
 
 ## test-deadlines-loaded: the deadline tests while busy loops load every core
 ## (hack/with-cpu-load.sh): the timing claims must hold on a busy machine

@@ -1,0 +1,134 @@
+package node
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/testnode"
+)
+
+// The chart as an operator installs it: helm install with its defaults but
+// one replica (the defaults' two replicas are spread over two nodes by a
+// required anti-affinity), the image make image built under the name the
+// chart picks for this cluster's minor, the example policies from
+// ConfigMaps. The scheduler pod becomes Ready through its own probes as
+// the image's non-root user with a read-only root filesystem, and a pod
+// that names its scheduler runs on the node.
+func TestChartRunsTheScheduler(t *testing.T) {
+	ctx := context.Background()
+	helmBin := filepath.Join(root, ".cache", "tools", "bin", "helm")
+	if _, err := os.Stat(helmBin); err != nil {
+		t.Fatalf("%s missing: run hack/install-tools.sh helm (make test-node does)", helmBin)
+	}
+	const ns = "wasmsched"
+	namespace(t, ns)
+	for name, file := range map[string]string{"policy-team-isolation": "team-isolation.wasm", "policy-bin-packing": "bin-packing.wasm"} {
+		b, err := os.ReadFile(filepath.Join(root, "_output", "guests", "tinygo", file))
+		if err != nil {
+			t.Fatalf("%v (make guests-tinygo builds it)", err)
+		}
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, BinaryData: map[string][]byte{"policy.wasm": b}}
+		if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(helmBin, "install", "wasmsched", filepath.Join(root, "manifests", "charts", "wasmsched"),
+		"--namespace", ns, "--kubeconfig", cp.AdminKubeconfig, "--set", "replicas=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	var dep *appsv1.Deployment
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var err error
+		if dep, err = client.AppsV1().Deployments(ns).Get(ctx, "wasmsched", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if dep.Status.ReadyReplicas == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=wasmsched"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.Status.ReadyReplicas != 1 {
+		var b strings.Builder
+		for _, p := range pods.Items {
+			b.WriteString(p.Name + ": " + string(p.Status.Phase) + " " + describe(p) + "\n" + logsOf(p.Namespace, p.Name) + "\n")
+		}
+		t.Fatalf("the scheduler Deployment has %d ready replicas after 3m:\n%s\nkubelet:\n%s", dep.Status.ReadyReplicas, b.String(), node.LogTail("kubelet"))
+	}
+	t.Logf("scheduler pod %s ready", pods.Items[0].Name)
+
+	// A pod of the shared pool (no team label, as the node) runs; a team's
+	// pod is refused with team-isolation's reason in its event.
+	apps := namespace(t, "apps")
+	for name, labels := range map[string]map[string]string{"shared": nil, "team-a": {"team": "a"}} {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: apps, Labels: labels},
+			Spec: v1.PodSpec{SchedulerName: "wasmsched", Containers: []v1.Container{{Name: "c", Image: testnode.SandboxImage, ImagePullPolicy: v1.PullNever}}}}
+		if _, err := client.CoreV1().Pods(apps).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var running bool
+	var refused string
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && (!running || refused == ""); time.Sleep(500 * time.Millisecond) {
+		if p, err := client.CoreV1().Pods(apps).Get(ctx, "shared", metav1.GetOptions{}); err == nil {
+			running = p.Status.Phase == v1.PodRunning && p.Spec.NodeName == node.Name
+		}
+		evs, err := client.CoreV1().Events(apps).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=team-a,reason=FailedScheduling"})
+		if err == nil && len(evs.Items) > 0 {
+			refused = evs.Items[0].Message
+		}
+	}
+	if !running {
+		t.Fatalf("the shared pool's pod is not Running on %s after 90s", node.Name)
+	}
+	if !strings.Contains(refused, "WasmPolicy/team-isolation") {
+		t.Fatalf("team-a's FailedScheduling event %q does not name WasmPolicy/team-isolation", refused)
+	}
+	t.Logf("shared pod running on %s; team-a refused: %s", node.Name, refused)
+}
+
+// describe is a pod's conditions and container states, for a failure.
+func describe(p v1.Pod) string {
+	var b strings.Builder
+	for _, c := range p.Status.Conditions {
+		b.WriteString(string(c.Type) + "=" + string(c.Status) + " " + c.Reason + " " + c.Message + "; ")
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if w := c.State.Waiting; w != nil {
+			b.WriteString(c.Name + " waiting: " + w.Reason + " " + w.Message + "; ")
+		}
+		if x := c.State.Terminated; x != nil {
+			b.WriteString(c.Name + " terminated: " + x.Reason + " " + x.Message + "; ")
+		}
+		if x := c.LastTerminationState.Terminated; x != nil {
+			b.WriteString(c.Name + " last terminated: " + x.Reason + "; ")
+		}
+	}
+	return b.String()
+}
+
+// logsOf is kubectl logs of a pod (its previous container's too).
+func logsOf(ns, name string) string {
+	_, _, kubectl, err := controlplane.Binaries(controlplane.BinDir(root))
+	if err != nil {
+		return err.Error()
+	}
+	out, _ := exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "-n", ns, "logs", name, "--tail", "40").CombinedOutput()
+	prev, _ := exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "-n", ns, "logs", name, "--previous", "--tail", "20").CombinedOutput()
+	return string(out) + "\n(previous) " + string(prev)
+}

@@ -1,0 +1,173 @@
+// Package node runs the scheduler as it ships on a real node: etcd,
+// kube-apiserver, kube-controller-manager, containerd, kube-proxy and a
+// kubelet (internal/testnode), the images of make image imported into
+// containerd, and pods that really start.
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/internal/testnode"
+)
+
+var (
+	cp     *controlplane.ControlPlane
+	node   *testnode.Node
+	client kubernetes.Interface
+	root   string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		fail := func(what string, err error) int {
+			fmt.Fprintf(os.Stderr, "node: %s: %v\n", what, err)
+			return 1
+		}
+		var err error
+		if root, err = testguests.Root(); err != nil {
+			return fail("root", err)
+		}
+		dir, err := os.MkdirTemp("", "wasmsched-node")
+		if err != nil {
+			return fail("state", err)
+		}
+		defer os.RemoveAll(dir)
+		if err := testnode.PrepareNetwork(); err != nil {
+			return fail("network", err)
+		}
+		ctx := context.Background()
+		cp, err = controlplane.StartWith(ctx, controlplane.BinDir(root), filepath.Join(dir, "cluster"), controlplane.Options{NodeAddress: testnode.Address})
+		if err != nil {
+			return fail("control plane", err)
+		}
+		defer cp.Stop()
+		pause, err := pauseImage(filepath.Join(dir, "images"))
+		if err != nil {
+			return fail("pause image", err)
+		}
+		images := filepath.Join(root, "_output", "images", "oci")
+		if _, err := os.Stat(filepath.Join(images, "index.json")); err != nil {
+			return fail("scheduler image", fmt.Errorf("%w (make image IMAGE_PLATFORMS=linux/amd64 builds it; make test-node does)", err))
+		}
+		node, err = testnode.Start(ctx, cp, controlplane.BinDir(root), filepath.Join(dir, "node"), pause, images)
+		if err != nil {
+			return fail("node", err)
+		}
+		defer node.Stop()
+		// make image names its images NAME:VERSION; the chart's default
+		// repository is registry.example.com/wasmsched/NAME, where make
+		// image-push would put them.
+		names, err := node.Images(ctx)
+		if err != nil {
+			return fail("images", err)
+		}
+		for _, n := range names {
+			if short, ok := strings.CutPrefix(n, "docker.io/library/"); ok && (strings.HasPrefix(short, "kube-scheduler:") || strings.HasPrefix(short, "wasm-extender:")) {
+				if err := node.Tag(ctx, n, "registry.example.com/wasmsched/"+short); err != nil {
+					return fail("images", err)
+				}
+			}
+		}
+		if client, err = cp.Client(); err != nil {
+			return fail("client", err)
+		}
+		return m.Run()
+	}())
+}
+
+// pauseImage builds hack/pause and its image layout (testnode.SandboxImage),
+// which the node runs as every pod's sandbox and as the tests' workload.
+func pauseImage(dir string) (string, error) {
+	bin, layout := filepath.Join(dir, "pause"), filepath.Join(dir, "pause-oci")
+	for _, c := range [][]string{
+		{"go", "build", "-o", bin, "./hack/pause"},
+		{"go", "run", "./hack/image", "build", "-out", layout, "-version", "test", "-revision", "test",
+			"-binary", "registry.k8s.io/pause@wasmsched=linux/amd64=" + bin},
+	} {
+		cmd := exec.Command(c[0], c[1:]...)
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%v: %w: %s", c, err, out)
+		}
+	}
+	return layout, nil
+}
+
+// A pod bound to the real node starts (its sandbox is the pause image, its
+// network the bridge), runs as the image's non-root user, and a graceful
+// delete completes: the kubelet stops it and the object goes.
+func TestPodRunsAndStopsGracefully(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "run")
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
+		Spec:       v1.PodSpec{NodeName: node.Name, Containers: []v1.Container{{Name: "c", Image: testnode.SandboxImage, ImagePullPolicy: v1.PullNever}}},
+	}
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got *v1.Pod
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		var err error
+		if got, err = client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase == v1.PodRunning || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got.Status.Phase != v1.PodRunning {
+		t.Fatalf("pod is %s, not Running: %+v\ncontainerd:\n%s\nkubelet:\n%s", got.Status.Phase, got.Status, node.LogTail("containerd"), node.LogTail("kubelet"))
+	}
+	if got.Status.PodIP == "" {
+		t.Fatalf("running pod has no IP: %+v", got.Status)
+	}
+	t.Logf("pod running at %s on %s", got.Status.PodIP, got.Spec.NodeName)
+	start := time.Now()
+	if err := client.CoreV1().Pods(ns).Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			t.Logf("graceful delete completed in %s", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > 60*time.Second {
+			t.Fatal("the pod was not gone 60s after a graceful delete")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// namespace creates a namespace and waits for its default ServiceAccount,
+// which the controller-manager creates and admission requires of a pod.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return name
+		} else if time.Since(start) > 30*time.Second {
+			t.Fatalf("namespace %s has no default ServiceAccount after 30s: %v", name, err)
+		}
+	}
+}
