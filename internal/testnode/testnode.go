@@ -43,6 +43,9 @@ const (
 	PodSubnet = "10.88.0.0/16"
 )
 
+// netnsDir is where the CRI plugin pins the pods' network namespaces.
+const netnsDir = "/var/run/netns"
+
 // SandboxImage is the pause image's name in containerd: PauseImage's
 // layout holds it under this name.
 const SandboxImage = "registry.k8s.io/pause:wasmsched"
@@ -90,6 +93,9 @@ type Node struct {
 
 	procs    []*exec.Cmd
 	proxyBin string
+	// netns are the network namespaces there were before the node started:
+	// Stop removes the pods' others, which the kubelet had no time to.
+	netns map[string]bool
 }
 
 // Start starts containerd, imports the images of layouts, and starts
@@ -109,7 +115,12 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, binDir, dir strin
 			return nil, fmt.Errorf("%s is missing: run hack/install-node-deps.sh", b)
 		}
 	}
-	n := &Node{Name: cp.Node.Name, Dir: dir, Socket: filepath.Join(dir, "containerd", "containerd.sock")}
+	n := &Node{Name: cp.Node.Name, Dir: dir, Socket: filepath.Join(dir, "containerd", "containerd.sock"), netns: map[string]bool{}}
+	if es, err := os.ReadDir(netnsDir); err == nil {
+		for _, e := range es {
+			n.netns[e.Name()] = true
+		}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -320,6 +331,7 @@ authentication:
   x509: {clientCAFile: %s}
 authorization: {mode: AlwaysAllow}
 staticPodPath: %s
+podLogsDir: %s
 failSwapOn: false
 resolvConf: ""
 evictionHard: {memory.available: "100Mi", nodefs.available: "0%%", imagefs.available: "0%%"}
@@ -327,7 +339,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 shutdownGracePeriod: 0s
-`, n.Socket, Address, c.CAFile, n.p("manifests"))
+`, n.Socket, Address, c.CAFile, n.p("manifests"), n.p("pod-logs"))
 	if err := os.WriteFile(n.p("kubelet.yaml"), []byte(kubeletCfg), 0o600); err != nil {
 		return err
 	}
@@ -417,6 +429,14 @@ func (n *Node) Stop() {
 		{"-t", "nat", "-X", "KUBE-KUBELET-CANARY"}, {"-t", "mangle", "-X", "KUBE-KUBELET-CANARY"}, {"-t", "mangle", "-X", "KUBE-IPTABLES-HINT"},
 	} {
 		_ = exec.Command("iptables", c...).Run()
+	}
+	// The pods' network namespaces (their veths go with them).
+	if es, err := os.ReadDir(netnsDir); err == nil && n.netns != nil {
+		for _, e := range es {
+			if !n.netns[e.Name()] && strings.HasPrefix(e.Name(), "cni-") {
+				_ = run("ip", "netns", "delete", e.Name())
+			}
+		}
 	}
 	// Mounts of the pods' volumes and snapshots would keep the state
 	// directory busy.
