@@ -234,8 +234,11 @@ func StartWith(ctx context.Context, binDir, dir string, o Options) (*ControlPlan
 	} else {
 		// The apiserver reaches the kubelet (logs, exec) with a client
 		// certificate the kubelet's client CA verifies.
+		// The node's name resolves nowhere: the apiserver dials its
+		// InternalIP.
 		args = append(args, "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-			"--kubelet-client-certificate="+p("apiserver-kubelet-client.crt"), "--kubelet-client-key="+p("apiserver-kubelet-client.key"))
+			"--kubelet-client-certificate="+p("apiserver-kubelet-client.crt"), "--kubelet-client-key="+p("apiserver-kubelet-client.key"),
+			"--kubelet-preferred-address-types=InternalIP")
 	}
 	cp.apisv, err = start(detach, p("kube-apiserver.log"), apiBin, args...)
 	if err != nil {

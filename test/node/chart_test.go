@@ -2,6 +2,10 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +104,85 @@ func TestChartRunsTheScheduler(t *testing.T) {
 		t.Fatalf("team-a's FailedScheduling event %q does not name WasmPolicy/team-isolation", refused)
 	}
 	t.Logf("shared pod running on %s; team-a refused: %s", node.Name, refused)
+	sched := pods.Items[0]
+
+	// kubectl logs shows the scheduler's structured lines.
+	if logs := kubectlLogs(ns, sched.Name); !strings.Contains(logs, `"Policy module active" policy="team-isolation"`) {
+		t.Errorf("kubectl logs of %s has no structured \"Policy module active\" line:\n%s", sched.Name, logs)
+	}
+
+	// The metrics endpoint answers through the pod's port (10259, the
+	// pod's IP on the node's bridge), to a client the scheduler's
+	// delegated authorization lets read it.
+	sched2, err := client.CoreV1().Pods(ns).Get(ctx, sched.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := getWithToken(ctx, "https://"+sched2.Status.PodIP+":10259/metrics", cp.RestConfig(controlplane.AdminUser).BearerToken)
+	if err != nil {
+		t.Fatalf("metrics through the pod's port: %v", err)
+	}
+	if !strings.Contains(metrics, `wasmsched_policy_evaluations_total{`) || !strings.Contains(metrics, `policy="team-isolation"`) {
+		t.Errorf("the pod's /metrics has no wasmsched_policy_evaluations_total for team-isolation")
+	}
+
+	// The policy's ConfigMap replaced in the cluster takes effect without
+	// a restart: with bin-packing's module in team-isolation's place
+	// nothing filters teams, and the refused pod is placed.
+	b, err := os.ReadFile(filepath.Join(root, "_output", "guests", "tinygo", "bin-packing.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, "policy-team-isolation", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.BinaryData["policy.wasm"] = b
+	if _, err := client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var teamPod *v1.Pod
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if teamPod, err = client.CoreV1().Pods(apps).Get(ctx, "team-a", metav1.GetOptions{}); err == nil && teamPod.Status.Phase == v1.PodRunning {
+			break
+		}
+	}
+	if teamPod == nil || teamPod.Status.Phase != v1.PodRunning {
+		t.Fatalf("team-a not Running 90s after its ConfigMap changed:\n%s", logsOf(ns, sched.Name))
+	}
+	after, err := client.CoreV1().Pods(ns).Get(ctx, sched.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := after.Status.ContainerStatuses[0].RestartCount; rc != 0 {
+		t.Errorf("the scheduler restarted %d times; the ConfigMap change should reload in place", rc)
+	}
+	t.Logf("team-a running after the ConfigMap change, scheduler restarts 0")
+}
+
+// getWithToken GETs url with a bearer token, not verifying the serving
+// certificate (the scheduler's is self-signed), and returns the body of a
+// 200.
+func getWithToken(ctx context.Context, url, token string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return string(body), nil
 }
 
 // describe is a pod's conditions and container states, for a failure.
@@ -122,13 +205,18 @@ func describe(p v1.Pod) string {
 	return b.String()
 }
 
-// logsOf is kubectl logs of a pod (its previous container's too).
+// logsOf is the end of kubectl logs of a pod (its previous container's
+// too), for a failure.
 func logsOf(ns, name string) string {
+	return kubectlLogs(ns, name, "--tail", "40") + "\n(previous) " + kubectlLogs(ns, name, "--previous", "--tail", "20")
+}
+
+// kubectlLogs is kubectl logs of a pod, with its error if any.
+func kubectlLogs(ns, name string, flags ...string) string {
 	_, _, kubectl, err := controlplane.Binaries(controlplane.BinDir(root))
 	if err != nil {
 		return err.Error()
 	}
-	out, _ := exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "-n", ns, "logs", name, "--tail", "40").CombinedOutput()
-	prev, _ := exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, "-n", ns, "logs", name, "--previous", "--tail", "20").CombinedOutput()
-	return string(out) + "\n(previous) " + string(prev)
+	out, _ := exec.Command(kubectl, append([]string{"--kubeconfig", cp.AdminKubeconfig, "-n", ns, "logs", name}, flags...)...).CombinedOutput()
+	return string(out)
 }
