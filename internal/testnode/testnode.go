@@ -349,6 +349,21 @@ shutdownGracePeriod: 0s
 	return err
 }
 
+// EmptyDir is where the kubelet keeps a pod's emptyDir volume.
+func (n *Node) EmptyDir(podUID, volume string) string {
+	return n.p("kubelet", "pods", podUID, "volumes", "kubernetes.io~empty-dir", volume)
+}
+
+// KillContainer kills a container through the runtime (not the API), as a
+// crash would: the kubelet restarts it in the same pod.
+func (n *Node) KillContainer(ctx context.Context, containerID string) error {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	if out, err := exec.CommandContext(ctx, "ctr", "--address", n.Socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr tasks kill %s: %w: %s", id, err, out)
+	}
+	return nil
+}
+
 // StaticPodDir is where the kubelet reads static pod manifests.
 func (n *Node) StaticPodDir() string { return n.p("manifests") }
 

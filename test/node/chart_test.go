@@ -158,6 +158,80 @@ func TestChartRunsTheScheduler(t *testing.T) {
 		t.Errorf("the scheduler restarted %d times; the ConfigMap change should reload in place", rc)
 	}
 	t.Logf("team-a running after the ConfigMap change, scheduler restarts 0")
+
+	// The compilation cache survives the container's crash: the new
+	// container finds the compiled modules its predecessor wrote in the
+	// pod's cache volume and writes none again.
+	cache := node.EmptyDir(string(sched.UID), "cache")
+	before := cacheFiles(t, cache)
+	if len(before) == 0 {
+		t.Fatalf("the scheduler wrote nothing into its compilation cache %s", cache)
+	}
+	if err := node.KillContainer(ctx, after.Status.ContainerStatuses[0].ContainerID); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, sched.Name, metav1.GetOptions{})
+		if err == nil && p.Status.ContainerStatuses[0].RestartCount == 1 && p.Status.ContainerStatuses[0].Ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the scheduler container was not back and Ready 2m after it was killed: %s", describe(*p))
+		}
+	}
+	afterRestart := cacheFiles(t, cache)
+	for name, mod := range before {
+		if got, ok := afterRestart[name]; !ok || !got.Equal(mod) {
+			t.Errorf("compiled module %s rewritten or gone after the restart (%v, then %v)", name, mod, got)
+		}
+	}
+	if len(afterRestart) != len(before) {
+		t.Errorf("%d files in the cache after the restart, %d before: the restart compiled again", len(afterRestart), len(before))
+	}
+	t.Logf("cache kept %d files; loads before the crash: %s; after: %s", len(before),
+		loadDurations(kubectlLogs(ns, sched.Name, "--previous")), loadDurations(kubectlLogs(ns, sched.Name)))
+}
+
+// cacheFiles lists the regular files under dir with their modification times.
+func cacheFiles(t *testing.T, dir string) map[string]time.Time {
+	t.Helper()
+	out := map[string]time.Time{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[path] = info.ModTime()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// loadDurations is each "Policy module loaded" line's policy and duration.
+func loadDurations(logs string) string {
+	var parts []string
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `"Policy module loaded"`) {
+			continue
+		}
+		var policy, d string
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "policy="); ok {
+				policy = strings.Trim(v, `"`)
+			}
+			if v, ok := strings.CutPrefix(f, "duration="); ok {
+				d = strings.Trim(v, `"`)
+			}
+		}
+		parts = append(parts, policy+" "+d)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // getWithToken GETs url with a bearer token, not verifying the serving
