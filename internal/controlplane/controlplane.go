@@ -238,7 +238,16 @@ func StartWith(ctx context.Context, binDir, dir string, o Options) (*ControlPlan
 		// InternalIP.
 		args = append(args, "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
 			"--kubelet-client-certificate="+p("apiserver-kubelet-client.crt"), "--kubelet-client-key="+p("apiserver-kubelet-client.key"),
-			"--kubelet-preferred-address-types=InternalIP")
+			"--kubelet-preferred-address-types=InternalIP",
+			// The front proxy's CA, which kubeadm configures and every
+			// component with delegated authentication (kube-scheduler's
+			// secure port) loads from kube-system's
+			// extension-apiserver-authentication ConfigMap. The local CA
+			// signs its one client, front-proxy-client.
+			"--requestheader-client-ca-file="+p("ca.crt"), "--requestheader-allowed-names=front-proxy-client",
+			"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file="+p("front-proxy-client.crt"), "--proxy-client-key-file="+p("front-proxy-client.key"))
 	}
 	cp.apisv, err = start(detach, p("kube-apiserver.log"), apiBin, args...)
 	if err != nil {
@@ -457,6 +466,10 @@ func (cp *ControlPlane) writeCredentials() error {
 	files["scheduler.kubeconfig"] = kubeconfig(cp.URL, cp.caFile, "scheduler", cp.schedToken)
 	if n := cp.Node; n != nil {
 		if err := issue("apiserver-kubelet-client", 3, &x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver-kubelet-client"},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			return err
+		}
+		if err := issue("front-proxy-client", 4, &x509.Certificate{Subject: pkix.Name{CommonName: "front-proxy-client"},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 			return err
 		}

@@ -107,8 +107,13 @@ func TestChartRunsTheScheduler(t *testing.T) {
 	sched := pods.Items[0]
 
 	// kubectl logs shows the scheduler's structured lines.
-	if logs := kubectlLogs(ns, sched.Name); !strings.Contains(logs, `"Policy module active" policy="team-isolation"`) {
+	logs := kubectlLogs(ns, sched.Name)
+	if !strings.Contains(logs, `"Policy module active" policy="team-isolation"`) {
 		t.Errorf("kubectl logs of %s has no structured \"Policy module active\" line:\n%s", sched.Name, logs)
+	}
+	// Its delegated authentication found the cluster's front-proxy CA.
+	if strings.Contains(logs, "missing content for CA bundle") {
+		t.Errorf("the scheduler could not load the cluster's request-header CA:\n%s", logs)
 	}
 
 	// The metrics endpoint answers through the pod's port (10259, the
