@@ -54,6 +54,11 @@ image_bin      = $(IMAGE_DIR)/$(subst /,-,$(2))/$(1)
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
 
+# Pinned tools built from hack/tools/<name> (hack/install-tools.sh). Defined
+# here, before any rule names them as prerequisites: make expands a rule's
+# prerequisites when it reads the rule, so a later definition leaves them empty.
+HELM          := $(CURDIR)/.cache/tools/bin/helm
+COSIGN        := $(CURDIR)/.cache/tools/bin/cosign
 GO_SRCS       := $(shell find cmd host pkg internal guest-sdk/abi -name '*.go' -not -name '*_test.go')
 
 $(BIN)/kube-scheduler: $(GO_SRCS) go.mod go.sum
@@ -282,12 +287,10 @@ fuzz:
 	$(GO) test -run XXX -fuzz '^FuzzArgs$$' -fuzztime $(FUZZTIME) ./pkg/apis/config/scheme/
 
 # The pinned helm, for the chart's tests (hack/tools/helm).
-HELM := $(CURDIR)/.cache/tools/bin/helm
 $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 	./hack/install-tools.sh helm
 
 # The pinned cosign, for make cosign-interop (hack/tools/cosign).
-COSIGN := $(CURDIR)/.cache/tools/bin/cosign
 $(COSIGN): hack/tools/cosign/go.mod hack/tools/cosign/go.sum
 	./hack/install-tools.sh cosign
 

@@ -24,6 +24,13 @@ unformatted="$(git ls-files -co --exclude-standard -- '*.go' | grep -v '^hack/st
 # are checked with everything else.
 TEST_TAGS=timing,norace
 
+step "Makefile variables"
+# make expands a rule's prerequisites as it reads the rule: a variable defined
+# further down is empty there, and the prerequisite silently disappears (a
+# clean CI run then lacks a tool this machine happens to have).
+undefined="$(make -n --warn-undefined-variables -C "$ROOT" help 2>&1 >/dev/null | grep 'warning: undefined variable' || true)"
+[ -z "$undefined" ] || problem "the Makefile uses variables before defining them (move each definition above its first use):"$'\n'"$undefined"
+
 step "go vet"
 go vet -tags "$TEST_TAGS" ./... || problem "go vet found problems in the main module"
 for m in guest-sdk plugins-wasm; do
