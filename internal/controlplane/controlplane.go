@@ -21,6 +21,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -126,22 +127,26 @@ type Options struct {
 	// ServiceAccount and TaintNodesByCondition admission plugins stay on,
 	// and NodeCredentials are written for the node's components.
 	NodeAddress string
-	// NodeName is the Node the kubelet registers (its identity
-	// system:node:<name>); "node-1" when empty.
-	NodeName string
+	// NodeNames are the Nodes kubelets register, one kubeconfig each (the
+	// identity system:node:<name>); ["node-1"] when empty.
+	NodeNames []string
 }
 
 // NodeCredentials are the kubeconfigs and files of a real node's
 // components, all under the control plane's Dir.
 type NodeCredentials struct {
-	// Name is the Node's name.
-	Name string
+	// Names are the Nodes' names, in Options.NodeNames' order.
+	Names []string
 	// Address is the apiserver's (and the node's) address.
 	Address string
-	// Kubelet, ControllerManager and Proxy are kubeconfigs of
-	// system:node:<Name> (group system:nodes), system:kube-controller-manager
-	// and system:kube-proxy, which kube-apiserver's bootstrap RBAC binds.
-	Kubelet, ControllerManager, Proxy string
+	// Kubelets are the kubeconfigs of each Node's kubelet by name, as
+	// system:node:<name> in group system:nodes, which the Node authorizer
+	// and NodeRestriction confine to that Node and its pods.
+	Kubelets map[string]string
+	// ControllerManager and Proxy are kubeconfigs of
+	// system:kube-controller-manager and system:kube-proxy, which
+	// kube-apiserver's bootstrap RBAC binds.
+	ControllerManager, Proxy string
 	// CAFile signs every certificate here; CAKeyFile is its key (the
 	// controller-manager's signing controller uses both).
 	CAFile, CAKeyFile string
@@ -194,9 +199,9 @@ func StartWith(ctx context.Context, binDir, dir string, o Options) (*ControlPlan
 	address := "127.0.0.1"
 	if o.NodeAddress != "" {
 		address = o.NodeAddress
-		cp.Node = &NodeCredentials{Name: o.NodeName, Address: o.NodeAddress}
-		if cp.Node.Name == "" {
-			cp.Node.Name = "node-1"
+		cp.Node = &NodeCredentials{Names: o.NodeNames, Address: o.NodeAddress, Kubelets: map[string]string{}}
+		if len(cp.Node.Names) == 0 {
+			cp.Node.Names = []string{"node-1"}
 		}
 	}
 	cp.URL = "https://" + net.JoinHostPort(address, strconv.Itoa(apiPort))
@@ -206,7 +211,7 @@ func StartWith(ctx context.Context, binDir, dir string, o Options) (*ControlPlan
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
-	cp.etcd, err = start(detach, filepath.Join(dir, "etcd.log"), etcdBin,
+	cp.etcd, err = StartProcess(detach, filepath.Join(dir, "etcd.log"), etcdBin,
 		"--name=wasmsched", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
@@ -249,7 +254,7 @@ func StartWith(ctx context.Context, binDir, dir string, o Options) (*ControlPlan
 			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 			"--proxy-client-cert-file="+p("front-proxy-client.crt"), "--proxy-client-key-file="+p("front-proxy-client.key"))
 	}
-	cp.apisv, err = start(detach, p("kube-apiserver.log"), apiBin, args...)
+	cp.apisv, err = StartProcess(detach, p("kube-apiserver.log"), apiBin, args...)
 	if err != nil {
 		cp.Stop()
 		return nil, fmt.Errorf("starting kube-apiserver: %w", err)
@@ -265,7 +270,10 @@ func StartWith(ctx context.Context, binDir, dir string, o Options) (*ControlPlan
 	return cp, nil
 }
 
-func start(detach bool, logPath, bin string, args ...string) (*exec.Cmd, error) {
+// StartProcess starts bin with args, its output in logPath, in a process
+// group of its own (so a stop reaches its children). Unless detach, it is
+// killed when this process dies, so a crashed test leaves nothing running.
+func StartProcess(detach bool, logPath, bin string, args ...string) (*exec.Cmd, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -284,9 +292,9 @@ func start(detach bool, logPath, bin string, args ...string) (*exec.Cmd, error) 
 	return cmd, nil
 }
 
-// exited reports whether a started process has exited (it may not have been
+// Exited reports whether a started process has exited (it may not have been
 // reaped yet: a zombie counts as exited).
-func exited(cmd *exec.Cmd) bool {
+func Exited(cmd *exec.Cmd) bool {
 	if cmd.ProcessState != nil {
 		return true
 	}
@@ -366,7 +374,7 @@ func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) er
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if exited(cp.apisv) {
+		if Exited(cp.apisv) {
 			last = "kube-apiserver exited"
 			break
 		}
@@ -384,11 +392,22 @@ func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) er
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	logTail, _ := os.ReadFile(filepath.Join(cp.Dir, "kube-apiserver.log"))
-	if len(logTail) > 3000 {
-		logTail = logTail[len(logTail)-3000:]
+	return fmt.Errorf("kube-apiserver not ready within %s (last: %s); log tail:\n%s", timeout, last, LogTail(filepath.Join(cp.Dir, "kube-apiserver.log"), 3000))
+}
+
+// LogTail is the last n bytes of a component's log file (or why it cannot
+// be read), for an error message.
+func LogTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
 	}
-	return fmt.Errorf("kube-apiserver not ready within %s (last: %s); log tail:\n%s", timeout, last, logTail)
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
 }
 
 // RestConfig returns a client config for user (AdminUser or SchedulerUser).
@@ -475,14 +494,19 @@ func (cp *ControlPlane) writeCredentials() error {
 		}
 		keys["ca.key"] = caKey
 		n.CAFile, n.CAKeyFile, n.ServiceAccountKeyFile = cp.caFile, p("ca.key"), p("sa.key")
-		for _, c := range []struct {
+		type cred struct {
 			file, user, group string
 			path              *string
-		}{
-			{"kubelet.kubeconfig", "system:node:" + n.Name, "system:nodes", &n.Kubelet},
+		}
+		creds := []cred{
 			{"controller-manager.kubeconfig", "system:kube-controller-manager", "", &n.ControllerManager},
 			{"proxy.kubeconfig", "system:kube-proxy", "", &n.Proxy},
-		} {
+		}
+		kubelets := make([]string, len(n.Names))
+		for i, name := range n.Names {
+			creds = append(creds, cred{"kubelet-" + name + ".kubeconfig", "system:node:" + name, "system:nodes", &kubelets[i]})
+		}
+		for _, c := range creds {
 			t := randomToken()
 			line := fmt.Sprintf("%s,%s,%s-uid", t, c.user, strings.NewReplacer(":", "-").Replace(c.user))
 			if c.group != "" {
@@ -490,6 +514,9 @@ func (cp *ControlPlane) writeCredentials() error {
 			}
 			tokens += line + "\n"
 			files[c.file], *c.path = kubeconfig(cp.URL, cp.caFile, strings.NewReplacer(":", "-").Replace(c.user), t), p(c.file)
+		}
+		for i, name := range n.Names {
+			n.Kubelets[name] = kubelets[i]
 		}
 	}
 	files["tokens.csv"] = []byte(tokens)

@@ -1,15 +1,21 @@
-// Package testnode runs the node side of a real one-node cluster beside a
-// control plane started with controlplane.Options.NodeAddress: a bridge
-// for the pods' network, containerd with runc and the CNI bridge plugin
-// (Debian's, hack/install-node-deps.sh), kube-controller-manager, the
-// upstream kube-scheduler as the cluster's default scheduler, kube-proxy
-// and a kubelet (hack/build-node.sh) that registers a Node and
-// runs its pods. Images come from OCI layouts the project builds (make
-// image, the pause image of hack/pause): nothing is pulled.
+// Package testnode runs the node side of a real cluster beside a control
+// plane started with controlplane.Options.NodeAddress: a bridge for the
+// pods' network; once per cluster kube-controller-manager, the upstream
+// kube-scheduler as the cluster's default scheduler and kube-proxy; and per
+// Node its own containerd (runc, the CNI bridge plugin; Debian's,
+// hack/install-node-deps.sh) and kubelet (hack/build-node.sh), which
+// registers the Node and runs its pods. Images come from OCI layouts the
+// project builds (make image, the pause image of hack/pause): nothing is
+// pulled.
 //
-// It needs root, as a kubelet does, and owns the machine's bridge
-// Bridge, port 10250 and the iptables rules kube-proxy writes while it
-// runs.
+// The Nodes share this machine's network namespace and the bridge: each
+// kubelet serves on its own port of Address, keeps its pods' cgroups under
+// a cgroup root of its own and its state in its own directory, and the
+// CNI's host-local allocator hands out pod addresses from one store.
+//
+// It needs root, as a kubelet does, and owns the machine's bridge Bridge,
+// the kubelet ports from 10250 and the iptables rules kube-proxy writes
+// while it runs.
 package testnode
 
 import (
@@ -18,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -82,26 +87,49 @@ func PrepareNetwork() error {
 	return nil
 }
 
-// Node is a running node: its processes and where they keep their state.
+// Cluster is the node side of a running cluster: the components that run
+// once, and its Nodes.
+type Cluster struct {
+	// Nodes are the running Nodes, one per name of the control plane's
+	// NodeCredentials, in that order.
+	Nodes []*Node
+	// Dir holds the cluster components' logs and the shared pod address
+	// store; each Node's state is in Dir/<name>.
+	Dir string
+
+	procs    []*exec.Cmd
+	proxyBin string
+	// netns are the network namespaces there were before the cluster
+	// started: Stop removes the pods' others, which no kubelet had time to.
+	netns map[string]bool
+}
+
+// Node is a running Node: its containerd and kubelet, and where they keep
+// their state.
 type Node struct {
-	// Name is the Node's name.
+	// Name is the Node's name (and its kubernetes.io/hostname label).
 	Name string
 	// Dir holds the node's state and its components' logs.
 	Dir string
 	// Socket is containerd's address.
 	Socket string
+	// Port is the kubelet's port on Address.
+	Port int
 
-	procs    []*exec.Cmd
-	proxyBin string
-	// netns are the network namespaces there were before the node started:
-	// Stop removes the pods' others, which the kubelet had no time to.
-	netns map[string]bool
+	procs []*exec.Cmd
+	// cgroupRoot is the kubelet's cgroupRoot, under which its pods run:
+	// a kubelet removes the pod cgroups under its root that it does not
+	// know, so two kubelets on one machine need a root each.
+	cgroupRoot string
 }
 
-// Start starts containerd, imports the images of layouts, and starts
-// kube-controller-manager, kube-proxy and the kubelet of binDir against
-// cp, then waits until the Node is Ready.
-func Start(ctx context.Context, cp *controlplane.ControlPlane, binDir, dir string, layouts ...string) (*Node, error) {
+// cgroupHierarchies is where the machine mounts its cgroup hierarchies.
+const cgroupHierarchies = "/sys/fs/cgroup"
+
+// Start starts the cluster components of binDir against cp and one Node
+// per name in cp.Node (each with containerd, the images of layouts
+// imported, and a kubelet), then waits until every Node is Ready.
+func Start(ctx context.Context, cp *controlplane.ControlPlane, binDir, dir string, layouts ...string) (*Cluster, error) {
 	if cp.Node == nil {
 		return nil, errors.New("the control plane was not started for a node (controlplane.Options.NodeAddress)")
 	}
@@ -115,39 +143,56 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, binDir, dir strin
 			return nil, fmt.Errorf("%s is missing: run hack/install-node-deps.sh", b)
 		}
 	}
-	n := &Node{Name: cp.Node.Name, Dir: dir, Socket: filepath.Join(dir, "containerd", "containerd.sock"), netns: map[string]bool{}}
+	c := &Cluster{Dir: dir, netns: map[string]bool{}}
 	if es, err := os.ReadDir(netnsDir); err == nil {
 		for _, e := range es {
-			n.netns[e.Name()] = true
+			c.netns[e.Name()] = true
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := n.startContainerd(ctx); err != nil {
-		n.Stop()
+	for i, name := range cp.Node.Names {
+		n := &Node{Name: name, Dir: filepath.Join(dir, name), Port: 10250 + 100*i, cgroupRoot: "/wasmsched-" + name}
+		n.Socket = n.p("containerd", "containerd.sock")
+		c.Nodes = append(c.Nodes, n)
+		if err := os.MkdirAll(n.Dir, 0o700); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		if err := n.startContainerd(ctx, filepath.Join(dir, "cni-ipam")); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		for _, l := range layouts {
+			if err := n.Import(ctx, l); err != nil {
+				c.Stop()
+				return nil, err
+			}
+		}
+	}
+	if err := c.startComponents(cp, binDir); err != nil {
+		c.Stop()
 		return nil, err
 	}
-	for _, l := range layouts {
-		if err := n.Import(ctx, l); err != nil {
-			n.Stop()
+	for _, n := range c.Nodes {
+		if err := n.startKubelet(cp, binDir); err != nil {
+			c.Stop()
 			return nil, err
 		}
 	}
-	if err := n.startComponents(cp, binDir); err != nil {
-		n.Stop()
-		return nil, err
+	for _, n := range c.Nodes {
+		if err := c.waitReady(ctx, cp, n, 3*time.Minute); err != nil {
+			c.Stop()
+			return nil, err
+		}
 	}
-	if err := n.waitReady(ctx, cp, 3*time.Minute); err != nil {
-		n.Stop()
-		return nil, err
-	}
-	return n, nil
+	return c, nil
 }
 
 func (n *Node) p(parts ...string) string { return filepath.Join(append([]string{n.Dir}, parts...)...) }
 
-func (n *Node) startContainerd(ctx context.Context) error {
+func (n *Node) startContainerd(ctx context.Context, ipam string) error {
 	cni := n.p("cni", "net.d")
 	if err := os.MkdirAll(cni, 0o755); err != nil {
 		return err
@@ -161,7 +206,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, Bridge, n.p("cni", "ipam"), PodSubnet, Address)
+`, Bridge, ipam, PodSubnet, Address)
 	if err := os.WriteFile(filepath.Join(cni, "10-wasmsched.conflist"), []byte(conflist), 0o644); err != nil {
 		return err
 	}
@@ -191,7 +236,7 @@ state = %q
 	if err := os.WriteFile(n.p("containerd", "config.toml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	c, err := n.start("containerd", "containerd", "--config", n.p("containerd", "config.toml"))
+	c, err := startProcess(&n.procs, n.Dir, "containerd", "containerd", "--config", n.p("containerd", "config.toml"))
 	if err != nil {
 		return err
 	}
@@ -199,7 +244,7 @@ state = %q
 		if exec.CommandContext(ctx, "ctr", "--address", n.Socket, "version").Run() == nil {
 			return nil
 		}
-		if c.ProcessState != nil {
+		if controlplane.Exited(c) {
 			break
 		}
 	}
@@ -276,12 +321,15 @@ func (n *Node) Tag(ctx context.Context, src, dst string) error {
 	return nil
 }
 
-func (n *Node) startComponents(cp *controlplane.ControlPlane, binDir string) error {
-	c := cp.Node
-	if _, err := n.start("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"),
-		"--kubeconfig="+c.ControllerManager, "--authentication-skip-lookup=true",
+// startComponents starts what a cluster runs once: kube-controller-manager,
+// the default scheduler and kube-proxy (the Nodes share one network
+// namespace, whose Service rules one kube-proxy keeps).
+func (c *Cluster) startComponents(cp *controlplane.ControlPlane, binDir string) error {
+	creds := cp.Node
+	if _, err := startProcess(&c.procs, c.Dir, "kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"),
+		"--kubeconfig="+creds.ControllerManager, "--authentication-skip-lookup=true",
 		"--bind-address=127.0.0.1", "--secure-port=0",
-		"--service-account-private-key-file="+c.ServiceAccountKeyFile, "--root-ca-file="+c.CAFile,
+		"--service-account-private-key-file="+creds.ServiceAccountKeyFile, "--root-ca-file="+creds.CAFile,
 		"--use-service-account-credentials=true", "--leader-elect=false",
 		"--controllers=*,-node-ipam-controller,-persistentvolume-binder-controller,-persistentvolume-attach-detach-controller,-persistentvolume-expander-controller",
 		"--node-monitor-grace-period=20s", "--v=1"); err != nil {
@@ -289,7 +337,7 @@ func (n *Node) startComponents(cp *controlplane.ControlPlane, binDir string) err
 	}
 	// The cluster's default scheduler, upstream's, as a control plane runs
 	// one: it places what names no other scheduler (the chart's pods).
-	if _, err := n.start("kube-scheduler", filepath.Join(binDir, "kube-scheduler-upstream"),
+	if _, err := startProcess(&c.procs, c.Dir, "kube-scheduler", filepath.Join(binDir, "kube-scheduler-upstream"),
 		"--kubeconfig="+cp.SchedulerKubeconfig, "--leader-elect=false", "--secure-port=0", "--v=1"); err != nil {
 		return err
 	}
@@ -305,12 +353,19 @@ clientConnection:
   kubeconfig: %s
 conntrack:
   maxPerCore: 0
-`, PodSubnet, n.Name, c.Proxy)
-	if err := os.WriteFile(n.p("kube-proxy.yaml"), []byte(proxyCfg), 0o600); err != nil {
+`, PodSubnet, c.Nodes[0].Name, creds.Proxy)
+	if err := os.WriteFile(filepath.Join(c.Dir, "kube-proxy.yaml"), []byte(proxyCfg), 0o600); err != nil {
 		return err
 	}
-	n.proxyBin = filepath.Join(binDir, "kube-proxy")
-	if _, err := n.start("kube-proxy", n.proxyBin, "--config="+n.p("kube-proxy.yaml"), "--v=1"); err != nil {
+	c.proxyBin = filepath.Join(binDir, "kube-proxy")
+	_, err := startProcess(&c.procs, c.Dir, "kube-proxy", c.proxyBin, "--config="+filepath.Join(c.Dir, "kube-proxy.yaml"), "--v=1")
+	return err
+}
+
+// startKubelet starts the Node's kubelet on its port, with its own cgroup
+// root, static pod directory and state.
+func (n *Node) startKubelet(cp *controlplane.ControlPlane, binDir string) error {
+	if err := n.makeCgroupRoot(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(n.p("manifests"), 0o755); err != nil {
@@ -322,7 +377,9 @@ failCgroupV1: false
 cgroupDriver: cgroupfs
 containerRuntimeEndpoint: unix://%s
 address: %s
-port: 10250
+port: %d
+healthzPort: %d
+cgroupRoot: %s
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 authentication:
@@ -339,14 +396,60 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 shutdownGracePeriod: 0s
-`, n.Socket, Address, c.CAFile, n.p("manifests"), n.p("pod-logs"))
+`, n.Socket, Address, n.Port, n.Port-2, n.cgroupRoot, cp.Node.CAFile, n.p("manifests"), n.p("pod-logs"))
 	if err := os.WriteFile(n.p("kubelet.yaml"), []byte(kubeletCfg), 0o600); err != nil {
 		return err
 	}
-	_, err := n.start("kubelet", filepath.Join(binDir, "kubelet"),
-		"--config="+n.p("kubelet.yaml"), "--kubeconfig="+c.Kubelet,
-		"--root-dir="+n.p("kubelet"), "--hostname-override="+n.Name, "--node-ip="+Address, "--v=1")
+	_, err := startProcess(&n.procs, n.Dir, "kubelet", filepath.Join(binDir, "kubelet"),
+		"--config="+n.p("kubelet.yaml"), "--kubeconfig="+cp.Node.Kubelets[n.Name],
+		"--root-dir="+n.p("kubelet"), "--cert-dir="+n.p("kubelet-pki"),
+		"--hostname-override="+n.Name, "--node-ip="+Address, "--v=1")
 	return err
+}
+
+// makeCgroupRoot creates the kubelet's cgroup root in every hierarchy (the
+// kubelet refuses a root that does not exist), with the machine's CPUs and
+// memory nodes in its cpuset.
+func (n *Node) makeCgroupRoot() error {
+	hs, err := os.ReadDir(cgroupHierarchies)
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		d := filepath.Join(cgroupHierarchies, h.Name(), n.cgroupRoot)
+		if !h.IsDir() || exists(d) {
+			continue
+		}
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("cgroup root for %s: %w", n.Name, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if b, err := os.ReadFile(filepath.Join(cgroupHierarchies, h.Name(), f)); err == nil {
+				if err := os.WriteFile(filepath.Join(d, f), b, 0o644); err != nil {
+					return fmt.Errorf("cgroup root for %s: %w", n.Name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeCgroupRoot removes the kubelet's cgroup root and the pods' cgroups
+// under it, deepest first, once their processes are gone.
+func (n *Node) removeCgroupRoot() {
+	hs, _ := os.ReadDir(cgroupHierarchies)
+	for _, h := range hs {
+		var dirs []string
+		_ = filepath.WalkDir(filepath.Join(cgroupHierarchies, h.Name(), n.cgroupRoot), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = syscall.Rmdir(dirs[i])
+		}
+	}
 }
 
 // EmptyDir is where the kubelet keeps a pod's emptyDir volume.
@@ -364,10 +467,28 @@ func (n *Node) KillContainer(ctx context.Context, containerID string) error {
 	return nil
 }
 
+// ContainerPID is the host PID of a running container's main process.
+func (n *Node) ContainerPID(ctx context.Context, containerID string) (int, error) {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.Socket, "-n", "k8s.io", "tasks", "ls").Output()
+	if err != nil {
+		return 0, fmt.Errorf("ctr tasks ls: %w", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == id {
+			var pid int
+			if _, err := fmt.Sscan(f[1], &pid); err == nil {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("container %s has no task on %s", id, n.Name)
+}
+
 // StaticPodDir is where the kubelet reads static pod manifests.
 func (n *Node) StaticPodDir() string { return n.p("manifests") }
 
-func (n *Node) waitReady(ctx context.Context, cp *controlplane.ControlPlane, timeout time.Duration) error {
+func (c *Cluster) waitReady(ctx context.Context, cp *controlplane.ControlPlane, n *Node, timeout time.Duration) error {
 	client, err := kubernetes.NewForConfig(cp.RestConfig(controlplane.AdminUser))
 	if err != nil {
 		return err
@@ -377,9 +498,9 @@ func (n *Node) waitReady(ctx context.Context, cp *controlplane.ControlPlane, tim
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		for _, c := range n.procs {
-			if c.ProcessState != nil {
-				return fmt.Errorf("%s exited: %s", filepath.Base(c.Path), n.LogTail(filepath.Base(c.Path)))
+		for _, p := range append(append([]*exec.Cmd{}, c.procs...), n.procs...) {
+			if controlplane.Exited(p) {
+				return fmt.Errorf("%s exited: %s", filepath.Base(p.Path), controlplane.LogTail(logPath(p), 4000))
 			}
 		}
 		node, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
@@ -398,43 +519,61 @@ func (n *Node) waitReady(ctx context.Context, cp *controlplane.ControlPlane, tim
 	return fmt.Errorf("node %s not Ready within %s (last: %s); kubelet log tail:\n%s", n.Name, timeout, last, n.LogTail("kubelet"))
 }
 
-// start runs a component with its output in Dir/<name>.log. Its process
-// group dies with this process.
-func (n *Node) start(name, bin string, args ...string) (*exec.Cmd, error) {
-	logf, err := os.Create(n.p(name + ".log"))
+// startProcess starts a component with its output in dir/<name>.log and
+// adds it to procs.
+func startProcess(procs *[]*exec.Cmd, dir, name, bin string, args ...string) (*exec.Cmd, error) {
+	cmd, err := controlplane.StartProcess(false, filepath.Join(dir, name+".log"), bin, args...)
 	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	go func() { _ = cmd.Wait() }()
-	n.procs = append(n.procs, cmd)
+	*procs = append(*procs, cmd)
 	return cmd, nil
 }
 
-// Stop stops the kubelet first (its pods stay as containerd's until it
-// goes too), then the rest in reverse order, and removes the pods'
-// containers so that nothing of the node outlives the test.
-func (n *Node) Stop() {
-	for i := len(n.procs) - 1; i >= 0; i-- {
-		c := n.procs[i]
-		if filepath.Base(c.Path) == "containerd" {
-			n.removeContainers()
-		}
+// logPath is where startProcess sends a component's output.
+func logPath(cmd *exec.Cmd) string {
+	if f, ok := cmd.Stdout.(*os.File); ok {
+		return f.Name()
+	}
+	return filepath.Base(cmd.Path)
+}
+
+// stop stops processes, last started first: TERM to each group, KILL after
+// 10 s.
+func stop(procs []*exec.Cmd) {
+	for i := len(procs) - 1; i >= 0; i-- {
+		c := procs[i]
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-		for j := 0; j < 100 && c.ProcessState == nil; j++ {
+		for j := 0; j < 100 && !controlplane.Exited(c); j++ {
 			time.Sleep(100 * time.Millisecond)
 		}
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 	}
-	n.procs = nil
-	if n.proxyBin != "" {
-		_ = exec.Command(n.proxyBin, "--cleanup").Run() // kube-proxy's iptables chains
+}
+
+// Stop stops every kubelet first (their pods stay as containerd's until
+// it goes too), removes the pods' containers, stops the containerds and
+// the cluster components, and cleans what they leave in the machine
+// (iptables chains, network namespaces, mounts, cgroups), so that nothing
+// of the cluster outlives the test.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		if len(n.procs) > 1 {
+			stop(n.procs[1:]) // the kubelet
+		}
+	}
+	for _, n := range c.Nodes {
+		if len(n.procs) > 0 {
+			n.removeContainers()
+			stop(n.procs[:1]) // containerd
+		}
+		n.procs = nil
+	}
+	stop(c.procs)
+	c.procs = nil
+	if c.proxyBin != "" {
+		_ = exec.Command(c.proxyBin, "--cleanup").Run() // kube-proxy's iptables chains
 	}
 	// The kubelet's own chains: its canaries, and the firewall that drops
 	// traffic to 127.0.0.0/8 from other addresses.
@@ -446,9 +585,9 @@ func (n *Node) Stop() {
 		_ = exec.Command("iptables", c...).Run()
 	}
 	// The pods' network namespaces (their veths go with them).
-	if es, err := os.ReadDir(netnsDir); err == nil && n.netns != nil {
+	if es, err := os.ReadDir(netnsDir); err == nil && c.netns != nil {
 		for _, e := range es {
-			if !n.netns[e.Name()] && strings.HasPrefix(e.Name(), "cni-") {
+			if !c.netns[e.Name()] && strings.HasPrefix(e.Name(), "cni-") {
 				_ = run("ip", "netns", "delete", e.Name())
 			}
 		}
@@ -458,7 +597,7 @@ func (n *Node) Stop() {
 	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
 		var ms []string
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], n.Dir+"/") {
+			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], c.Dir+"/") {
 				ms = append(ms, f[1])
 			}
 		}
@@ -466,6 +605,15 @@ func (n *Node) Stop() {
 			_ = syscall.Unmount(ms[i], syscall.MNT_DETACH)
 		}
 	}
+	for _, n := range c.Nodes {
+		n.removeCgroupRoot()
+	}
+}
+
+// LogTail is the end of a cluster component's log (kube-controller-manager,
+// kube-scheduler, kube-proxy), for a test's failure message.
+func (c *Cluster) LogTail(name string) string {
+	return controlplane.LogTail(filepath.Join(c.Dir, name+".log"), 4000)
 }
 
 // removeContainers stops and deletes every task and container containerd
@@ -487,19 +635,10 @@ func (n *Node) removeContainers() {
 	}
 }
 
-// LogTail is the end of a component's log (containerd, kubelet, kube-proxy,
-// kube-controller-manager), for a test's failure message.
+// LogTail is the end of the Node's containerd or kubelet log, for a
+// test's failure message.
 func (n *Node) LogTail(name string) string {
-	f, err := os.Open(n.p(name + ".log"))
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > 4000 {
-		_, _ = f.Seek(st.Size()-4000, io.SeekStart)
-	}
-	b, _ := io.ReadAll(f)
-	return string(b)
+	return controlplane.LogTail(n.p(name+".log"), 4000)
 }
 
 func run(name string, args ...string) error {

@@ -24,7 +24,9 @@ import (
 )
 
 var (
-	cp     *controlplane.ControlPlane
+	cp      *controlplane.ControlPlane
+	cluster *testnode.Cluster
+	// node is the first of the cluster's two Nodes.
 	node   *testnode.Node
 	client kubernetes.Interface
 	root   string
@@ -49,7 +51,7 @@ func TestMain(m *testing.M) {
 			return fail("network", err)
 		}
 		ctx := context.Background()
-		cp, err = controlplane.StartWith(ctx, controlplane.BinDir(root), filepath.Join(dir, "cluster"), controlplane.Options{NodeAddress: testnode.Address})
+		cp, err = controlplane.StartWith(ctx, controlplane.BinDir(root), filepath.Join(dir, "cluster"), controlplane.Options{NodeAddress: testnode.Address, NodeNames: []string{"node-1", "node-2"}})
 		if err != nil {
 			return fail("control plane", err)
 		}
@@ -62,22 +64,25 @@ func TestMain(m *testing.M) {
 		if _, err := os.Stat(filepath.Join(images, "index.json")); err != nil {
 			return fail("scheduler image", fmt.Errorf("%w (make image IMAGE_PLATFORMS=linux/amd64 builds it; make test-node does)", err))
 		}
-		node, err = testnode.Start(ctx, cp, controlplane.BinDir(root), filepath.Join(dir, "node"), pause, images)
+		cluster, err = testnode.Start(ctx, cp, controlplane.BinDir(root), filepath.Join(dir, "nodes"), pause, images)
 		if err != nil {
-			return fail("node", err)
+			return fail("nodes", err)
 		}
-		defer node.Stop()
+		defer cluster.Stop()
+		node = cluster.Nodes[0]
 		// make image names its images NAME:VERSION; the chart's default
 		// repository is registry.example.com/wasmsched/NAME, where make
 		// image-push would put them.
-		names, err := node.Images(ctx)
-		if err != nil {
-			return fail("images", err)
-		}
-		for _, n := range names {
-			if short, ok := strings.CutPrefix(n, "docker.io/library/"); ok && (strings.HasPrefix(short, "kube-scheduler:") || strings.HasPrefix(short, "wasm-extender:")) {
-				if err := node.Tag(ctx, n, "registry.example.com/wasmsched/"+short); err != nil {
-					return fail("images", err)
+		for _, nd := range cluster.Nodes {
+			names, err := nd.Images(ctx)
+			if err != nil {
+				return fail("images", err)
+			}
+			for _, n := range names {
+				if short, ok := strings.CutPrefix(n, "docker.io/library/"); ok && (strings.HasPrefix(short, "kube-scheduler:") || strings.HasPrefix(short, "wasm-extender:")) {
+					if err := nd.Tag(ctx, n, "registry.example.com/wasmsched/"+short); err != nil {
+						return fail("images", err)
+					}
 				}
 			}
 		}
@@ -106,52 +111,63 @@ func pauseImage(dir string) (string, error) {
 	return layout, nil
 }
 
-// A pod bound to the real node starts (its sandbox is the pause image, its
-// network the bridge), runs as the image's non-root user, and a graceful
-// delete completes: the kubelet stops it and the object goes.
+// A pod bound to each real node starts (its sandbox is the pause image,
+// its network the shared bridge, an address of its own), runs as the
+// image's non-root user, and a graceful delete completes: the kubelet
+// stops it and the object goes.
 func TestPodRunsAndStopsGracefully(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "run")
-	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
-		Spec:       v1.PodSpec{NodeName: node.Name, Containers: []v1.Container{{Name: "c", Image: testnode.SandboxImage, ImagePullPolicy: v1.PullNever}}},
-	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var got *v1.Pod
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		var err error
-		if got, err = client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{}); err != nil {
+	for _, n := range cluster.Nodes {
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p-" + n.Name, Namespace: ns},
+			Spec:       v1.PodSpec{NodeName: n.Name, Containers: []v1.Container{{Name: "c", Image: testnode.SandboxImage, ImagePullPolicy: v1.PullNever}}},
+		}
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if got.Status.Phase == v1.PodRunning || time.Now().After(deadline) {
-			break
+	}
+	ips := map[string]string{}
+	for _, n := range cluster.Nodes {
+		name := "p-" + n.Name
+		var got *v1.Pod
+		for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			var err error
+			if got, err = client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase == v1.PodRunning || time.Now().After(deadline) {
+				break
+			}
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if got.Status.Phase != v1.PodRunning {
-		t.Fatalf("pod is %s, not Running: %+v\ncontainerd:\n%s\nkubelet:\n%s", got.Status.Phase, got.Status, node.LogTail("containerd"), node.LogTail("kubelet"))
-	}
-	if got.Status.PodIP == "" {
-		t.Fatalf("running pod has no IP: %+v", got.Status)
-	}
-	t.Logf("pod running at %s on %s", got.Status.PodIP, got.Spec.NodeName)
-	start := time.Now()
-	if err := client.CoreV1().Pods(ns).Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		_, err := client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
-		if err != nil {
-			t.Logf("graceful delete completed in %s", time.Since(start).Round(time.Millisecond))
-			return
+		if got.Status.Phase != v1.PodRunning {
+			t.Fatalf("pod %s is %s, not Running: %+v\ncontainerd:\n%s\nkubelet:\n%s", name, got.Status.Phase, got.Status, n.LogTail("containerd"), n.LogTail("kubelet"))
 		}
-		if time.Since(start) > 60*time.Second {
-			t.Fatal("the pod was not gone 60s after a graceful delete")
+		if got.Status.PodIP == "" {
+			t.Fatalf("running pod %s has no IP: %+v", name, got.Status)
 		}
-		time.Sleep(200 * time.Millisecond)
+		if other, dup := ips[got.Status.PodIP]; dup {
+			t.Fatalf("pods %s and %s share the address %s", other, name, got.Status.PodIP)
+		}
+		ips[got.Status.PodIP] = name
+		t.Logf("pod %s running at %s on %s", name, got.Status.PodIP, got.Spec.NodeName)
+	}
+	for _, n := range cluster.Nodes {
+		name := "p-" + n.Name
+		start := time.Now()
+		if err := client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				t.Logf("graceful delete of %s completed in %s", name, time.Since(start).Round(time.Millisecond))
+				break
+			}
+			if time.Since(start) > 60*time.Second {
+				t.Fatalf("pod %s was not gone 60s after a graceful delete", name)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 }
 
