@@ -167,7 +167,7 @@ node: controlplane
 ## root): the image of make image run by a kubelet, installed by the chart
 test-node: node guests-tinygo $(HELM)
 	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
-	set -o pipefail; $(GO) test -count=1 -v ./test/node/ | grep -E '^(\s+--- |\s+(node|chart)_test.go|--- |ok|FAIL|PASS)'
+	set -o pipefail; $(GO) test -count=1 -v ./test/node/ | grep -E '^(\s+--- |\s+(node|chart|manifests)_test.go|--- |ok|FAIL|PASS)'
 
 ## controlplane-lines: the control planes the older lines' e2e runs against
 ## (each line's own minor and the next one, the version skew policy, of the
@@ -259,7 +259,7 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane nod
 	# platform), pushed to a registry, pulled back and run.
 	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
 	$(GO) test -count=1 ./test/image/
-	set -o pipefail; $(GO) test -count=1 -v ./test/node/ | grep -E '^(\s+--- |\s+(node|chart)_test.go|--- |ok|FAIL|PASS)'
+	set -o pipefail; $(GO) test -count=1 -v ./test/node/ | grep -E '^(\s+--- |\s+(node|chart|manifests)_test.go|--- |ok|FAIL|PASS)'
 	$(MAKE) --no-print-directory bench-smoke
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory e2e-lines

@@ -99,6 +99,9 @@ type Cluster struct {
 
 	procs    []*exec.Cmd
 	proxyBin string
+	// sched is the default scheduler's process while it runs.
+	sched                     *exec.Cmd
+	schedBin, schedKubeconfig string
 	// netns are the network namespaces there were before the cluster
 	// started: Stop removes the pods' others, which no kubelet had time to.
 	netns map[string]bool
@@ -335,10 +338,8 @@ func (c *Cluster) startComponents(cp *controlplane.ControlPlane, binDir string) 
 		"--node-monitor-grace-period=20s", "--v=1"); err != nil {
 		return err
 	}
-	// The cluster's default scheduler, upstream's, as a control plane runs
-	// one: it places what names no other scheduler (the chart's pods).
-	if _, err := startProcess(&c.procs, c.Dir, "kube-scheduler", filepath.Join(binDir, "kube-scheduler-upstream"),
-		"--kubeconfig="+cp.SchedulerKubeconfig, "--leader-elect=false", "--secure-port=0", "--v=1"); err != nil {
+	c.schedBin, c.schedKubeconfig = filepath.Join(binDir, "kube-scheduler-upstream"), cp.SchedulerKubeconfig
+	if err := c.StartDefaultScheduler(); err != nil {
 		return err
 	}
 	proxyCfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -608,6 +609,35 @@ func (c *Cluster) Stop() {
 	for _, n := range c.Nodes {
 		n.removeCgroupRoot()
 	}
+}
+
+// StartDefaultScheduler starts the cluster's default scheduler, upstream's
+// kube-scheduler, as a control plane runs one: it places the pods that name
+// no other scheduler (the chart's). Start starts it.
+func (c *Cluster) StartDefaultScheduler() error {
+	if c.sched != nil {
+		return errors.New("the default scheduler runs already")
+	}
+	cmd, err := startProcess(&c.procs, c.Dir, "kube-scheduler", c.schedBin,
+		"--kubeconfig="+c.schedKubeconfig, "--leader-elect=false", "--secure-port=0", "--v=1")
+	c.sched = cmd
+	return err
+}
+
+// StopDefaultScheduler stops the default scheduler, as an operator who
+// replaces it with another (a static pod) moves its manifest away.
+func (c *Cluster) StopDefaultScheduler() {
+	if c.sched == nil {
+		return
+	}
+	stop([]*exec.Cmd{c.sched})
+	for i, p := range c.procs {
+		if p == c.sched {
+			c.procs = append(c.procs[:i], c.procs[i+1:]...)
+			break
+		}
+	}
+	c.sched = nil
 }
 
 // LogTail is the end of a cluster component's log (kube-controller-manager,

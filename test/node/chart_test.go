@@ -48,6 +48,15 @@ func TestChartRunsTheScheduler(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
+	// Uninstalled as an operator would, with the CRDs helm leaves, so that
+	// the kustomize base installs the same objects afresh.
+	t.Cleanup(func() {
+		if out, err := exec.Command(helmBin, "uninstall", "wasmsched", "--namespace", ns, "--kubeconfig", cp.AdminKubeconfig, "--wait").CombinedOutput(); err != nil {
+			t.Errorf("helm uninstall: %v\n%s", err, out)
+		}
+		kubectl(t, "delete", "namespace", ns, "apps", "team-a", "--wait", "--timeout=120s")
+		kubectl(t, "delete", "-k", filepath.Join(root, "manifests", "crds"), "--wait", "--timeout=60s")
+	})
 	scheds := waitSchedulers(t, ns, 2, 3*time.Minute)
 	if scheds[0].Spec.NodeName == scheds[1].Spec.NodeName {
 		t.Errorf("both scheduler replicas run on %s: the chart's anti-affinity should spread them", scheds[0].Spec.NodeName)
