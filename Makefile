@@ -49,7 +49,7 @@ IMAGE_DIR     := $(OUT)/images
 IMAGES        := kube-scheduler wasm-extender
 image_bin      = $(IMAGE_DIR)/$(subst /,-,$(2))/$(1)
 
-.PHONY: node test-node image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo clean
+.PHONY: node test-node image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo demo-node clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -163,8 +163,9 @@ node: controlplane
 	./hack/install-node-deps.sh
 	./hack/build-node.sh
 
-## test-node: the scheduler on a real one-node cluster (test/node, as
-## root): the image of make image run by a kubelet, installed by the chart
+## test-node: the scheduler on a real two-node cluster (test/node, as
+## root): the image of make image run by kubelets, installed by the chart,
+## the kustomize base and the replace-default static pod
 test-node: node guests-tinygo $(HELM)
 	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
 	set -o pipefail; $(GO) test -count=1 -v ./test/node/ | grep -E '^(\s+--- |\s+(node|chart|manifests)_test.go|--- |ok|FAIL|PASS)'
@@ -223,6 +224,13 @@ help:
 ## demo: a local control plane, the example policies, a workload and a hot reload (KEEP=1 keeps it running)
 demo: deps guests-tinygo build controlplane
 	$(GO) run ./hack/demo
+
+## demo-node: the scheduler as it ships, run as pods by real kubelets (as
+## root): two Nodes with containerd, the image of make image, the chart
+## installed with helm, pods placed and refused (about 3 minutes warm)
+demo-node: node guests-tinygo $(HELM)
+	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
+	$(GO) run ./hack/demo-node
 
 ## fixtures: recompile the hand-written .wat test fixtures (needs wabt)
 fixtures:

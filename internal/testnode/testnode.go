@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -254,6 +255,25 @@ state = %q
 	return fmt.Errorf("containerd did not answer on %s; %s", n.Socket, n.LogTail("containerd"))
 }
 
+// BuildPauseImage builds hack/pause of the checkout at root and its image
+// layout under dir, and returns the layout: the image SandboxImage names,
+// which the nodes run as every pod's sandbox (and tests as a workload).
+func BuildPauseImage(root, dir string) (string, error) {
+	bin, layout := filepath.Join(dir, "pause"), filepath.Join(dir, "pause-oci")
+	for _, c := range [][]string{
+		{"go", "build", "-o", bin, "./hack/pause"},
+		{"go", "run", "./hack/image", "build", "-out", layout, "-version", "test", "-revision", "test",
+			"-binary", "registry.k8s.io/pause@wasmsched=" + runtime.GOOS + "/" + runtime.GOARCH + "=" + bin},
+	} {
+		cmd := exec.Command(c[0], c[1:]...)
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%v: %w: %s", c, err, out)
+		}
+	}
+	return layout, nil
+}
+
 // Import loads the images of an OCI layout directory into containerd's
 // k8s.io namespace, each under the name its index annotates.
 func (n *Node) Import(ctx context.Context, layout string) error {
@@ -301,6 +321,28 @@ func (n *Node) Import(ctx context.Context, layout string) error {
 		}
 		if out, err := exec.CommandContext(ctx, "ctr", "--address", n.Socket, "-n", "k8s.io", "images", "rm", name).CombinedOutput(); err != nil {
 			return fmt.Errorf("ctr images rm %s: %w: %s", name, err, out)
+		}
+	}
+	return nil
+}
+
+// PushedAs gives each image make image built (kube-scheduler and
+// wasm-extender, imported as docker.io/library/NAME:VERSION) its name under
+// registry on every Node, as make image-push REGISTRY=registry and a pull
+// by the node would: registry/NAME:VERSION.
+func (c *Cluster) PushedAs(ctx context.Context, registry string) error {
+	for _, n := range c.Nodes {
+		names, err := n.Images(ctx)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			short, ok := strings.CutPrefix(name, "docker.io/library/")
+			if ok && (strings.HasPrefix(short, "kube-scheduler:") || strings.HasPrefix(short, "wasm-extender:")) {
+				if err := n.Tag(ctx, name, registry+"/"+short); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil

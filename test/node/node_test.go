@@ -8,9 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -56,7 +54,7 @@ func TestMain(m *testing.M) {
 			return fail("control plane", err)
 		}
 		defer cp.Stop()
-		pause, err := pauseImage(filepath.Join(dir, "images"))
+		pause, err := testnode.BuildPauseImage(root, filepath.Join(dir, "images"))
 		if err != nil {
 			return fail("pause image", err)
 		}
@@ -70,45 +68,16 @@ func TestMain(m *testing.M) {
 		}
 		defer cluster.Stop()
 		node = cluster.Nodes[0]
-		// make image names its images NAME:VERSION; the chart's default
-		// repository is registry.example.com/wasmsched/NAME, where make
-		// image-push would put them.
-		for _, nd := range cluster.Nodes {
-			names, err := nd.Images(ctx)
-			if err != nil {
-				return fail("images", err)
-			}
-			for _, n := range names {
-				if short, ok := strings.CutPrefix(n, "docker.io/library/"); ok && (strings.HasPrefix(short, "kube-scheduler:") || strings.HasPrefix(short, "wasm-extender:")) {
-					if err := nd.Tag(ctx, n, "registry.example.com/wasmsched/"+short); err != nil {
-						return fail("images", err)
-					}
-				}
-			}
+		// The chart's default repository is registry.example.com/wasmsched,
+		// where make image-push would put the images.
+		if err := cluster.PushedAs(ctx, "registry.example.com/wasmsched"); err != nil {
+			return fail("images", err)
 		}
 		if client, err = cp.Client(); err != nil {
 			return fail("client", err)
 		}
 		return m.Run()
 	}())
-}
-
-// pauseImage builds hack/pause and its image layout (testnode.SandboxImage),
-// which the node runs as every pod's sandbox and as the tests' workload.
-func pauseImage(dir string) (string, error) {
-	bin, layout := filepath.Join(dir, "pause"), filepath.Join(dir, "pause-oci")
-	for _, c := range [][]string{
-		{"go", "build", "-o", bin, "./hack/pause"},
-		{"go", "run", "./hack/image", "build", "-out", layout, "-version", "test", "-revision", "test",
-			"-binary", "registry.k8s.io/pause@wasmsched=linux/amd64=" + bin},
-	} {
-		cmd := exec.Command(c[0], c[1:]...)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("%v: %w: %s", c, err, out)
-		}
-	}
-	return layout, nil
 }
 
 // A pod bound to each real node starts (its sandbox is the pause image,
