@@ -9,15 +9,5 @@ set -euo pipefail
 
 PKGS=(containerd runc containernetworking-plugins iptables conntrack)
 
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-echo "hack/install-node-deps.sh: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+. "$(dirname "$0")/lib/apt.sh"
+apt_install hack/install-node-deps.sh "${PKGS[@]}"
