@@ -70,14 +70,7 @@ func TestChartRunsTheScheduler(t *testing.T) {
 	// A pod of the shared pool (no team label, as the nodes) runs; a
 	// team's pod is refused with team-isolation's reason in its event.
 	apps := namespace(t, "apps")
-	createPod(t, apps, "shared", nil)
-	createPod(t, apps, "team-a", map[string]string{"team": "a"})
-	waitRunning(t, apps, "shared", 90*time.Second)
-	refused := waitRefused(t, apps, "team-a", 90*time.Second)
-	if !strings.Contains(refused, "WasmPolicy/team-isolation") {
-		t.Fatalf("team-a's FailedScheduling event %q does not name WasmPolicy/team-isolation", refused)
-	}
-	t.Logf("shared pod running; team-a refused: %s", refused)
+	t.Logf("shared pod running; team-a refused: %s", teamIsolationHolds(t, apps))
 
 	lp := podOf(t, scheds, leader)
 	// kubectl logs shows the scheduler's structured lines.
@@ -135,7 +128,7 @@ spec:
 `, "apply", "-f", "-")
 	waitPolicyReady(t, team, "gate", 1)
 	createPod(t, team, "team-pod", map[string]string{"team": "a"})
-	refused = waitRefused(t, team, "team-pod", 90*time.Second)
+	refused := waitRefused(t, team, "team-pod", 90*time.Second)
 	if !strings.Contains(refused, "WasmPolicy/team-a/gate") {
 		t.Fatalf("team-pod's FailedScheduling event %q does not name WasmPolicy/team-a/gate", refused)
 	}
@@ -275,6 +268,22 @@ func handover(t *testing.T, ns, what, leader string, do func()) {
 		}
 	}
 	t.Logf("%s of the leader %s: lease taken by %s %s later; %d pods created over %s all bound once", what, leader, holder, took.Round(100*time.Millisecond), len(names), time.Since(start).Round(time.Second))
+}
+
+// teamIsolationHolds creates a pod of the shared pool (no team label, as
+// the nodes) and a pod of team a in ns, checks that the first runs and the
+// second is refused with team-isolation's reason in its event, and returns
+// that reason.
+func teamIsolationHolds(t *testing.T, ns string) string {
+	t.Helper()
+	createPod(t, ns, "shared", nil)
+	createPod(t, ns, "team-a", map[string]string{"team": "a"})
+	waitRunning(t, ns, "shared", 90*time.Second)
+	refused := waitRefused(t, ns, "team-a", 90*time.Second)
+	if !strings.Contains(refused, "WasmPolicy/team-isolation") {
+		t.Fatalf("team-a's FailedScheduling event %q does not name WasmPolicy/team-isolation", refused)
+	}
+	return refused
 }
 
 // waitSchedulers waits until the chart's Deployment has want ready

@@ -36,13 +36,7 @@ func TestKustomizeBaseRunsTheScheduler(t *testing.T) {
 	podOf(t, scheds, leader)
 	apps := namespace(t, "apps-kustomize")
 	t.Cleanup(func() { kubectl(t, "delete", "namespace", apps, "--wait", "--timeout=120s") })
-	createPod(t, apps, "shared", nil)
-	createPod(t, apps, "team-a", map[string]string{"team": "a"})
-	waitRunning(t, apps, "shared", 90*time.Second)
-	refused := waitRefused(t, apps, "team-a", 90*time.Second)
-	if !strings.Contains(refused, "WasmPolicy/team-isolation") {
-		t.Fatalf("team-a's FailedScheduling event %q does not name WasmPolicy/team-isolation", refused)
-	}
+	refused := teamIsolationHolds(t, apps)
 	t.Logf("kustomize base: %s and %s ready, leader %s; shared pod running; team-a refused: %s", scheds[0].Name, scheds[1].Name, leader, refused)
 }
 
