@@ -15,6 +15,26 @@ func (Node) Name() string { return nodeName() }
 // version floor without reading the whole node.
 func (Node) KubeletVersion() string { return nodeString(model.NodeKubeletVersion) }
 
+// KernelVersion returns status.nodeInfo.kernelVersion ("6.8.0-1019-aws"):
+// the kernel's version (uname -r).
+func (Node) KernelVersion() string { return nodeString(model.NodeKernelVersion) }
+
+// OSImage returns status.nodeInfo.osImage ("Ubuntu 24.04.1 LTS"):
+// the OS image (/etc/os-release PRETTY_NAME).
+func (Node) OSImage() string { return nodeString(model.NodeOSImage) }
+
+// OperatingSystem returns status.nodeInfo.operatingSystem ("linux"):
+// the operating system (GOOS of the kubelet).
+func (Node) OperatingSystem() string { return nodeString(model.NodeOperatingSystem) }
+
+// Architecture returns status.nodeInfo.architecture ("amd64"):
+// the architecture (GOARCH of the kubelet).
+func (Node) Architecture() string { return nodeString(model.NodeArchitecture) }
+
+// ContainerRuntimeVersion returns status.nodeInfo.containerRuntimeVersion ("containerd://1.7.22"):
+// the container runtime and its version.
+func (Node) ContainerRuntimeVersion() string { return nodeString(model.NodeContainerRuntimeVersion) }
+
 // Label returns one node label and whether it is set.
 func (Node) Label(key string) (string, bool) { return nodeLabel(key) }
 
@@ -207,7 +227,12 @@ func (Node) UsedPorts() []HostPort {
 }
 
 // Object returns the whole node as JSON (docs/abi.md §4.3, node_object),
-// for a field no accessor reads. The host encodes it once per node
-// generation; each call copies it into the guest. Nil natively unless
-// NodeData.Object is set.
+// for a field no accessor reads; its args must declare WholeObjects, or the
+// call fails closed. The host encodes it once per node generation, as the
+// apiserver serves it (compact, apiVersion and kind set); each call copies
+// it into the guest. Natively (go test of the policy's Go code) it is
+// NodeData.Object exactly as the test wrote it, or nil: the native SDK has
+// no Kubernetes types to build the object from the other fields. A case
+// table run by wasmsched test gets the host's object: the case's fields,
+// with its Object merged in.
 func (Node) Object() []byte { return nodeObject() }

@@ -352,8 +352,9 @@ func next(r *abi.ListReader, n int) []string {
 // a field no accessor reads. The host encodes it once per cycle and the SDK
 // keeps it for the cycle; do not modify it. Decoding JSON costs a guest
 // tens of microseconds, so decode once per cycle (in PreFilter, into cycle
-// state) and use typed accessors where one exists. Nil natively unless
-// PodData.Object is set.
+// state) and use typed accessors where one exists. Its args must declare
+// WholeObjects, or the call fails closed. Natively it is PodData.Object as
+// the test wrote it, or nil (see Node.Object).
 func (Pod) Object() []byte { return podObject() }
 
 // Config returns the policy's config string from the scheduler configuration.

@@ -65,8 +65,8 @@ var (
 	// epoch is the string ids' epoch the id cache holds.
 	epoch uint32
 	// rowError is the Error a read that was not declared in the policy's
-	// args set for the current node (notDeclared): a Success verdict
-	// leaves it, a rejection replaces it, as with set_status.
+	// args set for the current node (notDeclared): the node's verdict,
+	// whatever it is, does not replace it.
 	rowError string
 )
 
@@ -175,7 +175,7 @@ var lastReason struct {
 
 //go:noinline
 func reportRowSlow(st Status, score int64) {
-	if rowError != "" && st.Code == CodeSuccess {
+	if rowError != "" {
 		st = Status{Code: CodeError, Reason: rowError}
 	}
 	var id int32

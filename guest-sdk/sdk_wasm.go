@@ -255,6 +255,10 @@ func ptrOf(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceD
 func strPtr(s string) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s)))) }
 
 func report(st Status) {
+	if undeclaredSet {
+		undeclaredSet = false // the undeclared read's Error stands
+		return
+	}
 	if st.Code != CodeSuccess {
 		hostSetStatus(int32(st.Code), strPtr(st.Reason), uint32(len(st.Reason)))
 	}
@@ -302,25 +306,26 @@ func selectScored(i int) bool { return i >= 0 && i < 1<<31-1 && hostSelectNode(i
 
 // notDeclared is called when the host answered a read with NotDeclared (the
 // policy's args do not declare it). It sets the current call's (or batch
-// node's) status to an Error naming the read at once, so the call fails
-// closed: a verdict of Success sets no status and leaves the Error, while a
-// rejection (already closed) replaces it. Setting it here rather than in
-// report keeps the per-node path as short as it was.
+// node's) status to an Error that names the declaration and the accessor at
+// once, so the call fails closed: the verdict the policy reaches without
+// the data, a Success or its own rejection, never replaces it (report and
+// reportRowSlow keep it). Setting it here rather than checking after every
+// verdict keeps the per-node path of a table batch as short as it was.
 func notDeclared(fn string, num int32) {
-	read := fn
-	if num >= 0 {
-		read += "(" + itoa(num) + ")"
-	}
-	msg := "policy read " + read + ", which its args do not declare: add the declaration the scheduler's log names to policies[].reads"
+	msg := undeclaredReason(fn, num)
 	if inTable {
-		rowError = msg // the row's verdict would replace a set_status
+		rowError = msg
 		return
 	}
-	hostSetStatus(int32(CodeError), strPtr(msg), uint32(len(msg)))
+	if !undeclaredSet {
+		undeclaredSet = true
+		hostSetStatus(int32(CodeError), strPtr(msg), uint32(len(msg)))
+	}
 }
 
-// itoa formats a small non-negative number without strconv.
-func itoa(n int32) string { return itoaInt(int(n)) }
+// undeclaredSet is set while the current call's (or node's) status is the
+// Error of an undeclared read, which its verdict must not replace.
+var undeclaredSet bool
 
 // The pod is the same for every call of a cycle, and an instance serves many
 // calls of a cycle, so pod reads are cached until the cycle id changes.
@@ -382,6 +387,7 @@ func nameKey(name string) uint64 {
 func currentCycle() int64 { return curCycle }
 
 func begin(cycle int64) {
+	undeclaredSet = false
 	if cycle == curCycle {
 		return
 	}

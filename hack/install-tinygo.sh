@@ -13,7 +13,21 @@ ROOT_DIR="$(cd "$(dirname "$0")/.." && pwd)"
 DEST="${TINYGO_DIR:-$ROOT_DIR/.cache/tinygo/$VERSION}"
 WRAPPER="$DEST/bin/tinygo"
 
+# TinyGo v0.41's wasm targets name two features LLVM 20 added
+# (+bulk-memory-opt, +call-indirect-overlong); LLVM 19 ignores them, saying
+# so twice on every build ("is not a recognized feature for this target").
+# Dropping them from the targets this TinyGo is built for changes no output.
+llvm19_targets() {
+  local f
+  for f in "$DEST"/root/targets/wasi*.json "$DEST"/root/targets/wasm*.json; do
+    [ -f "$f" ] || continue
+    grep -q -e '+bulk-memory-opt' -e '+call-indirect-overlong' "$f" || continue
+    sed -i -e 's/,+bulk-memory-opt//; s/,+call-indirect-overlong//' "$f"
+  done
+}
+
 if [ -x "$WRAPPER" ] && "$WRAPPER" version >/dev/null 2>&1; then
+  llvm19_targets
   echo "$WRAPPER"
   exit 0
 fi
@@ -32,6 +46,7 @@ mkdir -p "$DEST"
 cp -r "$SRC" "$DEST/root"
 chmod -R u+w "$DEST/root"
 mkdir -p "$DEST/root/src/net"
+llvm19_targets
 
 (cd "$DEST/root" && CGO_ENABLED=1 go build -buildvcs=false -tags llvm19 -o build/tinygo .)
 

@@ -185,9 +185,13 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		mc = mc.WithWalltime(func() (int64, int32) { return sec, nsec }, sys.ClockResolution(1))
 	}
 
+	scopes, err := fields.ParseScopes(spec.Reads)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", spec.Name, err)
+	}
 	reads := map[fields.Scope]bool{}
-	for _, r := range spec.Reads {
-		reads[fields.Scope(r)] = true
+	for _, r := range scopes {
+		reads[r] = true
 	}
 	var timeouts [NumCallKinds]time.Duration
 	for k := range timeouts {
@@ -448,7 +452,7 @@ func (p *Policy) permits(scope fields.Scope, fn string, num int32) bool {
 			read = fmt.Sprintf("%s(%d)", fn, num)
 		}
 		klog.InfoS("Policy read data its args do not declare; the read returned NotDeclared (-4)",
-			"policy", p.name, "read", read, "fix", fmt.Sprintf("add %s to policies[].reads of policy %q", scope, p.name))
+			"policy", p.name, "read", read, "fix", fields.Undeclared(fn, num))
 	}
 	return false
 }

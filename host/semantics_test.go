@@ -271,7 +271,7 @@ func TestUndeclaredReadsAreRefused(t *testing.T) {
 		t.Errorf("node_list(NodePods) declared, twice = %d, want 8", got)
 	}
 	out := logs.String()
-	for _, want := range []string{`read="pod_object(0)" fix="add WholeObjects to policies[].reads of policy \"nosy\""`, `read="node_list(9)" fix="add NodePods to policies[].reads of policy \"nosy\""`} {
+	for _, want := range []string{`policy="nosy" read="pod_object(0)" fix="declare WholeObjects in policies[].reads to use Pod.Object"`, `policy="nosy" read="node_list(9)" fix="declare NodePods in policies[].reads to use Node.Pods"`} {
 		if strings.Count(out, want) != 1 {
 			t.Errorf("want one log line with %s, log:\n%s", want, out)
 		}

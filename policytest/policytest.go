@@ -138,6 +138,21 @@ func Timeout(d time.Duration) Option { return func(p *config.Policy) { p.Timeout
 // MemoryLimit sets the instance memory limit (default 64 MiB).
 func MemoryLimit(bytes int64) Option { return func(p *config.Policy) { p.MemoryLimit = bytes } }
 
+// Reads declares what the policy may read beyond the pod and the node, as
+// policies[].reads does: NodePods, WholeObjects, Cluster, Namespaces. Load
+// refuses an unknown name, listing the valid ones. Without the declaration
+// a read fails closed: the node's Verdict is the policy error "declare
+// NodePods in policies[].reads to use Node.Pods" (see Verdict.Code).
+func Reads(names ...string) Option {
+	return func(p *config.Policy) { p.Reads = append([]string(nil), names...) }
+}
+
+// FailurePolicy sets what a policy error makes of a node: Fail (the
+// default) rejects it, Ignore admits it (see Verdict.Code).
+func FailurePolicy(f config.FailurePolicy) Option {
+	return func(p *config.Policy) { p.FailurePolicy = f }
+}
+
 // Policy is a module loaded into the real WasmPolicy plugin.
 type Policy struct {
 	t      testing.TB
@@ -178,8 +193,11 @@ func Load(t testing.TB, path string, opts ...Option) *Policy {
 
 // Verdict is the policy's decision on one node.
 type Verdict struct {
-	// Code is Pass, Skip, Unschedulable or UnschedulableAndUnresolvable
-	// (or Error when the call failed).
+	// Code is Pass, Skip, Unschedulable or UnschedulableAndUnresolvable.
+	// A policy error (an sdk.Error status, a read its Reads do not
+	// declare, a trap, a timeout) arrives as the policy's FailurePolicy
+	// makes it: with Fail, the default, UnschedulableAndUnresolvable with
+	// the Reason "policy error: " and the error; with Ignore, Pass.
 	Code   string
 	Reason string
 	// Score is the normalized score (0..100) for a node the policy admits,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,9 +21,11 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/native"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 )
@@ -32,6 +35,8 @@ type benchOptions struct {
 	iterations int
 	pod        string
 	config     string
+	reads      string
+	native     string
 	snapshot   bool
 }
 
@@ -44,6 +49,11 @@ type BenchResult struct {
 	P90     time.Duration `json:"p90"`
 	P99     time.Duration `json:"p99"`
 	Max     time.Duration `json:"max"`
+	// Errors counts the calls whose verdict was an Error (an undeclared
+	// read, a policy error): their latency is the error path's.
+	Errors int `json:"errors,omitempty"`
+	// FirstError is the first such Error's reason.
+	FirstError string `json:"firstError,omitempty"`
 }
 
 // BenchReport is the result of wasmsched bench.
@@ -51,8 +61,40 @@ type BenchReport struct {
 	Policy  string        `json:"policy"`
 	Nodes   int           `json:"nodes"`
 	Exports string        `json:"exports"`
+	Reads   []string      `json:"reads,omitempty"`
 	Load    time.Duration `json:"load"`
 	Results []BenchResult `json:"results"`
+	// Native is the same cycle run by a native plugin that does what the
+	// policy does, or why there is none.
+	Native NativeReference `json:"native"`
+}
+
+// NativeReference is bench's native baseline: a framework plugin with the
+// policy's logic, run over the same nodes, pod and parallelism.
+type NativeReference struct {
+	// Plugin names the native plugin; empty when there is none.
+	Plugin string `json:"plugin,omitempty"`
+	// Cycle is its Filter and Score cycle; Ratio the policy's cycle mean
+	// over it.
+	Cycle *BenchResult `json:"cycle,omitempty"`
+	Ratio float64      `json:"ratio,omitempty"`
+	// None says why there is no reference.
+	None string `json:"none,omitempty"`
+}
+
+// nativeTwin is a native plugin that does what an example policy does with
+// one config (internal/native: the baseline of make bench).
+type nativeTwin struct {
+	plugin string
+	config []string // the configs it implements
+	filter func(*v1.Pod, fwk.NodeInfo) *fwk.Status
+	score  func(*v1.Pod, fwk.NodeInfo) int64
+}
+
+// nativeTwins are the example policies with a native twin, by name.
+var nativeTwins = map[string]nativeTwin{
+	"team-isolation": {plugin: native.TeamIsolationName, config: []string{"", "key=team"}, filter: native.FilterTeam},
+	"bin-packing":    {plugin: native.BinPackingName, config: []string{"", "cpu=1,memory=1"}, score: native.ScorePacking},
 }
 
 func newBenchCommand(g *globalOptions) *cobra.Command {
@@ -65,7 +107,15 @@ call (one node per call), and a full cycle (PreFilter, Filter over every
 node at parallelism 16 with 32-node batches, then PreScore, Score and
 NormalizeScore) as the plugin runs it. Nodes are synthetic (--nodes N,
 labelled team=a/b/none, with a few pods each) or, with --snapshot, the
-nodes of the cluster in --kubeconfig.`,
+nodes of the cluster in --kubeconfig.
+
+--reads declares the policy's reads as policies[].reads does, so a policy
+that reads the pods on a node or the cluster is measured on the path the
+scheduler runs, not on its NotDeclared error. Next to the policy's cycle it
+runs the cycle of a native plugin that does the same, where one exists
+(the example policies' twins in internal/native, picked by the module's
+file name or --native), and prints the ratio; otherwise it says that there
+is none.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd, g, args[0])
@@ -75,6 +125,8 @@ nodes of the cluster in --kubeconfig.`,
 	cmd.Flags().IntVar(&o.iterations, "iterations", 20, "passes over the nodes")
 	cmd.Flags().StringVar(&o.pod, "pod", "", "the pod to place (default: a 500m pod labelled team=a)")
 	cmd.Flags().StringVar(&o.config, "config", "", "the policy's config string")
+	cmd.Flags().StringVar(&o.reads, "reads", "", "the policy's declared reads, comma-separated (NodePods, WholeObjects, Cluster, Namespaces), as policies[].reads")
+	cmd.Flags().StringVar(&o.native, "native", "", "the example policy whose native twin to compare with (team-isolation, bin-packing; default: the module's file name; none: no comparison)")
 	cmd.Flags().BoolVar(&o.snapshot, "snapshot", false, "use the nodes of the cluster in --kubeconfig")
 	return cmd
 }
@@ -156,7 +208,9 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 		return err
 	}
 	defer engine.Close()
-	hp, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: o.config, Timeout: time.Second, MaxInstances: 1})
+	reads := splitList(o.reads)
+	report.Reads = reads
+	hp, err := engine.NewPolicy(ctx, host.PolicySpec{Name: name, Config: o.config, Timeout: time.Second, MaxInstances: 1, Reads: reads})
 	if err != nil {
 		return err
 	}
@@ -175,28 +229,44 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 			continue
 		}
 		var lat []time.Duration
+		var errs int
+		var firstErr string
 		for it := 0; it < o.iterations; it++ {
 			ps := host.NewPodState(pod)
+			if slices.Contains(reads, "Cluster") || slices.Contains(reads, "Namespaces") {
+				// The cluster the plugin's cycle sees: these nodes.
+				ps.Cluster = &host.ClusterView{Nodes: infos,
+					NamespaceLabels:       func(string) (map[string]string, bool) { return nil, false },
+					DefaultSpreadSelector: func(*v1.Pod) []metav1.LabelSelectorRequirement { return nil }}
+			}
 			var pc host.PolicyCycle
 			for _, ni := range infos {
 				t := time.Now()
-				if _, _, cerr := v.Call(ctx, kind, ps, ni, &pc, nil); cerr != nil {
+				_, res, cerr := v.Call(ctx, kind, ps, ni, &pc, nil)
+				if cerr != nil {
 					prog.done()
 					return fmt.Errorf("%s on %s: %v", kind, ni.Node().Name, cerr)
 				}
 				lat = append(lat, time.Since(t))
+				if res.Code == abi.CodeError {
+					if errs++; firstErr == "" {
+						firstErr = res.Reason
+					}
+				}
 				done++
 				if done%1000 == 0 {
 					prog.update(done, total)
 				}
 			}
 		}
-		report.Results = append(report.Results, summarize(kind.String()+" per call", lat))
+		r := summarize(kind.String()+" per call", lat)
+		r.Errors, r.FirstError = errs, firstErr
+		report.Results = append(report.Results, r)
 	}
 
 	// Whole cycles, through the plugin.
 	pc := configv1.DefaultPolicy(name, config.Source{File: abs})
-	pc.Config, pc.Timeout = o.config, time.Second
+	pc.Config, pc.Timeout, pc.Reads = o.config, time.Second, reads
 	args := &config.WasmPolicyArgs{MaxInstancesPerPolicy: 16, FilePollInterval: time.Hour, CompilationCacheDir: cacheDir(), Policies: []config.Policy{
 		pc,
 	}}
@@ -242,14 +312,67 @@ func (o *benchOptions) run(cmd *cobra.Command, g *globalOptions, file string) er
 		prog.update(min(done, total), total)
 	}
 	prog.done()
-	report.Results = append(report.Results, summarize(fmt.Sprintf("cycle (%d nodes, parallelism 16)", len(infos)), cycles))
+	cycle := summarize(fmt.Sprintf("cycle (%d nodes, parallelism 16)", len(infos)), cycles)
+	report.Results = append(report.Results, cycle)
+	report.Native = o.nativeReference(ctx, name, pod, infos, par, cycle)
 	return print(cmd.OutOrStdout(), g.output, report, func(tw *tabwriter.Writer) {
 		fmt.Fprintf(tw, "Policy %s (%s), %d nodes, load %s\n\n", report.Policy, report.Exports, report.Nodes, report.Load.Round(time.Millisecond))
 		row(tw, "MEASURE", "CALLS", "MEAN", "P50", "P90", "P99", "MAX")
 		for _, r := range report.Results {
 			row(tw, r.Measure, r.Calls, dur(r.Mean), dur(r.P50), dur(r.P90), dur(r.P99), dur(r.Max))
 		}
+		for _, r := range report.Results {
+			if r.Errors > 0 {
+				fmt.Fprintf(tw, "\n%s: %d of %d calls ended in an Error, so their latency is the error path's: %s\n", r.Measure, r.Errors, r.Calls, r.FirstError)
+			}
+		}
+		if n := report.Native; n.Cycle != nil {
+			r := n.Cycle
+			row(tw, r.Measure, r.Calls, dur(r.Mean), dur(r.P50), dur(r.P90), dur(r.P99), dur(r.Max))
+			fmt.Fprintf(tw, "\nThe policy's cycle costs %.1f× the native %s's (mean %s against %s; %s against %s per node).\n",
+				n.Ratio, n.Plugin, dur(cycle.Mean), dur(r.Mean), dur(cycle.Mean/time.Duration(len(infos))), dur(r.Mean/time.Duration(len(infos))))
+		} else {
+			fmt.Fprintf(tw, "\nNo native reference: %s\n", n.None)
+		}
 	})
+}
+
+// nativeReference runs the cycle of the policy's native twin, if it has
+// one, over the same nodes and pod with the same parallelizer.
+func (o *benchOptions) nativeReference(ctx context.Context, name string, pod *v1.Pod, infos []fwk.NodeInfo, par parallelize.Parallelizer, policyCycle BenchResult) NativeReference {
+	which := o.native
+	if which == "" {
+		which = name
+	}
+	if which == "none" {
+		return NativeReference{None: "--native none"}
+	}
+	twin, ok := nativeTwins[which]
+	if !ok {
+		return NativeReference{None: fmt.Sprintf("%s has no native twin here (internal/native has team-isolation and bin-packing, the example policies make bench compares); measure a policy of your own against its native version in a Go benchmark (docs/performance.md)", which)}
+	}
+	if !slices.Contains(twin.config, o.config) {
+		return NativeReference{None: fmt.Sprintf("the native %s implements %s with config %q; the policy runs with %q", twin.plugin, which, twin.config[len(twin.config)-1], o.config)}
+	}
+	var cycles []time.Duration
+	for it := 0; it < o.iterations; it++ {
+		t := time.Now()
+		feasible := make([]bool, len(infos))
+		par.Until(ctx, len(infos), func(i int) {
+			feasible[i] = twin.filter == nil || twin.filter(pod, infos[i]).IsSuccess()
+		}, "bench")
+		if twin.score != nil {
+			scores := make([]int64, len(infos))
+			par.Until(ctx, len(infos), func(i int) {
+				if feasible[i] {
+					scores[i] = twin.score(pod, infos[i])
+				}
+			}, "bench")
+		}
+		cycles = append(cycles, time.Since(t))
+	}
+	r := summarize(fmt.Sprintf("native %s cycle", twin.plugin), cycles)
+	return NativeReference{Plugin: twin.plugin, Cycle: &r, Ratio: float64(policyCycle.Mean) / float64(max(r.Mean, 1))}
 }
 
 func summarize(name string, lat []time.Duration) BenchResult {

@@ -44,7 +44,7 @@ func newTestCommand(g *globalOptions) *cobra.Command {
 		Use: `test --cases CASES.json MODULE.wasm
   wasmsched test --policy POLICY.wasm[:WEIGHT] --pod POD.yaml (--nodes NODES.yaml | --kubeconfig FILE)`,
 		Short: "Run a policy's case table against its module, or run policies on a pod against nodes through the scheduler's own plugin code",
-		Long: `With --cases, runs a case table (the testdata.json format, docs/sdk.md) against
+		Long: `With --cases, runs a case table (the testdata.json format, docs/abi.md §8) against
 one compiled module through the scheduler's host: every case's expected
 filter verdict, reason and score must hold. A module that exports
 filter_nodes or score_nodes is also run through them, with every case's pod
@@ -282,11 +282,26 @@ func caseTable(tw *tabwriter.Writer, r *casetable.Report) {
 			result = "FAIL: " + strings.Join(c.Problems, "; ")
 		}
 		if len(c.Nodes) > 0 {
-			// A case with several nodes: a row per node, the result on the first.
+			// A case with several nodes: a row per node with that node's
+			// result; what concerns no one node (an error, the scores as a
+			// whole) on the first.
+			var general []string
+			for _, p := range c.Problems {
+				// The scores as a whole are told node by node.
+				if !strings.HasPrefix(p, "scores: got ") && !slices.ContainsFunc(c.Nodes, func(n casetable.NodeOutcome) bool { return slices.Contains(n.Problems, p) }) {
+					general = append(general, p)
+				}
+			}
 			for i, n := range c.Nodes {
-				name, res := c.Name, result
+				name, problems := c.Name, n.Problems
 				if i > 0 {
-					name, res = "", ""
+					name = ""
+				} else {
+					problems = append(append([]string(nil), general...), problems...)
+				}
+				res := "ok"
+				if len(problems) > 0 {
+					res = "FAIL: " + strings.Join(problems, "; ")
 				}
 				line(name, n.Node, n.Filter, n.Status, optInt(n.Score), "", "", res)
 			}

@@ -15,6 +15,16 @@ const (
 	NodeName int32 = 0
 	// NodeKubeletVersion is status.nodeInfo.kubeletVersion.
 	NodeKubeletVersion int32 = 1
+	// NodeKernelVersion is status.nodeInfo.kernelVersion.
+	NodeKernelVersion int32 = 2
+	// NodeOSImage is status.nodeInfo.osImage.
+	NodeOSImage int32 = 3
+	// NodeOperatingSystem is status.nodeInfo.operatingSystem.
+	NodeOperatingSystem int32 = 4
+	// NodeArchitecture is status.nodeInfo.architecture.
+	NodeArchitecture int32 = 5
+	// NodeContainerRuntimeVersion is status.nodeInfo.containerRuntimeVersion.
+	NodeContainerRuntimeVersion int32 = 6
 )
 
 // Kinds for node_list.
@@ -76,9 +86,13 @@ const (
 type Node struct {
 	Name string
 	// KubeletVersion is status.nodeInfo.kubeletVersion ("v1.37.2").
-	KubeletVersion      string
-	Labels, Annotations map[string]string
-	Taints              []Taint
+	KubeletVersion string
+	// KernelVersion, OSImage, OperatingSystem, Architecture and
+	// ContainerRuntimeVersion are the rest of status.nodeInfo that a
+	// policy may key on, as the kubelet reports them.
+	KernelVersion, OSImage, OperatingSystem, Architecture, ContainerRuntimeVersion string
+	Labels, Annotations                                                            map[string]string
+	Taints                                                                         []Taint
 	// Allocatable and Capacity are status.allocatable and status.capacity.
 	Allocatable, Capacity map[string]int64
 	// Requested are the requests of one pod on the node named <node>-load
@@ -191,6 +205,16 @@ func NodeString(n *Node, field int32) (string, bool) {
 		return n.Name, true
 	case NodeKubeletVersion:
 		return n.KubeletVersion, true
+	case NodeKernelVersion:
+		return n.KernelVersion, true
+	case NodeOSImage:
+		return n.OSImage, true
+	case NodeOperatingSystem:
+		return n.OperatingSystem, true
+	case NodeArchitecture:
+		return n.Architecture, true
+	case NodeContainerRuntimeVersion:
+		return n.ContainerRuntimeVersion, true
 	}
 	return "", false
 }

@@ -203,6 +203,19 @@ func (g gen) otherStrings(obj any) {
 func (g gen) node(name string) *model.Node {
 	n := &model.Node{Name: name, Labels: g.labels(), Annotations: g.labels(), Allocatable: g.quantities(), Capacity: g.quantities(),
 		Unschedulable: g.maybe(), Requested: g.quantities(), PodCount: g.r.IntN(4)}
+	// status.nodeInfo, each set or not.
+	for _, f := range []struct {
+		to   *string
+		from []string
+	}{
+		{&n.KubeletVersion, []string{"v1.37.2", "v1.30.0-eks-1"}}, {&n.KernelVersion, []string{"6.8.0-1019-aws", "5.15.0"}},
+		{&n.OSImage, []string{"Ubuntu 24.04.1 LTS", "Bottlerocket OS 1.20.0"}}, {&n.OperatingSystem, []string{"linux", "windows"}},
+		{&n.Architecture, []string{"amd64", "arm64"}}, {&n.ContainerRuntimeVersion, []string{"containerd://1.7.22", "cri-o://1.30.0"}},
+	} {
+		if g.maybe() {
+			*f.to = g.pick(f.from)
+		}
+	}
 	for range g.r.IntN(3) {
 		n.Taints = append(n.Taints, model.Taint{Key: g.pick(genKeys), Value: g.pick(genValues), Effect: g.pick(genEffects[:3])})
 	}

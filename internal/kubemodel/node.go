@@ -140,7 +140,9 @@ func FillNode(m *model.Node, ni fwk.NodeInfo, part NodePart) {
 	switch part {
 	case NodeScalars:
 		m.Name, m.Unschedulable = node.Name, node.Spec.Unschedulable
-		m.KubeletVersion = node.Status.NodeInfo.KubeletVersion
+		info := &node.Status.NodeInfo
+		m.KubeletVersion, m.KernelVersion, m.OSImage = info.KubeletVersion, info.KernelVersion, info.OSImage
+		m.OperatingSystem, m.Architecture, m.ContainerRuntimeVersion = info.OperatingSystem, info.Architecture, info.ContainerRuntimeVersion
 		m.Derived.PodCount = len(ni.GetPods())
 	case NodeLabels:
 		m.Labels = NodeLabelsOf(ni)
@@ -271,8 +273,18 @@ func ToNode(d *model.Node) (*v1.Node, []*v1.Pod, error) {
 	if d.Unschedulable {
 		node.Spec.Unschedulable = true
 	}
-	if d.KubeletVersion != "" {
-		node.Status.NodeInfo.KubeletVersion = d.KubeletVersion
+	// status.nodeInfo: what the case sets, over what its Object set.
+	info := &node.Status.NodeInfo
+	for _, f := range []struct {
+		to   *string
+		from string
+	}{
+		{&info.KubeletVersion, d.KubeletVersion}, {&info.KernelVersion, d.KernelVersion}, {&info.OSImage, d.OSImage},
+		{&info.OperatingSystem, d.OperatingSystem}, {&info.Architecture, d.Architecture}, {&info.ContainerRuntimeVersion, d.ContainerRuntimeVersion},
+	} {
+		if f.from != "" {
+			*f.to = f.from
+		}
 	}
 	if d.Allocatable != nil {
 		node.Status.Allocatable = resourceList(d.Allocatable)

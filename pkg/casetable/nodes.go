@@ -71,11 +71,14 @@ func runNodes(ctx context.Context, v *host.Version, f *casetest.File, c casetest
 		if filters.batch != nil && filters.batch[j] != filters.single[j] {
 			r.Disagreements = append(r.Disagreements, fmt.Sprintf("pod of case %q on node %s: filter_nodes gives %s, filter gives %s", c.Name, names[j], spell(filters.batch[j]), spell(filters.single[j])))
 		}
+		out := NodeOutcome{Node: names[j], Filter: spell(got), Status: status, FailurePolicyApplied: applied}
 		if want, ok := c.Filters[names[j]]; ok && (got.Code != want.Code || (want.Reason != "" && got.Reason != want.Reason)) {
-			problem("filter on %s: got %s, want %s", names[j], spell(got), spell(host.Result{Code: want.Code, Reason: want.Reason}))
+			msg := fmt.Sprintf("filter on %s: got %s, want %s", names[j], spell(got), spell(host.Result{Code: want.Code, Reason: want.Reason}))
+			problem("%s", msg)
+			out.Problems = append(out.Problems, msg)
 		}
 		outcome[names[j]] = len(res.Nodes)
-		res.Nodes = append(res.Nodes, NodeOutcome{Node: names[j], Filter: spell(got), Status: status, FailurePolicyApplied: applied})
+		res.Nodes = append(res.Nodes, out)
 		if got.Code == abi.CodeSuccess {
 			feasible = append(feasible, ni)
 		}
@@ -97,6 +100,18 @@ func runNodes(ctx context.Context, v *host.Version, f *casetest.File, c casetest
 	}
 	if fmt.Sprint(got) != fmt.Sprint(c.Scores) {
 		problem("scores: got %v, want %v", got, c.Scores)
+		for _, n := range names {
+			g, scored := got[n]
+			w, wanted := c.Scores[n]
+			switch {
+			case scored && wanted && g != w:
+				res.Nodes[outcome[n]].Problems = append(res.Nodes[outcome[n]].Problems, fmt.Sprintf("score %d, want %d", g, w))
+			case scored && !wanted:
+				res.Nodes[outcome[n]].Problems = append(res.Nodes[outcome[n]].Problems, fmt.Sprintf("scored %d, want no score (the case expects it filtered out)", g))
+			case !scored && wanted:
+				res.Nodes[outcome[n]].Problems = append(res.Nodes[outcome[n]].Problems, fmt.Sprintf("no score, want %d", w))
+			}
+		}
 	}
 	return res
 }

@@ -82,6 +82,9 @@ type NodeOutcome struct {
 	Status               string `json:"status"`
 	FailurePolicyApplied bool   `json:"failurePolicyApplied,omitempty"`
 	Score                *int64 `json:"score,omitempty"`
+	// Problems are the case's expectations this node's verdict or score
+	// missed (also among the case's Problems).
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Passed reports whether the case's expectations held.

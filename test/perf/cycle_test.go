@@ -20,11 +20,11 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/native"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
-	"github.com/wasmsched/wasmsched/test/perf/native"
 )
 
 // cycleFramework builds a scheduler framework whose Filter and Score plugins

@@ -20,11 +20,11 @@ import (
 
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/native"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
-	"github.com/wasmsched/wasmsched/test/perf/native"
 )
 
 // manyCounts are the policy counts of the many-policies table.

@@ -24,8 +24,8 @@ import (
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/native"
 	"github.com/wasmsched/wasmsched/internal/testguests"
-	"github.com/wasmsched/wasmsched/test/perf/native"
 )
 
 func TestMain(m *testing.M) {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/native"
 	"github.com/wasmsched/wasmsched/internal/testguests"
-	"github.com/wasmsched/wasmsched/test/perf/native"
 )
 
 // Cluster shapes for the per-node rows (docs/performance.md, "Cluster

@@ -6,6 +6,7 @@
 package policies
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -102,6 +103,76 @@ func TestGPUFitWithPolicytest(t *testing.T) {
 			}
 			if v := p.Filter(pt.Pod("web").Obj(), gpu); v.Passed() {
 				t.Fatalf("a pod without GPUs was admitted to a GPU node: %+v", v)
+			}
+		})
+	}
+}
+
+// team-pod-cap reads the pods on a node: with pt.Reads("NodePods") it caps
+// the team, without it every node of a labelled pod is the policy error
+// naming the declaration (the default failurePolicy Fail rejects it, Ignore
+// admits it).
+func TestTeamPodCapReadsWithPolicytest(t *testing.T) {
+	for _, tc := range pt.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			module := pt.Build(t, tc, "../../plugins-wasm/team-pod-cap")
+			pod := pt.Pod("new").Label("team", "pay").Obj()
+			nodes := []*v1.Node{pt.Node("full").Obj(), pt.Node("room").Obj()}
+			running := []*v1.Pod{
+				pt.Pod("p1").Label("team", "pay").On("full").Obj(),
+				pt.Pod("p2").Label("team", "pay").On("full").Obj(),
+				pt.Pod("s1").Label("team", "search").On("room").Obj(),
+			}
+			got := pt.Load(t, module, pt.Config("key=team,max=2"), pt.Reads("NodePods")).Schedule(pod, nodes, running...)
+			if got["full"].Passed() || !got["room"].Passed() {
+				t.Fatalf("declared: verdicts %+v, want full rejected and room admitted", got)
+			}
+			const why = "policy error: declare NodePods in policies[].reads to use Node.Pods"
+			got = pt.Load(t, module, pt.Config("key=team,max=2")).Schedule(pod, nodes, running...)
+			for _, n := range []string{"full", "room"} {
+				if v := got[n]; v.Code != "UnschedulableAndUnresolvable" || v.Reason != why {
+					t.Errorf("undeclared: %s is %s %q, want UnschedulableAndUnresolvable %q", n, v.Code, v.Reason, why)
+				}
+			}
+			got = pt.Load(t, module, pt.Config("key=team,max=2"), pt.FailurePolicy("Ignore")).Schedule(pod, nodes, running...)
+			if !got["full"].Passed() || !got["room"].Passed() {
+				t.Errorf("undeclared with failurePolicy Ignore: verdicts %+v, want both admitted", got)
+			}
+		})
+	}
+}
+
+// A policy that rejects when Node.Object comes back empty, run without its
+// WholeObjects declaration: in single calls and in the table batches the
+// plugin sends once the guest has declared its columns (the second cycle),
+// every node's verdict is the read's policy error, never the policy's own
+// rejection reached without the data.
+func TestUndeclaredErrorOutlivesTheRejectionWithPolicytest(t *testing.T) {
+	for _, tc := range pt.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			module := pt.Build(t, tc, "../../plugins-wasm/testdata/object-floor")
+			var nodes []*v1.Node
+			for i := range 40 {
+				n := pt.Node(fmt.Sprintf("n%02d", i)).Obj()
+				n.Status.NodeInfo.KubeletVersion = []string{"v1.37.2", "v1.29.0"}[i%2]
+				nodes = append(nodes, n)
+			}
+			declared := pt.Load(t, module, pt.Reads("WholeObjects"))
+			undeclared := pt.Load(t, module)
+			const why = "policy error: declare WholeObjects in policies[].reads to use Node.Object"
+			for cycle := range 2 {
+				got := declared.Schedule(pt.Pod("p").Obj(), nodes)
+				for i, n := range nodes {
+					if got[n.Name].Passed() != (i%2 == 0) {
+						t.Fatalf("declared, cycle %d: %s (%s) %+v", cycle, n.Name, n.Status.NodeInfo.KubeletVersion, got[n.Name])
+					}
+				}
+				got = undeclared.Schedule(pt.Pod("p").Obj(), nodes)
+				for _, n := range nodes {
+					if v := got[n.Name]; v.Code != "UnschedulableAndUnresolvable" || v.Reason != why {
+						t.Fatalf("undeclared, cycle %d: %s is %s %q, want %q", cycle, n.Name, v.Code, v.Reason, why)
+					}
+				}
 			}
 		})
 	}

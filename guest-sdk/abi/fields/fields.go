@@ -104,6 +104,58 @@ const (
 // Scopes are the scopes a policy may declare, in docs order.
 var Scopes = []Scope{ScopeNodePods, ScopeWholeObjects, ScopeCluster, ScopeNamespaces}
 
+// ParseScopes checks declared read names (policies[].reads, the CLI's
+// --reads, a case table's "reads") and returns their scopes, refusing an
+// unknown or repeated name with the list of valid ones: every tool that
+// takes reads refuses the same names the same way.
+func ParseScopes(names []string) ([]Scope, error) {
+	out := make([]Scope, 0, len(names))
+	for i, n := range names {
+		known := false
+		for _, s := range Scopes {
+			known = known || string(s) == n
+		}
+		switch {
+		case !known:
+			return nil, fmt.Errorf("reads[%d]: unknown read %q: the reads are %s", i, n, scopeList())
+		case contains(out, Scope(n)):
+			return nil, fmt.Errorf("reads[%d]: %s declared twice", i, n)
+		}
+		out = append(out, Scope(n))
+	}
+	return out, nil
+}
+
+func contains(scopes []Scope, s Scope) bool {
+	for _, x := range scopes {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// scopeList is Scopes as a sentence's list.
+func scopeList() string {
+	names := make([]string, len(Scopes))
+	for i, s := range Scopes {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Undeclared is why a read its policy's args do not declare failed: the
+// declaration to add and the SDK accessor that needs it. The guest's Error
+// status, the scheduler's log and the CLI say the same words.
+func Undeclared(fn string, num int32) string {
+	for _, f := range Fields {
+		if f.Fn == fn && (f.Num == num || f.Num == NoNum) && f.Scope != ScopeNone {
+			return "declare " + string(f.Scope) + " in policies[].reads to use " + f.Accessor
+		}
+	}
+	return "declare the read " + fn + " in policies[].reads"
+}
+
 // ScopeOf is the scope a read of host function fn with number num needs.
 func ScopeOf(fn string, num int32) Scope {
 	for _, f := range Fields {
@@ -189,6 +241,16 @@ var Fields = []Field{
 	{ObjectNode, "metadata.name", abi.FnNodeString, model.NodeName, WireString, nil, CostScalar, "Node.Name", "", ScopeNone},
 	{ObjectNode, "status.nodeInfo.kubeletVersion", abi.FnNodeString, model.NodeKubeletVersion, WireString, nil, CostScalar, "Node.KubeletVersion",
 		`as the kubelet reports it, "v1.37.2"`, ScopeNone},
+	{ObjectNode, "status.nodeInfo.kernelVersion", abi.FnNodeString, model.NodeKernelVersion, WireString, nil, CostScalar, "Node.KernelVersion",
+		`the kernel's version (uname -r), "6.8.0-1019-aws"`, ScopeNone},
+	{ObjectNode, "status.nodeInfo.osImage", abi.FnNodeString, model.NodeOSImage, WireString, nil, CostScalar, "Node.OSImage",
+		`the OS image (/etc/os-release PRETTY_NAME), "Ubuntu 24.04.1 LTS"`, ScopeNone},
+	{ObjectNode, "status.nodeInfo.operatingSystem", abi.FnNodeString, model.NodeOperatingSystem, WireString, nil, CostScalar, "Node.OperatingSystem",
+		`the operating system (GOOS of the kubelet), "linux"`, ScopeNone},
+	{ObjectNode, "status.nodeInfo.architecture", abi.FnNodeString, model.NodeArchitecture, WireString, nil, CostScalar, "Node.Architecture",
+		`the architecture (GOARCH of the kubelet), "amd64"`, ScopeNone},
+	{ObjectNode, "status.nodeInfo.containerRuntimeVersion", abi.FnNodeString, model.NodeContainerRuntimeVersion, WireString, nil, CostScalar, "Node.ContainerRuntimeVersion",
+		`the container runtime and its version, "containerd://1.7.22"`, ScopeNone},
 	{ObjectNode, "metadata.labels[key]", abi.FnNodeLabel, NoNum, WireLookup, nil, CostPerCall, "Node.Label", "", ScopeNone},
 	{ObjectNode, "metadata.annotations[key]", abi.FnNodeAnnotation, NoNum, WireLookup, nil, CostPerCall, "Node.Annotation", "", ScopeNone},
 	{ObjectNode, "spec.taints[key]", abi.FnNodeTaint, NoNum, WireRecords, []string{"value", "effect"}, CostPerCall, "Node.Taint", "-1 if no taint has the key", ScopeNone},

@@ -47,7 +47,8 @@ func strs(m map[string]string) string { return sorted(m, func(v string) string {
 
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	var parts []string
-	parts = append(parts, "node="+pod.NodeName(), "kubelet="+node.KubeletVersion())
+	parts = append(parts, "node="+pod.NodeName(), "kubelet="+node.KubeletVersion(),
+		"sys="+node.KernelVersion()+"/"+node.OSImage()+"/"+node.OperatingSystem()+"/"+node.Architecture()+"/"+node.ContainerRuntimeVersion())
 	var cs []string
 	for _, c := range pod.Containers() {
 		s := c.Kind + "/" + c.Name + "/" + c.Image + "/" + c.RestartPolicy + ints(c.Requests)

@@ -27,13 +27,13 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 
+	"github.com/wasmsched/wasmsched/internal/native"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	_ "github.com/wasmsched/wasmsched/pkg/apis/config/scheme" // WasmPolicyArgs in the scheduler config
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
 	"github.com/wasmsched/wasmsched/pkg/extender"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
-	"github.com/wasmsched/wasmsched/test/perf/native"
 )
 
 func TestMain(m *testing.M) {
