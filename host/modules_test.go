@@ -92,7 +92,10 @@ func TestFixturesAreCompiled(t *testing.T) {
 func TestAdversarialModules(t *testing.T) {
 	e := newEngine(t)
 	run := func(t *testing.T, fixture string) (*Version, Result, *CallError) {
-		p := newPolicy(t, e, PolicySpec{MemoryLimitBytes: 16 << 20, MaxInstances: 1})
+		// A minute: filling the guest's stack under -race on a shared
+		// 2-core machine took more than the default 5 s (a CI run failed
+		// with a timeout); the test is about the trap, not the time.
+		p := newPolicy(t, e, PolicySpec{MemoryLimitBytes: 16 << 20, MaxInstances: 1, Timeout: time.Minute})
 		v := load(t, p, testguests.Fixture(t, fixture))
 		r, err := filter(v, nodeInfo("n", nil, false))
 		return v, r, err
