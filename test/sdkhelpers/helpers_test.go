@@ -26,17 +26,23 @@ var versions = []string{
 	"1.2.3-rc.1 ", "1.2.3-RC.1", "1.2.3-rc.01", "1.2.3-1", "1.2.3-1.2", "1.2.3-1.a", "1.2.3-a.1", "2.0.0", "1.10.0",
 }
 
-func TestParseVersionMatchesApimachinery(t *testing.T) {
-	r := rand.New(rand.NewPCG(2026, 11))
-	in := slices.Clone(versions)
-	const alphabet = "0123456789..-+vraeks \n"
+// withRandom is picked followed by 20,000 strings of up to maxLen bytes from
+// alphabet, the same for a seed.
+func withRandom(picked []string, seed uint64, alphabet string, maxLen int) []string {
+	r := rand.New(rand.NewPCG(seed, 2026))
+	in := slices.Clone(picked)
 	for range 20000 {
-		b := make([]byte, 1+r.IntN(12))
+		b := make([]byte, 1+r.IntN(maxLen))
 		for i := range b {
 			b[i] = alphabet[r.IntN(len(alphabet))]
 		}
 		in = append(in, string(b))
 	}
+	return in
+}
+
+func TestParseVersionMatchesApimachinery(t *testing.T) {
+	in := withRandom(versions, 2026, "0123456789..-+vraeks \n", 12)
 	var parsed []sdk.Version
 	var upstream []*version.Version
 	for _, s := range in {
@@ -112,16 +118,7 @@ func upper(s string) string {
 }
 
 func TestNormalizeImageMatchesTheKubelet(t *testing.T) {
-	r := rand.New(rand.NewPCG(11, 2026))
-	in := slices.Clone(images)
-	const alphabet = "abcxyzAB019.-_:/@[]"
-	for range 20000 {
-		b := make([]byte, 1+r.IntN(16))
-		for i := range b {
-			b[i] = alphabet[r.IntN(len(alphabet))]
-		}
-		in = append(in, string(b))
-	}
+	in := withRandom(images, 11, "abcxyzAB019.-_:/@[]", 16)
 	ok := 0
 	for _, s := range in {
 		got, gotOK := sdk.NormalizeImage(s)
