@@ -63,6 +63,20 @@ func PodRequests(containers []Container, podLevel, overhead, nonMissing map[stri
 	return model.SumRequests(containers, podLevel, overhead, nonMissing)
 }
 
+// ValidatePreferredSchedulingTerms reports whether the scheduler can parse
+// every preferred node affinity term it scores: nil, or an error naming
+// the first term and requirement it cannot, and why (a Gt value that is no
+// integer, a value that is no label value). The API server does not check
+// preferred terms, and upstream's NodeAffinity fails the pod's cycle with
+// an Error for one it cannot parse, where NodeSelectorTermMatches only
+// says the term matches no node: a policy that mirrors NodeAffinity
+// returns Error(err.Error()) from PreScore. Terms with weight 0 or no
+// requirements are skipped, as upstream skips them. NodeSelectorTerm's
+// Validate checks one term.
+func ValidatePreferredSchedulingTerms(terms []PreferredSchedulingTerm) error {
+	return model.ValidatePreferredSchedulingTerms(terms)
+}
+
 // MatchNodeSelectorTerms reports whether any of the terms matches (terms
 // are ORed), as requiredDuringSchedulingIgnoredDuringExecution evaluates
 // them. No terms match nothing.

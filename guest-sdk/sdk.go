@@ -243,6 +243,16 @@ func (Pod) Request(resource string) int64 { return podRequest(resource) }
 // Requests returns every resource the pod requests.
 func (Pod) Requests() map[string]int64 { return decodeInts(podList(model.PodRequests)) }
 
+// NonZeroRequests returns the pod's requests as NodeResourcesFit's Score
+// counts them: a container that requests no cpu or memory counts 100m or
+// 200Mi of it (DefaultNonZeroRequests), and pod-level resources
+// (PodResources) are not applied, as that score does not apply them. The
+// host sums the containers' quantities before it rounds cpu to
+// millicores, as kube-scheduler does, so a pod with sub-millicore requests
+// ("1500u") gets the scheduler's number, where summing Containers'
+// requests with PodRequests rounds each container first.
+func (Pod) NonZeroRequests() map[string]int64 { return decodeInts(podList(model.PodNonZeroRequests)) }
+
 // Priority returns the pod's priority (0 if unset).
 func (Pod) Priority() int64 { return podPriority() }
 

@@ -4,12 +4,14 @@ package sdk
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -253,5 +255,33 @@ func TestNativeReasonIsCutAsTheHostCutsIt(t *testing.T) {
 	}
 	if st.Code != CodeUnschedulable {
 		t.Fatalf("code %d", st.Code)
+	}
+}
+
+// A requirement's values reach a policy as the pod spells them, a comma or
+// backslash inside one included (term rows escape them), and a preferred
+// term upstream cannot parse is refused by ValidatePreferredSchedulingTerms.
+func TestTermValuesKeepCommas(t *testing.T) {
+	want := []string{"a,ssd", `x\y`, "", "plain"}
+	var got []PreferredSchedulingTerm
+	RegisterFilter(func(pod Pod, node Node) Status {
+		got = pod.NodeAffinityPreferred()
+		return Success()
+	})
+	defer RegisterFilter(nil)
+	pod := &PodData{Affinity: &model.Affinity{NodeAffinityPreferred: []PreferredSchedulingTerm{{Weight: 3, Preference: NodeSelectorTerm{
+		MatchExpressions: []NodeSelectorRequirement{{Key: "disk", Operator: "In", Values: want}}}}}}}
+	if st := RunFilter(pod, &NodeData{Name: "n"}); !st.IsSuccess() {
+		t.Fatalf("status = %+v", st)
+	}
+	if len(got) != 1 || !slices.Equal(got[0].Preference.MatchExpressions[0].Values, want) {
+		t.Fatalf("preferred terms read back as %+v, want values %q", got, want)
+	}
+	if got[0].Preference.Matches("n", map[string]string{"disk": "ssd"}) {
+		t.Fatal(`values ["a,ssd", ...] matched a node labelled disk=ssd`)
+	}
+	err := ValidatePreferredSchedulingTerms(got)
+	if err == nil || !strings.Contains(err.Error(), `"a,ssd" is not a valid label value`) {
+		t.Fatalf("ValidatePreferredSchedulingTerms = %v, want the comma-joined value named", err)
 	}
 }

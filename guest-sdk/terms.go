@@ -181,18 +181,40 @@ func growTo[T any](s []T, i int) []T {
 }
 
 // splitValues splits a requirement's values as term rows carry them: each
-// value followed by a comma ("" is no values, "," one empty value). Label
-// values and node names cannot contain a comma.
+// value followed by a comma ("" is no values, "," one empty value), a comma
+// or backslash inside a value escaped with a backslash (docs/abi.md
+// §4.2.1). Values without either, all valid label values, are substrings
+// of s, not copies.
 func splitValues(s string) []string {
 	var out []string
-	start := 0
+	start, escaped := 0, false
 	for i := 0; i < len(s); i++ {
-		if s[i] == ',' {
-			out = append(out, s[start:i])
-			start = i + 1
+		switch s[i] {
+		case '\\':
+			escaped = true
+			i++ // the escaped byte
+		case ',':
+			v := s[start:i]
+			if escaped {
+				v = unescapeValue(v)
+			}
+			out = append(out, v)
+			start, escaped = i+1, false
 		}
 	}
 	return out
+}
+
+// unescapeValue drops the backslash before each escaped byte.
+func unescapeValue(v string) string {
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\\' && i+1 < len(v) {
+			i++
+		}
+		b = append(b, v[i])
+	}
+	return string(b)
 }
 
 // itoaInt formats a non-negative int without strconv.

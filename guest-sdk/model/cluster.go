@@ -53,7 +53,10 @@ type Cluster struct {
 //   - LabelSelector nil matches no pod; an empty selector every pod.
 //   - Namespaces empty and NamespaceSelector nil: the pod's own namespace.
 //     A NamespaceSelector with no requirements selects every namespace;
-//     otherwise the namespaces listed and those the selector matches count.
+//     otherwise the namespaces listed and those the selector matches count,
+//     of the namespaces the scheduler knows (as InterPodAffinity resolves
+//     the incoming pod's terms): a pod in a namespace the cluster does not
+//     hold matches no selector with requirements, not even NotIn.
 //   - Terminating pods (deletionTimestamp set) are left out, as
 //     PodTopologySpread leaves them out, unless IncludeTerminating is set
 //     (InterPodAffinity counts them).
@@ -295,8 +298,7 @@ func CountPods(c *Cluster, pod *Pod, t *CountTerm) map[string]int64 {
 		if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
 			in = p.Namespace == podNS
 		} else {
-			// An unknown namespace has no labels.
-			in = contains(t.Namespaces, p.Namespace) || t.NamespaceSelector.Matches(c.Namespaces[p.Namespace])
+			in = contains(t.Namespaces, p.Namespace) || selectsNamespace(c, t.NamespaceSelector, p.Namespace)
 		}
 		return in && t.LabelSelector.Matches(p.Labels)
 	}
@@ -428,4 +430,18 @@ func termMatches(t *PodAffinityTerm, ownerNS string, p *Pod, nsLabels map[string
 		in = contains(t.Namespaces, p.Namespace) || t.NamespaceSelector.Matches(nsLabels)
 	}
 	return in && t.LabelSelector.Matches(p.Labels)
+}
+
+// selectsNamespace reports whether a count term's namespace selector
+// selects ns: an empty selector every namespace, known or not; one with
+// requirements only the namespaces c holds whose labels it matches.
+func selectsNamespace(c *Cluster, sel *LabelSelector, ns string) bool {
+	if sel == nil {
+		return false
+	}
+	if len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0 {
+		return true
+	}
+	l, known := c.Namespaces[ns]
+	return known && sel.Matches(l)
 }

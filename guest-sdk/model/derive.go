@@ -110,6 +110,7 @@ func DerivePod(p *Pod) (*Pod, error) {
 	d := *p
 	d.Derived.Containers = ContainersOf(p)
 	d.Derived.Requests = SumRequests(d.Derived.Containers, p.PodResources, p.Overhead, nil)
+	d.Derived.NonZeroRequests = SumRequests(d.Derived.Containers, nil, p.Overhead, DefaultNonZeroRequests)
 	return &d, nil
 }
 

@@ -80,9 +80,15 @@ const (
 	// one term: a TermStart row, then TermLabelSelector rows. No rows when
 	// nothing selects the pod (the default constraints do not apply).
 	PodDefaultSpreadSelector int32 = 21
+	// PodNonZeroRequests: the pod's requests as NodeResourcesFit's Score
+	// counts them: each container (app or init) that does not request cpu
+	// or memory counted at 100m / 200Mi, summed as PodRequests is (without
+	// pod-level resources, which that score skips) and only then rounded
+	// to the model's units; name, decimal value pairs.
+	PodNonZeroRequests int32 = 22
 
 	// NumPodLists sizes tables indexed by pod_list kind.
-	NumPodLists = PodDefaultSpreadSelector + 1
+	NumPodLists = PodNonZeroRequests + 1
 )
 
 // Pod is a pod as a policy reads it. In a scheduler the host converts the
@@ -142,6 +148,11 @@ type Pod struct {
 type PodDerived struct {
 	// Requests are the pod's effective requests (SumRequests).
 	Requests map[string]int64
+	// NonZeroRequests are Requests with a missing cpu or memory request
+	// of a container counted at DefaultNonZeroRequests, and without
+	// pod-level resources (SumRequests with those defaults and no
+	// podLevel).
+	NonZeroRequests map[string]int64
 	// Containers are the pod's containers in the ABI's order, init
 	// containers first; for a pod given only Requests, its container "c".
 	Containers []Container
@@ -275,6 +286,8 @@ func PodList(p *Pod, kind int32) ([]byte, bool) {
 		return r.bytes(), true
 	case PodRequests:
 		return EncodeInts(p.Derived.Requests), true
+	case PodNonZeroRequests:
+		return EncodeInts(p.Derived.NonZeroRequests), true
 	case PodContainers, PodContainerRequests, PodContainerPorts:
 		return encodeContainers(p.Derived.Containers, kind), true
 	case PodOwnerReferences:
@@ -435,7 +448,11 @@ func encodeTerms(p *Pod, kind int32) []byte {
 
 // joinValues is a requirement's values as a term row carries them: each
 // value followed by a comma, so that no values ("") and one empty value
-// (",") differ. Label values and node names cannot contain a comma.
+// (",") differ. A comma or backslash inside a value is escaped with a
+// backslash: valid label values and node names contain neither (so their
+// rows are as ABI v1 first spelled them), but the API server does not
+// validate a preferred node affinity term's values, and "gold,silver" must
+// reach a policy as the one value it is, which no node's label can equal.
 func joinValues(vs []string) string {
 	n := 0
 	for _, v := range vs {
@@ -443,7 +460,12 @@ func joinValues(vs []string) string {
 	}
 	b := make([]byte, 0, n)
 	for _, v := range vs {
-		b = append(b, v...)
+		for i := 0; i < len(v); i++ {
+			if v[i] == ',' || v[i] == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, v[i])
+		}
 		b = append(b, ',')
 	}
 	return string(b)

@@ -36,6 +36,9 @@ const (
 	PodTolerations
 	// PodRequests: Derived.Requests, as the scheduler computes them.
 	PodRequests
+	// PodNonZeroRequests: Derived.NonZeroRequests, as the scheduler's
+	// scoring computes them.
+	PodNonZeroRequests
 	// PodContainers: Derived.Containers.
 	PodContainers
 	PodOwners
@@ -66,6 +69,8 @@ func PodListPart(kind int32) PodPart {
 		return PodTolerations
 	case model.PodRequests:
 		return PodRequests
+	case model.PodNonZeroRequests:
+		return PodNonZeroRequests
 	case model.PodContainers, model.PodContainerRequests, model.PodContainerPorts:
 		return PodContainers
 	case model.PodOwnerReferences:
@@ -125,6 +130,19 @@ func FillPod(m *model.Pod, pod *v1.Pod, part PodPart, spread DefaultSpread) {
 		}
 	case PodRequests:
 		m.Derived.Requests = Quantities(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	case PodNonZeroRequests:
+		// NodeResourcesFit's Score (calculatePodResourceRequest): the
+		// quantities summed with the defaults for missing requests, then
+		// rounded once; pod-level resources skipped, as that scorer's
+		// copy of the PodLevelResources gate is never set (fit.go NewFit,
+		// v1.34.10 to v1.37.2).
+		m.Derived.NonZeroRequests = Quantities(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+			SkipPodLevelResources: true,
+			NonMissingContainerRequests: v1.ResourceList{
+				v1.ResourceCPU:    *resource.NewMilliQuantity(model.DefaultNonZeroRequests["cpu"], resource.DecimalSI),
+				v1.ResourceMemory: *resource.NewQuantity(model.DefaultNonZeroRequests["memory"], resource.DecimalSI),
+			},
+		}))
 	case PodContainers:
 		cs := make([]model.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 		for i := range pod.Spec.InitContainers {

@@ -20,8 +20,8 @@ import (
 // upstream refuses to parse.
 func TestSDKNodeSelectorMatchesUpstream(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 13))
-	keys := []string{"zone", "gpu", "size"}
-	values := []string{"a", "b", "3", "10", "-2", "x9", ""}
+	keys := []string{"zone", "gpu", "size", "not a key!"}
+	values := []string{"a", "b", "3", "10", "-2", "x9", "", "a,b"}
 	ops := []v1.NodeSelectorOperator{v1.NodeSelectorOpIn, v1.NodeSelectorOpNotIn, v1.NodeSelectorOpExists, v1.NodeSelectorOpDoesNotExist, v1.NodeSelectorOpGt, v1.NodeSelectorOpLt, "Bogus"}
 	req := func(field bool) v1.NodeSelectorRequirement {
 		rq := v1.NodeSelectorRequirement{Key: keys[r.IntN(len(keys))], Operator: ops[r.IntN(len(ops))]}
@@ -55,7 +55,7 @@ func TestSDKNodeSelectorMatchesUpstream(t *testing.T) {
 		}
 		return rq
 	}
-	matched, checked := 0, 0
+	matched, checked, refused := 0, 0, 0
 	for range 20000 {
 		var terms []v1.NodeSelectorTerm
 		for range r.IntN(3) + 1 {
@@ -83,8 +83,25 @@ func TestSDKNodeSelectorMatchesUpstream(t *testing.T) {
 		if want {
 			matched++
 		}
+		// The same terms as preferred ones (weight 0 skipped unchecked):
+		// the SDK refuses exactly what upstream's PreScore cannot parse.
+		var prefs []v1.PreferredSchedulingTerm
+		var sdkPrefs []model.PreferredSchedulingTerm
+		for i, term := range terms {
+			w := int32(r.IntN(4))
+			prefs = append(prefs, v1.PreferredSchedulingTerm{Weight: w, Preference: term})
+			sdkPrefs = append(sdkPrefs, model.PreferredSchedulingTerm{Weight: w, Preference: sdkNodeTerms(terms)[i]})
+		}
+		_, uerr := nodeaffinity.NewPreferredSchedulingTerms(prefs)
+		merr := model.ValidatePreferredSchedulingTerms(sdkPrefs)
+		if (uerr == nil) != (merr == nil) {
+			t.Fatalf("preferred terms %+v: SDK says %v, upstream %v", prefs, merr, uerr)
+		}
+		if uerr != nil {
+			refused++
+		}
 	}
-	t.Logf("%d term sets agree with upstream, %d of them matching", checked, matched)
+	t.Logf("%d term sets agree with upstream, %d of them matching; as preferred terms, %d refused by both", checked, matched, refused)
 }
 
 func sdkNodeTerms(terms []v1.NodeSelectorTerm) []model.NodeSelectorTerm {
@@ -187,4 +204,43 @@ func sdkContainer(kind string, c v1.Container) model.Container {
 		out.RestartPolicy = string(*c.RestartPolicy)
 	}
 	return out
+}
+
+// Quantities finer than the model's units (cpu: 1500u) are summed before
+// they are rounded, as the scheduler sums them: Pod.Requests and
+// Pod.NonZeroRequests carry the scheduler's numbers, where adding up each
+// container's rounded request (what SumRequests can do with the model's
+// integers) overshoots by a millicore per container.
+func TestSubMilliRequestsSumBeforeRounding(t *testing.T) {
+	c := func(name, cpu string) v1.Container {
+		ct := v1.Container{Name: name}
+		if cpu != "" {
+			ct.Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
+		}
+		return ct
+	}
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		Containers: []v1.Container{c("a", "1500u"), c("b", "1500u"), c("c", "")},
+		Overhead:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("50u")},
+	}}
+	var m model.Pod
+	FillPod(&m, pod, PodRequests, nil)
+	FillPod(&m, pod, PodNonZeroRequests, nil)
+	FillPod(&m, pod, PodContainers, nil)
+	FillPod(&m, pod, PodOverhead, nil)
+	// 1500u + 1500u + 50u = 3050u: 4m once rounded up; container "c"
+	// requests no cpu, so scoring counts 100m for it.
+	if got := m.Derived.Requests["cpu"]; got != 4 {
+		t.Errorf("Requests cpu = %d, want 4 (3050u rounded up once)", got)
+	}
+	if got := m.Derived.NonZeroRequests["cpu"]; got != 104 {
+		t.Errorf("NonZeroRequests cpu = %d, want 104 (3050u + 100m)", got)
+	}
+	if got := m.Derived.NonZeroRequests["memory"]; got != 3*model.DefaultNonZeroRequests["memory"] {
+		t.Errorf("NonZeroRequests memory = %d, want three containers' default", got)
+	}
+	// What rounding each part first would give: 2m + 2m + 1m.
+	if got := model.SumRequests(m.Derived.Containers, nil, m.Overhead, model.DefaultNonZeroRequests)["cpu"]; got != 105 {
+		t.Errorf("SumRequests of the rounded parts = %d, want 105 (the difference this read exists for)", got)
+	}
 }

@@ -136,7 +136,9 @@ func generatePod(r *rand.Rand, name string, nodes []fwk.NodeInfo) *v1.Pod {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: fmt.Sprint("image", i), VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: podImages[r.IntN(len(podImages))]}}})
 	}
 	if r.IntN(4) == 0 {
-		pod.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")}
+		// Sometimes below a millicore: upstream sums the quantities and
+		// rounds once.
+		pod.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse([]string{"100m", "50u"}[r.IntN(2)]), v1.ResourceMemory: resource.MustParse("64Mi")}
 	}
 	if r.IntN(8) == 0 {
 		pod.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3"), v1.ResourceMemory: resource.MustParse("6Gi")}}
@@ -171,8 +173,12 @@ func generatePod(r *rand.Rand, name string, nodes []fwk.NodeInfo) *v1.Pod {
 		}
 		if r.IntN(2) == 0 {
 			for range 1 + r.IntN(3) {
+				pref := nodeTerm(r, nodes)
+				if r.IntN(12) == 0 {
+					pref.MatchExpressions = append(pref.MatchExpressions, unparsableRequirement(r))
+				}
 				na.PreferredDuringSchedulingIgnoredDuringExecution = append(na.PreferredDuringSchedulingIgnoredDuringExecution,
-					v1.PreferredSchedulingTerm{Weight: int32(1 + r.IntN(100)), Preference: nodeTerm(r, nodes)})
+					v1.PreferredSchedulingTerm{Weight: int32(1 + r.IntN(100)), Preference: pref})
 			}
 		}
 		pod.Spec.Affinity = &v1.Affinity{NodeAffinity: na}
@@ -231,7 +237,7 @@ func podAffinityTerm(r *rand.Rand) v1.PodAffinityTerm {
 	default:
 		t.LabelSelector = randomLabelSelector(r)
 	}
-	switch r.IntN(6) {
+	switch r.IntN(7) {
 	case 1:
 		t.Namespaces = []string{"other"}
 	case 2:
@@ -241,15 +247,20 @@ func podAffinityTerm(r *rand.Rand) v1.PodAffinityTerm {
 	case 4:
 		t.Namespaces = []string{"default"}
 		t.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"b"}}}}
+	case 5: // selects "default" and, were the lister to hold it, "ghost"
+		t.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpDoesNotExist}}}
 	}
 	return t
 }
 
 // zones are the values of topology.kubernetes.io/zone; namespaces those
-// of the running pods (the scheduled pods' are spreadPod's).
+// of the running pods (the scheduled pods' are spreadPod's): "ghost" has
+// no Namespace object, so the scheduler's lister does not hold it, which
+// upstream's namespace selectors of the incoming pod's terms exclude and
+// the running pods' own terms see as a namespace without labels.
 var (
 	zones      = []string{"zone-a", "zone-b", "zone-c", ""} // "" last (generateNodes)
-	namespaces = []string{"default", "default", "other"}
+	namespaces = []string{"default", "default", "other", "ghost"}
 )
 
 // spreadConstraint is a valid topology spread constraint: on the hostname,
@@ -312,7 +323,7 @@ var nodeResources = map[v1.ResourceName][]string{
 // containerRequests are the values a container's request takes per
 // resource; "" leaves the resource out.
 var containerRequests = map[v1.ResourceName][]string{
-	v1.ResourceCPU:              {"", "0", "500m", "1", "2", "5"},
+	v1.ResourceCPU:              {"", "0", "500m", "1", "2", "5", "1500u", "250500u"},
 	v1.ResourceMemory:           {"", "0", "1Gi", "3Gi", "20Gi"},
 	v1.ResourceEphemeralStorage: {"", "", "1Gi", "20Gi"},
 	"example.com/gpu":           {"", "", "", "1", "3"},
@@ -385,4 +396,25 @@ func nodeTerm(r *rand.Rand, nodes []fwk.NodeInfo) v1.NodeSelectorTerm {
 		t.MatchFields = append(t.MatchFields, v1.NodeSelectorRequirement{Key: metav1.ObjectNameField, Operator: op, Values: []string{nodes[r.IntN(len(nodes))].Node().Name}})
 	}
 	return t
+}
+
+// unparsableRequirement is a node selector requirement that the API server
+// accepts in a preferred term (it validates only the required ones) and
+// that upstream cannot parse into a selector: a Gt or Lt value that is no
+// integer, a value that is no label value (a comma-joined list among
+// them, which must not read as two values), a key that is no label key.
+// Upstream's PreScore then fails the pod's cycle with an Error.
+func unparsableRequirement(r *rand.Rand) v1.NodeSelectorRequirement {
+	switch r.IntN(5) {
+	case 0:
+		return v1.NodeSelectorRequirement{Key: "size", Operator: v1.NodeSelectorOpGt, Values: []string{"abc"}}
+	case 1:
+		return v1.NodeSelectorRequirement{Key: "size", Operator: v1.NodeSelectorOpLt, Values: []string{"1", "3"}}
+	case 2:
+		return v1.NodeSelectorRequirement{Key: "zone", Operator: v1.NodeSelectorOpIn, Values: []string{"-5"}}
+	case 3:
+		return v1.NodeSelectorRequirement{Key: "disk", Operator: v1.NodeSelectorOpIn, Values: []string{"a,ssd"}}
+	default:
+		return v1.NodeSelectorRequirement{Key: "not a label!", Operator: v1.NodeSelectorOpExists}
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -158,6 +159,9 @@ type outcome struct {
 	codes  []fwk.Code
 	scores map[string]int64
 	scored bool
+	// failed is PreScore's or Score's code when one of them failed the
+	// cycle (upstream's NodeAffinity on a preferred term it cannot parse).
+	failed fwk.Code
 }
 
 // runCycle runs PreFilter, Filter on every node (nodes outside PreFilter's
@@ -190,11 +194,13 @@ func runCycle(t testing.TB, fw intree.Framework, pod *v1.Pod, infos []fwk.NodeIn
 		if st.IsSkip() {
 			return out
 		}
-		t.Fatalf("PreScore of %s: %v", pod.Name, st.AsError())
+		out.failed = st.Code()
+		return out
 	}
 	scores, st2 := fw.RunScorePlugins(ctx, state, pod, feasible)
 	if !st2.IsSuccess() {
-		t.Fatalf("Score of %s: %v", pod.Name, st2.AsError())
+		out.failed = st2.Code()
+		return out
 	}
 	out.scored = true
 	for _, s := range scores {
@@ -206,6 +212,8 @@ func runCycle(t testing.TB, fw intree.Framework, pod *v1.Pod, infos []fwk.NodeIn
 // stats counts what the differential test compared.
 type stats struct {
 	filterPairs, scorePairs, rejected, scoredPods, disagreements int
+	// failedCycles are pods whose PreScore or Score failed on both sides.
+	failedCycles int
 	// rankedPods are scored pods whose nodes did not all score the same
 	// (upstream's scores), the cases where a score decides anything.
 	rankedPods int
@@ -239,6 +247,7 @@ func (m *mix) nodes(infos []fwk.NodeInfo) {
 		for _, p := range ni.GetPods() {
 			m.add("running pods terminating", p.GetPod().DeletionTimestamp != nil)
 			m.add("running pods with pod (anti-)affinity", p.GetPod().Spec.Affinity != nil)
+			m.add("running pods in a namespace the lister lacks", p.GetPod().Namespace == "ghost")
 		}
 	}
 }
@@ -251,6 +260,19 @@ func (m *mix) pod(pod *v1.Pod) {
 	a := pod.Spec.Affinity
 	m.add("with required node affinity", a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil)
 	m.add("with preferred node affinity", a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0)
+	m.add("with an unparsable preferred node term", a != nil && a.NodeAffinity != nil && slices.ContainsFunc(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+		func(p v1.PreferredSchedulingTerm) bool {
+			_, err := nodeaffinity.NewPreferredSchedulingTerms([]v1.PreferredSchedulingTerm{p})
+			return err != nil
+		}))
+	subMilli := false
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		q := c.Resources.Requests[v1.ResourceCPU]
+		subMilli = subMilli || q.MilliValue()*1000 != q.ScaledValue(-6)
+	}
+	q := pod.Spec.Overhead[v1.ResourceCPU]
+	subMilli = subMilli || q.MilliValue()*1000 != q.ScaledValue(-6)
+	m.add("with sub-millicore cpu", subMilli)
 	m.add("with init containers", len(pod.Spec.InitContainers) > 0)
 	m.add("with sidecars", slices.ContainsFunc(pod.Spec.InitContainers, func(c v1.Container) bool { return c.RestartPolicy != nil }))
 	m.add("with overhead", pod.Spec.Overhead != nil)
@@ -298,6 +320,13 @@ func (s *stats) compare(t *testing.T, pod *v1.Pod, want, got outcome) {
 			}
 		}
 	}
+	if want.failed != got.failed {
+		s.disagreements++
+		t.Errorf("pod %s: port's PreScore/Score gives %v, upstream's %v\npod: %s", pod.Name, got.failed, want.failed, describe(pod))
+	} else if want.failed != fwk.Success {
+		s.failedCycles++ // both failed the cycle: one agreeing pair
+		s.scorePairs++
+	}
 	if want.scored {
 		s.scoredPods++
 		distinct := map[int64]bool{}
@@ -331,6 +360,9 @@ func (s *stats) summary(score bool) string {
 	if score {
 		n += s.scorePairs
 		scored = fmt.Sprintf(", %d scored pairs over %d scored pods (%d with nodes scored differently)", s.scorePairs, s.scoredPods, s.rankedPods)
+		if s.failedCycles > 0 {
+			scored += fmt.Sprintf(", %d cycles failed in PreScore or Score on both sides", s.failedCycles)
+		}
 	}
 	pct := 100.0
 	if n > 0 {

@@ -213,6 +213,8 @@ var Fields = []Field{
 		`tolerationSeconds is decimal, "" when unset`, ScopeNone},
 	{ObjectPod, "effective requests", abi.FnPodList, model.PodRequests, WireQuantities, nil, CostPerCycle, "Pod.Requests",
 		"as the scheduler computes them: the larger of the containers' sum and each init container (sidecars included), plus overhead", ScopeNone},
+	{ObjectPod, "effective requests, non-zero", abi.FnPodList, model.PodNonZeroRequests, WireQuantities, nil, CostPerCycle, "Pod.NonZeroRequests",
+		"as NodeResourcesFit's Score counts them: a container's missing cpu or memory request counted as 100m or 200Mi, pod-level resources not applied, summed before rounding", ScopeNone},
 	{ObjectPod, "spec.initContainers, spec.containers", abi.FnPodList, model.PodContainers, WireRecords, []string{"kind", "name", "image", "restartPolicy"}, CostPerCycle, "Pod.Containers",
 		`init containers first; kind is "init" or "app"; restartPolicy "Always" marks a sidecar`, ScopeNone},
 	{ObjectPod, "containers' resources.requests", abi.FnPodList, model.PodContainerRequests, WireRecords, []string{"container", "resource", "value"}, CostPerCycle, "Pod.Containers",

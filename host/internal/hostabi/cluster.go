@@ -304,19 +304,20 @@ func (c *ClusterView) countPodsKept(t *CountTerm, pod *v1.Pod, termKey string) [
 		tc.size(len(c.Nodes))
 	}
 	include := t.podIncludes(pod) // and hasNodeKeys, kept with the count
-	nsLabels := map[string]labels.Set{}
-	namespaceLabels := func(ns string) labels.Set {
-		l, seen := nsLabels[ns]
+	type nsEntry struct {
+		labels labels.Set
+		known  bool
+	}
+	nsLabels := map[string]nsEntry{}
+	namespaceLabels := func(ns string) (labels.Set, bool) {
+		e, seen := nsLabels[ns]
 		if !seen {
-			// A namespace the view does not know has no labels, as for
-			// upstream's namespace snapshot: {} and selectors that only
-			// exclude still match it.
 			if c.NamespaceLabels != nil {
-				l, _ = c.NamespaceLabels(ns)
+				e.labels, e.known = c.NamespaceLabels(ns)
 			}
-			nsLabels[ns] = l
+			nsLabels[ns] = e
 		}
-		return l
+		return e.labels, e.known
 	}
 	matchers := []func(*v1.Pod) bool{t.matcher(podNS, namespaceLabels)}
 	for i := range t.AlsoMatching {
@@ -438,18 +439,36 @@ func tolerates(t *v1.Toleration, taint *v1.Taint) bool {
 // matcher is the term's test of a pod: its namespace (the term's
 // namespaces, or podNS when it names none and has no namespace selector,
 // or a namespace whose labels the selector matches), then its labels.
-func (t *CountTerm) matcher(podNS string, namespaceLabels func(string) labels.Set) func(*v1.Pod) bool {
+//
+// A namespace selector is resolved as InterPodAffinity resolves the
+// incoming pod's terms (mergeAffinityTermNamespacesIfNotEmpty): a selector
+// with requirements stands for the namespaces the scheduler's lister holds
+// whose labels it matches, so a pod in a namespace the lister does not
+// hold never matches it, not even NotIn or DoesNotExist; an empty
+// selector ({}) is every namespace, known or not.
+func (t *CountTerm) matcher(podNS string, namespaceLabels func(string) (labels.Set, bool)) func(*v1.Pod) bool {
 	sel, _ := metav1.LabelSelectorAsSelector(t.LabelSelector)
 	var nsSel labels.Selector = labels.Nothing()
 	if t.NamespaceSelector != nil {
 		nsSel, _ = metav1.LabelSelectorAsSelector(t.NamespaceSelector)
 	}
+	everyNamespace := t.NamespaceSelector != nil && nsSel.Empty()
 	names := sets.New(t.Namespaces...)
 	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
 		names.Insert(podNS)
 	}
+	inSelected := func(ns string) bool {
+		if everyNamespace {
+			return true
+		}
+		if t.NamespaceSelector == nil {
+			return false
+		}
+		l, known := namespaceLabels(ns)
+		return known && nsSel.Matches(l)
+	}
 	return func(p *v1.Pod) bool {
-		if !names.Has(p.Namespace) && (t.NamespaceSelector == nil || !nsSel.Matches(namespaceLabels(p.Namespace))) {
+		if !names.Has(p.Namespace) && !inSelected(p.Namespace) {
 			return false
 		}
 		return sel.Matches(labels.Set(p.Labels))

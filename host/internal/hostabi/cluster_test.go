@@ -203,6 +203,21 @@ func upstreamCount(t *testing.T, c randomCluster, term CountTerm, pod *v1.Pod) m
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The incoming pod's terms, as InterPodAffinity's PreFilter resolves
+	// them (mergeAffinityTermNamespacesIfNotEmpty): a selector with
+	// requirements becomes the names of the namespaces the lister holds
+	// that it matches.
+	for i := range terms {
+		if terms[i].NamespaceSelector.Empty() {
+			continue
+		}
+		for name, l := range c.namespaces {
+			if terms[i].NamespaceSelector.Matches(labels.Set(l)) {
+				terms[i].Namespaces.Insert(name)
+			}
+		}
+		terms[i].NamespaceSelector = labels.Nothing()
+	}
 	matchesAll := func(p *v1.Pod, nsLabels labels.Set) bool {
 		for i := range terms {
 			if !terms[i].Matches(p, nsLabels) {
@@ -235,9 +250,10 @@ func upstreamCount(t *testing.T, c randomCluster, term CountTerm, pod *v1.Pod) m
 	return out
 }
 
-// count_pods counts what upstream's AffinityTerm matches, with the same
-// namespace rules (own namespace, a list, a selector, {} for all, an
-// unknown namespace without labels), on 300 random terms over random
+// count_pods counts what upstream's AffinityTerm matches for the incoming
+// pod's terms, with the same namespace rules (own namespace, a list, {} for
+// all, a selector resolved to the namespaces the lister holds, so a pod in
+// an unknown namespace matches no selector with requirements), on 300 random terms over random
 // clusters; the SDK's native CountPods and LabelSelector.Matches agree.
 func TestCountPodsMatchesUpstream(t *testing.T) {
 	r := rand.New(rand.NewPCG(20, 26))

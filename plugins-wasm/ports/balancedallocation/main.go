@@ -28,7 +28,10 @@ var requests sdk.PerCycle[map[string]int64]
 
 func podRequests(pod sdk.Pod) map[string]int64 {
 	return requests.Get(func() map[string]int64 {
-		return sdk.PodRequests(pod.Containers(), pod.PodResources(), pod.Overhead(), nil)
+		// Upstream's own sum (pod-level resources and overhead included),
+		// rounded once: the containers' requests added up here would each
+		// be rounded first.
+		return pod.Requests()
 	})
 }
 

@@ -11,7 +11,9 @@
 // that is present but empty matches every node, but still means Filter
 // runs.
 //
-// PreScore: Skip without preferred terms. Score: the sum of the weights of
+// PreScore: Skip without preferred terms; Error (the pod's cycle fails) when
+// a preferred term with a weight has a requirement upstream cannot parse
+// (the API server accepts those unchecked). Score: the sum of the weights of
 // the preferred terms the node matches (a term with weight 0 or no
 // requirements never counts). NormalizeScore: score × 100 / the highest
 // score, all unchanged when the highest is 0.
@@ -112,8 +114,14 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 }
 
 func preScore(pod sdk.Pod) sdk.Status {
-	if pod.NodeAffinityPreferred() == nil {
+	terms := preferred.Get(pod.NodeAffinityPreferred)
+	if terms == nil {
 		return sdk.Skip()
+	}
+	// The API server does not check preferred terms; upstream fails the
+	// cycle on one it cannot parse.
+	if err := sdk.ValidatePreferredSchedulingTerms(terms); err != nil {
+		return sdk.Error(err.Error())
 	}
 	return sdk.Success()
 }

@@ -105,7 +105,9 @@ func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 		strategy, parsed = sdk.ParseConfig(sdk.Config())["strategy"], true
 	}
 	podReq := scoreRequests.Get(func() [2]int64 {
-		r := sdk.PodRequests(pod.Containers(), nil, pod.Overhead(), sdk.DefaultNonZeroRequests)
+		// The host's sum, rounded once as upstream rounds it: adding up
+		// the containers' requests here would round each first.
+		r := pod.NonZeroRequests()
 		return [2]int64{r["cpu"], r["memory"]}
 	})
 	var total, weights int64
