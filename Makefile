@@ -26,7 +26,7 @@ GO_GUESTS     := $(foreach p,$(POLICIES),$(OUT)/guests/go/$(p).wasm)
 TINYGO_GUESTS := $(foreach p,$(POLICIES),$(OUT)/guests/tinygo/$(p).wasm)
 # Ports of kube-scheduler's default plugins (plugins-wasm/ports), checked
 # against upstream by test/ports.
-PORTS         := nodeunschedulable nodename tainttoleration nodeaffinity nodeports noderesourcesfit balancedallocation imagelocality podtopologyspread interpodaffinity
+PORTS         := volumezone nodeunschedulable nodename tainttoleration nodeaffinity nodeports noderesourcesfit balancedallocation imagelocality podtopologyspread interpodaffinity
 PORT_GUESTS   := $(foreach p,$(PORTS),$(OUT)/guests/go/$(p).wasm $(OUT)/guests/tinygo/$(p).wasm)
 # team-isolation written without the Go SDK: C without a libc, and hand-written WAT.
 OTHER_GUESTS  := $(OUT)/guests/c/team-isolation.wasm $(OUT)/guests/wat/team-isolation.wasm

@@ -271,6 +271,14 @@ func existingTerms(kind int32) []byte {
 	return model.EncodeTopologySums(model.ExistingTerms(cluster(), pod(), kind))
 }
 
+// volumeClaimsList computes volume_claims natively from the cluster's
+// claims, volumes and classes (none without SetCluster: every claim is
+// then not found).
+func volumeClaimsList(kind int32) []byte {
+	b, _ := model.EncodeVolumeClaims(model.VolumeClaims(nativeCluster, pod()), kind)
+	return b
+}
+
 func clusterNodes() int { return len(cluster().Nodes) }
 
 func clusterNode(i int, kind int32) []byte {

@@ -93,6 +93,9 @@ func hostNamespaceLabels(nptr, nlen, buf, capacity uint32) int32
 //go:wasmimport wasmsched existing_terms
 func hostExistingTerms(kind int32, buf, capacity uint32) int32
 
+//go:wasmimport wasmsched volume_claims
+func hostVolumeClaims(kind int32, buf, capacity uint32) int32
+
 //go:wasmimport wasmsched select_node
 func hostSelectNode(i int32) int32
 

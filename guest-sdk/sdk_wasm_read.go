@@ -376,6 +376,23 @@ func existingTerms(kind int32) []byte {
 	return scratch[:n]
 }
 
+// volumeClaimsList reads volume_claims of kind, copied (a caller decodes
+// several kinds in turn); nil on any error.
+func volumeClaimsList(kind int32) []byte {
+	n := hostVolumeClaims(kind, ptrOf(scratch), uint32(len(scratch)))
+	if n >= 0 && int(n) > len(scratch) {
+		scratch = make([]byte, int(n)+256)
+		n = hostVolumeClaims(kind, ptrOf(scratch), uint32(len(scratch)))
+	}
+	if n == abi.NotDeclared {
+		notDeclared(abi.FnVolumeClaims, kind)
+	}
+	if n < 0 || int(n) > len(scratch) {
+		return nil
+	}
+	return append([]byte(nil), scratch[:n]...)
+}
+
 func namespaceLabels(ns string) (map[string]string, bool) {
 	np, nl := strPtr(ns), uint32(len(ns))
 	n := hostNamespaceLabels(np, nl, ptrOf(scratch), uint32(len(scratch)))

@@ -46,6 +46,8 @@ func undeclaredReason(fn string, num int32) string {
 		accessor = "Cluster.ExistingTerms"
 	case abi.FnNamespaceLabels:
 		scope, accessor = "Namespaces", "Cluster.NamespaceLabels"
+	case abi.FnVolumeClaims:
+		scope, accessor = "Volumes", "Cluster.VolumeClaims"
 	default:
 		accessor = fn
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/host/internal/hostabi"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
 
 // The host side of the ABI is package hostabi; these are the parts of it
@@ -20,6 +21,9 @@ type (
 	PodState = hostabi.PodState
 	// ClusterView is what a cycle's policies see of the cluster.
 	ClusterView = hostabi.ClusterView
+	// VolumeLister is what volume_claims reads the pod's claims, their
+	// volumes and classes from (ClusterView.Volumes).
+	VolumeLister = kubemodel.VolumeLister
 	// CountTerm is a parsed count_pods term.
 	CountTerm = hostabi.CountTerm
 	// NodeCountCache keeps count_pods' per-node counts across cycles.

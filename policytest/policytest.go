@@ -139,7 +139,7 @@ func Timeout(d time.Duration) Option { return func(p *config.Policy) { p.Timeout
 func MemoryLimit(bytes int64) Option { return func(p *config.Policy) { p.MemoryLimit = bytes } }
 
 // Reads declares what the policy may read beyond the pod and the node, as
-// policies[].reads does: NodePods, WholeObjects, Cluster, Namespaces. Load
+// policies[].reads does: NodePods, WholeObjects, Cluster, Namespaces, Volumes. Load
 // refuses an unknown name, listing the valid ones. Without the declaration
 // a read fails closed: the node's Verdict is the policy error "declare
 // NodePods in policies[].reads to use Node.Pods" (see Verdict.Code).

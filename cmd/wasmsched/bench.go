@@ -125,7 +125,7 @@ is none.`,
 	cmd.Flags().IntVar(&o.iterations, "iterations", 20, "passes over the nodes")
 	cmd.Flags().StringVar(&o.pod, "pod", "", "the pod to place (default: a 500m pod labelled team=a)")
 	cmd.Flags().StringVar(&o.config, "config", "", "the policy's config string")
-	cmd.Flags().StringVar(&o.reads, "reads", "", "the policy's declared reads, comma-separated (NodePods, WholeObjects, Cluster, Namespaces), as policies[].reads")
+	cmd.Flags().StringVar(&o.reads, "reads", "", "the policy's declared reads, comma-separated (NodePods, WholeObjects, Cluster, Namespaces, Volumes), as policies[].reads")
 	cmd.Flags().StringVar(&o.native, "native", "", "the example policy whose native twin to compare with (team-isolation, bin-packing; default: the module's file name; none: no comparison)")
 	cmd.Flags().BoolVar(&o.snapshot, "snapshot", false, "use the nodes of the cluster in --kubeconfig")
 	return cmd

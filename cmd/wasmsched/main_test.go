@@ -169,7 +169,7 @@ func TestBench(t *testing.T) {
 	if r, out := capped(""); r.Results[0].Errors != r.Results[0].Calls || r.Results[0].FirstError != "declare NodePods in policies[].reads to use Node.Pods" {
 		t.Fatalf("team-pod-cap without NodePods: want every team node's call an Error naming the declaration:\n%s", out)
 	}
-	if out, err = run(t, "bench", testguests.Policy(t, testguests.TinyGo, "team-pod-cap"), "--nodes", "3", "--iterations", "1", "--reads", "Bogus"); err == nil || !strings.Contains(err.Error(), `unknown read "Bogus": the reads are NodePods, WholeObjects, Cluster, Namespaces`) {
+	if out, err = run(t, "bench", testguests.Policy(t, testguests.TinyGo, "team-pod-cap"), "--nodes", "3", "--iterations", "1", "--reads", "Bogus"); err == nil || !strings.Contains(err.Error(), `unknown read "Bogus": the reads are NodePods, WholeObjects, Cluster, Namespaces, Volumes`) {
 		t.Fatalf("--reads Bogus: %v\n%s", err, out)
 	}
 }
@@ -450,7 +450,7 @@ func TestUndeclaredErrorOutlivesTheRejection(t *testing.T) {
 // An unknown read is refused, naming the valid ones, whether it comes from
 // --reads or from a case table's "reads", before any case runs.
 func TestUnknownReadsRefused(t *testing.T) {
-	const want = `unknown read "%s": the reads are NodePods, WholeObjects, Cluster, Namespaces`
+	const want = `unknown read "%s": the reads are NodePods, WholeObjects, Cluster, Namespaces, Volumes`
 	cases := filepath.Join("..", "..", "plugins-wasm", "team-pod-cap", "testdata.json")
 	policy := testguests.Policy(t, testguests.TinyGo, "team-pod-cap")
 	if out, err := run(t, "test", "--cases", cases, "--reads", "NodePods,Bogus", policy); err == nil || !strings.Contains(err.Error(), fmt.Sprintf(want, "Bogus")) {

@@ -86,7 +86,7 @@ a List; pods with spec.nodeName are placed on their node) or, with
 	cmd.Flags().StringArrayVar(&o.policies, "policy", nil, "policy module, FILE or FILE:WEIGHT (repeatable)")
 	cmd.Flags().StringArrayVar(&o.configs, "config", nil, "config string for the policy at the same position (repeatable); with --cases, replaces the table's config")
 	cmd.Flags().StringArrayVar(&o.names, "name", nil, "name of the policy at the same position (repeatable; default: from its file name)")
-	cmd.Flags().StringArrayVar(&o.reads, "reads", nil, "declared reads of the policy at the same position, comma-separated (NodePods, WholeObjects, Cluster, Namespaces), as policies[].reads; with --cases, replaces the table's reads")
+	cmd.Flags().StringArrayVar(&o.reads, "reads", nil, "declared reads of the policy at the same position, comma-separated (NodePods, WholeObjects, Cluster, Namespaces, Volumes), as policies[].reads; with --cases, replaces the table's reads")
 	cmd.Flags().StringVar(&o.pod, "pod", "", "the pod to place (YAML or JSON)")
 	cmd.Flags().StringVar(&o.nodes, "nodes", "", "nodes, and pods running on them (YAML or JSON)")
 	cmd.Flags().BoolVar(&o.single, "single-calls", false, "give every node its own guest call instead of the scheduler's batches")

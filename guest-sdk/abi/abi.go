@@ -137,6 +137,10 @@ const (
 	// FnNamespaceLabels is `namespace_labels(name_ptr, name_len, buf, cap)
 	// -> i32`: a namespace's labels.
 	FnNamespaceLabels = "namespace_labels"
+	// FnVolumeClaims is `volume_claims(kind, buf, cap) -> i32`: the pod's
+	// persistentVolumeClaim volumes with their claims, bound volumes and
+	// storage classes (docs/abi.md §4.6.3).
+	FnVolumeClaims = "volume_claims"
 )
 
 // Formats for pod_object and node_object.

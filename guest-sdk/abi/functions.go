@@ -119,6 +119,8 @@ var HostFunctions = []HostFunction{
 		"the terms of one kind of the pods on the snapshot's nodes that the pod being scheduled matches, summed per topology pair, as a string list of (topologyKey, value, decimal sum) records sorted by key and value (§4.6.2); only pairs with a match are listed. Computed by the host once per cycle per kind; -2 for an unknown kind"},
 	{FnNamespaceLabels, SectionCluster, []Param{{"name_ptr", I32}, {"name_len", I32}, {"buf", I32}, {"cap", I32}}, i32Result,
 		"the labels of the namespace named at `name_ptr`, as (key, value) pairs; -1 if there is no such namespace"},
+	{FnVolumeClaims, SectionCluster, append([]Param{{"kind", I32}}, bufParams...), i32Result,
+		"the pod's persistentVolumeClaim volumes as the scheduler's listers hold them (§4.6.3): kind 0 the claims (with their phase, bound volume and storage class), 1 the bound volumes' labels, 2 their node affinity, 3 the classes' allowed topologies; computed by the host once per cycle per kind; -2 for an unknown kind"},
 
 	{FnRecheckOn, SectionGates, []Param{{"events", I32}, {"after_ms", I32}}, i32Result,
 		"in `preenqueue`, when the call gates the pod: check it again when one of `events` happens (a bit set, §3.3) or, with `after_ms` > 0, after that many milliseconds (clamped to 1000..3600000). Without a call the pod is checked again when its own labels or annotations change. 0; -2 for an unknown event bit; -3 outside `preenqueue`. The last call wins"},

@@ -57,8 +57,9 @@ type Case struct {
 	// prescore Skip scores every node 0.
 	Scores map[string]int64 `json:"scores,omitempty"`
 	// Cluster is what sdk.Cluster sees in the case: its nodes (with their
-	// pods) and namespaces. Without it the cluster is the case's node
-	// alone, with no namespaces.
+	// pods), namespaces, and the pod's claims with their volumes and
+	// classes. Without it, or without its nodes, the cluster's nodes are
+	// the case's own; without namespaces or claims, there are none.
 	Cluster *Cluster `json:"cluster,omitempty"`
 	// Now is the wall clock (RFC 3339) the case runs at: sdk.Now natively,
 	// the module's clock in the host. Unset, natively the real clock and
@@ -130,25 +131,35 @@ func (c *Case) Clock() (time.Time, error) {
 
 // Cluster is a case's cluster view (docs/abi.md §4.6).
 type Cluster struct {
-	Nodes      []sdk.NodeData               `json:"nodes"`
+	// Nodes are every node of the snapshot, with their pods; without
+	// them, the case's own nodes.
+	Nodes      []sdk.NodeData               `json:"nodes,omitempty"`
 	Namespaces map[string]map[string]string `json:"namespaces,omitempty"`
+	// Claims, PersistentVolumes and StorageClasses are the objects
+	// Cluster.VolumeClaims finds for the pod's claims (its ClaimNames, in
+	// its namespace); a claim, volume or class not listed does not exist.
+	Claims            []sdk.PersistentVolumeClaim `json:"claims,omitempty"`
+	PersistentVolumes []sdk.PersistentVolume      `json:"persistentVolumes,omitempty"`
+	StorageClasses    []sdk.StorageClass          `json:"storageClasses,omitempty"`
 }
 
 // ClusterData is the case's cluster for the native backend.
 func (c *Case) ClusterData() *sdk.ClusterData {
-	if c.Cluster == nil {
-		if len(c.Nodes) > 0 {
-			out := &sdk.ClusterData{}
-			for i := range c.Nodes {
-				out.Nodes = append(out.Nodes, &c.Nodes[i])
-			}
-			return out
+	out := &sdk.ClusterData{}
+	if c.Cluster != nil {
+		out = &sdk.ClusterData{Namespaces: c.Cluster.Namespaces, Claims: c.Cluster.Claims,
+			PersistentVolumes: c.Cluster.PersistentVolumes, StorageClasses: c.Cluster.StorageClasses}
+		for i := range c.Cluster.Nodes {
+			out.Nodes = append(out.Nodes, &c.Cluster.Nodes[i])
 		}
-		return &sdk.ClusterData{Nodes: []*sdk.NodeData{&c.Node}}
 	}
-	out := &sdk.ClusterData{Namespaces: c.Cluster.Namespaces}
-	for i := range c.Cluster.Nodes {
-		out.Nodes = append(out.Nodes, &c.Cluster.Nodes[i])
+	if len(out.Nodes) == 0 {
+		for i := range c.Nodes {
+			out.Nodes = append(out.Nodes, &c.Nodes[i])
+		}
+		if len(c.Nodes) == 0 {
+			out.Nodes = []*sdk.NodeData{&c.Node}
+		}
 	}
 	return out
 }

@@ -45,6 +45,11 @@ const (
 type Cluster struct {
 	Nodes      []*Node
 	Namespaces map[string]map[string]string
+	// Claims, PersistentVolumes and StorageClasses are what volume_claims
+	// reads for the pod's claims (VolumeClaims).
+	Claims            []PersistentVolumeClaim
+	PersistentVolumes []PersistentVolume
+	StorageClasses    []StorageClass
 }
 
 // CountTerm says which pods Cluster.CountPods counts. It is a

@@ -252,6 +252,37 @@ func (g gen) cluster() *model.Cluster {
 	for i := range 1 + g.r.IntN(4) {
 		c.Nodes = append(c.Nodes, g.node(fmt.Sprint("n", i)))
 	}
+	// The claims a pod's ClaimNames may name, each in one namespace,
+	// bound or not, to a volume and through a class that may be missing.
+	for _, name := range []string{"data", "logs"} {
+		if g.r.IntN(3) > 0 {
+			c.Claims = append(c.Claims, model.PersistentVolumeClaim{Namespace: g.pick(genNS), Name: name,
+				Phase: g.pick([]string{"Bound", "Pending", "Lost", ""}), VolumeName: g.pick([]string{"", "pv-1", "pv-2", "pv-gone"}),
+				StorageClassName: g.pick([]string{"", "fast", "slow", "gone"})})
+		}
+	}
+	for _, name := range []string{"pv-1", "pv-2"} {
+		if g.r.IntN(3) > 0 {
+			pv := model.PersistentVolume{Name: name, Labels: g.labels()}
+			for range g.r.IntN(3) {
+				pv.NodeAffinity = append(pv.NodeAffinity, g.nodeTerm())
+			}
+			c.PersistentVolumes = append(c.PersistentVolumes, pv)
+		}
+	}
+	for _, name := range []string{"fast", "slow"} {
+		if g.r.IntN(3) > 0 {
+			sc := model.StorageClass{Name: name, Provisioner: g.pick([]string{"csi.example.com", ""}), VolumeBindingMode: g.pick([]string{"", "Immediate", "WaitForFirstConsumer"})}
+			for range g.r.IntN(3) {
+				var t model.NodeSelectorTerm // a class's terms hold In requirements only
+				for range 1 + g.r.IntN(2) {
+					t.MatchExpressions = append(t.MatchExpressions, model.NodeSelectorRequirement{Key: g.pick(genKeys), Operator: "In", Values: g.strs(genValues)})
+				}
+				sc.AllowedTopologies = append(sc.AllowedTopologies, t)
+			}
+			c.StorageClasses = append(c.StorageClasses, sc)
+		}
+	}
 	return c
 }
 

@@ -71,7 +71,7 @@ func TestRoundTrip(t *testing.T) {
 		abi.FnNodeString: nodeString, abi.FnNodeLabel: nodeLookup, abi.FnNodeAnnotation: nodeLookup, abi.FnNodeTaint: nodeTaint,
 		abi.FnNodeList: nodeList, abi.FnNodeResource: nodeResource, abi.FnNodePodCount: nodeScalar, abi.FnNodeUnschedulable: nodeScalar,
 		abi.FnNodeObject: nil, abi.FnClusterNodes: clusterRead, abi.FnClusterNode: clusterRead, abi.FnCountPods: clusterRead,
-		abi.FnExistingTerms: clusterRead, abi.FnNamespaceLabels: clusterRead,
+		abi.FnExistingTerms: clusterRead, abi.FnNamespaceLabels: clusterRead, abi.FnVolumeClaims: clusterRead,
 	}
 	for _, f := range fields.Fields {
 		if _, ok := readers[f.Fn]; !ok {
@@ -107,7 +107,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func newWorld(p *model.Pod, c *model.Cluster, terms []model.CountTerm, build func([]*v1.Node, [][]*v1.Pod) []fwk.NodeInfo) (*world, error) {
-	w := &world{terms: terms, cluster: &model.Cluster{Namespaces: c.Namespaces}}
+	w := &world{terms: terms, cluster: &model.Cluster{Namespaces: c.Namespaces, Claims: c.Claims, PersistentVolumes: c.PersistentVolumes, StorageClasses: c.StorageClasses}}
 	var err error
 	if w.pod, err = model.DerivePod(p); err != nil {
 		return nil, err
@@ -134,7 +134,8 @@ func newWorld(p *model.Pod, c *model.Cluster, terms []model.CountTerm, build fun
 	w.ni = nis[0]
 	spread := kubemodel.DefaultSpreadOf(p)
 	w.view = &host.ClusterView{Nodes: nis, DefaultSpreadSelector: func(*v1.Pod) []metav1.LabelSelectorRequirement { return spread },
-		NamespaceLabels: func(ns string) (map[string]string, bool) { l, ok := c.Namespaces[ns]; return l, ok }}
+		NamespaceLabels: func(ns string) (map[string]string, bool) { l, ok := c.Namespaces[ns]; return l, ok },
+		Volumes:         kubemodel.ClusterVolumes(c)}
 	return w, nil
 }
 
@@ -321,6 +322,13 @@ func clusterRead(f fields.Field, w *world, native bool) []string {
 			return []string{string(model.EncodeTopologySums(model.ExistingTerms(c, w.pod, f.Num)))}
 		}
 		return []string{string(model.EncodeTopologySums(w.view.ExistingTerms(f.Num, w.v1pod)))}
+	case abi.FnVolumeClaims:
+		vcs := model.VolumeClaims(c, w.pod)
+		if !native {
+			vcs = kubemodel.VolumeClaims(w.v1pod, w.view.Volumes)
+		}
+		b, _ := model.EncodeVolumeClaims(vcs, f.Num)
+		return []string{string(b)}
 	case abi.FnNamespaceLabels:
 		for _, ns := range append(genNS, "unknown") {
 			var l map[string]string

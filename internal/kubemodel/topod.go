@@ -199,16 +199,7 @@ func resourceList(m map[string]int64) v1.ResourceList {
 // affinity converts a model affinity into spec.affinity.
 func affinity(a *model.Affinity) *v1.Affinity {
 	out := &v1.Affinity{}
-	nodeTerm := func(t model.NodeSelectorTerm) v1.NodeSelectorTerm {
-		var o v1.NodeSelectorTerm
-		for _, r := range t.MatchExpressions {
-			o.MatchExpressions = append(o.MatchExpressions, v1.NodeSelectorRequirement{Key: r.Key, Operator: v1.NodeSelectorOperator(r.Operator), Values: r.Values})
-		}
-		for _, r := range t.MatchFields {
-			o.MatchFields = append(o.MatchFields, v1.NodeSelectorRequirement{Key: r.Key, Operator: v1.NodeSelectorOperator(r.Operator), Values: r.Values})
-		}
-		return o
-	}
+	nodeTerm := nodeTermV1
 	if a.NodeAffinityRequired != nil || a.NodeAffinityPreferred != nil {
 		out.NodeAffinity = &v1.NodeAffinity{}
 		if a.NodeAffinityRequired != nil {
@@ -257,4 +248,16 @@ func labelSelector(s *model.LabelSelector) *metav1.LabelSelector {
 		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{Key: r.Key, Operator: metav1.LabelSelectorOperator(r.Operator), Values: r.Values})
 	}
 	return out
+}
+
+// nodeTermV1 is a model node selector term as the API spells it.
+func nodeTermV1(t model.NodeSelectorTerm) v1.NodeSelectorTerm {
+	var o v1.NodeSelectorTerm
+	for _, r := range t.MatchExpressions {
+		o.MatchExpressions = append(o.MatchExpressions, v1.NodeSelectorRequirement{Key: r.Key, Operator: v1.NodeSelectorOperator(r.Operator), Values: r.Values})
+	}
+	for _, r := range t.MatchFields {
+		o.MatchFields = append(o.MatchFields, v1.NodeSelectorRequirement{Key: r.Key, Operator: v1.NodeSelectorOperator(r.Operator), Values: r.Values})
+	}
+	return o
 }

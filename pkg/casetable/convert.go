@@ -34,13 +34,17 @@ func clusterView(c *casetest.Case, own fwk.NodeInfo) (*host.ClusterView, error) 
 	// The case's pod says what selects it, as natively.
 	spread := kubemodel.DefaultSpreadOf(&c.Pod)
 	defaultSpread := func(*v1.Pod) []metav1.LabelSelectorRequirement { return spread }
-	if c.Cluster == nil {
-		return &host.ClusterView{Nodes: []fwk.NodeInfo{own}, NamespaceLabels: func(string) (map[string]string, bool) { return nil, false }, DefaultSpreadSelector: defaultSpread}, nil
+	data := c.ClusterData()
+	if c.Cluster == nil || len(c.Cluster.Nodes) == 0 {
+		return &host.ClusterView{Nodes: []fwk.NodeInfo{own}, NamespaceLabels: func(name string) (map[string]string, bool) {
+			l, ok := data.Namespaces[name]
+			return l, ok
+		}, DefaultSpreadSelector: defaultSpread, Volumes: kubemodel.ClusterVolumes(data)}, nil
 	}
 	v := &host.ClusterView{NamespaceLabels: func(name string) (map[string]string, bool) {
 		l, ok := c.Cluster.Namespaces[name]
 		return l, ok
-	}, DefaultSpreadSelector: defaultSpread}
+	}, DefaultSpreadSelector: defaultSpread, Volumes: kubemodel.ClusterVolumes(data)}
 	for _, d := range c.Cluster.Nodes {
 		ni, err := NodeInfo(d)
 		if err != nil {

@@ -42,7 +42,7 @@ func runNodes(ctx context.Context, v *host.Version, f *casetest.File, c casetest
 		problem("%v", err)
 		return res
 	}
-	if c.Cluster == nil {
+	if c.Cluster == nil || len(c.Cluster.Nodes) == 0 {
 		view.Nodes = nodes
 	}
 	useView(pod, view, nodes)

@@ -83,9 +83,13 @@ type WasmPolicy struct {
 	// last is the cycle cycleFor found last.
 	last atomic.Pointer[lastCycle]
 
-	// clusterReads is set when some policy of the args declares the Cluster or
-	// Namespaces read: only then does a cycle get a cluster view.
+	// clusterReads is set when some policy of the args declares the
+	// Cluster, Namespaces or Volumes read: only then does a cycle get a
+	// cluster view.
 	clusterReads bool
+	// volumes are the listers volume_claims reads; nil outside a scheduler
+	// or when no policy may declare Volumes.
+	volumes host.VolumeLister
 	// nsLabels looks up namespace labels for scopes' namespace selectors
 	// (nil without namespaces).
 	nsLabels func(string) (map[string]string, bool)
@@ -133,8 +137,8 @@ type policy struct {
 	budget time.Duration
 	// scope is which pods the policy takes; nil: every pod.
 	scope *scope
-	// clusterReads: the policy declares the Cluster or Namespaces read, so
-	// its cycles need a cluster view.
+	// clusterReads: the policy declares the Cluster, Namespaces or Volumes
+	// read, so its cycles need a cluster view.
 	clusterReads bool
 	// lastFailure is the reason and message of the last failed load or
 	// source read (nil after a success), for policy objects' status.
@@ -173,7 +177,7 @@ func (w *WasmPolicy) newPolicy(cfg config.Policy, rt policyRuntime, bc breakerCo
 	p := &policy{cfg: cfg, runtime: rt, m: newPolicyMetrics(cfg.Name), budget: cfg.CycleBudget, serial: policySerial.Add(1)}
 	// Validation compiled the selectors once already.
 	p.scope, _ = compileScope(cfg.Scope)
-	p.clusterReads = slices.Contains(cfg.Reads, string(fields.ScopeCluster)) || slices.Contains(cfg.Reads, string(fields.ScopeNamespaces))
+	p.clusterReads = readsCluster(cfg.Reads)
 	if p.budget == 0 {
 		p.budget = configv1.DefaultCycleBudget(cfg.Timeout)
 	}
@@ -319,10 +323,11 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		w.static = append(w.static, p)
 	}
 	w.publish(nil)
-	nsSelectors := args.PolicyObjects.Enabled
+	nsSelectors, volumes := args.PolicyObjects.Enabled, args.PolicyObjects.Enabled
 	for _, pc := range args.Policies {
-		w.clusterReads = w.clusterReads || slices.Contains(pc.Reads, string(fields.ScopeCluster)) || slices.Contains(pc.Reads, string(fields.ScopeNamespaces))
+		w.clusterReads = w.clusterReads || readsCluster(pc.Reads)
 		nsSelectors = nsSelectors || pc.Scope.NamespaceSelector != nil
+		volumes = volumes || slices.Contains(pc.Reads, string(fields.ScopeVolumes))
 	}
 	if h != nil {
 		if f := h.SharedInformerFactory(); f != nil {
@@ -333,6 +338,15 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			// asked for whenever they are enabled.
 			if w.clusterReads || nsSelectors {
 				w.namespaces = f.Core().V1().Namespaces().Lister()
+			}
+			// The informers kube-scheduler's VolumeBinding and VolumeZone
+			// already run in the default profile.
+			if volumes {
+				w.volumes = volumeListers{
+					claims:  f.Core().V1().PersistentVolumeClaims().Lister(),
+					volumes: f.Core().V1().PersistentVolumes().Lister(),
+					classes: f.Storage().V1().StorageClasses().Lister(),
+				}
 			}
 			// A gated pod that is deleted leaves the gate tracker.
 			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: w.podDeleted}); err != nil {

@@ -4,9 +4,13 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/spread"
 )
@@ -49,6 +53,9 @@ func (w *WasmPolicy) clusterView(policies []*policy) *host.ClusterView {
 	}
 	v.NamespaceLabels = w.nsLabels
 	v.NodeCounts = w.nodeCounts
+	if w.volumes != nil {
+		v.Volumes = w.volumes
+	}
 	if w.spread != nil {
 		v.DefaultSpreadSelector = func(pod *v1.Pod) []metav1.LabelSelectorRequirement {
 			return spread.Requirements(w.spread.DefaultSelector(pod))
@@ -63,4 +70,34 @@ func viewNodes(c *cycleData, nodes []fwk.NodeInfo) {
 	if v := c.pod.Cluster; v != nil && v.Nodes == nil {
 		v.Nodes = nodes
 	}
+}
+
+// readsCluster reports whether declared reads need a cycle's cluster view
+// (and so make a policy's verdicts unsignable): Cluster, Namespaces or
+// Volumes.
+func readsCluster(reads []string) bool {
+	return slices.Contains(reads, string(fields.ScopeCluster)) || slices.Contains(reads, string(fields.ScopeNamespaces)) ||
+		slices.Contains(reads, string(fields.ScopeVolumes))
+}
+
+// volumeListers are the scheduler's listers as volume_claims reads them.
+type volumeListers struct {
+	claims  corelisters.PersistentVolumeClaimLister
+	volumes corelisters.PersistentVolumeLister
+	classes storagelisters.StorageClassLister
+}
+
+func (l volumeListers) Claim(namespace, name string) (*v1.PersistentVolumeClaim, bool) {
+	c, err := l.claims.PersistentVolumeClaims(namespace).Get(name)
+	return c, err == nil
+}
+
+func (l volumeListers) Volume(name string) (*v1.PersistentVolume, bool) {
+	v, err := l.volumes.Get(name)
+	return v, err == nil
+}
+
+func (l volumeListers) Class(name string) (*storagev1.StorageClass, bool) {
+	c, err := l.classes.Get(name)
+	return c, err == nil
 }

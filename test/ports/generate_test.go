@@ -54,6 +54,13 @@ func generateNodes(r *rand.Rand, n int) ([]fwk.NodeInfo, []*v1.Pod) {
 		if r.IntN(6) > 0 {
 			node.Labels[v1.LabelTopologyZone] = zoneValues[r.IntN(len(zoneValues))]
 		}
+		// VolumeZone's other keys: a region, sometimes a beta zone label.
+		if r.IntN(3) == 0 {
+			node.Labels[v1.LabelTopologyRegion] = []string{"r1", "r2"}[r.IntN(2)]
+		}
+		if r.IntN(8) == 0 {
+			node.Labels[v1.LabelFailureDomainBetaZone] = zoneValues[r.IntN(len(zoneValues))]
+		}
 		node.Spec.Unschedulable = r.IntN(5) == 0
 		node.Status.Allocatable = v1.ResourceList{}
 		for _, name := range sortedNames(nodeResources) { // sorted: the same seed gives the same cluster
@@ -135,6 +142,7 @@ func generatePod(r *rand.Rand, name string, nodes []fwk.NodeInfo) *v1.Pod {
 	for i := range r.IntN(3) / 2 { // an image volume in one pod of three
 		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: fmt.Sprint("image", i), VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: podImages[r.IntN(len(podImages))]}}})
 	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, claimVolumes(r)...)
 	if r.IntN(4) == 0 {
 		// Sometimes below a millicore: upstream sums the quantities and
 		// rounds once.

@@ -71,6 +71,7 @@ func (p port) String() string {
 
 var ports = []port{
 	{plugin: names.NodeUnschedulable, module: "nodeunschedulable", filter: true},
+	{plugin: names.VolumeZone, module: "volumezone", preFilter: true, filter: true, reads: []string{"Volumes"}},
 	{plugin: names.NodeName, module: "nodename", preFilter: true, filter: true},
 	{plugin: names.TaintToleration, module: "tainttoleration", filter: true, preScore: true, score: true},
 	{plugin: names.NodeAffinity, module: "nodeaffinity", preFilter: true, filter: true, preScore: true, score: true, args: &schedconfig.NodeAffinityArgs{}},
@@ -129,7 +130,7 @@ func TestPortsMatchUpstream(t *testing.T) {
 				for c := 0; c < minClusters || (c < maxClusters && (st.filterPairs < minPairs || (p.score && st.scorePairs < minPairs))); c++ {
 					generated, existing := generateNodes(r, clusterNodes)
 					snapshot, nodes := snapshotOf(generated, existing)
-					objects := spreadObjects(r)
+					objects := append(spreadObjects(r), volumeObjects(r)...)
 					upstream := newFramework(t, p, "", snapshot, objects)
 					wasm := newFramework(t, p, module, snapshot, objects)
 					st.mix.nodes(nodes)
@@ -277,7 +278,8 @@ func (m *mix) pod(pod *v1.Pod) {
 	m.add("with sidecars", slices.ContainsFunc(pod.Spec.InitContainers, func(c v1.Container) bool { return c.RestartPolicy != nil }))
 	m.add("with overhead", pod.Spec.Overhead != nil)
 	m.add("with pod-level resources", pod.Spec.Resources != nil)
-	m.add("with image volumes", len(pod.Spec.Volumes) > 0)
+	m.add("with image volumes", slices.ContainsFunc(pod.Spec.Volumes, func(v v1.Volume) bool { return v.Image != nil }))
+	m.add("with claims", slices.ContainsFunc(pod.Spec.Volumes, func(v v1.Volume) bool { return v.PersistentVolumeClaim != nil }))
 	m.add("with spread constraints", len(pod.Spec.TopologySpreadConstraints) > 0)
 	m.add("with a controller", len(pod.OwnerReferences) > 0)
 	m.add("with required pod affinity", a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)

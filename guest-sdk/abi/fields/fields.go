@@ -99,10 +99,13 @@ const (
 	ScopeCluster Scope = "Cluster"
 	// ScopeNamespaces: the labels of any namespace.
 	ScopeNamespaces Scope = "Namespaces"
+	// ScopeVolumes: the pod's own PersistentVolumeClaims, the
+	// PersistentVolumes they are bound to and their StorageClasses.
+	ScopeVolumes Scope = "Volumes"
 )
 
 // Scopes are the scopes a policy may declare, in docs order.
-var Scopes = []Scope{ScopeNodePods, ScopeWholeObjects, ScopeCluster, ScopeNamespaces}
+var Scopes = []Scope{ScopeNodePods, ScopeWholeObjects, ScopeCluster, ScopeNamespaces, ScopeVolumes}
 
 // ParseScopes checks declared read names (policies[].reads, the CLI's
 // --reads, a case table's "reads") and returns their scopes, refusing an
@@ -213,8 +216,6 @@ var Fields = []Field{
 		`tolerationSeconds is decimal, "" when unset`, ScopeNone},
 	{ObjectPod, "effective requests", abi.FnPodList, model.PodRequests, WireQuantities, nil, CostPerCycle, "Pod.Requests",
 		"as the scheduler computes them: the larger of the containers' sum and each init container (sidecars included), plus overhead", ScopeNone},
-	{ObjectPod, "effective requests, non-zero", abi.FnPodList, model.PodNonZeroRequests, WireQuantities, nil, CostPerCycle, "Pod.NonZeroRequests",
-		"as NodeResourcesFit's Score counts them: a container's missing cpu or memory request counted as 100m or 200Mi, pod-level resources not applied, summed before rounding", ScopeNone},
 	{ObjectPod, "spec.initContainers, spec.containers", abi.FnPodList, model.PodContainers, WireRecords, []string{"kind", "name", "image", "restartPolicy"}, CostPerCycle, "Pod.Containers",
 		`init containers first; kind is "init" or "app"; restartPolicy "Always" marks a sidecar`, ScopeNone},
 	{ObjectPod, "containers' resources.requests", abi.FnPodList, model.PodContainerRequests, WireRecords, []string{"container", "resource", "value"}, CostPerCycle, "Pod.Containers",
@@ -235,6 +236,8 @@ var Fields = []Field{
 	{ObjectPod, "spec.volumes[].image.reference", abi.FnPodList, model.PodImageVolumes, WireRecords, []string{"reference"}, CostPerCycle, "Pod.ImageVolumes", "", ScopeNone},
 	{ObjectPod, "default spread selector", abi.FnPodList, model.PodDefaultSpreadSelector, WireRecords, []string{"term", "weight", "part", "key", "operator", "values"}, CostPerCycle, "Pod.DefaultSpreadSelector",
 		"one term (§4.2.1) of labelSelector rows: what PodTopologySpread's default constraints count the pod's peers with: the selectors of the Services selecting the pod and of its controlling ReplicationController, ReplicaSet or StatefulSet; no rows when nothing selects it", ScopeCluster},
+	{ObjectPod, "effective requests, non-zero", abi.FnPodList, model.PodNonZeroRequests, WireQuantities, nil, CostPerCycle, "Pod.NonZeroRequests",
+		"as NodeResourcesFit's Score counts them: a container's missing cpu or memory request counted as 100m or 200Mi, pod-level resources not applied, summed before rounding", ScopeNone},
 	{ObjectPod, "effective request[name]", abi.FnPodRequest, NoNum, WireI64, nil, CostPerCycle, "Pod.Request", "0 if not requested", ScopeNone},
 	{ObjectPod, "spec.priority", abi.FnPodPriority, NoNum, WireI64, nil, CostScalar, "Pod.Priority", "0 if unset", ScopeNone},
 	{ObjectPod, "the whole Pod", abi.FnPodObject, abi.ObjectJSON, WireJSON, nil, CostPerCycle, "Pod.Object",
@@ -301,6 +304,15 @@ var Fields = []Field{
 	{ObjectCluster, "existing pods' preferred anti-affinity terms the pod matches", abi.FnExistingTerms, model.ExistingAntiAffinityPreferred, WireRecords, []string{"topologyKey", "value", "sum"}, CostPerCycle, "Cluster.ExistingTerms",
 		"each matching term adds its weight", ScopeCluster},
 	{ObjectCluster, "namespace metadata.labels", abi.FnNamespaceLabels, NoNum, WirePairs, nil, CostPerCall, "Cluster.NamespaceLabels", "-1 if there is no such namespace", ScopeNamespaces},
+	{ObjectCluster, "the pod's PersistentVolumeClaims", abi.FnVolumeClaims, model.VolumeClaimsClaims, WireRecords,
+		[]string{"claimName", "claimFound", "phase", "volumeName", "volumeFound", "storageClassName", "classFound", "volumeBindingMode", "provisioner"}, CostPerCycle, "Cluster.VolumeClaims",
+		`one record per persistentVolumeClaim volume, in spec.volumes order; found columns "true" or "false" ("" when nothing is named); storageClassName as the scheduler reads it (the beta annotation first)`, ScopeVolumes},
+	{ObjectCluster, "bound PersistentVolumes' metadata.labels", abi.FnVolumeClaims, model.VolumeClaimsVolumeLabels, WireRecords, []string{"claim", "key", "value"}, CostPerCycle, "Cluster.VolumeClaims",
+		"claim is the index in the records above", ScopeVolumes},
+	{ObjectCluster, "bound PersistentVolumes' spec.nodeAffinity.required", abi.FnVolumeClaims, model.VolumeClaimsVolumeNodeAffinity, WireRecords, []string{"claim", "term", "part", "key", "operator", "values"}, CostPerCycle, "Cluster.VolumeClaims",
+		"term rows (§4.2.1) with the claim's index first", ScopeVolumes},
+	{ObjectCluster, "StorageClasses' allowedTopologies", abi.FnVolumeClaims, model.VolumeClaimsClassTopologies, WireRecords, []string{"claim", "term", "part", "key", "operator", "values"}, CostPerCycle, "Cluster.VolumeClaims",
+		"term rows of In requirements, with the claim's index first", ScopeVolumes},
 }
 
 // FieldsOf returns the rows read through host function fn, in Num order

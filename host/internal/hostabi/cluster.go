@@ -56,9 +56,38 @@ type ClusterView struct {
 	// views.
 	NodeCounts *NodeCountCache
 
+	// Volumes are the listers volume_claims reads the pod's claims, their
+	// volumes and classes from; nil holds none (every claim not found).
+	Volumes kubemodel.VolumeLister
+
 	mu       sync.Mutex
 	counts   map[string][]byte // by term bytes
 	existing [model.NumExistingTerms][]byte
+	claims   []model.VolumeClaim
+	volumes  [model.NumVolumeClaimKinds][]byte
+}
+
+// volumeClaims answers volume_claims of kind for pod: the pod's claims
+// read from the listers once per view, each kind encoded once; ok is
+// false for an unknown kind.
+func (c *ClusterView) volumeClaims(kind int32, pod *v1.Pod) ([]byte, bool) {
+	if kind < 0 || kind >= model.NumVolumeClaimKinds {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.volumes[kind]; b != nil {
+		return b, true
+	}
+	if c.claims == nil {
+		c.claims = kubemodel.VolumeClaims(pod, c.Volumes)
+		if c.claims == nil {
+			c.claims = []model.VolumeClaim{}
+		}
+	}
+	b, _ := model.EncodeVolumeClaims(c.claims, kind)
+	c.volumes[kind] = b
+	return b, true
 }
 
 // NodeCountCache keeps, for each count_pods term, how many of each node's
@@ -731,6 +760,25 @@ var clusterFuncs = map[string]api.GoModuleFunc{
 			return
 		}
 		b, ok := c.existingTerms(kind, in.Pod.Pod)
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[1], s[2], b)
+	},
+	abi.FnVolumeClaims: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		c := in.cluster()
+		if c == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		kind := int32(s[0])
+		if !in.Policy.Permits(fields.ScopeVolumes, abi.FnVolumeClaims, kind) {
+			s[0] = retNotDeclared
+			return
+		}
+		b, ok := c.volumeClaims(kind, in.Pod.Pod)
 		if !ok {
 			s[0] = retBadArgs
 			return

@@ -195,13 +195,15 @@ type PolicySettings struct {
 	// scheduled and the node being evaluated: NodePods (the pods on each
 	// node, whatever their namespace, and the host ports they use),
 	// WholeObjects (every field of the pod and the node), Cluster (every
-	// node's name, labels and taints, and pod counts across the cluster)
-	// and Namespaces (namespace labels). An undeclared read returns -4
-	// (NotDeclared) to the guest and is logged once.
+	// node's name, labels and taints, and pod counts across the cluster),
+	// Namespaces (namespace labels) and Volumes (the pod's own
+	// PersistentVolumeClaims with their bound volumes and storage
+	// classes). An undeclared read returns -4 (NotDeclared) to the guest
+	// and is logged once.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=4
-	// +kubebuilder:validation:items:Enum=NodePods;WholeObjects;Cluster;Namespaces
+	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:items:Enum=NodePods;WholeObjects;Cluster;Namespaces;Volumes
 	Reads []string `json:"reads,omitempty"`
 	// PatchPrefixes are the label and annotation key prefixes the policy's
 	// PreBind may write on the pod being bound, such as
