@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
 )
 
@@ -34,6 +35,7 @@ var (
 // the scheduler could not have (model.DerivePod, model.DeriveNode) fails
 // the call with an Error that says why.
 func use(pod *PodData, node *NodeData) (Status, bool) {
+	nativeUndeclared = ""
 	nativeGiven = pod
 	p, err := model.DerivePod(pod)
 	if err != nil {
@@ -53,6 +55,53 @@ func use(pod *PodData, node *NodeData) (Status, bool) {
 
 // SetConfig sets what Config returns when running natively.
 func SetConfig(c string) { nativeConfig = c }
+
+// SetReads declares the reads a policy run natively may make, as
+// policies[].reads declares them for the compiled policy in a scheduler:
+// a read that needs a declaration not given then fails the call with the
+// Error the host's SDK gives ("declare NodePods in policies[].reads to use
+// Node.Pods"), whatever status the policy returns, so a native test
+// catches a missing declaration as the scheduler would. An unknown name is
+// an error listing the valid ones. Until SetReads is called every read
+// answers; SetReads(nil) declares none. casetest.RunNative calls it with
+// the case table's "reads".
+func SetReads(reads []string) error {
+	scopes, err := fields.ParseScopes(reads)
+	if err != nil {
+		return err
+	}
+	nativeReads = map[fields.Scope]bool{}
+	for _, s := range scopes {
+		nativeReads[s] = true
+	}
+	return nil
+}
+
+// AllowAllReads undoes SetReads: every read answers natively again.
+func AllowAllReads() { nativeReads = nil }
+
+var (
+	// nativeReads are the declared reads (nil: every read answers).
+	nativeReads map[fields.Scope]bool
+	// nativeUndeclared is the Error of the current call's first
+	// undeclared read ("" if none).
+	nativeUndeclared string
+)
+
+// permitted reports whether a native read of fn (field or kind num) is
+// declared, recording the call's Error when it is not.
+func permitted(fn string, num int32) bool {
+	if nativeReads == nil {
+		return true
+	}
+	if s := fields.ScopeOf(fn, num); s == fields.ScopeNone || nativeReads[s] {
+		return true
+	}
+	if nativeUndeclared == "" {
+		nativeUndeclared = undeclaredReason(fn, num)
+	}
+	return false
+}
 
 // RunPreFilter runs the registered PreFilter natively and starts a new cycle
 // (clearing the cycle state). It returns Success when none is registered.
@@ -138,6 +187,9 @@ func RunNormalizeScore(pod *PodData, scores []int64) Status {
 // asReported is a status as the host reports it: the reason cut at
 // abi.MaxReasonLength bytes, each invalid UTF-8 byte then U+FFFD.
 func asReported(st Status) Status {
+	if nativeUndeclared != "" { // as the compiled SDK reports it (notDeclared)
+		st = Error(nativeUndeclared)
+	}
 	if len(st.Reason) > abi.MaxReasonLength {
 		st.Reason = st.Reason[:abi.MaxReasonLength]
 	}
@@ -183,6 +235,9 @@ func podLabel(key string) (string, bool) { v, ok := pod().Labels[key]; return v,
 func podAnnotation(key string) (string, bool) { v, ok := pod().Annotations[key]; return v, ok }
 
 func podList(kind int32) []byte {
+	if !permitted(abi.FnPodList, kind) {
+		return nil
+	}
 	b, _ := model.PodList(pod(), kind)
 	return b
 }
@@ -191,9 +246,19 @@ func podRequest(name string) int64 { return model.PodRequest(pod(), name) }
 
 func podPriority() int64 { return pod().Priority }
 
-func podObject() []byte { return pod().Object }
+func podObject() []byte {
+	if !permitted(abi.FnPodObject, abi.ObjectJSON) {
+		return nil
+	}
+	return pod().Object
+}
 
-func nodeObject() []byte { return node().Object }
+func nodeObject() []byte {
+	if !permitted(abi.FnNodeObject, abi.ObjectJSON) {
+		return nil
+	}
+	return node().Object
+}
 
 func nodeName() string { return nodeString(model.NodeName) }
 
@@ -215,6 +280,9 @@ func nodeTaint(key string) []byte {
 }
 
 func nodeList(kind int32) []byte {
+	if !permitted(abi.FnNodeList, kind) {
+		return nil
+	}
 	b, _ := model.NodeList(node(), kind)
 	return b
 }
@@ -268,6 +336,9 @@ func cluster() *ClusterData {
 // with the model's selector matching; kubemodel's tests hold it to the
 // host's computation.
 func existingTerms(kind int32) []byte {
+	if !permitted(abi.FnExistingTerms, kind) {
+		return nil
+	}
 	return model.EncodeTopologySums(model.ExistingTerms(cluster(), pod(), kind))
 }
 
@@ -275,13 +346,24 @@ func existingTerms(kind int32) []byte {
 // claims, volumes and classes (none without SetCluster: every claim is
 // then not found).
 func volumeClaimsList(kind int32) []byte {
+	if !permitted(abi.FnVolumeClaims, kind) {
+		return nil
+	}
 	b, _ := model.EncodeVolumeClaims(model.VolumeClaims(nativeCluster, pod()), kind)
 	return b
 }
 
-func clusterNodes() int { return len(cluster().Nodes) }
+func clusterNodes() int {
+	if !permitted(abi.FnClusterNodes, fields.NoNum) {
+		return 0
+	}
+	return len(cluster().Nodes)
+}
 
 func clusterNode(i int, kind int32) []byte {
+	if !permitted(abi.FnClusterNode, kind) {
+		return nil
+	}
 	c := cluster()
 	if i < 0 || i >= len(c.Nodes) {
 		return nil
@@ -295,11 +377,19 @@ func clusterNode(i int, kind int32) []byte {
 
 // countPods counts natively with the model's selector matching; the
 // fields test policy checks it agrees with the host's count_pods.
-func countPods(t *CountTerm) map[string]int64 { return model.CountPods(cluster(), pod(), t) }
+func countPods(t *CountTerm) map[string]int64 {
+	if !permitted(abi.FnCountPods, fields.NoNum) {
+		return nil
+	}
+	return model.CountPods(cluster(), pod(), t)
+}
 
 func countList(t *CountTerm) []byte { return model.EncodeCounts(countPods(t)) }
 
 func namespaceLabels(ns string) (map[string]string, bool) {
+	if !permitted(abi.FnNamespaceLabels, fields.NoNum) {
+		return nil, false
+	}
 	l, ok := cluster().Namespaces[ns]
 	return l, ok
 }

@@ -285,3 +285,36 @@ func TestTermValuesKeepCommas(t *testing.T) {
 		t.Fatalf("ValidatePreferredSchedulingTerms = %v, want the comma-joined value named", err)
 	}
 }
+
+// Natively, SetReads makes a read the policy does not declare fail the
+// call with the compiled SDK's Error, whatever the policy returns; until
+// then (and after AllowAllReads) every read answers.
+func TestNativeReadsAreChecked(t *testing.T) {
+	RegisterFilter(func(pod Pod, node Node) Status {
+		if len(node.Pods()) > 5 {
+			return Unschedulable("busy")
+		}
+		return Success()
+	})
+	defer RegisterFilter(nil)
+	defer AllowAllReads()
+	pod, node := &PodData{Name: "p"}, &NodeData{Name: "n"}
+	if st := RunFilter(pod, node); !st.IsSuccess() {
+		t.Fatalf("without SetReads: %+v, want Success", st)
+	}
+	if err := SetReads(nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := RunFilter(pod, node); st.Code != CodeError || st.Reason != "declare NodePods in policies[].reads to use Node.Pods" {
+		t.Fatalf("undeclared NodePods: %+v", st)
+	}
+	if err := SetReads([]string{"NodePods"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := RunFilter(pod, node); !st.IsSuccess() {
+		t.Fatalf("declared NodePods: %+v, want Success", st)
+	}
+	if err := SetReads([]string{"Bogus"}); err == nil || !strings.Contains(err.Error(), "NodePods, WholeObjects, Cluster, Namespaces, Volumes") {
+		t.Fatalf("SetReads(Bogus) = %v, want the valid names listed", err)
+	}
+}

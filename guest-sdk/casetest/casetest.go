@@ -20,7 +20,8 @@ import (
 type File struct {
 	Config string `json:"config"`
 	// Reads are the policy's declared reads (policies[].reads), for the
-	// compiled module; natively every read answers.
+	// compiled module and natively alike (sdk.SetReads): a read they do not
+	// declare fails the call with an Error naming the declaration.
 	Reads []string `json:"reads,omitempty"`
 	// PatchPrefixes are the policy's policies[].patchPrefixes: the keys
 	// its PreBind may write.

@@ -20,6 +20,12 @@ func RunNative(t *testing.T, path string) {
 	sdk.SetConfig(f.Config)
 	sdk.SetPatchPrefixes(f.PatchPrefixes...)
 	defer sdk.SetPatchPrefixes()
+	// The table's reads, as the compiled policy gets them: a read it does
+	// not declare fails natively too.
+	if err := sdk.SetReads(f.Reads); err != nil {
+		t.Fatalf("%s: reads: %v", path, err)
+	}
+	defer sdk.AllowAllReads()
 	for _, c := range f.Cases {
 		clock, _ := c.Clock() // Load checked it
 		sdk.SetNow(clock)
