@@ -404,6 +404,35 @@ func (c *PerCycle[T]) Get(compute func() T) T {
 	return c.value
 }
 
+// PerConfig keeps a value parsed from the policy's config (Config): parse
+// it once, not on every call. In a scheduler an instance's config never
+// changes, so Get parses once per instance and then costs a field read, no
+// host call. Natively a test may run several case tables, or SetConfig,
+// with different configs in one process: there Get parses again whenever
+// Config has changed, so a global parsed once never carries one table's
+// config into the next. Keep it in a global:
+//
+//	type settings struct{ max int; bad string }
+//	var cfg sdk.PerConfig[settings]
+//	func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
+//		s := cfg.Get(parse) // parse(config string) settings
+//		...
+type PerConfig[T any] struct {
+	parsed bool
+	config string
+	value  T
+}
+
+// Get returns the value parse made of the current config, calling parse
+// the first time (and, natively, again after the config changed).
+func (c *PerConfig[T]) Get(parse func(config string) T) T {
+	if !c.parsed || (configMayChange && c.config != config()) {
+		c.config = config()
+		c.value, c.parsed = parse(c.config), true
+	}
+	return c.value
+}
+
 // Log writes a structured log line through the scheduler's klog, with the
 // policy name attached. keysAndValues alternate keys and values.
 func Log(msg string, keysAndValues ...string) { logV(0, msg, keysAndValues) }

@@ -56,6 +56,9 @@ func use(pod *PodData, node *NodeData) (Status, bool) {
 // SetConfig sets what Config returns when running natively.
 func SetConfig(c string) { nativeConfig = c }
 
+// configMayChange: natively a test sets configs in turn (PerConfig).
+const configMayChange = true
+
 // SetReads declares the reads a policy run natively may make, as
 // policies[].reads declares them for the compiled policy in a scheduler:
 // a read that needs a declaration not given then fails the call with the

@@ -318,3 +318,20 @@ func TestNativeReadsAreChecked(t *testing.T) {
 		t.Fatalf("SetReads(Bogus) = %v, want the valid names listed", err)
 	}
 }
+
+// PerConfig parses once per config: natively again when a test sets
+// another one, so one table's config never leaks into the next.
+func TestPerConfig(t *testing.T) {
+	defer SetConfig("")
+	var c PerConfig[string]
+	parses := 0
+	parse := func(cfg string) string { parses++; return "parsed " + cfg }
+	SetConfig("max=1")
+	if got := c.Get(parse); got != "parsed max=1" || c.Get(parse) != got || parses != 1 {
+		t.Fatalf("first config: %q after %d parses, want one parse", got, parses)
+	}
+	SetConfig("max=2")
+	if got := c.Get(parse); got != "parsed max=2" || parses != 2 {
+		t.Fatalf("second config: %q after %d parses", got, parses)
+	}
+}

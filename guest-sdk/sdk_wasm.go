@@ -389,6 +389,9 @@ func nameKey(name string) uint64 {
 
 func currentCycle() int64 { return curCycle }
 
+// configMayChange: an instance's config never changes (PerConfig).
+const configMayChange = false
+
 func begin(cycle int64) {
 	undeclaredSet = false
 	if cycle == curCycle {

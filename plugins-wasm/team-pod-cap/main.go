@@ -17,52 +17,50 @@ import (
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 )
 
-var (
-	loaded bool
-	key    string
-	limit  int
-	bad    string
-)
+// settings are the policy's config, parsed once (sdk.PerConfig).
+type settings struct {
+	key   string
+	limit int
+	bad   string // why the config is refused, "" when it is not
+}
+
+var cfg sdk.PerConfig[settings]
 
 func init() { sdk.RegisterFilter(filter) }
 
-func load() {
-	if loaded {
-		return
+func parse(config string) settings {
+	c := sdk.ParseConfig(config)
+	s := settings{key: c["key"], limit: 3}
+	if s.key == "" {
+		s.key = "team"
 	}
-	loaded = true
-	cfg := sdk.ParseConfig(sdk.Config())
-	key = cfg["key"]
-	if key == "" {
-		key = "team"
-	}
-	limit = 3
-	if m, ok := cfg["max"]; ok {
+	if m, ok := c["max"]; ok {
 		n, err := strconv.Atoi(m)
 		if err != nil || n < 1 || n > 1000 {
-			bad = "config max=" + m + " is not a number from 1 to 1000"
+			s.bad = "config max=" + m + " is not a number from 1 to 1000"
 		}
-		limit = n
+		s.limit = n
 	}
+	return s
 }
 
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
-	load()
-	if bad != "" {
-		return sdk.Error(bad)
+	s := cfg.Get(parse)
+	if s.bad != "" {
+		return sdk.Error(s.bad)
 	}
-	team, ok := pod.Label(key)
+	team, ok := pod.Label(s.key)
 	if !ok {
 		return sdk.Success()
 	}
 	n := 0
 	for _, p := range node.Pods() {
-		if v, has := p.Labels[key]; has && v == team && !p.Terminating {
+		if v, has := p.Labels[s.key]; has && v == team && !p.Terminating {
 			n++
 		}
 	}
-	if n >= limit {
-		return sdk.Unschedulable("node already runs " + strconv.Itoa(n) + " pods of " + key + " " + team + " (at most " + strconv.Itoa(limit) + " per node)")
+	if n >= s.limit {
+		return sdk.Unschedulable("node already runs " + strconv.Itoa(n) + " pods of " + s.key + " " + team + " (at most " + strconv.Itoa(s.limit) + " per node)")
 	}
 	return sdk.Success()
 }
