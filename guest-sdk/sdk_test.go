@@ -335,3 +335,20 @@ func TestPerConfig(t *testing.T) {
 		t.Fatalf("second config: %q after %d parses", got, parses)
 	}
 }
+
+// A vendor's kubelet at the floor's patch release is a pre-release of it;
+// Release drops the suffix for floors that must admit it.
+func TestVersionReleaseForFloors(t *testing.T) {
+	floor, _ := ParseVersion("v1.36.10")
+	eks, ok := ParseVersion("v1.36.10-eks-113cf36")
+	if !ok || eks.AtLeast(floor) {
+		t.Fatalf("v1.36.10-eks-113cf36 parsed %v, AtLeast(v1.36.10) = %v: want a pre-release below the floor", ok, eks.AtLeast(floor))
+	}
+	if !eks.Release().AtLeast(floor) {
+		t.Fatal("Release() of v1.36.10-eks-113cf36 is below v1.36.10")
+	}
+	older, _ := ParseVersion("v1.36.9-gke.1200")
+	if older.Release().AtLeast(floor) {
+		t.Fatal("Release() of v1.36.9-gke.1200 reaches v1.36.10")
+	}
+}

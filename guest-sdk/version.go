@@ -22,6 +22,12 @@ type Version struct {
 // is 1.30.0 with pre-release "eks-1", "5.15.0-1019-aws" 5.15.0 with
 // pre-release "1019-aws", "1.2.3.4-x" the generic 1.2.3.4). ok is false
 // where version.Parse returns an error.
+//
+// A floor on kubelet versions meets the pre-release rule: vendors' kubelets
+// report "v1.36.10-eks-113cf36" or "v1.36.10-gke.1200", which parse as
+// pre-releases of 1.36.10 and so compare below "v1.36.10" (build metadata,
+// "+k3s1", does not). Compare Release() for "this patch release or later,
+// whatever the vendor suffix".
 func ParseVersion(s string) (v Version, ok bool) {
 	if v, ok = parseVersion(s, true); ok {
 		return v, true
@@ -206,6 +212,12 @@ func (v Version) Compare(o Version) int {
 
 // AtLeast reports whether v is o or newer: a version floor.
 func (v Version) AtLeast(o Version) bool { return v.Compare(o) >= 0 }
+
+// Release is v without its pre-release and build metadata: 1.36.10 for
+// "v1.36.10-eks-113cf36", for floors that a vendor's suffix must not fail.
+func (v Version) Release() Version {
+	return Version{Components: v.Components, Semantic: v.Semantic}
+}
 
 func zeros(c []uint64) bool {
 	for _, n := range c {

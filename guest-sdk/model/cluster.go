@@ -66,7 +66,10 @@ type Cluster struct {
 //     PodTopologySpread leaves them out, unless IncludeTerminating is set
 //     (InterPodAffinity counts them).
 //   - Which nodes count: every node that has TopologyKey, unless the node
-//     fields below narrow them as PodTopologySpread's constraints do.
+//     fields below narrow them as PodTopologySpread's constraints do. An
+//     empty TopologyKey counts per node name, over every node: sum the
+//     counts for a cluster-wide total (a team's pods anywhere), and add
+//     up the nodes you pick for a part of it (its pods on spot nodes).
 type CountTerm struct {
 	LabelSelector      *LabelSelector
 	Namespaces         []string
