@@ -49,7 +49,7 @@ IMAGE_DIR     := $(OUT)/images
 IMAGES        := kube-scheduler wasm-extender
 image_bin      = $(IMAGE_DIR)/$(subst /,-,$(2))/$(1)
 
-.PHONY: node test-node image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo demo-node clean
+.PHONY: bench-reads node test-node image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo demo-node clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -338,6 +338,13 @@ bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 			-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/pairs/$$i 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | tee -a $(BENCH_OUT)/pairs.txt || exit 1; \
 	done
 	$(GO) run ./hack/benchreport
+
+## bench-reads: what each kind of read costs a Filter per node
+## (BenchmarkReadCost, three runs), into docs/performance.md's read table
+bench-reads: guests-tinygo
+	mkdir -p $(BENCH_OUT)
+	set -o pipefail; $(GO) test -run XXX -bench BenchmarkReadCost -benchtime 6400x -count 3 ./test/perf/ | tee $(BENCH_OUT)/reads.txt
+	$(GO) run ./hack/benchreport -reads $(BENCH_OUT)/reads.txt
 
 ## bench-smoke: each benchmark once, so they keep compiling and running
 ## (the cluster benchmark's ports workloads with the TinyGo ports only:

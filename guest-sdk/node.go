@@ -171,7 +171,13 @@ func (Node) Addresses() []NodeAddress {
 
 // Pods returns the pods on the node, as the scheduler's snapshot has them
 // (assumed pods included), with their labels and owner references. The
-// host encodes them once per node generation; each call decodes them.
+// host encodes them once per node generation; each call decodes them,
+// which is the costliest read there is: about 195 µs a node with five pods
+// in a TinyGo guest (BenchmarkReadCost, docs/performance.md), against
+// 1-5 µs to count. To count pods, use CountPodsWithLabel (this node's
+// pods with one label) or Cluster.CountPods (a selector, per node or
+// zone, counted by the host once per cycle); call Pods when a policy needs
+// the pods themselves.
 func (Node) Pods() []NodePod {
 	var ps []NodePod
 	r := abi.NewListReader(nodeList(model.NodePods))
@@ -197,6 +203,53 @@ func (Node) Pods() []NodePod {
 		}
 	}
 	return ps
+}
+
+// CountPodsWithLabel returns how many of the node's pods, terminating ones
+// left out, carry the label key=value: the count a per-node cap or a
+// noisy-neighbour rule needs, read without decoding the pods (Pods builds
+// every pod's labels and owners). Like Pods it needs NodePods declared.
+func (Node) CountPodsWithLabel(key, value string) int {
+	// The pods' terminating flags, one bit each (pods past 512, far more
+	// than a node runs, count as running).
+	var terminating [8]uint64
+	r := abi.NewListReader(nodeList(model.NodePods))
+	n := 0
+	for ; r.Len() >= 5; n++ {
+		for range 4 {
+			r.Next()
+		}
+		if t, _ := r.Next(); n < 512 && bytesEqual(t, "true") {
+			terminating[n/64] |= 1 << (n % 64)
+		}
+	}
+	count := 0
+	r = abi.NewListReader(nodeList(model.NodePodLabels))
+	for r.Len() >= 3 {
+		ib, _ := r.Next()
+		k, _ := r.Next()
+		v, _ := r.Next()
+		if !bytesEqual(k, key) || !bytesEqual(v, value) {
+			continue
+		}
+		if i := int(parseInt(ib)); i >= 0 && i < n && (i >= 512 || terminating[i/64]&(1<<(i%64)) == 0) {
+			count++
+		}
+	}
+	return count
+}
+
+// bytesEqual compares a list entry with a string without converting it.
+func bytesEqual(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		if b[i] != s[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // NonZeroRequested returns the cpu and memory requested by the node's pods

@@ -352,3 +352,31 @@ func TestVersionReleaseForFloors(t *testing.T) {
 		t.Fatal("Release() of v1.36.9-gke.1200 reaches v1.36.10")
 	}
 }
+
+// CountPodsWithLabel counts what a loop over Pods would, without
+// decoding them: running pods with the label, terminating ones left out.
+func TestCountPodsWithLabel(t *testing.T) {
+	var got, want int
+	RegisterFilter(func(pod Pod, node Node) Status {
+		got = node.CountPodsWithLabel("team", "pay")
+		want = 0
+		for _, p := range node.Pods() {
+			if p.Labels["team"] == "pay" && !p.Terminating {
+				want++
+			}
+		}
+		return Success()
+	})
+	defer RegisterFilter(nil)
+	node := &NodeData{Name: "n", Pods: []NodePod{
+		{Name: "a", Labels: map[string]string{"team": "pay"}},
+		{Name: "b", Labels: map[string]string{"team": "pay"}, Terminating: true},
+		{Name: "c", Labels: map[string]string{"team": "search", "app": "pay"}},
+		{Name: "d", Labels: map[string]string{"app": "x", "team": "pay"}},
+		{Name: "e"},
+	}}
+	RunFilter(&PodData{Name: "p"}, node)
+	if got != 2 || want != 2 {
+		t.Fatalf("CountPodsWithLabel = %d, counting Pods = %d; want 2", got, want)
+	}
+}

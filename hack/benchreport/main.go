@@ -280,6 +280,15 @@ func ratio(a, b float64) string {
 }
 
 func main() {
+	// -reads FILE: only the per-read table, from BenchmarkReadCost's output
+	// (make bench-reads).
+	if len(os.Args) == 3 && os.Args[1] == "-reads" {
+		if err := writeReads(".", os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run("."); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
@@ -320,7 +329,15 @@ func run(root string) error {
 		return err
 	}
 
-	return rep.charts()
+	if err := rep.charts(); err != nil {
+		return err
+	}
+	// make bench's perf.txt holds BenchmarkReadCost too (a run of
+	// selected benchmarks may not).
+	if _, ok := rep.perf["BenchmarkReadCost/none"]; !ok {
+		return nil
+	}
+	return writeReads(rep.root, filepath.Join(rep.root, "_output/bench/perf.txt"))
 }
 
 // none adapts a section that cannot fail.

@@ -88,3 +88,33 @@ func TestReportNamesMissingBenchmarks(t *testing.T) {
 		t.Errorf("a run without the optional %s: %v", optional, err)
 	}
 }
+
+// The read table takes each read's median over the runs, subtracts the
+// Filter alone, names each read's declaration, and needs the baseline.
+func TestReadsSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reads.txt")
+	out := "cpu: Test CPU  \n" +
+		"BenchmarkReadCost/none-2 \t 6400\t 100.0 ns/op\nBenchmarkReadCost/none-2 \t 6400\t 300.0 ns/op\nBenchmarkReadCost/none-2 \t 6400\t 200.0 ns/op\n" +
+		"BenchmarkReadCost/Node.Pods-2 \t 6400\t 50200 ns/op\nBenchmarkReadCost/Node.Label-2 \t 6400\t 203 ns/op\n" +
+		"BenchmarkReadCost/Node.CountPodsWithLabel-2 \t 6400\t 1700 ns/op\n"
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	costs, cpu, err := parseReadCost(path)
+	if err != nil || cpu != "Test CPU" || costs["none"] != 200 {
+		t.Fatalf("parsed %v %q %v", costs, cpu, err)
+	}
+	s, err := readsSection(costs, cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| `Node.Label` | — | per call | < 10 ns |", "| `Node.CountPodsWithLabel` | `NodePods` |", "| `Node.Pods` | `NodePods` | once per node generation | 50.00 µs |"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	delete(costs, "none")
+	if _, err := readsSection(costs, cpu); err == nil {
+		t.Error("no baseline: want an error")
+	}
+}

@@ -53,12 +53,9 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	if !ok {
 		return sdk.Success()
 	}
-	n := 0
-	for _, p := range node.Pods() {
-		if v, has := p.Labels[s.key]; has && v == team && !p.Terminating {
-			n++
-		}
-	}
+	// A count, not the pods: CountPodsWithLabel reads the node's pod
+	// lists without decoding them (Node.Pods costs far more per node).
+	n := node.CountPodsWithLabel(s.key, team)
 	if n >= s.limit {
 		return sdk.Unschedulable("node already runs " + strconv.Itoa(n) + " pods of " + s.key + " " + team + " (at most " + strconv.Itoa(s.limit) + " per node)")
 	}
