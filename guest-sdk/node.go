@@ -172,9 +172,9 @@ func (Node) Addresses() []NodeAddress {
 // Pods returns the pods on the node, as the scheduler's snapshot has them
 // (assumed pods included), with their labels and owner references. The
 // host encodes them once per node generation; each call decodes them,
-// which is the costliest read there is: about 195 µs a node with five pods
-// in a TinyGo guest (BenchmarkReadCost, docs/performance.md), against
-// 1-5 µs to count. To count pods, use CountPodsWithLabel (this node's
+// which is the costliest read there is: 47-195 µs a node with five pods in
+// a TinyGo guest (BenchmarkReadCost, docs/performance.md; more as the
+// guest's heap grows), against 1.5-8 µs to count. To count pods, use CountPodsWithLabel (this node's
 // pods with one label) or Cluster.CountPods (a selector, per node or
 // zone, counted by the host once per cycle); call Pods when a policy needs
 // the pods themselves.
