@@ -59,7 +59,7 @@ build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
 # prerequisites when it reads the rule, so a later definition leaves them empty.
 HELM          := $(CURDIR)/.cache/tools/bin/helm
 COSIGN        := $(CURDIR)/.cache/tools/bin/cosign
-GO_SRCS       := $(shell find cmd host pkg internal guest-sdk/abi -name '*.go' -not -name '*_test.go')
+GO_SRCS       := $(shell find cmd host pkg internal policytest guest-sdk -name '*.go' -not -name '*_test.go')
 
 $(BIN)/kube-scheduler: $(GO_SRCS) go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kube-scheduler
@@ -243,7 +243,7 @@ fixtures:
 ## the end-to-end tests against a real kube-apiserver and etcd (make e2e)
 test: verify deps guests guests-tinygo guests-other ports build controlplane node $(HELM)
 	cd guest-sdk && $(GO) test -count=1 ./...
-	cd plugins-wasm && $(GO) test -count=1 ./... ./testdata/fields/
+	cd plugins-wasm && $(GO) test -count=1 ./... ./testdata/fields/ ./testdata/authors/...
 	CGO_ENABLED=1 $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image -e /test/node)
 	# The instrumentation rewriter against the WebAssembly spec suite in
 	# wazero's module: every module instrumented, every command's outcome

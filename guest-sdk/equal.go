@@ -4,9 +4,10 @@ import "unsafe"
 
 // Equal reports whether a and b are the same string. Prefer it to == for
 // strings compared on every node (label values, names): under the host's
-// termination checks every loop iteration a guest runs costs about 45 ns
-// (wazero leaves native code to check for a deadline on each loop back-edge),
-// and Go's == compares one byte per iteration where Equal compares eight.
+// termination checks every loop iteration a guest runs pays a fuel count
+// (1-2 ns; docs/abi.md §7, it was about 45 ns when wazero checked a deadline
+// on each loop back-edge), and Go's == compares one byte per iteration
+// where Equal compares eight.
 // Strings the SDK returns for equal values often share their bytes, which
 // Equal detects without reading them.
 func Equal(a, b string) bool {
