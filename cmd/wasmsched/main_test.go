@@ -35,9 +35,17 @@ func examples(name string) string {
 	return filepath.Join("..", "..", "manifests", "examples", "cli", name)
 }
 
+// validated are the example policies TestValidate checks with both
+// toolchains: a Filter, a Score, a PreEnqueue gate and a PreBind patcher,
+// every kind of entry point validate reports on. Each example is loaded
+// through the host by test/policies and the e2e suites; validating all
+// twenty builds here took 139 s of make test's race stage for the same
+// five checks.
+var validated = []string{"team-isolation", "bin-packing", "freeze-window", "placement-recorder"}
+
 func TestValidate(t *testing.T) {
 	for _, tc := range testguests.Toolchains {
-		for _, name := range testguests.Policies {
+		for _, name := range validated {
 			t.Run(string(tc)+"/"+name, func(t *testing.T) {
 				out, err := run(t, "validate", testguests.Policy(t, tc, name), "-o", "json")
 				if err != nil {

@@ -155,7 +155,7 @@ func filterAll(ctx context.Context, fw intree.Framework, par parallelize.Paralle
 // parallelism 16, then PreScore and Score (also parallel) on the feasible
 // third, with NormalizeScore. Native plugins vs WasmPolicy (TinyGo, Go).
 func BenchmarkCycle(b *testing.B) {
-	for _, n := range []int{100, 1000, 5000} {
+	for _, n := range sizes(100, 1000, 5000) {
 		infos := make([]fwk.NodeInfo, n)
 		for i := range infos {
 			infos[i] = realisticNode(i)
@@ -179,7 +179,7 @@ func BenchmarkCycle(b *testing.B) {
 // plus 10ms more than baseline; with it open, about baseline
 // (docs/security.md, "What a bad policy costs").
 func BenchmarkCycleBadPolicy(b *testing.B) {
-	for _, n := range []int{1000, 5000} {
+	for _, n := range sizes(1000, 5000) {
 		infos := make([]fwk.NodeInfo, n)
 		for i := range infos {
 			infos[i] = realisticNode(i)

@@ -66,7 +66,7 @@ func BenchmarkManyPolicies(b *testing.B) {
 	for i := range infos {
 		infos[i] = realisticNode(i)
 	}
-	for _, n := range manyCounts {
+	for _, n := range sizes(manyCounts...) {
 		for _, variant := range []string{"native", "wasm-tinygo", "wasm-go"} {
 			tc := testguests.Toolchain(strings.TrimPrefix(variant, "wasm-"))
 			if variant != "native" {
@@ -191,6 +191,9 @@ func BenchmarkStartDistinctModules(b *testing.B) {
 		tc testguests.Toolchain
 		n  int
 	}{{testguests.TinyGo, 200}, {testguests.Go, 40}} {
+		if testing.Short() {
+			c.n /= 20 // bench-smoke: the same path, 10 and 2 modules
+		}
 		b.Run(fmt.Sprintf("%s/policies=%d", c.tc, c.n), func(b *testing.B) {
 			dir := b.TempDir()
 			mod := testguests.PolicyBytes(b, c.tc, "team-isolation")

@@ -261,3 +261,12 @@ func benchGuest(b *testing.B, name string, v *host.Version, kind host.CallKind, 
 		}
 	})
 }
+
+// sizes are a benchmark's sizes; under -short (make bench-smoke, which
+// only checks that every benchmark still runs) the largest is left out.
+func sizes(all ...int) []int {
+	if testing.Short() && len(all) > 1 {
+		return all[:len(all)-1]
+	}
+	return all
+}
