@@ -43,14 +43,13 @@ for tags in "" wasmsched_abi1; do
   (cd guest-sdk && GOOS=wasip1 GOARCH=wasm go vet -tags "$tags" .) || problem "go vet found problems in the guest SDK built for wasip1 (tags: ${tags:-none})"
 done
 
-# An older build line compiles some files only under its tag: vet the
-# packages of its kube-scheduler with its module file and tag.
+# The older build lines are not vetted here: each line's vet computed vet's
+# facts over its own copy of the Kubernetes tree (137 s a line on 2 cores
+# beyond compiling it, measured on a cold cache on 2026-11-28), for a few
+# files of type aliases and version switches under the line's tag. make
+# test compiles every line (build-lines) and runs its e2e; gofmt above
+# covers their files.
 . hack/lib/k8s.sh
-for f in $(line_modfiles); do
-  [ "$f" = go.mod ] && continue
-  GOFLAGS="-modfile=$f" go vet -tags "$(line_tag "$f")" ./cmd/kube-scheduler/... ./pkg/wasmpolicy/... ./internal/... ./host/... \
-    || problem "go vet found problems in the $f line"
-done
 
 step "staticcheck"
 BIN="$(hack/install-tools.sh staticcheck)"
