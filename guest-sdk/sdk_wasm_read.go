@@ -378,6 +378,12 @@ func existingTerms(kind int32) []byte {
 
 // volumeClaimsList reads volume_claims of kind, copied (a caller decodes
 // several kinds in turn); nil on any error.
+//
+// It repeats existingTerms rather than share a helper: TinyGo cannot pass
+// a //go:wasmimport function as a value, and a helper that switched on the
+// function would import volume_claims into every guest that reads
+// existing_terms (a guest must load on a host without the functions it
+// never calls, docs/abi.md §7).
 func volumeClaimsList(kind int32) []byte {
 	n := hostVolumeClaims(kind, ptrOf(scratch), uint32(len(scratch)))
 	if n >= 0 && int(n) > len(scratch) {

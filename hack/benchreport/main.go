@@ -314,18 +314,7 @@ func run(root string) error {
 	rep.w("\n")
 	rep.w("%s\n", endMarker)
 
-	doc := filepath.Join(rep.root, "docs/performance.md")
-	old, err := os.ReadFile(doc)
-	if err != nil {
-		return err
-	}
-	s := string(old)
-	i, j := strings.Index(s, beginMarker), strings.Index(s, endMarker)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s lacks the bench markers", doc)
-	}
-	s = s[:i] + rep.b.String() + s[j+len(endMarker)+1:]
-	if err := os.WriteFile(doc, []byte(s), 0o644); err != nil {
+	if err := replaceBlock(filepath.Join(rep.root, "docs/performance.md"), beginMarker, endMarker, rep.b.String()); err != nil {
 		return err
 	}
 
@@ -434,4 +423,20 @@ func precision(v float64) int {
 		return 1
 	}
 	return 2
+}
+
+// replaceBlock replaces the generated block of doc from its begin marker
+// to its end marker (and the newline after it) with block, which carries
+// the markers itself.
+func replaceBlock(doc, begin, end, block string) error {
+	old, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	s := string(old)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s lacks the markers %q and %q", doc, begin, end)
+	}
+	return os.WriteFile(doc, []byte(s[:i]+block+s[j+len(end)+1:]), 0o644)
 }

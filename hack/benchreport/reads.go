@@ -112,15 +112,5 @@ func writeReads(root, path string) error {
 	if err != nil {
 		return err
 	}
-	doc := filepath.Join(root, "docs/performance.md")
-	old, err := os.ReadFile(doc)
-	if err != nil {
-		return err
-	}
-	s := string(old)
-	i, j := strings.Index(s, readsBegin), strings.Index(s, readsEnd)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s lacks the reads markers", doc)
-	}
-	return os.WriteFile(doc, []byte(s[:i]+section+s[j+len(readsEnd)+1:]), 0o644)
+	return replaceBlock(filepath.Join(root, "docs/performance.md"), readsBegin, readsEnd, section)
 }

@@ -747,44 +747,8 @@ var clusterFuncs = map[string]api.GoModuleFunc{
 		}
 		s[0] = writeOut(m, s[2], s[3], b)
 	},
-	abi.FnExistingTerms: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		c := in.cluster()
-		if c == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		kind := int32(s[0])
-		if !in.Policy.Permits(fields.ScopeCluster, abi.FnExistingTerms, kind) {
-			s[0] = retNotDeclared
-			return
-		}
-		b, ok := c.existingTerms(kind, in.Pod.Pod)
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[1], s[2], b)
-	},
-	abi.FnVolumeClaims: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		c := in.cluster()
-		if c == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		kind := int32(s[0])
-		if !in.Policy.Permits(fields.ScopeVolumes, abi.FnVolumeClaims, kind) {
-			s[0] = retNotDeclared
-			return
-		}
-		b, ok := c.volumeClaims(kind, in.Pod.Pod)
-		if !ok {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[1], s[2], b)
-	},
+	abi.FnExistingTerms: kindRead(fields.ScopeCluster, abi.FnExistingTerms, (*ClusterView).existingTerms),
+	abi.FnVolumeClaims:  kindRead(fields.ScopeVolumes, abi.FnVolumeClaims, (*ClusterView).volumeClaims),
 	abi.FnNamespaceLabels: func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)
 		c := in.cluster()
@@ -808,4 +772,29 @@ var clusterFuncs = map[string]api.GoModuleFunc{
 		}
 		s[0] = writeOut(m, s[2], s[3], model.EncodeMap(l))
 	},
+}
+
+// kindRead is a cluster read of one kind for the pod being scheduled
+// (existing_terms, volume_claims): `(kind, buf, cap) -> i32`, answered by
+// read from the cycle's view once the policy's declaration permits it.
+func kindRead(scope fields.Scope, fn string, read func(c *ClusterView, kind int32, pod *v1.Pod) ([]byte, bool)) func(context.Context, api.Module, []uint64) {
+	return func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		c := in.cluster()
+		if c == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		kind := int32(s[0])
+		if !in.Policy.Permits(scope, fn, kind) {
+			s[0] = retNotDeclared
+			return
+		}
+		b, ok := read(c, kind, in.Pod.Pod)
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[1], s[2], b)
+	}
 }
