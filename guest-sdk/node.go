@@ -172,9 +172,11 @@ func (Node) Addresses() []NodeAddress {
 // Pods returns the pods on the node, as the scheduler's snapshot has them
 // (assumed pods included), with their labels and owner references. The
 // host encodes them once per node generation; each call decodes them,
-// which is the costliest read there is: 47-195 µs a node with five pods in
-// a TinyGo guest (BenchmarkReadCost, docs/performance.md; more as the
-// guest's heap grows), against 1.5-8 µs to count. To count pods, use CountPodsWithLabel (this node's
+// which is the costliest read there is: 22.5 µs a node with five pods in
+// a TinyGo guest on an idle machine (BenchmarkReadCost, docs/performance.md;
+// up to 195 µs measured as the guest's heap grows and the machine is
+// busy), against 0.9 µs to count them with CountPodsWithLabel and 3.3 µs
+// with Cluster.CountPods. To count pods, use CountPodsWithLabel (this node's
 // pods with one label) or Cluster.CountPods (a selector, per node or
 // zone, counted by the host once per cycle); call Pods when a policy needs
 // the pods themselves.
