@@ -102,6 +102,9 @@ var contextFns = []struct {
 	{"reason_register", func(int) int64 { return 1 }, func(int) int64 { return badArgs }},
 	{"intern_string", podOr(8, notFound), podOr(badArgs, notFound)},
 	{"pod_label_id", pod(1), pod(badArgs)},
+	// volume_claims: the pod has no claims, an empty list (4 bytes) of
+	// kind 0 wherever there is a pod; bad: kind 99.
+	{"volume_claims", pod(4), pod(badArgs)},
 }
 
 // podOr answers v where there is a pod and none in _initialize.
