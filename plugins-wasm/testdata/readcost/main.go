@@ -21,7 +21,8 @@ var teamCount = sdk.CountTerm{
 
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	n := 0
-	switch read.Get(func(c string) string { return sdk.ParseConfig(c)["read"] }) {
+	which := read.Get(func(c string) string { return sdk.ParseConfig(c)["read"] })
+	switch which {
 	case "none":
 	case "Pod.Name":
 		n = len(pod.Name())
@@ -87,7 +88,7 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	case "Cluster.VolumeClaims":
 		n = len(sdk.Cluster{}.VolumeClaims())
 	default:
-		return sdk.Error("readcost: unknown read " + read.Get(nil))
+		return sdk.Error("readcost: unknown read " + which)
 	}
 	if n < 0 {
 		return sdk.Unschedulable("never")
