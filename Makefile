@@ -245,10 +245,21 @@ fixtures:
 ## test: everything CI runs: native SDK and policy tests, host and plugin tests
 ## under -race with real TinyGo and Go guests, the scheduler binary checks, and
 ## the end-to-end tests against a real kube-apiserver and etcd (make e2e)
+# The packages whose code shares memory between goroutines (the engine's
+# pools, reloads and deadlines, the plugin's parallel Filter and Score, the
+# module sources and policy objects fed by informers, the extender's server,
+# the OCI cache, policytest's build cache, the CLI against a control plane):
+# make test runs their tests under -race. Every other package's tests run
+# once without it: the CLIs, API types, models and policy suites, whose race
+# build would compile another ~450 packages of kube-scheduler's app and the
+# apiserver libraries (docs/kubernetes.md, the cold run).
+RACE_PKGS := host/... pkg/wasmpolicy/ pkg/policyobjects/ pkg/source/ pkg/extender/ pkg/oci/ pkg/nodeinfo/ policytest/ test/cmd/
+
 test: verify deps guests guests-tinygo guests-other ports build controlplane node $(HELM)
 	cd guest-sdk && $(GO) test -count=1 ./...
 	cd plugins-wasm && $(GO) test -count=1 ./... ./testdata/fields/ ./testdata/authors/...
-	CGO_ENABLED=1 $(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image -e /test/node)
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(addprefix ./,$(RACE_PKGS))
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /test/e2e -e /test/perf -e /test/ports -e /test/image -e /test/node | grep -vxF -e "$$($(GO) list $(addprefix ./,$(RACE_PKGS)))")
 	# The instrumentation rewriter against the WebAssembly spec suite in
 	# wazero's module: every module instrumented, every command's outcome
 	# the same as the module's own.
