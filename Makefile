@@ -168,7 +168,7 @@ node: controlplane
 ## the kustomize base and the replace-default static pod
 test-node: node guests-tinygo $(HELM)
 	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
-	set -o pipefail; $(GO) test -count=1 -v ./test/node/ | grep -E '^(\s+--- |\s+(node|chart|manifests)_test.go|--- |ok|FAIL|PASS)'
+	hack/filtered.sh test-node '^(\s+--- |\s+(node|chart|manifests)_test.go|--- |ok|FAIL|PASS)' $(GO) test -count=1 -v ./test/node/
 
 ## controlplane-lines: the control planes the older lines' e2e runs against
 ## (each line's own minor and the next one, the version skew policy, of the
@@ -192,7 +192,7 @@ e2e-lines: build build-lines guests-tinygo controlplane-lines
 	  for v in $$($(K8SLIB); e2e_versions go.$$l.mod); do \
 	    echo "e2e: bin/kube-scheduler-$$l against kube-apiserver $$v"; \
 	    WASMSCHED_SCHEDULER=bin/kube-scheduler-$$l WASMSCHED_KUBE_VERSION=$$v TENANT_PODS=1000 \
-	      $(GO) test -count=1 -v -skip "$$skip" ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'; \
+	      hack/filtered.sh e2e-$$l-$$v '^(--- |\s+\w+_test.go|ok|FAIL|PASS)' $(GO) test -count=1 -v -skip "$$skip" ./test/e2e/; \
 	    skip="$$skip|TestBadPolicyIsContained"; \
 	  done; \
 	done
@@ -263,15 +263,15 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane nod
 	# The instrumentation rewriter against the WebAssembly spec suite in
 	# wazero's module: every module instrumented, every command's outcome
 	# the same as the module's own.
-	set -o pipefail; $(GO) test -count=1 -v -tags norace -run "$$(hack/tagged-tests.sh norace host/internal/fuel)" ./host/internal/fuel/ | grep -E '(spectest_test.go|^ok|FAIL|^PASS)'
+	hack/filtered.sh spectest '(spectest_test.go|^ok|FAIL|^PASS)' $(GO) test -count=1 -v -tags norace -run "$$(hack/tagged-tests.sh norace host/internal/fuel)" ./host/internal/fuel/
 	# The ports' differential test against the upstream plugins, without
 	# -race (it compares 12,000+ pairs per port); prints each port's pairs,
 	# agreement and the generated mix.
-	set -o pipefail; $(GO) test -count=1 -v ./test/ports/ | grep -E '(ports_test.go|generated:|pod:|^\s*--- |^ok|FAIL|^PASS)'
+	hack/filtered.sh ports '(ports_test.go|generated:|pod:|^\s*--- |^ok|FAIL|^PASS)' $(GO) test -count=1 -v ./test/ports/
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
-	set -o pipefail; $(GO) test -count=1 -v -tags timing -run "$$(hack/tagged-tests.sh timing $(TIMING_PKGS))" $(addprefix ./,$(addsuffix /,$(TIMING_PKGS))) | grep -E '^(\s+--- FAIL|\s+\w+_test.go|--- |ok|FAIL|PASS)'
-	set -o pipefail; $(GO) test -count=1 -v -tags norace -run "$$(hack/tagged-tests.sh norace test/policies)" ./test/policies/ | grep -E '^(\s+--- |\s+(policies|aswasm)_test.go|ok|FAIL|PASS)'
+	hack/filtered.sh timing '^(\s+--- FAIL|\s+\w+_test.go|--- |ok|FAIL|PASS)' $(GO) test -count=1 -v -tags timing -run "$$(hack/tagged-tests.sh timing $(TIMING_PKGS))" $(addprefix ./,$(addsuffix /,$(TIMING_PKGS)))
+	hack/filtered.sh policies '^(\s+--- |\s+(policies|aswasm)_test.go|ok|FAIL|PASS)' $(GO) test -count=1 -v -tags norace -run "$$(hack/tagged-tests.sh norace test/policies)" ./test/policies/
 	# The conformance kit as an author runs it: team-isolation's case table
 	# against its Go, TinyGo, C and WAT builds (docs/sdk.md).
 	for b in go tinygo c wat; do echo "team-isolation ($$b):"; $(BIN)/wasmsched test --cases plugins-wasm/team-isolation/testdata.json $(OUT)/guests/$$b/team-isolation.wasm || exit 1; done
@@ -282,7 +282,7 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane nod
 	# platform), pushed to a registry, pulled back and run.
 	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
 	$(GO) test -count=1 ./test/image/
-	set -o pipefail; $(GO) test -count=1 -v ./test/node/ | grep -E '^(\s+--- |\s+(node|chart|manifests)_test.go|--- |ok|FAIL|PASS)'
+	hack/filtered.sh test-node '^(\s+--- |\s+(node|chart|manifests)_test.go|--- |ok|FAIL|PASS)' $(GO) test -count=1 -v ./test/node/
 	$(MAKE) --no-print-directory bench-smoke
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory e2e-lines
@@ -327,7 +327,7 @@ cosign-interop: build guests-tinygo $(COSIGN)
 ## e2e: bin/kube-scheduler against a real kube-apiserver and etcd on 127.0.0.1
 ## (and the Helm chart, with the pinned helm)
 e2e: build guests-tinygo controlplane $(HELM)
-	set -o pipefail; $(GO) test -count=1 -v ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
+	hack/filtered.sh e2e '^(--- |\s+\w+_test.go|ok|FAIL|PASS)' $(GO) test -count=1 -v ./test/e2e/
 
 ## bench: every benchmark at full length (about 40 minutes); regenerates
 ## the tables of docs/performance.md and the charts in docs/perf/
@@ -367,8 +367,9 @@ bench-reads: guests-tinygo
 bench-smoke: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	$(GO) test -short -run XXX -bench . -benchtime 1x ./test/perf/ ./pkg/extender/ ./host/ ./test/ports/
 	@# With the cluster benchmark, TestPlacementChecks: the checks it applies after each ports workload.
-	set -o pipefail; PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run TestPlacementChecks -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf/cluster/ \
-		-args -perf-scheduling-label-filter=smoke -data-items-dir $$(mktemp -d) 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)|placement:|batching:|^\s+\w+_test.go:[0-9]+' | cut -c1-200
+	set -o pipefail; PATH=$(CURDIR)/$(ETCD_PATH):$$PATH hack/filtered.sh bench-smoke-cluster '^(Benchmark|ok|FAIL|PASS|---)|placement:|batching:|^\s+\w+_test.go:[0-9]+' \
+		$(GO) test -run TestPlacementChecks -bench BenchmarkPerfScheduling -benchtime 1ns -timeout 20m ./test/perf/cluster/ \
+		-args -perf-scheduling-label-filter=smoke -data-items-dir $$(mktemp -d) | cut -c1-200
 
 # scheduler_perf looks for etcd on PATH: the one built for the main line.
 $(ETCD_PATH)/etcd: | controlplane
