@@ -107,6 +107,22 @@ func (Node) RequestedAll() map[string]int64 { return decodeInts(nodeList(model.N
 // PodCount returns how many pods are on the node.
 func (Node) PodCount() int { return nodePodCount() }
 
+// Taint effects, the bits of Node.TaintEffects.
+const (
+	TaintNoSchedule       = abi.TaintNoSchedule
+	TaintPreferNoSchedule = abi.TaintPreferNoSchedule
+	TaintNoExecute        = abi.TaintNoExecute
+)
+
+// TaintEffects returns the effects of the node's taints as a bit set
+// (TaintNoSchedule | TaintPreferNoSchedule | TaintNoExecute), 0 for an
+// untainted node. A policy that looks at taints of some effects only
+// checks this first: in a batch it is a node-table column, so a node
+// without such taints costs no host call, and its verdict, read from the
+// row alone, can be remembered for the next pod of the template
+// (docs/abi.md §3.4). Taints reads the list itself.
+func (Node) TaintEffects() int64 { return nodeTaintEffects() }
+
 // Unschedulable reports spec.unschedulable (cordoned).
 func (Node) Unschedulable() bool { return nodeUnschedulable() }
 

@@ -299,6 +299,8 @@ func nodePodCount() int { return model.NodePodCount(node()) }
 
 func nodeUnschedulable() bool { return node().Unschedulable }
 
+func nodeTaintEffects() int64 { return int64(model.TaintEffects(node().Taints)) }
+
 func config() string { return nativeConfig }
 
 func setCycleState(b []byte) { nativeCycleState = append([]byte(nil), b...) }

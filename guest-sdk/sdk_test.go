@@ -158,6 +158,31 @@ func TestNodeTaintNative(t *testing.T) {
 	}
 }
 
+// TaintEffects is the bit set of the node's taints' effects, natively as in
+// a table column.
+func TestNodeTaintEffectsNative(t *testing.T) {
+	var got int64
+	RegisterFilter(func(_ Pod, node Node) Status {
+		got = node.TaintEffects()
+		return Success()
+	})
+	defer RegisterFilter(nil)
+	for _, c := range []struct {
+		taints []Taint
+		want   int64
+	}{
+		{nil, 0},
+		{[]Taint{{Key: "a", Effect: "PreferNoSchedule"}}, TaintPreferNoSchedule},
+		{[]Taint{{Key: "a", Effect: "NoSchedule"}, {Key: "b", Value: "x", Effect: "NoExecute"}, {Key: "c", Effect: "NoSchedule"}}, TaintNoSchedule | TaintNoExecute},
+		{[]Taint{{Key: "a", Effect: "Bogus"}}, 0},
+	} {
+		RunFilter(&PodData{}, &NodeData{Taints: c.taints})
+		if got != c.want {
+			t.Errorf("TaintEffects of %+v = %d, want %d", c.taints, got, c.want)
+		}
+	}
+}
+
 // Every row of fields.Fields names an SDK accessor that exists, so what the
 // docs say a Go policy calls is there.
 func TestEveryFieldHasAnAccessor(t *testing.T) {

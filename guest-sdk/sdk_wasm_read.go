@@ -224,6 +224,23 @@ func nodePodCount() int {
 	return int(max(0, hostNodePodCount()))
 }
 
+func nodeTaintEffects() int64 {
+	if inTable || inBatch {
+		if v, ok := tableInt(abi.ColTaintEffects, ""); ok {
+			return v
+		}
+	}
+	var v int64
+	r := abi.NewListReader(nodeList(model.NodeTaints))
+	for r.Len() >= 3 {
+		r.Next()
+		r.Next()
+		e, _ := r.Next()
+		v |= int64(model.TaintBit(string(e)))
+	}
+	return v
+}
+
 func nodeUnschedulable() bool {
 	if inTable || inBatch {
 		if v, ok := tableInt(abi.ColUnschedulable, ""); ok {

@@ -51,7 +51,7 @@ const (
 )
 
 // Column kinds: the part of a column name before the colon ("name",
-// "pod_count" and "unschedulable" have no argument).
+// "pod_count", "unschedulable" and "taint_effects" have no argument).
 const (
 	ColName        = "name"        // string id of metadata.name
 	ColLabel       = "label"       // label:<key>: string id of the value, 0 if unset
@@ -65,6 +65,7 @@ const (
 	ColPodCount         = "pod_count"     // i64: pods on the node
 	ColUnschedulable    = "unschedulable" // i64: 1 if cordoned
 	ColTaint            = "taint"         // taint:<key>: i64 bit set of the effects of the taints with the key
+	ColTaintEffects     = "taint_effects" // i64 bit set of the effects of all the node's taints
 )
 
 // Taint effect bits in a taint column.
@@ -87,6 +88,7 @@ var TableColumns = []struct{ Kind, Arg, Slot string }{
 	{ColPodCount, "", "i64 pods on the node, assumed ones included"},
 	{ColUnschedulable, "", "i64 1 if spec.unschedulable, else 0"},
 	{ColTaint, "key", "i64 bit set of the effects of the node's taints with that key: 1 NoSchedule, 2 PreferNoSchedule, 4 NoExecute; 0 if none"},
+	{ColTaintEffects, "", "i64 bit set of the effects of all the node's taints, as in taint:<key>; 0 for an untainted node"},
 }
 
 // RowSize is the size of a row with n columns.

@@ -360,8 +360,19 @@ func TableColumn(n *Node, kind, arg string) (s string, isString, ok bool, v uint
 			}
 		}
 		return "", false, true, v
+	case abi.ColTaintEffects:
+		return "", false, true, TaintEffects(n.Taints)
 	}
 	return "", false, false, 0
+}
+
+// TaintEffects is the bit set of the effects of taints (TaintBit).
+func TaintEffects(taints []Taint) uint64 {
+	var v uint64
+	for _, t := range taints {
+		v |= TaintBit(t.Effect)
+	}
+	return v
 }
 
 // TaintBit is a taint effect's bit in a taint column.

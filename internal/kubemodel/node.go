@@ -128,7 +128,7 @@ func ColumnPart(kind string) NodePart {
 		return NodeRequested
 	case abi.ColNonZeroRequested:
 		return NodeNonZero
-	case abi.ColTaint:
+	case abi.ColTaint, abi.ColTaintEffects:
 		return NodeTaints
 	}
 	return NodeScalars

@@ -374,6 +374,45 @@ func objectRoundTrip(t *testing.T, i int, p *model.Pod, n *model.Node) {
 	}
 }
 
+// The taint columns hold the effects of the taints Node.Taints lists (of
+// one key, of all), natively and through Kubernetes.
+func TestTaintColumnsReadAsTaints(t *testing.T) {
+	g := gen{rand.New(rand.NewPCG(43, 2026))}
+	tainted := 0
+	for i := range 200 {
+		w, err := newWorld(g.pod(fmt.Sprint("web-", i)), g.cluster(), nil, schedulerNodeInfos["the scheduler's NodeInfo"])
+		if err != nil {
+			t.Fatalf("world %d: %v", i, err)
+		}
+		var all uint64
+		byKey := map[string]uint64{"absent-key": 0}
+		for _, tt := range w.node.Taints {
+			all |= model.TaintBit(tt.Effect)
+			byKey[tt.Key] |= model.TaintBit(tt.Effect)
+		}
+		if all != 0 {
+			tainted++
+		}
+		for _, native := range []bool{true, false} {
+			n := w.node
+			if !native {
+				n = w.kubeNode(kubemodel.ColumnPart(abi.ColTaintEffects))
+			}
+			if _, _, ok, v := model.TableColumn(n, abi.ColTaintEffects, ""); !ok || v != all {
+				t.Fatalf("world %d: taint_effects (native %v) holds %d (ok %v), the taints %+v give %d", i, native, v, ok, w.node.Taints, all)
+			}
+			for key, want := range byKey {
+				if _, _, ok, v := model.TableColumn(n, abi.ColTaint, key); !ok || v != want {
+					t.Fatalf("world %d: taint:%s (native %v) holds %d (ok %v), want %d", i, key, native, v, ok, want)
+				}
+			}
+		}
+	}
+	if tainted == 0 {
+		t.Fatal("no generated node had a taint")
+	}
+}
+
 // A node-table column of a resource holds what node_resource reads of it,
 // natively and through Kubernetes: the SDK reads one or the other for the
 // same call (a column when the batch has a table, node_resource otherwise).

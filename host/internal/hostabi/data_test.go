@@ -75,14 +75,14 @@ func TestNodeTableDeclarations(t *testing.T) {
 		return b
 	}
 	layouts, interned := &layoutSet{m: map[string]*tableLayout{}}, newInterner()
-	for _, bad := range [][]byte{list(), list("bogus"), list("label"), list("label:"), list("name:x"), list(strings.Split(strings.Repeat("pod_count,", abi.MaxColumns+1), ",")[:abi.MaxColumns+1]...), []byte{9, 0, 0, 0}} {
+	for _, bad := range [][]byte{list(), list("bogus"), list("label"), list("label:"), list("name:x"), list("taint_effects:NoSchedule"), list(strings.Split(strings.Repeat("pod_count,", abi.MaxColumns+1), ",")[:abi.MaxColumns+1]...), []byte{9, 0, 0, 0}} {
 		if l := layouts.parse(bad); l != nil {
 			t.Errorf("layout %q accepted", bad)
 		}
 	}
-	l := layouts.parse(list("name", "label:team", "allocatable:cpu", "taint:gpu"))
-	if l == nil || l.rowSize != abi.RowSize(4) || layouts.parse(list("name", "label:team", "allocatable:cpu", "taint:gpu")) != l {
-		t.Fatalf("layout %+v: want 4 columns, shared", l)
+	l := layouts.parse(list("name", "label:team", "allocatable:cpu", "taint:gpu", "taint_effects"))
+	if l == nil || l.rowSize != abi.RowSize(5) || layouts.parse(list("name", "label:team", "allocatable:cpu", "taint:gpu", "taint_effects")) != l {
+		t.Fatalf("layout %+v: want 5 columns, shared", l)
 	}
 	e1, id1 := interned.id("payments")
 	e2, id2 := interned.id(strings.Clone("payments"))

@@ -33,6 +33,12 @@ var (
 )
 
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
+	// Most nodes have no NoSchedule or NoExecute taint: the effects column
+	// answers them without reading the list (and so their verdicts can be
+	// remembered for the next pod).
+	if node.TaintEffects()&(sdk.TaintNoSchedule|sdk.TaintNoExecute) == 0 {
+		return sdk.Success()
+	}
 	taints := node.Taints()
 	if len(taints) == 0 {
 		return sdk.Success()
@@ -47,6 +53,9 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 }
 
 func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
+	if node.TaintEffects()&sdk.TaintPreferNoSchedule == 0 {
+		return 0, sdk.Success()
+	}
 	taints := node.Taints()
 	if len(taints) == 0 {
 		return 0, sdk.Success()
