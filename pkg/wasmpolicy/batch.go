@@ -45,6 +45,9 @@ func batchResult(ctx context.Context, p *policy, m module, c *cycleData, i int, 
 		t := time.Now()
 		b.done, b.err = m.CallNodes(ctx, kind, c.pod, list[start:end], &c.pcs[i], b.results, b.scores)
 		p.observe(c, kind, t, b.err)
+		if b.err == nil || kind != host.CallScore { // a failed score batch's nodes are called again, and counted then
+			p.countBatch(kind, b.results[:b.done])
+		}
 	})
 	k := pos - start
 	switch {
@@ -57,6 +60,25 @@ func batchResult(ctx context.Context, p *policy, m module, c *cycleData, i int, 
 		return host.Result{}, 0, b.err, true
 	}
 	return host.Result{}, 0, nil, false
+}
+
+// countBatch counts the verdicts of a batch's evaluated nodes, once per
+// result rather than once per node: the scheduler's goroutines read one
+// policy's batches on both cores, and a counter incremented per node and
+// policy moved its cache line between them on every node (200 policies'
+// cycle, BenchmarkManyPolicies). A node the scheduler never asks for after
+// its batch was evaluated (Filter's early stop) still counts: the guest
+// gave it a verdict.
+func (p *policy) countBatch(kind host.CallKind, results []host.Result) {
+	var n [numResults]int
+	for _, r := range results {
+		n[resultOf(r.Code)]++
+	}
+	for r, k := range n {
+		if k > 0 {
+			p.m.eval[kind][r].Add(float64(k))
+		}
+	}
 }
 
 // call runs one single guest call and records its duration.

@@ -53,8 +53,18 @@ type cycleData struct {
 	// scoreOf maps a node's position in the PreFilter list to 1 + its
 	// position in scoreNodes (0: not scored); when some scored node is not
 	// in that list, scorePos maps them by identity instead.
-	scoreOf      []int32
-	scorePos     map[unsafe.Pointer]int
+	scoreOf  []int32
+	scorePos map[unsafe.Pointer]int
+	// batchNodes are scoreNodes in the order of the PreFilter list, which
+	// the score batches run over (batchOf: a PreFilter position to 1 + its
+	// index there); nil when scoreOf is. The scheduler's list of feasible
+	// nodes comes in the order its parallel Filter found them, another in
+	// each cycle, so batches cut from it were other groups of nodes in
+	// every cycle, and the memo's whole batches, which a batch's first
+	// node finds, were never found again (BenchmarkManyPolicies: a quarter
+	// of the batches stored anew each cycle, 1.6 MB).
+	batchNodes   []fwk.NodeInfo
+	batchOf      []int32
 	scoreBatches [][]batch
 	rawScores    [][]int64 // per policy, per node of scoreNodes
 	mu           sync.Mutex

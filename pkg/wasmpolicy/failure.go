@@ -92,11 +92,17 @@ func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdic
 	return v
 }
 
-// read counts a guest's result at point and reads it (verdict.Read): a
-// rejection by a policy in Audit mode is handed to audit (when not nil)
-// and passes; the policy's error goes to its failurePolicy.
+// read counts a guest's result at point and reads it (readCounted).
 func (p *policy) read(ctx context.Context, point host.CallKind, res host.Result, enforce bool, audit func(reason string)) verdict.Verdict {
 	p.m.evaluated(point, resultOf(res.Code))
+	return p.readCounted(ctx, point, res, enforce, audit)
+}
+
+// readCounted reads a guest's result at point that was counted already (a
+// batch counts its nodes' results once: countBatch) with verdict.Read: a
+// rejection by a policy in Audit mode is handed to audit (when not nil)
+// and passes; the policy's error goes to its failurePolicy.
+func (p *policy) readCounted(ctx context.Context, point host.CallKind, res host.Result, enforce bool, audit func(reason string)) verdict.Verdict {
 	v, ok := verdict.Read(point, res.Code, res.Reason)
 	if !ok {
 		return p.policyError(ctx, point, v.Reason, enforce)

@@ -55,7 +55,11 @@ func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, node
 	if cerr != nil {
 		return p.callFailed(ctx, c, i, host.CallFilter, cerr, enforce)
 	}
-	return p.read(ctx, host.CallFilter, res, enforce, func(reason string) { c.auditFor(i).rejectNode(nodeInfo.Node().Name, reason) })
+	audit := func(reason string) { c.auditFor(i).rejectNode(nodeInfo.Node().Name, reason) }
+	if batched {
+		return p.readCounted(ctx, host.CallFilter, res, enforce, audit)
+	}
+	return p.read(ctx, host.CallFilter, res, enforce, audit)
 }
 
 // PostFilter runs when no node fits. It cannot make the pod fit (that is

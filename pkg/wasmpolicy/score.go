@@ -36,18 +36,27 @@ func (w *WasmPolicy) startScoring(c *cycleData, nodes []fwk.NodeInfo) {
 	c.rawScores = make([][]int64, len(c.policies))
 	c.rawScoresOffList = make([]map[string]int64, len(c.policies))
 	c.scoreBatches = make([][]batch, len(c.policies))
-	c.scoreNodes, c.scoreOf, c.scorePos = nodes, nil, nil
+	c.scoreNodes, c.scoreOf, c.scorePos, c.batchNodes, c.batchOf = nodes, nil, nil, nil, nil
 	if c.index != nil {
 		of := make([]int32, len(c.nodes))
 		for i, ni := range nodes {
 			p := c.position(ni)
-			if p < 0 {
+			if p < 0 || of[p] != 0 {
 				of = nil
 				break
 			}
 			of[p] = int32(i) + 1
 		}
 		c.scoreOf = of
+	}
+	if c.scoreOf != nil {
+		c.batchNodes, c.batchOf = make([]fwk.NodeInfo, 0, len(nodes)), make([]int32, len(c.nodes))
+		for p, j := range c.scoreOf {
+			if j > 0 {
+				c.batchNodes = append(c.batchNodes, c.nodes[p])
+				c.batchOf[p] = int32(len(c.batchNodes))
+			}
+		}
 	}
 	if c.scoreOf == nil {
 		c.scorePos = make(map[unsafe.Pointer]int, len(nodes))
@@ -137,7 +146,11 @@ func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeI
 	var cerr *host.CallError
 	batched := false
 	if indexed && c.scoreBatches[i] != nil {
-		res, s, cerr, batched = batchResult(ctx, p, m, c, i, host.CallScore, c.scoreBatches[i], c.scoreNodes, pos)
+		list, at := c.scoreNodes, pos
+		if c.batchOf != nil {
+			list, at = c.batchNodes, int(c.batchOf[c.position(nodeInfo)])-1
+		}
+		res, s, cerr, batched = batchResult(ctx, p, m, c, i, host.CallScore, c.scoreBatches[i], list, at)
 	}
 	if !batched {
 		s, res, cerr = p.call(ctx, m, host.CallScore, c, i, nodeInfo, nil)
@@ -145,7 +158,12 @@ func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeI
 	var v verdict.Verdict
 	if cerr != nil {
 		v, s = p.callFailed(ctx, c, i, host.CallScore, cerr, enforce), 0
-	} else if v = p.read(ctx, host.CallScore, res, enforce, nil); res.Code != abi.CodeSuccess {
+	} else if batched {
+		v = p.readCounted(ctx, host.CallScore, res, enforce, nil)
+	} else {
+		v = p.read(ctx, host.CallScore, res, enforce, nil)
+	}
+	if cerr == nil && res.Code != abi.CodeSuccess {
 		s = 0 // a failure, whatever its failurePolicy made of it, scores 0
 	}
 	if v.Rejects() {
