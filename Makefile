@@ -46,10 +46,13 @@ IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 HOST_PLATFORM := $(shell $(GO) env GOOS)/$(shell $(GO) env GOARCH)
 IMAGE_VERSION := $(K8S_VERSION)-wasmsched
 IMAGE_DIR     := $(OUT)/images
+# The older lines whose kube-scheduler make image builds: make test builds
+# none (their compiles are make test-lines'), make image every one.
+IMAGE_LINES   ?= $(LINES)
 IMAGES        := kube-scheduler wasm-extender
 image_bin      = $(IMAGE_DIR)/$(subst /,-,$(2))/$(1)
 
-.PHONY: bench-reads node test-node image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo demo-node clean
+.PHONY: test-lines bench-reads node test-node image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo demo-node clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -80,13 +83,14 @@ $(BIN)/wasmsched: $(GO_SRCS) go.mod go.sum
 ## image: OCI images of kube-scheduler and wasm-extender for IMAGE_PLATFORMS
 ## (default linux/amd64 linux/arm64), without Docker: an OCI layout in
 ## _output/images/oci, tagged IMAGE_VERSION, and the kube-scheduler of each
-## older build line tagged with its own version (hack/image)
+## older build line in IMAGE_LINES (default: all) tagged with its own
+## version (hack/image)
 image: deps $(foreach i,$(IMAGES),$(foreach p,$(IMAGE_PLATFORMS),$(call image_bin,$(i),$(p)))) \
-		$(foreach l,$(LINES),$(foreach p,$(IMAGE_PLATFORMS),$(call image_bin,kube-scheduler-$(l),$(p))))
+		$(foreach l,$(IMAGE_LINES),$(foreach p,$(IMAGE_PLATFORMS),$(call image_bin,kube-scheduler-$(l),$(p))))
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) $(GO) run ./hack/image build -out $(IMAGE_DIR)/oci \
 		-version $(IMAGE_VERSION) -revision $$(git rev-parse HEAD) \
 		$(foreach i,$(IMAGES),$(foreach p,$(IMAGE_PLATFORMS),-binary $(i)=$(p)=$(call image_bin,$(i),$(p)))) \
-		$(foreach l,$(LINES),$(foreach p,$(IMAGE_PLATFORMS),-binary kube-scheduler@$(call line_version,$(l))-wasmsched=$(p)=$(call image_bin,kube-scheduler-$(l),$(p))))
+		$(foreach l,$(IMAGE_LINES),$(foreach p,$(IMAGE_PLATFORMS),-binary kube-scheduler@$(call line_version,$(l))-wasmsched=$(p)=$(call image_bin,kube-scheduler-$(l),$(p))))
 
 $(IMAGE_DIR)/linux-%/kube-scheduler: $(GO_SRCS) go.mod go.sum
 	GOOS=linux GOARCH=$* $(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kube-scheduler
@@ -167,7 +171,7 @@ node: controlplane
 ## root): the image of make image run by kubelets, installed by the chart,
 ## the kustomize base and the replace-default static pod
 test-node: node guests-tinygo $(HELM)
-	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
+	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM) IMAGE_LINES=
 	hack/filtered.sh test-node '^(\s+--- |\s+(node|chart|manifests)_test.go|--- |ok|FAIL|PASS)' $(GO) test -count=1 -v ./test/node/
 
 ## controlplane-lines: the control planes the older lines' e2e runs against
@@ -233,7 +237,7 @@ demo: deps guests-tinygo build controlplane
 ## root): two Nodes with containerd, the image of make image, the chart
 ## installed with helm, pods placed and refused (about 3 minutes warm)
 demo-node: node guests-tinygo $(HELM)
-	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
+	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM) IMAGE_LINES=
 	$(GO) run ./hack/demo-node
 
 ## fixtures: recompile the hand-written .wat test fixtures (needs wabt)
@@ -278,13 +282,23 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane nod
 	@# The fuzz targets' seed corpora ran with the packages' tests above;
 	@# fuzzing itself is make fuzz (its instrumented builds cost a cold CI
 	@# run five minutes).
-	# The images for this machine's platform (make image builds every
-	# platform), pushed to a registry, pulled back and run.
-	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
-	$(GO) test -count=1 ./test/image/
+	# The main line's images for this machine's platform (make image
+	# builds every platform and line), pushed to a registry, pulled back
+	# and run.
+	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM) IMAGE_LINES=
+	WASMSCHED_IMAGE_LINES= $(GO) test -count=1 ./test/image/
 	hack/filtered.sh test-node '^(\s+--- |\s+(node|chart|manifests)_test.go|--- |ok|FAIL|PASS)' $(GO) test -count=1 -v ./test/node/
 	$(MAKE) --no-print-directory bench-smoke
 	$(MAKE) --no-print-directory e2e
+
+## test-lines: the older build lines as make test does not run them: each
+## line's kube-scheduler and its image, and its e2e against every minor it
+## serves (make test type-checks every line in verify, docs/kubernetes.md);
+## run it when a line's module file, internal/framework or what the
+## plugin calls of the framework changes, and before a release
+test-lines: deps build-lines
+	$(MAKE) --no-print-directory image IMAGE_PLATFORMS=$(HOST_PLATFORM)
+	$(GO) test -count=1 ./test/image/
 	$(MAKE) --no-print-directory e2e-lines
 
 ## check: the inner loop, under 5 minutes warm: verify, then every

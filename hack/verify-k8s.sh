@@ -2,7 +2,8 @@
 # Fails when the build lines disagree with each other or with what
 # hack/bump-k8s.sh would write: each module file's replace block and staging
 # requirements against k8s.io/kubernetes' own go.mod at its pin, the generated
-# scheduler-plugins registration of each line, go mod tidy, and the matrix in
+# scheduler-plugins registration of each line, go mod tidy, each older line's
+# kube-scheduler type-checked with its module file and tag, and the matrix in
 # README.md and docs/kubernetes.md. Part of make verify (and so make test).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -43,6 +44,16 @@ for f in $(line_modfiles); do
   if ! out="$(GOFLAGS="-modfile=$f" go mod tidy -e -diff 2>&1)"; then
     problem "$f is not tidy (run: GOFLAGS=-modfile=$f go mod tidy -e):"; echo "$out" | head -20 >&2
   fi
+done
+
+# Each older line's kube-scheduler type-checked against its own module file
+# and build tag (hack/tools/typecheck: no compile, seconds per line). make
+# test builds only the main line; this is what it checks of the others
+# (make test-lines compiles them and runs their e2e).
+for f in $(line_modfiles); do
+  [ "$f" = go.mod ] && continue
+  go run -C hack/tools ./typecheck -C "$ROOT" -modfile "$f" -tags "$(line_tag "$f")" ./cmd/kube-scheduler ||
+    problem "the $(line_name "$f") line does not compile (errors above): code shared by every line must build against each line's Kubernetes; put what differs in a file of the line's build tag (internal/framework)"
 done
 
 main="$(modfile_k8s go.mod)"

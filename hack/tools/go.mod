@@ -3,6 +3,7 @@ module github.com/wasmsched/wasmsched/hack/tools
 go 1.26.0
 
 require (
+	golang.org/x/tools v0.51.0
 	honnef.co/go/tools v0.8.2
 	k8s.io/code-generator v0.37.2
 	sigs.k8s.io/controller-tools v0.23.0
@@ -47,7 +48,6 @@ require (
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	golang.org/x/tools v0.51.0 // indirect
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/api v0.37.0 // indirect

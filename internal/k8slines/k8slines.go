@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 )
 
 // Line is one Kubernetes build line of the repository
@@ -45,4 +46,14 @@ func Read(root string) ([]Line, error) {
 		lines = append(lines, Line{ModFile: filepath.Base(f), Kubernetes: string(m[1]), Minor: string(m[2])})
 	}
 	return lines, nil
+}
+
+// Name is the line's name as the Makefile and hack/lib/k8s.sh give it:
+// "main", or "k8s-1.MINOR" for go.k8s-1.MINOR.mod (bin/kube-scheduler-NAME,
+// IMAGE_LINES).
+func (l Line) Name() string {
+	if l.ModFile == "go.mod" {
+		return "main"
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(l.ModFile, "go."), ".mod")
 }
