@@ -169,4 +169,4 @@ for f in $(line_modfiles); do
   GOFLAGS="-modfile=$f" go mod tidy -e
 done
 GOFLAGS= hack/gen-k8s-matrix.sh
-echo "hack/bump-k8s.sh: done; run hack/verify-k8s.sh and make test" >&2
+echo "hack/bump-k8s.sh: done; run hack/verify-k8s.sh, make test and make test-lines" >&2
