@@ -240,7 +240,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 		for k, ni := range feasible {
 			pv := &ex.Nodes[at[k]].Policies[i]
 			start := time.Now()
-			raw, v := w.scorePolicy(ctx, c, i, ni, true)
+			raw, v := w.scorePolicy(ctx, c, i, ni, c.scoreIndex(ni), true)
 			pv.ScoreTime = time.Since(start)
 			pv.RawScore = &raw
 			if v.Rejects() {

@@ -66,21 +66,38 @@ func (w *WasmPolicy) startScoring(c *cycleData, nodes []fwk.NodeInfo) {
 	}
 }
 
-// scoreIndex returns the node's position in the scored nodes, if it is one
-// of them.
-func (c *cycleData) scoreIndex(ni fwk.NodeInfo) (int, bool) {
-	j, ok := -1, false
+// scoreSlot is where a node's raw scores and batch results are kept: found
+// once per node in Score and shared by every policy's scorePolicy (the
+// identity lookups cost about as much as a remembered verdict).
+type scoreSlot struct {
+	// pos is the node's position in the scored nodes; indexed says it is
+	// one of them (otherwise its score goes to rawScoresOffList).
+	pos     int
+	indexed bool
+	// list and at name the node's batch entry: the batch list cut in
+	// PreFilter order, or the scored nodes themselves.
+	list []fwk.NodeInfo
+	at   int
+}
+
+// scoreIndex returns the node's slot among the scored nodes.
+func (c *cycleData) scoreIndex(ni fwk.NodeInfo) scoreSlot {
+	j, p := -1, -1
 	if c.scoreOf != nil {
-		if p := c.position(ni); p >= 0 {
+		if p = c.position(ni); p >= 0 {
 			j = int(c.scoreOf[p]) - 1
 		}
-	} else {
-		j, ok = c.scorePos[identity(ni)]
-		if !ok {
-			j = -1
+	} else if k, ok := c.scorePos[identity(ni)]; ok {
+		j = k
+	}
+	sl := scoreSlot{pos: j, indexed: j >= 0 && j < len(c.scoreNodes) && c.scoreNodes[j] == ni}
+	if sl.indexed {
+		sl.list, sl.at = c.scoreNodes, j
+		if c.batchOf != nil {
+			sl.list, sl.at = c.batchNodes, int(c.batchOf[p])-1
 		}
 	}
-	return j, j >= 0 && j < len(c.scoreNodes) && c.scoreNodes[j] == ni
+	return sl
 }
 
 // preScorePolicy runs policy i's prescore, if it has one, and marks it
@@ -124,11 +141,12 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if c.rawScores == nil {
 		return 0, nil
 	}
+	slot := c.scoreIndex(nodeInfo)
 	for i, p := range c.policies {
 		if c.scoreSkipped[i] {
 			continue
 		}
-		if _, v := w.scorePolicy(ctx, c, i, nodeInfo, !p.audit()); v.Rejects() {
+		if _, v := w.scorePolicy(ctx, c, i, nodeInfo, slot, !p.audit()); v.Rejects() {
 			return 0, p.status(host.CallScore, v)
 		}
 	}
@@ -136,21 +154,17 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 }
 
 // scorePolicy runs policy i's score on one node (from its batch when the
-// node is one of the scored nodes) and records the raw score for
+// node is one of the scored nodes; slot is scoreIndex's for the node) and records the raw score for
 // NormalizeScore: 0 when the call failed or the guest returned an error.
-func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, enforce bool) (int64, verdict.Verdict) {
+func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, slot scoreSlot, enforce bool) (int64, verdict.Verdict) {
 	p, m := c.policies[i], c.modules[i]
-	pos, indexed := c.scoreIndex(nodeInfo)
+	pos, indexed := slot.pos, slot.indexed
 	var s int64
 	var res host.Result
 	var cerr *host.CallError
 	batched := false
 	if indexed && c.scoreBatches[i] != nil {
-		list, at := c.scoreNodes, pos
-		if c.batchOf != nil {
-			list, at = c.batchNodes, int(c.batchOf[c.position(nodeInfo)])-1
-		}
-		res, s, cerr, batched = batchResult(ctx, p, m, c, i, host.CallScore, c.scoreBatches[i], list, at)
+		res, s, cerr, batched = batchResult(ctx, p, m, c, i, host.CallScore, c.scoreBatches[i], slot.list, slot.at)
 	}
 	if !batched {
 		s, res, cerr = p.call(ctx, m, host.CallScore, c, i, nodeInfo, nil)
