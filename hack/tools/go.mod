@@ -3,6 +3,7 @@ module github.com/wasmsched/wasmsched/hack/tools
 go 1.26.0
 
 require (
+	golang.org/x/mod v0.41.0
 	golang.org/x/tools v0.51.0
 	honnef.co/go/tools v0.8.2
 	k8s.io/code-generator v0.37.2
@@ -43,7 +44,6 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
-	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

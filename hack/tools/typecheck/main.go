@@ -27,12 +27,13 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/mod/modfile"
 	"golang.org/x/tools/go/packages"
 )
 
 func main() {
 	dir := flag.String("C", ".", "the main module's directory")
-	modfile := flag.String("modfile", "", "the build line's module file (go.k8s-1.MINOR.mod), relative to -C")
+	modFile := flag.String("modfile", "", "the build line's module file (go.k8s-1.MINOR.mod), relative to -C")
 	tags := flag.String("tags", "", "build tags, as the line builds with them")
 	flag.Parse()
 	if flag.NArg() == 0 {
@@ -40,7 +41,7 @@ func main() {
 		os.Exit(2)
 	}
 	start := time.Now()
-	n, errs, err := check(*dir, *modfile, *tags, flag.Args())
+	n, errs, err := check(*dir, *modFile, *tags, flag.Args())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "typecheck: %v\n", err)
 		os.Exit(2)
@@ -48,7 +49,7 @@ func main() {
 	for _, e := range errs {
 		fmt.Fprintln(os.Stderr, e)
 	}
-	line := *modfile
+	line := *modFile
 	if line == "" {
 		line = "go.mod"
 	}
@@ -61,16 +62,16 @@ func main() {
 
 // check loads patterns and their dependencies from source and returns how
 // many packages it checked and the errors of the module's own packages.
-func check(dir, modfile, tags string, patterns []string) (int, []string, error) {
+func check(dir, modFile, tags string, patterns []string) (int, []string, error) {
 	var flags []string
-	if modfile != "" {
-		flags = append(flags, "-modfile="+modfile)
+	if modFile != "" {
+		flags = append(flags, "-modfile="+modFile)
 	}
 	if tags != "" {
 		flags = append(flags, "-tags="+tags)
 	}
 	// The module path decides which packages are checked whole.
-	mf := modfile
+	mf := modFile
 	if mf == "" {
 		mf = "go.mod"
 	}
@@ -78,13 +79,7 @@ func check(dir, modfile, tags string, patterns []string) (int, []string, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	own := ""
-	for _, l := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "module" {
-			own = strings.Trim(f[1], `"`)
-			break
-		}
-	}
+	own := modfile.ModulePath(data)
 	if own == "" {
 		return 0, nil, fmt.Errorf("%s has no module line", mf)
 	}
