@@ -127,6 +127,11 @@ spec:
   mode: Enforce
 `, "apply", "-f", "-")
 	waitPolicyReady(t, team, "gate", 1)
+	// Ready is the status lease holder's word; the scheduling leader, which
+	// may be the other replica, loads the object on its own and may still
+	// be compiling it. A pod created before it has is scheduled without it.
+	active := podOf(t, podsOf(t, ns), leaseHolder(t, ns, "wasmsched"))
+	waitLogged(t, ns, active.Name, `"Policy object active" object="schedulingpolicy/team-a/gate"`, 60*time.Second)
 	createPod(t, team, "team-pod", map[string]string{"team": "a"})
 	refused := waitRefused(t, team, "team-pod", 90*time.Second)
 	if !strings.Contains(refused, "WasmPolicy/team-a/gate") {
@@ -467,6 +472,18 @@ func waitPolicyReady(t *testing.T, ns, name string, generation int) {
 		}
 	}
 	t.Fatalf("SchedulingPolicy %s/%s: status %q after 60s, want %q:\n%s", ns, name, got, want, kubectl(t, "-n", ns, "get", "schedulingpolicy", name, "-o", "yaml"))
+}
+
+// waitLogged waits until kubectl logs of a pod has a line containing
+// want.
+func waitLogged(t *testing.T, ns, name, want string, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if strings.Contains(kubectlLogs(ns, name), want) {
+			return
+		}
+	}
+	t.Fatalf("kubectl logs of %s has no line with %s after %s:\n%s", name, want, timeout, logsOf(ns, name))
 }
 
 // guest is a TinyGo example policy make guests-tinygo built.
