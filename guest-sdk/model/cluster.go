@@ -281,6 +281,12 @@ func EncodeTopologySums(sums []TopologySum) []byte {
 		}
 		return strings.Compare(a.Value, b.Value)
 	})
+	return EncodeSortedTopologySums(s)
+}
+
+// EncodeSortedTopologySums is EncodeTopologySums for sums already sorted
+// by key and value (the host keeps their order across cycles).
+func EncodeSortedTopologySums(s []TopologySum) []byte {
 	size := 4
 	for _, t := range s {
 		size += 12 + len(t.Key) + len(t.Value) + 4

@@ -106,6 +106,11 @@ type NodeCountCache struct {
 	// hits and misses count the node counts taken from the cache and
 	// not found in it (for tests).
 	hits, misses int
+
+	// order is existing_terms' pairs in order, and orderSorts counts how
+	// often it was sorted (for tests).
+	order      pairOrder
+	orderSorts int
 }
 
 // termCounts are one term's counts by the node's position in the
@@ -542,7 +547,12 @@ func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
 	if b := c.existing[kind]; b != nil {
 		return b, true
 	}
-	b := model.EncodeTopologySums(c.ExistingTerms(kind, pod))
+	var b []byte
+	if c.NodeCounts != nil {
+		b = model.EncodeSortedTopologySums(c.NodeCounts.sortSums(c.existingSums(kind, pod), c.Nodes))
+	} else {
+		b = model.EncodeTopologySums(c.ExistingTerms(kind, pod))
+	}
 	c.existing[kind] = b
 	return b, true
 }
@@ -550,6 +560,16 @@ func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
 // ExistingTerms computes existing_terms of kind for pod, unsorted and
 // uncached (existingTerms caches its encoding per view).
 func (c *ClusterView) ExistingTerms(kind int32, pod *v1.Pod) []model.TopologySum {
+	sums := c.existingSums(kind, pod)
+	out := make([]model.TopologySum, 0, len(sums))
+	for p, sum := range sums {
+		out = append(out, model.TopologySum{Key: p.key, Value: p.value, Sum: sum})
+	}
+	return out
+}
+
+// existingSums is ExistingTerms by topology pair.
+func (c *ClusterView) existingSums(kind int32, pod *v1.Pod) map[topologyPair]int64 {
 	var nsLabels labels.Set
 	if c.NamespaceLabels != nil {
 		if l, ok := c.NamespaceLabels(pod.Namespace); ok {
@@ -578,15 +598,128 @@ func (c *ClusterView) ExistingTerms(kind int32, pod *v1.Pod) []model.TopologySum
 			sums[p] += sum
 		}
 	}
-	out := make([]model.TopologySum, 0, len(sums))
-	for p, sum := range sums {
-		out = append(out, model.TopologySum{Key: p.key, Value: p.value, Sum: sum})
-	}
-	return out
+	return sums
 }
 
 // topologyPair is a topology key and one of its values.
 type topologyPair struct{ key, value string }
+
+// pairOrder is the topology pairs existing_terms last answered with,
+// sorted by key and value, and each one's rank in that order. A cluster's
+// pairs are its nodes' values of a few keys and hardly change from cycle
+// to cycle, so a cycle's sums are put in order by their ranks, integers,
+// instead of being sorted as strings: with an anti-affinity term on the
+// hostname, sorting 500 node names was three quarters of existing_terms'
+// time in SchedulingPodAntiAffinity (docs/architecture.md).
+type pairOrder struct {
+	pairs []topologyPair
+	rank  map[topologyPair]int32
+	// at is scratch space by rank, all zero between calls.
+	at []int32
+}
+
+// rankedSum is a sum and its pair's rank.
+type rankedSum struct {
+	rank int32
+	sum  int64
+}
+
+// sortSums returns sums sorted by key and value. A pair the kept order
+// does not hold sorts the order again, with every pair nodes have of the
+// topology keys in sums: a workload whose pods land on one new node after
+// another then finds each new pair already there (in
+// SchedulingPodAntiAffinity, where every cycle added a hostname, adding
+// only sums' pairs sorted the order again in every cycle). The pairs kept
+// from before stay unless that would pass 4 per node (nodes come and go:
+// the order must not grow with every name it ever saw).
+func (c *NodeCountCache) sortSums(sums map[topologyPair]int64, nodes []fwk.NodeInfo) []model.TopologySum {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := &c.order
+	ranked := make([]rankedSum, 0, len(sums))
+	for p, sum := range sums {
+		r, ok := o.rank[p]
+		if !ok {
+			o.add(sums, nodes)
+			c.orderSorts++
+			ranked = ranked[:0]
+			for p, sum := range sums {
+				ranked = append(ranked, rankedSum{o.rank[p], sum})
+			}
+			break
+		}
+		ranked = append(ranked, rankedSum{r, sum})
+	}
+	out := make([]model.TopologySum, 0, len(ranked))
+	if len(ranked) < len(o.pairs)/16 {
+		// A few of many pairs (a zone term's, next to the hostnames).
+		slices.SortFunc(ranked, func(a, b rankedSum) int { return int(a.rank - b.rank) })
+		for _, r := range ranked {
+			p := o.pairs[r.rank]
+			out = append(out, model.TopologySum{Key: p.key, Value: p.value, Sum: r.sum})
+		}
+		return out
+	}
+	// Most of them: one pass over the order, with no comparison.
+	if len(o.at) != len(o.pairs) {
+		o.at = make([]int32, len(o.pairs))
+	}
+	for i, r := range ranked {
+		o.at[r.rank] = int32(i) + 1
+	}
+	for rank, i := range o.at {
+		if i > 0 {
+			p := o.pairs[rank]
+			out = append(out, model.TopologySum{Key: p.key, Value: p.value, Sum: ranked[i-1].sum})
+			o.at[rank] = 0
+		}
+	}
+	return out
+}
+
+// add sorts the order again with sums' pairs and nodes' pairs of sums'
+// keys in it.
+func (o *pairOrder) add(sums map[topologyPair]int64, nodes []fwk.NodeInfo) {
+	var keys []string
+	for p := range sums {
+		if !slices.Contains(keys, p.key) {
+			keys = append(keys, p.key)
+		}
+	}
+	fresh := make(map[topologyPair]bool, len(sums)+len(keys)*len(nodes))
+	for p := range sums {
+		fresh[p] = true
+	}
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil {
+			for _, k := range keys {
+				if v, ok := n.Labels[k]; ok {
+					fresh[topologyPair{k, v}] = true
+				}
+			}
+		}
+	}
+	var pairs []topologyPair
+	keep := len(o.pairs)+len(fresh) <= 4*len(nodes)+256
+	if keep {
+		pairs = append(pairs, o.pairs...)
+	}
+	for p := range fresh {
+		if _, ok := o.rank[p]; !ok || !keep {
+			pairs = append(pairs, p)
+		}
+	}
+	slices.SortFunc(pairs, func(a, b topologyPair) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.value, b.value)
+	})
+	o.pairs, o.rank = pairs, make(map[topologyPair]int32, len(pairs))
+	for i, p := range pairs {
+		o.rank[p] = int32(i)
+	}
+}
 
 // parallelChunks is how many goroutines walk n nodes: one per CPU (at
 // most 16, the scheduler's default parallelism), each with at least 128

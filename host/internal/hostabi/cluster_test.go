@@ -430,6 +430,9 @@ func TestExistingTermsMatchUpstream(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	r := rand.New(rand.NewPCG(7, 26))
 	nonEmpty := 0
+	// Every third round keeps existing_terms' order across its views
+	// and the rounds before (TestExistingTermsOrderKeptAcrossCycles).
+	kept := NewNodeCountCache()
 	for round := range 30 {
 		n := 10
 		if round%10 == 9 {
@@ -487,6 +490,9 @@ func TestExistingTermsMatchUpstream(t *testing.T) {
 				l, ok := c.namespaces[name]
 				return l, ok
 			}}
+			if round%3 == 2 {
+				view.NodeCounts = kept
+			}
 			if round%2 == 1 {
 				// The snapshot's lists of nodes with such pods, as
 				// kube-scheduler's snapshot builds them: walked instead
@@ -760,4 +766,98 @@ func TestNodeCountsKeepOnlySmallTerms(t *testing.T) {
 	if len(cache.terms) != 0 {
 		t.Errorf("the cache keeps %d terms after a %d-byte one", len(cache.terms), len(b))
 	}
+}
+
+// existing_terms' answers put in order by the pairs' kept ranks are the
+// answers sorted as strings: over 300 cycles whose pairs change as a
+// cluster's do (nodes added and removed, the zones relabelled, matches on
+// a few nodes at a time), the kept order is sorted again only when a
+// node with a new value joins, and stays within its bound.
+func TestExistingTermsOrderKeptAcrossCycles(t *testing.T) {
+	r := rand.New(rand.NewPCG(44, 26))
+	cache := NewNodeCountCache()
+	count, zones := 40, 0
+	cluster := func() []fwk.NodeInfo {
+		nodes := make([]fwk.NodeInfo, count)
+		for i := range nodes {
+			nodes[i] = intree.NewNodeInfo()
+			nodes[i].SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%03d", i), Labels: map[string]string{
+				"kubernetes.io/hostname": fmt.Sprintf("node-%03d", i), "topology.kubernetes.io/zone": fmt.Sprint("zone-", i%3+zones)}}})
+		}
+		return nodes
+	}
+	nodes := cluster()
+	changes, sorts := 1, 0
+	for step := range 300 {
+		switch k := r.IntN(8); {
+		case k == 0:
+			count++ // a node joins: a new hostname
+			nodes, changes = cluster(), changes+1
+		case k == 1:
+			count = max(1, count-1) // one leaves: nothing new
+			nodes = cluster()
+		case step%100 == 99:
+			zones++ // the zones relabelled
+			nodes, changes = cluster(), changes+1
+		}
+		sums := map[topologyPair]int64{}
+		for _, ni := range nodes {
+			if r.IntN(5) != 0 {
+				continue // no matching pod on it this cycle
+			}
+			l := ni.Node().Labels
+			sums[topologyPair{"kubernetes.io/hostname", l["kubernetes.io/hostname"]}] += int64(1 + r.IntN(100))
+			if r.IntN(2) == 0 {
+				sums[topologyPair{"topology.kubernetes.io/zone", l["topology.kubernetes.io/zone"]}]++
+			}
+		}
+		want := make([]model.TopologySum, 0, len(sums))
+		for p, s := range sums {
+			want = append(want, model.TopologySum{Key: p.key, Value: p.value, Sum: s})
+		}
+		before := cache.orderSorts
+		got := cache.sortSums(sums, nodes)
+		if g, w := model.EncodeSortedTopologySums(got), model.EncodeTopologySums(want); string(g) != string(w) {
+			t.Fatalf("step %d: in kept order %v, sorted %v", step, got, decodeSums(w))
+		}
+		if n, bound := len(cache.order.pairs), 4*len(nodes)+256+2*len(nodes); n > bound {
+			t.Fatalf("step %d: the order holds %d pairs, bound %d", step, n, bound)
+		}
+		sorts += cache.orderSorts - before
+	}
+	if sorts == 0 || sorts > changes {
+		t.Fatalf("the order was sorted again %d times for %d changes that brought new values", sorts, changes)
+	}
+	t.Logf("sorted again %d times for %d changes that brought new values, over 300 cycles", sorts, changes)
+}
+
+// BenchmarkExistingTermsOrder encodes one cycle's existing_terms answer of
+// a hostname term over 500 nodes (names as scheduler_perf generates them)
+// sorted as strings, and in the order kept across cycles.
+func BenchmarkExistingTermsOrder(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 0))
+	sums := map[topologyPair]int64{}
+	var nodes []fwk.NodeInfo
+	for range 500 {
+		name := fmt.Sprintf("scheduler-perf-%05x", r.IntN(1<<20))
+		sums[topologyPair{"kubernetes.io/hostname", name}] = 1
+		ni := intree.NewNodeInfo()
+		ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}})
+		nodes = append(nodes, ni)
+	}
+	b.Run("sorted", func(b *testing.B) {
+		for b.Loop() {
+			out := make([]model.TopologySum, 0, len(sums))
+			for p, s := range sums {
+				out = append(out, model.TopologySum{Key: p.key, Value: p.value, Sum: s})
+			}
+			model.EncodeTopologySums(out)
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		cache := NewNodeCountCache()
+		for b.Loop() {
+			model.EncodeSortedTopologySums(cache.sortSums(sums, nodes))
+		}
+	})
 }
