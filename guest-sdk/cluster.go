@@ -17,7 +17,8 @@ import (
 // cycle (not across cycles).
 type Cluster struct{}
 
-// NodeCount returns how many nodes the snapshot holds.
+// NodeCount returns how many nodes the snapshot holds. It is asked of the
+// host once per cycle, so calling it on every node costs nothing more.
 func (Cluster) NodeCount() int { return clusterNodes() }
 
 // NodeName returns the name of node i.

@@ -234,6 +234,7 @@ func exportPreEnqueue(cycle int64) {
 //go:wasmexport prebind
 func exportPreBind(cycle int64) {
 	begin(cycle)
+	cycleNodes = -1 // prebind has its scheduling cycle's id but no cluster
 	if preBindFn != nil {
 		report(preBindFn(Pod{}, Node{}))
 	}
@@ -406,6 +407,7 @@ func begin(cycle int64) {
 	cycleData, cycleDataValid = nil, false
 	podObj = nil
 	counts = counts[:0]
+	cycleNodes = -1
 }
 
 // Read operations: which host function fills a buffer.

@@ -295,10 +295,24 @@ func logV(level int32, msg string, kv []string) {
 	hostLog(level, ptrOf(b), uint32(len(b)))
 }
 
+// cycleNodes is cluster_nodes' answer in this cycle, -1 before the first:
+// the view is the cycle's snapshot, so the count cannot change within a
+// cycle, and a policy that divides by it on every node (ImageLocality's
+// port) saves a host call per node. The host has seen the first read, so
+// its rules for verdicts of policies that read the cluster (docs/abi.md
+// §3.4) hold as if every call read it.
+var cycleNodes int32 = -1
+
 func clusterNodes() int {
+	if cycleNodes >= 0 {
+		return int(cycleNodes)
+	}
 	n := hostClusterNodes()
 	if n == abi.NotDeclared {
 		notDeclared(abi.FnClusterNodes, -1)
+	}
+	if n >= 0 {
+		cycleNodes = n
 	}
 	return int(max(0, n))
 }
