@@ -48,17 +48,22 @@ func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 		if alloc <= 0 {
 			continue
 		}
-		used := node.Requested(r.Name) + pod.Request(r.Name)
-		if used > alloc {
-			used = alloc
-		}
-		sum += r.Weight * used * 100 / alloc
+		used := min(max(node.Requested(r.Name)+pod.Request(r.Name), 0), alloc)
+		sum += div(r.Weight*used*100, alloc)
 		total += r.Weight
 	}
 	if total <= 0 {
 		return 0, sdk.Success()
 	}
-	return sum / total, sdk.Success()
+	return div(sum, total), sdk.Success()
+}
+
+// div divides two quantities that are never negative here. As uint64 it is
+// one wasm instruction; Go's int64 division calls runtime.wasmDiv in
+// GOOS=wasip1 builds (it must catch MinInt64 / -1), a call per division
+// that was a tenth of this Score per node (docs/performance.md).
+func div(a, b int64) int64 {
+	return int64(uint64(a) / uint64(b))
 }
 
 func main() {}
