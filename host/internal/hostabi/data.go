@@ -191,8 +191,14 @@ type nodeCache struct {
 	recent [recentSlots]atomic.Pointer[nodeEntry]
 }
 
-// recentSlots is the size of nodeCache.recent (64 KiB of pointers).
-const recentSlots = 8192
+// recentSlots is the size of nodeCache.recent (512 KiB of pointers). The
+// live generations of a cluster's nodes are spread over a range many times
+// its size (every pod bound or removed takes one), so they fall on slots
+// as if at random, and two that share one push each other out on every
+// visit: with 8192 slots, 5000 nodes put about 45% of them through m's
+// hash of the name on every read (a third of WasmPolicy's Score at 5000
+// nodes, docs/architecture.md); with 65536, about 7%.
+const recentSlots = 1 << 16
 
 type nodeEntry struct {
 	name string
