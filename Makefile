@@ -348,11 +348,17 @@ e2e: build guests-tinygo controlplane $(HELM)
 BENCH_OUT := $(OUT)/bench
 # scheduler_perf runs are noisy on 2 cores: the doc shows the median of BENCH_COUNT runs.
 BENCH_COUNT ?= 3
-# Native / WasmTinyGo pairs at 5000 nodes, run alternately (median and spread of the ratios).
-BENCH_PAIRS ?= 5
+# Native / WasmTinyGo pairs at 5000 nodes, run alternately (median and spread
+# of the ratios; five pairs spread 69%-117% on one day, so nine).
+BENCH_PAIRS ?= 9
+# The per-node and cycle benchmarks the targets table judges run this many
+# more times; the table takes each one's median over all its runs.
+BENCH_REPEAT ?= 4
+BENCH_REPEATED := BenchmarkShapes|BenchmarkCycle/nodes=1000/|BenchmarkManyPolicies/policies=200/
 bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	mkdir -p $(BENCH_OUT)
 	set -o pipefail; $(GO) test -run XXX -bench . -benchmem ./test/perf/ | tee $(BENCH_OUT)/perf.txt
+	set -o pipefail; $(GO) test -run XXX -bench '$(BENCH_REPEATED)' -benchmem -count $(BENCH_REPEAT) ./test/perf/ | tee -a $(BENCH_OUT)/perf.txt
 	set -o pipefail; $(GO) test -run XXX -bench Cycle -benchtime 200x ./pkg/extender/ | tee $(BENCH_OUT)/extender.txt
 	set -o pipefail; $(GO) test -run XXX -bench Ports ./test/ports/ | tee $(BENCH_OUT)/ports.txt
 	rm -rf $(BENCH_OUT)/cluster && mkdir -p $(BENCH_OUT)/cluster

@@ -31,7 +31,9 @@ const (
 	endMarker   = "<!-- bench:end -->"
 )
 
-// result is one benchmark line: its metrics by unit.
+// result is a benchmark's metrics by unit: one line's, or, for a
+// benchmark that ran several times (make bench repeats the noisiest ones),
+// each unit's median over its lines.
 type result map[string]float64
 
 func parseBench(path string) (map[string]result, string, error) {
@@ -40,7 +42,7 @@ func parseBench(path string) (map[string]result, string, error) {
 		return nil, "", err
 	}
 	defer f.Close()
-	out := map[string]result{}
+	runs := map[string]map[string][]float64{}
 	cpu := ""
 	re := regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+(\d+)\s+(.*)$`)
 	sc := bufio.NewScanner(f)
@@ -54,15 +56,24 @@ func parseBench(path string) (map[string]result, string, error) {
 		if m == nil {
 			continue
 		}
-		r := result{}
+		if runs[m[1]] == nil {
+			runs[m[1]] = map[string][]float64{}
+		}
 		fields := strings.Fields(m[4])
 		for i := 0; i+1 < len(fields); i += 2 {
 			v, err := strconv.ParseFloat(fields[i], 64)
 			if err == nil {
-				r[fields[i+1]] = v
+				runs[m[1]][fields[i+1]] = append(runs[m[1]][fields[i+1]], v)
 			}
 		}
-		out[m[1]] = r
+	}
+	out := make(map[string]result, len(runs))
+	for name, units := range runs {
+		r := result{}
+		for unit, vs := range units {
+			r[unit] = median(vs)
+		}
+		out[name] = r
 	}
 	return out, cpu, sc.Err()
 }

@@ -118,3 +118,29 @@ func TestReadsSection(t *testing.T) {
 		t.Error("no baseline: want an error")
 	}
 }
+
+// A benchmark that ran several times (make bench repeats the per-node and
+// cycle benchmarks whose single runs are noisy) is each unit's median over
+// its lines, wherever the lines are in the file.
+func TestRepeatedBenchmarksTakeTheMedian(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perf.txt")
+	lines := "cpu: test\n" +
+		"BenchmarkCycle/nodes=1000/native-2   \t 4000\t 300000 ns/op\t 10 B/op\n" +
+		"BenchmarkCycle/nodes=1000/wasm-tinygo-2 \t 4000\t 330000 ns/op\n" +
+		"PASS\n" +
+		"BenchmarkCycle/nodes=1000/native-2   \t 4000\t 250000 ns/op\t 30 B/op\n" +
+		"BenchmarkCycle/nodes=1000/native-2   \t 4000\t 260000 ns/op\t 20 B/op\n"
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, cpu, err := parseBench(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := got["BenchmarkCycle/nodes=1000/native"]; n["ns/op"] != 260000 || n["B/op"] != 20 || cpu != "test" {
+		t.Errorf("native: %v (cpu %q), want the medians 260000 ns/op and 20 B/op", n, cpu)
+	}
+	if w := got["BenchmarkCycle/nodes=1000/wasm-tinygo"]; w["ns/op"] != 330000 {
+		t.Errorf("a single run: %v", w)
+	}
+}
