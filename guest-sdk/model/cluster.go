@@ -275,13 +275,18 @@ func appendDecimal(b, scratch []byte, n int64) []byte {
 // sorted by key and value.
 func EncodeTopologySums(sums []TopologySum) []byte {
 	s := append([]TopologySum(nil), sums...)
-	slices.SortFunc(s, func(a, b TopologySum) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Value, b.Value)
-	})
+	slices.SortFunc(s, func(a, b TopologySum) int { return CompareTopology(a.Key, a.Value, b.Key, b.Value) })
 	return EncodeSortedTopologySums(s)
+}
+
+// CompareTopology is the order of existing_terms' answer: by topology
+// key, then by value. The host keeps its pairs in this order across
+// cycles, so both sides compare with this one function.
+func CompareTopology(aKey, aValue, bKey, bValue string) int {
+	if c := strings.Compare(aKey, bKey); c != 0 {
+		return c
+	}
+	return strings.Compare(aValue, bValue)
 }
 
 // EncodeSortedTopologySums is EncodeTopologySums for sums already sorted

@@ -709,12 +709,7 @@ func (o *pairOrder) add(sums map[topologyPair]int64, nodes []fwk.NodeInfo) {
 			pairs = append(pairs, p)
 		}
 	}
-	slices.SortFunc(pairs, func(a, b topologyPair) int {
-		if c := strings.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		return strings.Compare(a.value, b.value)
-	})
+	slices.SortFunc(pairs, func(a, b topologyPair) int { return model.CompareTopology(a.key, a.value, b.key, b.value) })
 	o.pairs, o.rank = pairs, make(map[topologyPair]int32, len(pairs))
 	for i, p := range pairs {
 		o.rank[p] = int32(i)
