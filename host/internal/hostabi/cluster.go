@@ -636,19 +636,16 @@ func (c *NodeCountCache) sortSums(sums map[topologyPair]int64, nodes []fwk.NodeI
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	o := &c.order
-	ranked := make([]rankedSum, 0, len(sums))
-	for p, sum := range sums {
-		r, ok := o.rank[p]
-		if !ok {
+	for p := range sums {
+		if _, ok := o.rank[p]; !ok {
 			o.add(sums, nodes)
 			c.orderSorts++
-			ranked = ranked[:0]
-			for p, sum := range sums {
-				ranked = append(ranked, rankedSum{o.rank[p], sum})
-			}
 			break
 		}
-		ranked = append(ranked, rankedSum{r, sum})
+	}
+	ranked := make([]rankedSum, 0, len(sums))
+	for p, sum := range sums {
+		ranked = append(ranked, rankedSum{o.rank[p], sum})
 	}
 	out := make([]model.TopologySum, 0, len(ranked))
 	if len(ranked) < len(o.pairs)/16 {
