@@ -128,6 +128,9 @@ func performanceConfig(dir string) string {
     params: {initNodes: 5000, initPods: 1000, measurePods: 1000}
 `, p, filepath.Join(dir, p+".yaml"), filepath.Join(mustAbs("pod.yaml")), mustAbs("node.yaml"))
 	}
+	for _, p := range profiles {
+		measuredPods[p+"/100Nodes"], measuredPods[p+"/500Nodes"], measuredPods[p+"/5000Nodes"] = 100, 1000, 1000
+	}
 	return b.String()
 }
 
@@ -178,7 +181,25 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		native.BinPackingName:    native.NewBinPacking,
 	}
 	extenderSetup.dir, extenderSetup.addr = dir, extenderAddr
-	perf.RunBenchmarkPerfScheduling(b, cfg, "wasmsched", registry, perf.WithPrepareFn(startExtender))
+	perf.RunBenchmarkPerfScheduling(b, cfg, "wasmsched", registry, perf.WithPrepareFn(prepareCluster))
+}
+
+// prepareCluster is the cluster benchmark's prepare hook: it starts the
+// extender for Extender workloads, and checks and records every run as
+// the ports' runs are (checkPlacementAfter): scheduler_perf's one-second
+// throughput samples are two or three per 500-node run, too few to compare
+// profiles by, so the pod watch's rate of the measured pods is recorded
+// next to them.
+func prepareCluster[C interface {
+	Name() string
+	Client() clientset.Interface
+	Cleanup(func())
+	Errorf(string, ...any)
+}](tCtx C) error {
+	if err := startExtender(tCtx); err != nil {
+		return err
+	}
+	return checkPlacementAfter(tCtx)
 }
 
 // extenderSetup is what startExtender needs, set before the run.
