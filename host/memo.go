@@ -58,6 +58,9 @@ type memoTable struct {
 	// transient marks a cycle's own table (cycleTable): not in the
 	// version's memo, its bytes not counted there.
 	transient bool
+	// reads is the generation of the version's PodReads its key was
+	// computed with: verdicts are added only while it is current.
+	reads uint32
 	// A cycle's own table is used or not for the whole cycle (on, decided
 	// when the cycle makes it), and turns itself off when its first
 	// cycleLookups lookups find nothing (lookups, found).
@@ -177,8 +180,8 @@ const (
 // (PodState.Key encodes everything a policy may read of the pod: 5 µs for
 // a small pod, 4% of a 1000-node Filter of a pod of its own template).
 // key is called only for a template met before. nil: not admitted.
-func (m *verdictMemo) admit(kind CallKind, pod *PodState, cycle uint64, key func() memoKey, engine *atomic.Int64) *memoTable {
-	tk := templateKey{kind: kind, hash: templateOf(pod)}
+func (m *verdictMemo) admit(kind CallKind, pod *PodState, reads *hostabi.PodReadSet, cycle uint64, key func() memoKey, engine *atomic.Int64) *memoTable {
+	tk := templateKey{kind: kind, hash: templateOf(pod, reads)}
 	m.mu.RLock()
 	first, seen := m.seen[tk]
 	dropped := m.dropped
@@ -221,7 +224,7 @@ func (m *verdictMemo) admit(kind CallKind, pod *PodState, cycle uint64, key func
 		m.evict(m.order[0], engine)
 		m.order = m.order[1:]
 	}
-	t = &memoTable{rows: map[string]memoVerdict{}}
+	t = &memoTable{rows: map[string]memoVerdict{}, reads: reads.Gen}
 	m.tables[k] = t
 	m.order = append(m.order, k)
 	return t
@@ -236,16 +239,25 @@ type templateKey struct {
 // templateSeed seeds templateOf's hash for the process.
 var templateSeed = maphash.MakeSeed()
 
-// templateOf is a hash of the pod's namespace and labels: the pods of one
-// template have the same, and a pod whose labels are its own has its own.
-// Only the memo's admission depends on it, never a verdict.
-func templateOf(pod *PodState) uint64 {
+// templateOf is a hash of the pod's namespace and of its labels that the
+// version's guests read (reads): the pods of one template have the same,
+// and a pod whose labels that policy reads are its own has its own. Only
+// the memo's admission depends on it, never a verdict.
+func templateOf(pod *PodState, reads *hostabi.PodReadSet) uint64 {
 	if pod == nil || pod.Pod == nil {
 		return 0
 	}
 	h := maphash.String(templateSeed, pod.Pod.Namespace)
-	for k, v := range pod.Pod.Labels {
-		h += maphash.String(templateSeed, k+"\x00"+v) // in any order
+	if reads.AllLabels {
+		for k, v := range pod.Pod.Labels {
+			h += maphash.String(templateSeed, k+"\x00"+v) // in any order
+		}
+		return h
+	}
+	for _, k := range reads.Labels {
+		if v, ok := pod.Pod.Labels[k]; ok {
+			h += maphash.String(templateSeed, k+"\x00"+v)
+		}
 	}
 	return h
 }
@@ -317,9 +329,10 @@ func (v *Version) remembers(kind CallKind, pod *PodState) bool {
 		!v.variesByPod.Load() && !v.p.realClock && !v.p.realRandom && v.layout.Load() != nil
 }
 
-// memoKeyOf is the key of pod's verdicts of kind in cycle pc.
-func (v *Version) memoKeyOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *hostabi.Layout, epoch uint32) memoKey {
-	k := memoKey{kind: kind, pod: pod.Key(), layout: l, epoch: epoch}
+// memoKeyOf is the key of pod's verdicts of kind in cycle pc, with the
+// pod seen through reads.
+func (v *Version) memoKeyOf(kind CallKind, pod *PodState, reads *hostabi.PodReadSet, pc *PolicyCycle, l *hostabi.Layout, epoch uint32) memoKey {
+	k := memoKey{kind: kind, pod: pod.KeyFor(reads), layout: l, epoch: epoch}
 	if pc != nil && len(pc.State) > 0 {
 		k.state = sha256.Sum256(pc.State)
 	}
@@ -348,12 +361,13 @@ type cycleMemo struct {
 // admits it (verdictMemo.admit), else the cycle's own table (nil without
 // a cycle).
 func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *hostabi.Layout, epoch uint32, remember bool) *memoTable {
-	key := func() memoKey { return v.memoKeyOf(kind, pod, pc, l, epoch) }
+	reads := v.podReads.Set()
+	key := func() memoKey { return v.memoKeyOf(kind, pod, reads, pc, l, epoch) }
 	if pc == nil {
 		if !remember {
 			return nil
 		}
-		return v.memo.admit(kind, pod, pod.Cycle, key, &v.p.e.memoBytes)
+		return v.memo.admit(kind, pod, reads, pod.Cycle, key, &v.p.e.memoBytes)
 	}
 	st := pc.State
 	if c := pc.memo.Load(); c != nil && c.v == v && c.kind == kind && c.layout == l && c.epoch == epoch && c.remember == remember &&
@@ -362,7 +376,7 @@ func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *
 	}
 	var t *memoTable
 	if remember {
-		t = v.memo.admit(kind, pod, pod.Cycle, key, &v.p.e.memoBytes)
+		t = v.memo.admit(kind, pod, reads, pod.Cycle, key, &v.p.e.memoBytes)
 	}
 	if t == nil {
 		t = &memoTable{rows: map[string]memoVerdict{}, transient: true}
@@ -521,11 +535,12 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		// The remembered nodes before the failed one keep their verdicts.
 		return d, cerr
 	}
-	if keyedBy != l || !t.transient && !v.remembers(kind, pod) {
+	if keyedBy != l || !t.transient && (!v.remembers(kind, pod) || t.reads != v.podReads.Set().Gen) {
 		// The guest read something else, or its instance's table has
 		// other columns than the rows the memo is keyed by; or a call of
 		// the version read what varies by pod, which the guest may have
-		// kept for this call without reading it again.
+		// kept for this call without reading it again; or a guest read a
+		// label or annotation the key does not hold.
 		return len(nodes), nil
 	}
 	var added int64

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"reflect"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
@@ -286,9 +288,9 @@ func TestGroupingBacksOff(t *testing.T) {
 // Verdicts remembered across cycles follow the cluster and the policy: a
 // randomized sequence of node changes (labels, cordons, pods added and
 // removed), reloads of a policy's module, changes of its config, and
-// cycles of pods of a few templates (each pod with its own name and UID)
-// gives, after every step, the verdicts and scores of the same policy with
-// reuse off.
+// cycles of pods of a few templates (each pod with its own name, UID and
+// "signature" label, and some with a zone label) gives, after every step,
+// the verdicts and scores of the same policy with reuse off.
 func TestRememberedVerdictsFollowTheCluster(t *testing.T) {
 	policies := []struct {
 		name    string
@@ -378,6 +380,17 @@ func TestRememberedVerdictsFollowTheCluster(t *testing.T) {
 		uid++
 		pod := templates[rng.Intn(len(templates))].DeepCopy()
 		pod.Name, pod.UID = fmt.Sprintf("%s-%d", pod.Name, uid), types.UID(fmt.Sprint("pod-", uid))
+		// A label of its own that no policy reads (scheduler_perf's), and
+		// now and then a zone label, which team-isolation reads with its
+		// second config: pods of one template then differ in a label read.
+		pod.Labels = maps.Clone(pod.Labels)
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels["signature"] = fmt.Sprint("signature-label-", uid)
+		if rng.Intn(3) == 0 {
+			pod.Labels["topology.kubernetes.io/zone"] = []string{"z1", "z2", "z3"}[rng.Intn(3)]
+		}
 		for _, l := range loaded {
 			for _, kind := range []CallKind{CallFilter, CallScore} {
 				if !l.on.Exports().Has(abi.Points[kind].Batch) {
@@ -427,7 +440,7 @@ func TestMemoIsBounded(t *testing.T) {
 	}
 	cycle := uint64(0)
 	admit := func(p *PodState, k memoKey) *memoTable {
-		return m.admit(CallFilter, p, cycle, func() memoKey { return k }, &engine)
+		return m.admit(CallFilter, p, &hostabi.PodReadSet{Labels: []string{"template"}}, cycle, func() memoKey { return k }, &engine)
 	}
 	table := func(i int, k memoKey) *memoTable {
 		p := pod(i)
@@ -528,7 +541,7 @@ func TestCycleSharesRowsAcrossBatches(t *testing.T) {
 		// are in a table from the next one on.
 		runBatches(t, v, CallFilter, st.MakePod().Namespace("default").Name("learn").UID("learn").Label("team", "a").Obj(), nodes)
 		before, _, _ := v.p.RowStats()
-		pod := st.MakePod().Namespace("default").Name("fresh").UID("fresh").Label("team", "a").Label("template", "own").Obj()
+		pod := st.MakePod().Namespace("own").Name("fresh").UID("fresh").Label("team", "a").Obj() // a template of its own
 		results, _ := runBatches(t, v, CallFilter, pod, nodes)
 		for i, r := range results {
 			if r.Code != abi.CodeSuccess {
@@ -560,9 +573,9 @@ func TestCycleSharingComesBack(t *testing.T) {
 	e := newEngine(t)
 	v := load(t, newPolicy(t, e, PolicySpec{Name: "team-isolation", Config: "key=team", MaxInstances: 1}), testguests.PolicyBytes(t, testguests.TinyGo, "team-isolation"))
 	n := 0
-	fresh := func() *v1.Pod { // a pod of a template of its own
+	fresh := func() *v1.Pod { // a pod of a template of its own: its namespace is
 		n++
-		return st.MakePod().Namespace("default").Name(fmt.Sprint("p", n)).UID(fmt.Sprint("p", n)).Label("team", "a").Label("template", fmt.Sprint(n)).Obj()
+		return st.MakePod().Namespace(fmt.Sprint("ns-", n)).Name(fmt.Sprint("p", n)).UID(fmt.Sprint("p", n)).Label("team", "a").Obj()
 	}
 	for range cycleIdleAfter + 2 {
 		runBatches(t, v, CallFilter, fresh(), distinct)
@@ -586,4 +599,97 @@ func TestCycleSharingComesBack(t *testing.T) {
 		}
 	}
 	t.Fatalf("no cycle of %d shared its row after the distinct ones", 2*cycleProbe)
+}
+
+// The memo keys a pod through the labels the version's guests read
+// (hostabi.PodReads), not all of them: pods that differ only in labels no
+// guest reads (scheduler_perf gives every pod its own "signature" label, a
+// StatefulSet its pod-name label) take each other's remembered verdicts,
+// and pods that differ in a label a guest read never do, even when the
+// guest first reads it in the middle of a cycle whose key was computed
+// without it (labelgate reads the pod label a node's "gate" label names).
+func TestMemoKeysOnTheLabelsRead(t *testing.T) {
+	var open, gated1, gated2 []fwk.NodeInfo
+	for i := range 8 {
+		open = append(open, nodeInfo(fmt.Sprintf("open-%d", i), map[string]string{"pool": "open"}, false))
+		gated1 = append(gated1, nodeInfo(fmt.Sprintf("k1-%d", i), map[string]string{"gate": "k1"}, false))
+		gated2 = append(gated2, nodeInfo(fmt.Sprintf("k2-%d", i), map[string]string{"gate": "k2"}, false))
+	}
+	pod := func(i int, labels ...string) *v1.Pod {
+		b := st.MakePod().Namespace("default").Name(fmt.Sprint("p", i)).UID(fmt.Sprint("p", i)).Label("signature", fmt.Sprint("signature-label-", i))
+		for j := 0; j+1 < len(labels); j += 2 {
+			b.Label(labels[j], labels[j+1])
+		}
+		return b.Obj()
+	}
+	codes := func(rs []Result) (out []int32) {
+		for _, r := range rs {
+			out = append(out, r.Code)
+		}
+		return out
+	}
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			wasm := testguests.PolicyBytes(t, tc, "testdata/labelgate")
+			e := newEngine(t)
+			on := load(t, newPolicy(t, e, PolicySpec{Name: "labelgate", MaxInstances: 2}), wasm)
+			off := load(t, newPolicy(t, e, PolicySpec{Name: "labelgate-off", MaxInstances: 2, NoReuse: true}), wasm)
+
+			// Pods of one template but for their signature labels, over
+			// nodes that have the guest read k1 only. The first cycle
+			// reads k1 (the template, as the memo admits it, now has k1
+			// in it), the second meets that template first, the third
+			// remembers, and every later one takes what it remembered.
+			nodes := append(append([]fwk.NodeInfo(nil), open...), gated1...)
+			for i := range 5 {
+				p := pod(i, "k1", "yes")
+				got, _ := runBatches(t, on, CallFilter, p, nodes)
+				want, _ := runBatches(t, off, CallFilter, p, nodes)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("cycle %d: reused %v, evaluated %v", i, got, want)
+				}
+			}
+			if _, _, remembered := on.p.RowStats(); remembered < 2*int64(len(nodes)) {
+				t.Errorf("%d verdicts remembered for pods that differ only in a label the guest never reads, want at least %d", remembered, 2*len(nodes))
+			}
+
+			// Two cycles at once, both keyed before the guest first reads
+			// k2: the one that reads it remembers nothing under that key,
+			// so the other, whose pod has another k2, is not answered with
+			// the first pod's verdicts.
+			ctx := context.Background()
+			run := func(ps *PodState, pc *PolicyCycle, nodes []fwk.NodeInfo) []Result {
+				t.Helper()
+				res := make([]Result, len(nodes))
+				if _, cerr := on.CallNodes(ctx, CallFilter, ps, nodes, pc, res, nil); cerr != nil {
+					t.Fatal(cerr)
+				}
+				return res
+			}
+			a, pcA := NewPodState(pod(10, "k1", "yes", "k2", "no")), &PolicyCycle{}
+			b, pcB := NewPodState(pod(11, "k1", "yes", "k2", "yes")), &PolicyCycle{}
+			run(a, pcA, gated1) // a's cycle takes its memo table, keyed without k2
+			if got := codes(run(b, pcB, gated2)); got[0] != abi.CodeSuccess {
+				t.Fatalf("pod with k2=yes on gate=k2 nodes: %v, want Success", got)
+			}
+			if got := codes(run(a, pcA, gated2)); got[0] != abi.CodeUnschedulable {
+				t.Fatalf("pod with k2=no on gate=k2 nodes, in a cycle keyed before k2 was read: %v, want Unschedulable (another pod's verdict was taken)", got)
+			}
+
+			// Later cycles key on k2 too, and remember again.
+			nodes = append(append(append([]fwk.NodeInfo(nil), open...), gated1...), gated2...)
+			before := func() int64 { _, _, r := on.p.RowStats(); return r }()
+			for i := range 6 {
+				p := pod(20+i, "k1", "yes", "k2", []string{"yes", "no"}[i%2])
+				got, _ := runBatches(t, on, CallFilter, p, nodes)
+				want, _ := runBatches(t, off, CallFilter, p, nodes)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("cycle %d (k2=%s): reused %v, evaluated %v", i, p.Labels["k2"], codes(got), codes(want))
+				}
+			}
+			if _, _, r := on.p.RowStats(); r-before < int64(len(nodes)) {
+				t.Errorf("%d verdicts remembered once k2 is in the key, want at least %d", r-before, len(nodes))
+			}
+		})
+	}
 }

@@ -53,6 +53,9 @@ type Version struct {
 	variesByPod atomic.Bool
 	layout      atomic.Pointer[hostabi.Layout]
 	memo        verdictMemo
+	// podReads are the pod's labels and annotations the version's guests
+	// read: the memo keys pods through them (hostabi.PodReads).
+	podReads hostabi.PodReads
 	// random is set once a call drew random bytes: its answers are its
 	// instance's, not a function of what it read (Signature).
 	random atomic.Bool

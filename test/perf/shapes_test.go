@@ -167,7 +167,10 @@ func shapeRun(b *testing.B, ctx context.Context, v *host.Version, kind host.Call
 		pc = new(host.PolicyCycle) // one per cycle, as the plugin has it
 		if fresh {
 			p := pod.DeepCopy()
-			p.Labels["template"] = fmt.Sprint(freshTemplates.Add(1)) // never the same twice in the process
+			// A namespace never the same twice in the process: every
+			// policy's key of the pod has it (a label the policy does not
+			// read would not make a template of its own).
+			p.Namespace = fmt.Sprint("fresh-", freshTemplates.Add(1))
 			ps = host.NewPodState(p)
 		} else {
 			ps = host.NewPodState(pod) // a new cycle of a pod of the same template

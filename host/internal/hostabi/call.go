@@ -64,10 +64,13 @@ type Runtime interface {
 // instance, sets the exported fields before the call and reads the
 // results after it; the host functions do the rest.
 type Call struct {
-	// Policy, Runtime and Caches are set once per instance.
-	Policy  Policy
-	Runtime Runtime
-	Caches  *Caches
+	// Policy, Runtime, Caches and PodReads are set once per instance;
+	// PodReads (its version's) records the pod's labels and annotations
+	// the guest reads, nil to record none.
+	Policy   Policy
+	Runtime  Runtime
+	Caches   *Caches
+	PodReads *PodReads
 
 	// Kind is the entry point of the call in flight.
 	Kind abi.Point

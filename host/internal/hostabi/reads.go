@@ -35,6 +35,9 @@ var podFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotAvailable
 			return
 		}
+		if key, ok := m.Memory().Read(uint32(s[0]), uint32(s[1])); ok {
+			in.PodReads.label(key)
+		}
 		s[0] = lookup(m, s, in.Pod.model(kubemodel.PodLabels).Labels)
 	},
 	abi.FnPodAnnotation: func(ctx context.Context, m api.Module, s []uint64) {
@@ -42,6 +45,9 @@ var podFuncs = map[string]api.GoModuleFunc{
 		if in.Pod == nil {
 			s[0] = retNotAvailable
 			return
+		}
+		if key, ok := m.Memory().Read(uint32(s[0]), uint32(s[1])); ok {
+			in.PodReads.annotation(key)
 		}
 		s[0] = lookup(m, s, in.Pod.model(kubemodel.PodAnnotations).Annotations)
 	},
@@ -56,8 +62,13 @@ var podFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		if int32(s[0]) == model.PodDefaultSpreadSelector {
+		switch int32(s[0]) {
+		case model.PodDefaultSpreadSelector:
 			in.VariesByPod = true // from the cluster's Services and controllers
+		case model.PodLabels:
+			in.PodReads.all(false)
+		case model.PodAnnotations:
+			in.PodReads.all(true)
 		}
 		s[0] = writeOut(m, s[1], s[2], b)
 	},

@@ -439,6 +439,7 @@ var tableFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
+		in.PodReads.label(key)
 		v, ok := in.Pod.model(kubemodel.PodLabels).Labels[string(key)]
 		if !ok {
 			s[0] = 0
