@@ -351,6 +351,10 @@ BENCH_COUNT ?= 3
 # Native / WasmTinyGo pairs at 5000 nodes, run alternately (median and spread
 # of the ratios; five pairs spread 69%-117% on one day, so nine).
 BENCH_PAIRS ?= 9
+# Native / WasmTinyGo pairs at 500 nodes, each run its own process and the
+# order swapped every pair: a run measures about two seconds there, and
+# eight pairs spread 68%-133% on one day.
+BENCH_PAIRS_500 ?= 16
 # The per-node and cycle benchmarks the targets table judges run this many
 # more times; the table takes each one's median over all its runs.
 BENCH_REPEAT ?= 4
@@ -367,11 +371,21 @@ bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	@# A/B alternation for the 5000-node target: BENCH_PAIRS runs of the
 	@# native profile and WasmTinyGo one after the other (go test's -count
 	@# repeats each case back to back, which is not a pair).
-	rm -rf $(BENCH_OUT)/pairs
+	rm -rf $(BENCH_OUT)/pairs $(BENCH_OUT)/pairs.txt
 	set -o pipefail; for i in $$(seq $(BENCH_PAIRS)); do \
 		PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(GO) test -run XXX -bench 'BenchmarkPerfScheduling$$/^(Native|WasmTinyGo)$$/^5000Nodes$$' -benchtime 1ns -count 1 -timeout 30m ./test/perf/cluster/ \
 			-args -perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/pairs/$$i 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)' | tee -a $(BENCH_OUT)/pairs.txt || exit 1; \
 	done
+	rm -rf $(BENCH_OUT)/pairs500 $(BENCH_OUT)/pairs500.txt && mkdir -p $(BENCH_OUT)/pairs500
+	$(GO) test -c -o $(BENCH_OUT)/pairs500/cluster.test ./test/perf/cluster/
+	set -o pipefail; cd test/perf/cluster && for i in $$(seq $(BENCH_PAIRS_500)); do \
+		order="Native WasmTinyGo"; if [ $$((i % 2)) = 0 ]; then order="WasmTinyGo Native"; fi; \
+		for p in $$order; do \
+			PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(BENCH_OUT)/pairs500/cluster.test -test.run XXX -test.bench 'BenchmarkPerfScheduling$$/^'$$p'$$/^500Nodes$$' -test.benchtime 1ns -test.timeout 10m \
+				-perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/pairs500/$$i 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)|placement:' | tee -a $(BENCH_OUT)/pairs500.txt || exit 1; \
+		done; \
+	done
+	rm -f $(BENCH_OUT)/pairs500/cluster.test
 	$(GO) run ./hack/benchreport
 
 ## bench-reads: what each kind of read costs a Filter per node

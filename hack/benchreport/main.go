@@ -256,6 +256,27 @@ func pairRatios(dir, a, b string) []float64 {
 	return out
 }
 
+// watchPairRatios reads the 500-node pairs of make bench
+// (_output/bench/pairs500/<i>, a run of each profile in its own process)
+// and returns, for every pair that has both, a/b of the pod watch's rate
+// of the measured pods (placement-*.json) and a/b of scheduler_perf's
+// SchedulingThroughput, in run order.
+func watchPairRatios(dir, a, b string) (watch, throughput []float64) {
+	runs, _ := filepath.Glob(filepath.Join(dir, "*"))
+	sort.Slice(runs, func(i, j int) bool { return pairIndex(runs[i]) < pairIndex(runs[j]) })
+	for _, r := range runs {
+		recs, err := parsePlacements(r)
+		if err != nil || len(recs[a]) != 1 || len(recs[b]) != 1 || recs[a][0].RateError != "" || recs[b][0].RateError != "" || recs[b][0].PodsPerSecond <= 0 {
+			continue
+		}
+		watch = append(watch, recs[a][0].PodsPerSecond/recs[b][0].PodsPerSecond)
+		if rows, err := parseCluster(r); err == nil && rows[a] != nil && rows[b] != nil && rows[b].podsPerSec > 0 {
+			throughput = append(throughput, rows[a].podsPerSec/rows[b].podsPerSec)
+		}
+	}
+	return watch, throughput
+}
+
 func percents(xs []float64) string {
 	p := make([]string, len(xs))
 	for i, x := range xs {

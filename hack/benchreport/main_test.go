@@ -144,3 +144,36 @@ func TestRepeatedBenchmarksTakeTheMedian(t *testing.T) {
 		t.Errorf("a single run: %v", w)
 	}
 }
+
+// The 500-node pairs are read per pair directory: the pod watch's rates
+// from the runs' placement records and scheduler_perf's throughput from
+// their data items; a pair missing a run, or whose rate could not be
+// measured, is left out.
+func TestWatchPairRatios(t *testing.T) {
+	dir := t.TempDir()
+	write := func(pair, file, body string) {
+		t.Helper()
+		d := filepath.Join(dir, pair)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, file), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(pair, profile string, watch, tput float64, rateErr string) {
+		write(pair, "placement-"+profile+".json", fmt.Sprintf(`{"name":%q,"pods":1500,"podsPerSecond":%g,"rateError":%q}`, profile+"/500Nodes", watch, rateErr))
+		write(pair, "BenchmarkPerfScheduling_"+profile+".json", fmt.Sprintf(`{"dataItems":[{"labels":{"Name":"BenchmarkPerfScheduling/%s/500Nodes/namespace-2","Metric":"SchedulingThroughput"},"data":{"Average":%g}}]}`, profile, tput))
+	}
+	run("1", "Native", 500, 400, "")
+	run("1", "WasmTinyGo", 450, 440, "")
+	run("2", "WasmTinyGo", 480, 300, "")
+	run("2", "Native", 400, 600, "")
+	run("10", "Native", 500, 500, "")
+	run("10", "WasmTinyGo", 0, 500, "measuring pods/s: too few pods")
+	run("3", "Native", 500, 500, "") // its WasmTinyGo run failed
+	watch, tput := watchPairRatios(dir, "WasmTinyGo/500Nodes", "Native/500Nodes")
+	if fmt.Sprint(watch) != "[0.9 1.2]" || fmt.Sprint(tput) != "[1.1 0.5]" {
+		t.Errorf("watch %v, throughput %v; want [0.9 1.2] and [1.1 0.5]", watch, tput)
+	}
+}
