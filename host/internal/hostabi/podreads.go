@@ -35,9 +35,16 @@ type PodReadSet struct {
 	AllLabels, AllAnnotations bool
 }
 
-// maxPodReadKeys bounds the keys a set holds of each map; a guest that
-// reads more has the whole map in its key.
-const maxPodReadKeys = 32
+// maxPodReadKeys bounds the keys a set holds of each map, and
+// maxPodReadKeyLen each key's length (a Kubernetes label or annotation key
+// is at most a 253-byte prefix, a slash and a 63-byte name): a guest that
+// reads more keys, or a longer one, has the whole map in its key. The set
+// is kept for as long as its version, so what a guest reads must not make
+// it grow (a guest looking up a 63 MiB key in a loop, hostflood).
+const (
+	maxPodReadKeys   = 32
+	maxPodReadKeyLen = 317
+)
 
 // emptyPodReadSet is the set of a version whose guests read no label or
 // annotation yet.
@@ -59,6 +66,10 @@ func (r *PodReads) annotation(key []byte) { r.add(key, true) }
 
 func (r *PodReads) add(key []byte, annotations bool) {
 	if r == nil {
+		return
+	}
+	if len(key) > maxPodReadKeyLen {
+		r.all(annotations)
 		return
 	}
 	if r.Set().has(key, annotations) {
