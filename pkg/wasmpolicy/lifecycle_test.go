@@ -3,6 +3,7 @@ package wasmpolicy
 import (
 	"context"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,9 @@ func TestClosedPluginIsCollected(t *testing.T) {
 				if i < 200 {
 					continue
 				}
-				t.Fatalf("the closed %s is still reachable after 200 collections (10 s)", what)
+				var stacks strings.Builder
+				_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+				t.Fatalf("the closed %s is still reachable after 200 collections (10 s); goroutines:\n%s", what, stacks.String())
 			}
 			break
 		}
