@@ -190,12 +190,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 // throughput samples are two or three per 500-node run, too few to compare
 // profiles by, so the pod watch's rate of the measured pods is recorded
 // next to them.
-func prepareCluster[C interface {
-	Name() string
-	Client() clientset.Interface
-	Cleanup(func())
-	Errorf(string, ...any)
-}](tCtx C) error {
+func prepareCluster[C workloadContext](tCtx C) error {
 	if err := startExtender(tCtx); err != nil {
 		return err
 	}

@@ -375,17 +375,22 @@ func policyCalls() (map[string]policyCallTime, error) {
 	return out, nil
 }
 
+// workloadContext is what the prepare hooks use of scheduler_perf's test
+// context, named by its methods: its package moved in Kubernetes v1.37,
+// and the older build line compiles these files too.
+type workloadContext interface {
+	Name() string
+	Client() clientset.Interface
+	Cleanup(func())
+	Errorf(string, ...any)
+}
+
 // checkPlacementAfter is scheduler_perf's prepare hook: it registers a
 // cleanup that runs when the workload has finished, while the apiserver
 // still serves, reads the placement back, fails the workload on any
 // violation, and records the run (placementRecord). Generic over the test
 // context for the reason startExtender is.
-func checkPlacementAfter[C interface {
-	Name() string
-	Client() clientset.Interface
-	Cleanup(func())
-	Errorf(string, ...any)
-}](tCtx C) error {
+func checkPlacementAfter[C workloadContext](tCtx C) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	watch := watchScheduling(ctx, tCtx.Client())
 	tCtx.Cleanup(func() {
