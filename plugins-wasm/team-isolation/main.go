@@ -1,25 +1,37 @@
 // Command team-isolation is a wasmsched Filter policy that keeps each team's
 // pods on that team's nodes.
 //
-// Config: "key=<label key>" (default "team").
-//   - A pod with the label runs only on nodes whose label has the same value.
-//   - A pod without the label runs only on nodes without the label (the shared pool).
+// Config: "key=<label key>" (default "team"), and optionally "spill=true"
+// and "require=true".
+//   - A pod with the label runs only on nodes whose label has the same value
+//     (with spill=true: or on nodes without the label, the shared pool).
+//   - A pod without the label runs only on nodes without the label (the
+//     shared pool); with require=true it runs nowhere.
 package main
 
 import sdk "github.com/wasmsched/wasmsched/guest-sdk"
 
-var key string
+var (
+	key        string
+	configRead bool
+	// spill lets a team's pods also run in the shared pool; require
+	// rejects pods that name no team.
+	spill, require bool
+)
 
 func init() {
 	sdk.RegisterFilter(filter)
 }
 
 func labelKey() string {
-	if key == "" {
-		key = sdk.ParseConfig(sdk.Config())["key"]
+	if !configRead {
+		cfg := sdk.ParseConfig(sdk.Config())
+		key = cfg["key"]
 		if key == "" {
 			key = "team"
 		}
+		spill, require = cfg["spill"] == "true", cfg["require"] == "true"
+		configRead = true
 	}
 	return key
 }
@@ -30,7 +42,7 @@ func labelKey() string {
 var (
 	sharedPoolReason, sharedPoolTeam string
 	dedicatedReason, dedicatedTeam   string
-	mismatchReason                   string
+	mismatchReason, requiredReason   string
 )
 
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
@@ -38,6 +50,13 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	podTeam, podHas := pod.Label(k)
 	nodeTeam, nodeHas := node.Label(k)
 	switch {
+	case !podHas && require:
+		if requiredReason == "" {
+			requiredReason = "pod has no " + k + " label, and every pod must name its " + k + " (require=true)"
+		}
+		return sdk.Unschedulable(requiredReason)
+	case podHas && !nodeHas && spill:
+		return sdk.Success() // the shared pool takes every team's overflow
 	case podHas && !nodeHas:
 		if sharedPoolReason == "" || !sdk.Equal(sharedPoolTeam, podTeam) {
 			sharedPoolReason, sharedPoolTeam = "node has no "+k+" label (shared pool), pod belongs to "+k+" "+podTeam, podTeam

@@ -85,3 +85,46 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 		}
 	}
 }
+
+// A policy's other case tables (testdata-*.json: the same module under
+// another config) replay against its compiled modules too.
+func TestOtherCaseTablesAsWasm(t *testing.T) {
+	root, err := testguests.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := host.NewEngine(host.EngineOptions{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	tables := 0
+	for _, name := range testguests.Policies {
+		extra, err := filepath.Glob(filepath.Join(root, "plugins-wasm", name, "testdata-*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range extra {
+			tables++
+			for _, tc := range testguests.Toolchains {
+				t.Run(string(tc)+"/"+name+"/"+filepath.Base(path), func(t *testing.T) {
+					file, err := casetest.Load(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					r, err := casetable.RunModule(context.Background(), engine, host.PolicySpec{Name: name, Timeout: time.Second, MaxInstances: 4}, testguests.PolicyBytes(t, tc, name), file)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, f := range r.Failures() {
+						t.Error(f)
+					}
+					t.Log(r.Summary())
+				})
+			}
+		}
+	}
+	if tables == 0 {
+		t.Error("no testdata-*.json table found; team-isolation has one (spill and require)")
+	}
+}
