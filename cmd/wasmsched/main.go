@@ -5,12 +5,14 @@
 //	wasmsched explain ns/pod --scheduler-config config.yaml
 //	wasmsched push policy.wasm --configmap ns/name
 //	wasmsched bench policy.wasm --nodes 1000
+//	wasmsched rollout-report --scheduler-config config.yaml --policy p --module new.wasm
 //
 // test, explain and bench run the policies through the same host and
 // plugin code as the scheduler. Output follows kubectl: -o table|json|yaml.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +23,13 @@ import (
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
+		var gate *gateError
+		if errors.As(err, &gate) {
+			for _, m := range gate.msgs {
+				fmt.Fprintln(os.Stderr, "gate:", m)
+			}
+			os.Exit(exitCodeGate)
+		}
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
@@ -61,6 +70,6 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.context, "context", "", "the kubeconfig context to use")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	root.PersistentFlags().BoolVar(&g.verbose, "verbose", false, "show the host's log (module loads, guest output)")
-	root.AddCommand(newValidateCommand(g), newTestCommand(g), newExplainCommand(g), newPushCommand(g), newBenchCommand(g))
+	root.AddCommand(newValidateCommand(g), newTestCommand(g), newExplainCommand(g), newPushCommand(g), newBenchCommand(g), newRolloutCommand(g))
 	return root
 }

@@ -36,6 +36,10 @@ type objectsPlugin struct{ w *WasmPolicy }
 func (o objectsPlugin) Profile() string { return o.w.profile }
 
 func (o objectsPlugin) Build(ctx context.Context, spec config.Policy) (policyobjects.Policy, error) {
+	if o.w.opts.edit != nil {
+		spec = *spec.DeepCopy()
+		o.w.opts.edit(&spec)
+	}
 	p, err := o.w.buildPolicy(ctx, spec)
 	if err != nil {
 		return nil, err

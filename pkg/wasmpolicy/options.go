@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
 // firstLoadTurn is how long a policy's source may hold one of the start's
@@ -36,6 +37,8 @@ type options struct {
 	// unserved are the extension points the host program never calls,
 	// with why (WithUnservedPoints).
 	unserved map[host.CallKind]string
+	// edit changes each policy's config before it is built (WithPolicyEdit).
+	edit func(*config.Policy)
 }
 
 // Option changes how a plugin is built. Options are values, not package
@@ -175,4 +178,13 @@ func logProgress(logger klog.Logger) func(LoadProgress) {
 	return func(lp LoadProgress) {
 		logger.Info("Loading policies", "serving", lp.Serving, "failed", lp.Failed, "loading", lp.Loading, "total", lp.Total(), "elapsed", lp.Elapsed.Round(time.Millisecond))
 	}
+}
+
+// WithPolicyEdit changes the config of every policy the plugin builds, from
+// its args or from a policy object, before it is built. wasmsched
+// rollout-report builds a candidate set this way: the set the scheduler
+// runs, with one policy's module or config replaced. edit sees a copy; the
+// config it leaves must still pass the args' validation.
+func WithPolicyEdit(edit func(*config.Policy)) Option {
+	return func(o *options) { o.edit = edit }
 }

@@ -295,6 +295,12 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.edit != nil {
+		args = args.DeepCopy()
+		for i := range args.Policies {
+			o.edit(&args.Policies[i])
+		}
+	}
 	logger := klog.FromContext(ctx)
 	engine, err := newEngine(logger, host.EngineOptions{CacheDir: args.CompilationCacheDir, MemoryBudget: args.MemoryBudget})
 	if err != nil {

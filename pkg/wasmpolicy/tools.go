@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
 // clientHandle gives the plugin what it uses from a scheduler framework
@@ -70,6 +71,28 @@ func (w *WasmPolicy) Unloaded() []string {
 		}
 	}
 	return out
+}
+
+// Policies names the policies new cycles run, in their order: the args'
+// policies, then the serving policy objects.
+func (w *WasmPolicy) Policies() []string {
+	all := w.current().all
+	out := make([]string, len(all))
+	for i, p := range all {
+		out[i] = p.cfg.Name
+	}
+	return out
+}
+
+// PolicyConfig returns the config a policy of the current set runs with
+// (a copy), false if no policy has that name.
+func (w *WasmPolicy) PolicyConfig(name string) (config.Policy, bool) {
+	for _, p := range w.current().all {
+		if p.cfg.Name == name {
+			return *p.cfg.DeepCopy(), true
+		}
+	}
+	return config.Policy{}, false
 }
 
 // Serving returns the sha256 of the module a policy serves, "" if none.

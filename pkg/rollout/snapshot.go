@@ -1,0 +1,71 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
+)
+
+// Snapshot is the cluster at one point: its nodes, pods and namespaces.
+type Snapshot struct {
+	Nodes      []*v1.Node
+	Pods       []*v1.Pod
+	Namespaces []*v1.Namespace
+	// ResourceVersion is what every list was read at ("" from files).
+	ResourceVersion string
+	TakenAt         time.Time
+}
+
+// Take reads a consistent snapshot: nodes first, then pods and namespaces
+// at exactly the nodes' resourceVersion, in pages of 500, so that no pod is
+// seen bound to a node the node list does not have. It only reads.
+func Take(ctx context.Context, client kubernetes.Interface) (*Snapshot, error) {
+	s := &Snapshot{TakenAt: time.Now()}
+	// One list, not pages: its resourceVersion is the snapshot's.
+	nl, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	rv := nl.ResourceVersion
+	s.ResourceVersion = rv
+	for i := range nl.Items {
+		s.Nodes = append(s.Nodes, &nl.Items[i])
+	}
+	pods, err := list(ctx, rv, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return client.CoreV1().Pods("").List(ctx, o)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods at resourceVersion %s: %w", rv, err)
+	}
+	for _, o := range pods {
+		s.Pods = append(s.Pods, o.(*v1.Pod))
+	}
+	nss, err := list(ctx, rv, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return client.CoreV1().Namespaces().List(ctx, o)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing namespaces at resourceVersion %s: %w", rv, err)
+	}
+	for _, o := range nss {
+		s.Namespaces = append(s.Namespaces, o.(*v1.Namespace))
+	}
+	return s, nil
+}
+
+// list reads every page of a list at exactly resourceVersion rv.
+func list(ctx context.Context, rv string, fn func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]runtime.Object, error) {
+	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return fn(ctx, o) })
+	p.PageSize = 500
+	var items []runtime.Object
+	err := p.EachListItemWithAlloc(ctx, metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact}, func(o runtime.Object) error {
+		items = append(items, o)
+		return nil
+	})
+	return items, err
+}
