@@ -419,9 +419,13 @@ func placeAgain(ctx context.Context, logger klog.Logger, snapshot *cache.Snapsho
 	if err != nil {
 		return pl, err
 	}
+	// Unbound, as it was when the scheduler placed it (NodeName would
+	// hold it to its node).
+	unbound := pod.DeepCopy()
+	unbound.Spec.NodeName = ""
 	var curScores, candScores map[string]int64
-	pl.Current, curScores = place(ctx, cur.Framework, pod, nodes)
-	pl.Candidate, candScores = place(ctx, cand.Framework, pod, nodes)
+	pl.Current, curScores = place(ctx, cur.Framework, unbound, nodes)
+	pl.Candidate, candScores = place(ctx, cand.Framework, unbound, nodes)
 	switch {
 	case pl.Current.Node == "":
 		pl.Moved = pl.Candidate.Node != ""
