@@ -52,7 +52,7 @@ IMAGE_LINES   ?= $(LINES)
 IMAGES        := kube-scheduler wasm-extender
 image_bin      = $(IMAGE_DIR)/$(subst /,-,$(2))/$(1)
 
-.PHONY: test-lines bench-reads node test-node image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo demo-node clean
+.PHONY: test-lines bench-reads bench-rollout node test-node image image-push cosign-interop build build-lines e2e-lines controlplane-lines verify-k8s verify generate tools help test-deadlines-loaded guests guests-tinygo guests-other ports tinygo deps fixtures test check e2e soak bench bench-smoke fuzz controlplane demo demo-node clean
 
 ## build: bin/kube-scheduler (with version ldflags) and bin/wasm-extender
 build: $(BIN)/kube-scheduler $(BIN)/wasm-extender $(BIN)/wasmsched
@@ -386,7 +386,18 @@ bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 		done; \
 	done
 	rm -f $(BENCH_OUT)/pairs500/cluster.test
+	$(MAKE) --no-print-directory bench-rollout
 	$(GO) run ./hack/benchreport
+
+## bench-rollout: wasmsched rollout-report on a 5000-node, 50,000-pod
+## snapshot file (hack/rollout-snapshot): wall time, CPU and peak memory
+## on this machine, into $(BENCH_OUT)/rollout (docs/performance.md)
+bench-rollout: deps build guests-tinygo
+	$(GO) run ./hack/rollout-snapshot -nodes 5000 -pods 50000 -pending 500 -out $(BENCH_OUT)/rollout
+	/usr/bin/time -v -o $(BENCH_OUT)/rollout/time.txt $(BIN)/wasmsched rollout-report --scheduler-config $(BENCH_OUT)/rollout/config.yaml \
+		--snapshot $(BENCH_OUT)/rollout/snapshot.json --policy team-isolation --config 'key=team,spill=true,require=true' -o json > $(BENCH_OUT)/rollout/report.json
+	@grep -E 'Elapsed|User time|System time|Maximum resident' $(BENCH_OUT)/rollout/time.txt
+	@grep -m1 -E '"durationSeconds"' $(BENCH_OUT)/rollout/report.json
 
 ## bench-reads: what each kind of read costs a Filter per node
 ## (BenchmarkReadCost, three runs), into docs/performance.md's read table

@@ -275,8 +275,8 @@ func (o *rolloutOptions) loadProfile() (*schedconfig.KubeSchedulerProfile, *conf
 	return nil, nil, fmt.Errorf("%s: no profile has a WasmPolicy pluginConfig", o.schedulerConfig)
 }
 
-// fileSnapshot reads a snapshot from a file, and a fake client serving it
-// to the plugins' informers.
+// fileSnapshot reads a snapshot from a file, and a fake client serving its
+// nodes and namespaces to the plugins' informers.
 func fileSnapshot(path string) (*rollout.Snapshot, kubernetes.Interface, error) {
 	nodes, pods, err := readObjects(path)
 	if err != nil {
@@ -301,8 +301,10 @@ func fileSnapshot(path string) (*rollout.Snapshot, kubernetes.Interface, error) 
 			s.Namespaces = append(s.Namespaces, ns)
 			objs = append(objs, ns)
 		}
-		objs = append(objs, p)
 	}
+	// The client serves the plugins' informers, which need no pods (the
+	// frameworks read pods from the snapshot): a copy of every pod in the
+	// fake client and in each set's informer would double the memory.
 	for _, n := range nodes {
 		objs = append(objs, n)
 	}

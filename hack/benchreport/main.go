@@ -338,7 +338,7 @@ func run(root string) error {
 	rep.w("%s\n\n", beginMarker)
 	rep.w("Generated %s on `%s` (2 cores). Every ratio compares results of the same run.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), rep.cpu)
 	for _, section := range []func() error{rep.targets, none(rep.perCall), none(rep.shapes), none(rep.cycle), none(rep.clusterSection), none(rep.portsPerNode), rep.portsWorkloads,
-		none(rep.memory), none(rep.manyPolicies), none(rep.scoped), none(rep.gates)} {
+		none(rep.memory), none(rep.manyPolicies), none(rep.scoped), none(rep.gates), rep.rollout} {
 		if err := section(); err != nil {
 			return err
 		}

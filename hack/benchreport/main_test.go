@@ -42,6 +42,7 @@ func writeRun(t *testing.T, skip map[string]bool) string {
 			t.Fatal(err)
 		}
 	}
+	writeRolloutRun(t, filepath.Join(dir, "rollout"))
 	if err := os.MkdirAll(filepath.Join(root, "docs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -175,5 +176,39 @@ func TestWatchPairRatios(t *testing.T) {
 	watch, tput := watchPairRatios(dir, "WasmTinyGo/500Nodes", "Native/500Nodes")
 	if fmt.Sprint(watch) != "[0.9 1.2]" || fmt.Sprint(tput) != "[1.1 0.5]" {
 		t.Errorf("watch %v, throughput %v; want [0.9 1.2] and [1.1 0.5]", watch, tput)
+	}
+}
+
+// writeRolloutRun writes what make bench-rollout leaves in dir.
+func writeRolloutRun(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time := "\tUser time (seconds): 17.40\n\tSystem time (seconds): 0.91\n\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:11.90\n\tMaximum resident set size (kbytes): 785340\n"
+	if err := os.WriteFile(filepath.Join(dir, "time.txt"), []byte(time), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), []byte(`{"durationSeconds": 9.66, "snapshot": {"nodes": 5000, "runningPods": 50000}, "summary": {"movedPlacements": 60}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadRollout(t *testing.T) {
+	dir := t.TempDir()
+	writeRolloutRun(t, dir)
+	r, err := readRollout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.wallSeconds != 71.9 || r.userSeconds != 17.4 || r.sysSeconds != 0.91 || int(r.peakMiB) != 766 ||
+		r.report.DurationSeconds != 9.66 || r.report.Snapshot.Nodes != 5000 || r.report.Snapshot.RunningPods != 50000 || r.report.Summary.MovedPlacements != 60 {
+		t.Errorf("read %+v", r)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "time.txt"), []byte("nothing"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readRollout(dir); err == nil {
+		t.Error("a time.txt without figures was read")
 	}
 }
