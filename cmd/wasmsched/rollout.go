@@ -406,7 +406,11 @@ func rolloutTable(tw *tabwriter.Writer, r *rollout.Report) {
 	if c.Current.ScoreCalls > 0 || c.Candidate.ScoreCalls > 0 {
 		fmt.Fprintf(tw, "; score %s now, %s candidate", nanos(c.Current.ScoreNanosPerNode), nanos(c.Candidate.ScoreNanosPerNode))
 	}
-	fmt.Fprintf(tw, "\nThe report took %.2fs.\n", r.DurationSeconds)
+	took := "under a millisecond"
+	if r.DurationSeconds > 0 {
+		took = dur(time.Duration(r.DurationSeconds * float64(time.Second)))
+	}
+	fmt.Fprintf(tw, "\nThe report took %s (the snapshot not counted).\n", took)
 }
 
 func delta(d *int64) string {

@@ -7,7 +7,9 @@
 // shows the changed placement. Last, a team ships a policy of its own, live:
 // a SchedulingPolicy in its namespace (wasmsched push --object), which holds
 // back the team's pods and leaves every other namespace's pods alone. It
-// tears everything down unless KEEP=1.
+// Before that, an operator asks what a new team-isolation config would do
+// to the cluster as it is (wasmsched rollout-report). It tears everything
+// down unless KEEP=1.
 package main
 
 import (
@@ -182,6 +184,9 @@ func run() error {
 		return err
 	}
 
+	if err := rolloutReport(root, cfg, cp); err != nil {
+		return err
+	}
 	if err := teamShipsAPolicy(ctx, client, root, kubectl, cp, logPath); err != nil {
 		return err
 	}

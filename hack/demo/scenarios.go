@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -182,6 +183,34 @@ func recorded(ctx context.Context, c kubernetes.Interface, pods []*v1.Pod) error
 		// The digests, shortened for the terminal.
 		policies := regexp.MustCompile(`sha256:([0-9a-f]{12})[0-9a-f]{52}`).ReplaceAllString(p.Annotations["placement.wasmsched.io/policies"], "sha256:$1…")
 		fmt.Printf("   %s: label placement.wasmsched.io/zone=%s\n     annotation placement.wasmsched.io/policies=%s\n", p.Name, p.Labels["placement.wasmsched.io/zone"], policies)
+	}
+	return nil
+}
+
+// rolloutReport asks, before changing team-isolation's config, what the
+// change would do to the cluster as it is now: which running pods it would
+// reject where they run, which pending pods it would unblock or strand, and
+// where recently bound pods would go instead.
+func rolloutReport(root, schedulerConfig string, cp *controlplane.ControlPlane) error {
+	const candidate = "key=team,spill=true,require=true"
+	step("Before a change goes live: what would team-isolation with " + candidate + " do to the cluster as it is? (wasmsched rollout-report, read-only)")
+	cmd := exec.Command(filepath.Join(root, "bin", "wasmsched"), "rollout-report", "--scheduler-config", schedulerConfig,
+		"--policy", "team-isolation", "--config", candidate, "--fail-on", "rejected-running>0", "--kubeconfig", cp.AdminKubeconfig)
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 3) {
+		msg := ""
+		if exit != nil {
+			msg = string(exit.Stderr)
+		}
+		return fmt.Errorf("wasmsched rollout-report: %v\n%s%s", err, out, msg)
+	}
+	fmt.Printf("   $ wasmsched rollout-report --scheduler-config kube-scheduler.yaml --policy team-isolation --config '%s' --fail-on 'rejected-running>0'\n", candidate)
+	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		fmt.Println("     " + l)
+	}
+	if exit != nil {
+		fmt.Printf("   exit code %d: the gate rejected-running>0 holds, so a pipeline would stop here; the config stays as it is\n", exit.ExitCode())
 	}
 	return nil
 }

@@ -183,7 +183,7 @@ func Compute(ctx context.Context, in Input, snap *Snapshot, snapshot *cache.Snap
 	if c, n := r.Cost.Current.FilterNanosPerNode, r.Cost.Candidate.FilterNanosPerNode; c > 0 && n > 0 {
 		r.Cost.FilterRatio = round2(n / c)
 	}
-	r.DurationSeconds = round2(time.Since(start).Seconds())
+	r.DurationSeconds = float64(time.Since(start).Milliseconds()) / 1000
 	return r, nil
 }
 

@@ -51,7 +51,8 @@ type Report struct {
 	Placements Placements `json:"placements"`
 	// Cost is the policy's guest time per node in each version.
 	Cost Cost `json:"cost"`
-	// DurationSeconds is how long the report took, snapshot excluded.
+	// DurationSeconds is how long the report took, snapshot excluded, to
+	// the millisecond.
 	DurationSeconds float64 `json:"durationSeconds"`
 }
 
