@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -69,9 +70,19 @@ type Config struct {
 	// ReadOnly runs the objects' policies without ever writing status
 	// (tools that host the plugin beside a running scheduler).
 	ReadOnly bool
+	// Events records the canaries' transitions on the objects; nil: none.
+	Events EventRecorder
+	// CanaryCheck is how often canary rules are checked; 0: every second.
+	CanaryCheck time.Duration
 	// RetiredGrace is how long a replaced or deleted policy stays open for
 	// the cycles that pinned it; 0: host.DefaultRetiredGrace.
 	RetiredGrace time.Duration
+}
+
+// EventRecorder records Events (the scheduler framework's recorder, of
+// any line, has this method).
+type EventRecorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
 }
 
 // key names a policy object; namespace is "" for a cluster policy.
@@ -129,6 +140,25 @@ type entry struct {
 	serving, candidate *run
 	// initial marks an object listed at start whose first load has not ended.
 	initial bool
+
+	// canary runs spec.canary's candidate (canary.go); canaryPublished
+	// once it is in the set, from canaryStarted. canaryKey identifies the
+	// canary spec (canarySpec) the fields describe, also after it ended.
+	canary          *run
+	canaryPublished bool
+	canaryKey       string
+	canarySpec      *policyv1alpha1.Canary
+	canaryRule      canaryRule
+	canaryStarted   time.Time
+	// canaryPhase and canaryReason are status.canary's; canaryShown the
+	// counts status shows (refreshed every canaryStatusEvery, at
+	// canaryShownAt); canarySHA the candidate's module once it ended.
+	canaryPhase, canaryReason string
+	canaryShown               CanaryCounts
+	canaryShownAt             time.Time
+	canarySHA                 string
+	// previous is status.previous: the version the last promotion replaced.
+	previous *policyv1alpha1.PolicyVersion
 }
 
 // New returns the controller of plugin's policy objects, not started.
@@ -221,6 +251,26 @@ func (c *Controller) Start(ctx context.Context) <-chan struct{} {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
+	if !c.cfg.ReadOnly {
+		every := c.cfg.CanaryCheck
+		if every <= 0 {
+			every = time.Second
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					c.checkCanaries()
+				}
+			}
+		}()
+	}
 	return c.synced
 }
 
@@ -333,6 +383,7 @@ func (c *Controller) reconcile(k key) error {
 		(e.candidate != nil && e.candidate.Settled()) {
 		c.firstDone(e)
 	}
+	c.reconcileCanary(u, e)
 	return c.writeStatus(u, e)
 }
 
@@ -357,7 +408,7 @@ func (c *Controller) build(e *entry, spec config.Policy) error {
 		c.retire(e.candidate, false)
 		e.candidate = nil
 	}
-	p, err := c.plugin.Build(c.ctx, spec)
+	p, err := c.plugin.Build(c.ctx, spec, "")
 	if err != nil {
 		return err
 	}
@@ -408,18 +459,30 @@ func (c *Controller) drop(e *entry, forget bool) {
 	if e.candidate != nil {
 		c.retire(e.candidate, forget && e.serving == nil)
 	}
+	if e.canary != nil {
+		c.retire(e.canary, forget)
+	}
 }
 
 // publishLocked publishes the serving object policies, ordered by name.
 // Caller holds c.mu.
 func (c *Controller) publishLocked() {
-	var objs []Policy
+	var serving []*entry
 	for _, e := range c.entries {
 		if e.serving != nil {
-			objs = append(objs, e.serving.Policy)
+			serving = append(serving, e)
 		}
 	}
-	sort.Slice(objs, func(i, j int) bool { return objs[i].Name() < objs[j].Name() })
+	sort.Slice(serving, func(i, j int) bool { return serving[i].serving.Name() < serving[j].serving.Name() })
+	var objs []Policy
+	for _, e := range serving {
+		// A canary runs right before its primary: both then see the
+		// same nodes (a node an earlier policy rejects neither sees).
+		if e.canary != nil && e.canaryPublished {
+			objs = append(objs, e.canary.Policy)
+		}
+		objs = append(objs, e.serving.Policy)
+	}
 	c.plugin.Publish(objs)
 }
 
@@ -449,7 +512,7 @@ func (c *Controller) retire(r *run, forget bool) {
 // runsLocked reports whether some entry runs a policy named name.
 func (c *Controller) runsLocked(name string) bool {
 	for _, e := range c.entries {
-		for _, r := range []*run{e.serving, e.candidate} {
+		for _, r := range []*run{e.serving, e.candidate, e.canary} {
 			if r != nil && r.Name() == name {
 				return true
 			}
@@ -482,7 +545,7 @@ func (c *Controller) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range c.entries {
-		for _, r := range []*run{e.serving, e.candidate} {
+		for _, r := range []*run{e.serving, e.candidate, e.canary} {
 			if r != nil {
 				r.cancel()
 				r.Close(false)

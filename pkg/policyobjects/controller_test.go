@@ -35,7 +35,7 @@ type testPlugin struct {
 
 func (p *testPlugin) Profile() string { return p.profile }
 
-func (p *testPlugin) Build(_ context.Context, spec config.Policy) (Policy, error) {
+func (p *testPlugin) Build(_ context.Context, spec config.Policy, _ string) (Policy, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	tp := &testPolicy{name: spec.Name, spec: spec}
@@ -43,6 +43,8 @@ func (p *testPlugin) Build(_ context.Context, spec config.Policy) (Policy, error
 	p.built = append(p.built, tp)
 	return tp, nil
 }
+
+func (p *testPlugin) CanaryTransition(string, string) {}
 
 func (p *testPlugin) HasArgsPolicy(name string) bool {
 	for _, a := range p.args {
@@ -96,6 +98,7 @@ func (p *testPolicy) Superseded(by Policy) {
 	p.superseded = by.Name() + "@" + by.Load().SHA256
 	p.mu.Unlock()
 }
+func (p *testPolicy) Canary() CanaryCounts { return CanaryCounts{} }
 func (p *testPolicy) Close(forget bool) {
 	p.mu.Lock()
 	p.closed, p.forgot = true, forget

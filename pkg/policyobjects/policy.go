@@ -29,6 +29,18 @@ type Policy interface {
 	// Close frees the policy's instances and compiled code; forget also
 	// deletes its metric series (the object is gone).
 	Close(forget bool)
+	// Canary is what a canary policy (built with a canaryOf) judged so
+	// far; zero for other policies.
+	Canary() CanaryCounts
+}
+
+// CanaryCounts are what a canary judged beside its primary: scheduling
+// cycles, cycles whose verdicts changed on some node, pods bound to a node
+// it rejects, pods with no node it would have admitted somewhere, and the
+// latest disagreements, newest first.
+type CanaryCounts struct {
+	Cycles, Changed, RejectedRunning, Unblocked int64
+	Examples                                    []string
 }
 
 // Load is what a policy's loading has reached.
@@ -51,8 +63,13 @@ type Plugin interface {
 	// Profile is the plugin's scheduler profile ("" outside a scheduler).
 	Profile() string
 	// Build makes a policy of spec, not started. spec passed the args'
-	// validation.
-	Build(ctx context.Context, spec config.Policy) (Policy, error)
+	// validation. canaryOf, when set, makes it the canary of the serving
+	// policy of that name: it runs in Audit right before it and compares
+	// their verdicts (Policy.Canary).
+	Build(ctx context.Context, spec config.Policy, canaryOf string) (Policy, error)
+	// CanaryTransition counts a canary's transition (started, promoted,
+	// dropped) in the plugin's metrics.
+	CanaryTransition(policy, phase string)
 	// HasArgsPolicy reports whether the plugin's args declare a policy
 	// named name: a cluster policy may not take that name.
 	HasArgsPolicy(name string) bool

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	policyv1alpha1 "github.com/wasmsched/wasmsched/pkg/apis/policy/v1alpha1"
 	"github.com/wasmsched/wasmsched/pkg/source"
@@ -60,6 +59,7 @@ func statusOf(e *entry) policyv1alpha1.SchedulingPolicyStatus {
 		st.LastError = cond.Message
 	}
 	st.Conditions = []metav1.Condition{cond}
+	st.Canary, st.Previous = canaryStatus(e), e.previous
 	return st
 }
 
@@ -103,7 +103,14 @@ func (c *Controller) writeStatus(u *unstructured.Unstructured, e *entry) error {
 	}
 	// A JSON merge patch leaves out what the struct omits when empty, so
 	// fields to clear are sent as null.
-	status := map[string]interface{}{"observedGeneration": want.ObservedGeneration, "conditions": want.Conditions, "activeSHA256": nil, "lastError": nil}
+	status := map[string]interface{}{"observedGeneration": want.ObservedGeneration, "conditions": want.Conditions, "activeSHA256": nil, "lastError": nil,
+		"canary": want.Canary, "previous": want.Previous}
+	if want.Canary == nil {
+		status["canary"] = nil
+	}
+	if want.Previous == nil {
+		status["previous"] = nil
+	}
 	if want.ActiveSHA256 != "" {
 		status["activeSHA256"] = want.ActiveSHA256
 	}
@@ -114,12 +121,7 @@ func (c *Controller) writeStatus(u *unstructured.Unstructured, e *entry) error {
 	if err != nil {
 		return err
 	}
-	ri := c.cfg.Dynamic.Resource(e.key.resource())
-	var client dynamic.ResourceInterface = ri
-	if e.key.namespace != "" {
-		client = ri.Namespace(e.key.namespace)
-	}
-	_, err = client.Patch(c.ctx, e.key.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager(c.lease.identity)}, "status")
+	_, err = c.resource(e.key).Patch(c.ctx, e.key.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager(c.lease.identity)}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -131,6 +133,13 @@ func normalizeStatus(s policyv1alpha1.SchedulingPolicyStatus) policyv1alpha1.Sch
 	s = *s.DeepCopy()
 	for i := range s.Conditions {
 		s.Conditions[i].LastTransitionTime = metav1.NewTime(s.Conditions[i].LastTransitionTime.Rfc3339Copy().Time)
+	}
+	if s.Canary != nil && s.Canary.StartedAt != nil {
+		t := s.Canary.StartedAt.Rfc3339Copy()
+		s.Canary.StartedAt = &t
+	}
+	if s.Previous != nil {
+		s.Previous.ReplacedAt = s.Previous.ReplacedAt.Rfc3339Copy()
 	}
 	return s
 }

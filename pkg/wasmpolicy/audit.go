@@ -80,6 +80,9 @@ func (w *WasmPolicy) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string)
 // is "" when no node fit.
 func (w *WasmPolicy) reportAudit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
 	c := readCycle(state)
+	if c != nil && c.canaries != nil {
+		w.judgeCanaries(klog.FromContext(ctx), c, pod, nodeName)
+	}
 	if c == nil || c.audit == nil {
 		return
 	}

@@ -73,6 +73,10 @@ type cycleData struct {
 
 	// audit holds the verdicts of policies in Audit mode (under mu).
 	audit []*auditState
+	// canaries pair the cycle's canary policies with their primaries;
+	// primaryOf is a primary's pair by policy index (nil without canaries).
+	canaries  []*canaryPair
+	primaryOf []*canaryPair
 
 	// bindNode is a copy of the chosen node, taken at Reserve for the
 	// policies' prebind (under mu; nil when no policy has one).
@@ -119,6 +123,12 @@ func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
 			c.pcs[i].Budget.Stop(&host.CallError{Outcome: host.OutcomeStopped, Err: errors.New(why)})
 			c.stopped[i] = why + "; fix the policy and push a new module (a new version closes the breaker)"
 			p.m.stoppedCycle(reasonBreakerOpen)
+		}
+	}
+	for _, p := range policies {
+		if p.canary != nil {
+			c.pairCanaries()
+			break
 		}
 	}
 	return c

@@ -20,7 +20,11 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		if c.filterSkipped[i] {
 			continue
 		}
-		if v := w.filterPolicy(ctx, c, i, nodeInfo, &pos, !p.audit()); v.Rejects() {
+		v := w.filterPolicy(ctx, c, i, nodeInfo, &pos, !p.audit())
+		if c.primaryOf != nil {
+			c.recordPrimary(i, nodeInfo.Node().Name, v.Rejects(), v.Reason)
+		}
+		if v.Rejects() {
 			if !c.rejectedBy[i].Load() { // one write per cycle, not a shared line written per node
 				c.rejectedBy[i].Store(true)
 			}

@@ -132,6 +132,24 @@ var (
 		Help:           "Verdicts of policies in Audit mode that were not enforced: rejections (Filter, PreFilter) and failures that would have failed the pod.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"policy", "extension_point", "result"})
+	canaryCycles = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "canary_cycles_total",
+		Help:           "Scheduling cycles a policy object's canary judged beside its enforcing version, by whether their verdicts were the same or changed on some node.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "verdict"})
+	canaryFindings = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "canary_findings_total",
+		Help:           "What a canary found: rejected_running (a pod bound to a node the canary rejects), unblocked (a pod with no node that the canary would have admitted somewhere).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "finding"})
+	canaryTransitions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "canary_transitions_total",
+		Help:           "Canary transitions of policy objects: started, promoted, dropped.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "phase"})
 	loads = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "policy_module_loads_total",
@@ -227,7 +245,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, loads, loadDuration, moduleInfo, sourceInfo, stoppedCycles, breakerStates, quarantinedInputs, deadlineOverrun, podPatches, patchDuration)
+		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, canaryCycles, canaryFindings, canaryTransitions, loads, loadDuration, moduleInfo, sourceInfo, stoppedCycles, breakerStates, quarantinedInputs, deadlineOverrun, podPatches, patchDuration)
 		legacyregistry.CustomMustRegister(&poolCollector{})
 	})
 }

@@ -27,6 +27,7 @@ func (w *WasmPolicy) newObjectController(po config.PolicyObjects) (*policyobject
 	return policyobjects.New(objectsPlugin{w}, policyobjects.Config{
 		Dynamic: dyn, Client: h.ClientSet(), StatusLease: po.StatusLease,
 		ReadOnly: w.opts.readOnlyObjects, RetiredGrace: w.opts.retiredGrace,
+		Events: h.EventRecorder(),
 	})
 }
 
@@ -35,7 +36,7 @@ type objectsPlugin struct{ w *WasmPolicy }
 
 func (o objectsPlugin) Profile() string { return o.w.profile }
 
-func (o objectsPlugin) Build(ctx context.Context, spec config.Policy) (policyobjects.Policy, error) {
+func (o objectsPlugin) Build(ctx context.Context, spec config.Policy, canaryOf string) (policyobjects.Policy, error) {
 	if o.w.opts.edit != nil {
 		spec = *spec.DeepCopy()
 		o.w.opts.edit(&spec)
@@ -44,7 +45,14 @@ func (o objectsPlugin) Build(ctx context.Context, spec config.Policy) (policyobj
 	if err != nil {
 		return nil, err
 	}
+	if canaryOf != "" {
+		p.canary = &canaryJudge{of: canaryOf}
+	}
 	return objectPolicy{o.w, p}, nil
+}
+
+func (o objectsPlugin) CanaryTransition(policy, phase string) {
+	canaryTransitions.WithLabelValues(policy, phase).Inc()
 }
 
 func (o objectsPlugin) HasArgsPolicy(name string) bool {
@@ -101,6 +109,13 @@ func (o objectPolicy) Superseded(by policyobjects.Policy) {
 	if m := o.p.runtime.Current(); m != nil && m.SHA256() != by.Load().SHA256 {
 		moduleInfo.DeleteLabelValues(o.p.cfg.Name, m.SHA256())
 	}
+}
+
+func (o objectPolicy) Canary() policyobjects.CanaryCounts {
+	if o.p.canary == nil {
+		return policyobjects.CanaryCounts{}
+	}
+	return o.p.canary.counts()
 }
 
 func (o objectPolicy) Close(forget bool) {

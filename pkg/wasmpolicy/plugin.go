@@ -157,6 +157,9 @@ type policy struct {
 	// serial tells this policy from an earlier one of the same name (its
 	// settings changed) in pod signatures (SignPod).
 	serial uint64
+	// canary is set for the canary of a policy object: it runs in Audit
+	// beside its primary and compares their verdicts (canary.go).
+	canary *canaryJudge
 	// refusalLogged is when a refused patch write was last logged
 	// (monotonic nanoseconds since the plugin started): at most once a
 	// minute, not once per pod.

@@ -19,6 +19,8 @@ import (
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="SHA256",type=string,JSONPath=`.status.activeSHA256`
+// +kubebuilder:printcolumn:name="Canary",type=string,JSONPath=`.status.canary.phase`
+// +kubebuilder:printcolumn:name="Changed",type=string,JSONPath=`.status.canary.changedPercent`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterSchedulingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -31,6 +33,7 @@ type ClusterSchedulingPolicy struct {
 // ClusterSchedulingPolicySpec is what a cluster policy runs and where.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.source.configMap) || has(self.source.configMap.__namespace__)",message="source.configMap.namespace is required in a ClusterSchedulingPolicy: name the namespace of the ConfigMap that holds the module",fieldPath=".source.configMap"
+// +kubebuilder:validation:XValidation:rule="!has(self.canary) || !has(self.canary.source) || !has(self.canary.source.configMap) || has(self.canary.source.configMap.__namespace__)",message="canary.source.configMap.namespace is required in a ClusterSchedulingPolicy: name the namespace of the ConfigMap that holds the candidate's module",fieldPath=".canary.source.configMap"
 type ClusterSchedulingPolicySpec struct {
 	// Source is where the module comes from: exactly one of file (a path on
 	// the scheduler's host), configMap or oci.
@@ -44,6 +47,11 @@ type ClusterSchedulingPolicySpec struct {
 	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
 
 	PolicyScope `json:",inline"`
+
+	// Canary is a candidate version that runs beside this one, in Audit,
+	// until its rule promotes it or drops it.
+	// +optional
+	Canary *Canary `json:"canary,omitempty"`
 }
 
 // ClusterSchedulingPolicyList is a list of ClusterSchedulingPolicy.
@@ -66,6 +74,8 @@ type ClusterSchedulingPolicyList struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="SHA256",type=string,JSONPath=`.status.activeSHA256`
+// +kubebuilder:printcolumn:name="Canary",type=string,JSONPath=`.status.canary.phase`
+// +kubebuilder:printcolumn:name="Changed",type=string,JSONPath=`.status.canary.changedPercent`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SchedulingPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -79,6 +89,7 @@ type SchedulingPolicy struct {
 // namespace's pods.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.source.file)",message="a SchedulingPolicy takes its module from a ConfigMap in its own namespace (source.configMap); file sources are for ClusterSchedulingPolicy",fieldPath=".source.file"
+// +kubebuilder:validation:XValidation:rule="!has(self.canary) || !has(self.canary.source) || !has(self.canary.source.file)",message="a SchedulingPolicy's canary takes its module from a ConfigMap in its own namespace (canary.source.configMap) or from oci; file sources are for ClusterSchedulingPolicy",fieldPath=".canary.source.file"
 type SchedulingPolicySpec struct {
 	// Source is where the module comes from: a configMap in the policy's
 	// own namespace (namespace may be left out), or oci (a pull secret,
@@ -87,6 +98,11 @@ type SchedulingPolicySpec struct {
 
 	configv1.PolicySettings `json:",inline"`
 	PolicyScope             `json:",inline"`
+
+	// Canary is a candidate version that runs beside this one, in Audit,
+	// until its rule promotes it or drops it.
+	// +optional
+	Canary *Canary `json:"canary,omitempty"`
 }
 
 // SchedulingPolicyList is a list of SchedulingPolicy.
@@ -96,6 +112,116 @@ type SchedulingPolicyList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SchedulingPolicy `json:"items"`
+}
+
+// Canary is a candidate version of the policy. It runs beside the
+// enforcing version, in Audit, on the same pods; every scheduling cycle
+// compares their verdicts. When the rule holds, the scheduler promotes it:
+// the spec takes its source, sha256 and config (the version it replaces is
+// kept in status.previous, for wasmsched rollback). When the rule breaks,
+// the scheduler drops it and says why in status.canary.
+type Canary struct {
+	// Source of the candidate's module, with the rules of spec.source.
+	// Unset: spec.source (a new config or pin alone).
+	// +optional
+	Source *Source `json:"source,omitempty"`
+	// SHA256 pins the candidate's module.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	SHA256 string `json:"sha256,omitempty"`
+	// Config is the candidate's config string. Unset: spec.config.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Config *string `json:"config,omitempty"`
+	// Rule decides when the candidate is promoted or dropped.
+	// +optional
+	Rule CanaryRule `json:"rule,omitempty"`
+}
+
+// CanaryRule says when a candidate is promoted (every bound holds, for at
+// least minCycles judged cycles and the time in for) and when it is
+// dropped (maxRejectedRunning is passed, or maxChangedPercent once
+// minCycles are judged).
+type CanaryRule struct {
+	// MinCycles is how many scheduling cycles the candidate must judge
+	// (cycles of pods in the policy's scope) before it may be promoted.
+	// Default 1000.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000000
+	MinCycles int64 `json:"minCycles,omitempty"`
+	// For is how long the candidate runs, at least, before it may be
+	// promoted. Default 10m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('720h')",message="must be between 0s and 720h"
+	For *metav1.Duration `json:"for,omitempty"`
+	// MaxRejectedRunning bounds the pods bound during the canary to a node
+	// the candidate rejects: pods that would run where the candidate
+	// forbids it. One more drops the candidate. Default 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxRejectedRunning int64 `json:"maxRejectedRunning,omitempty"`
+	// MaxChangedPercent bounds the share of judged cycles in which the
+	// candidate's verdict differs from the enforcing version's on some
+	// node, in percent ("1", "0.5"). Default "1".
+	// +optional
+	// +kubebuilder:validation:Pattern=`^(100|[0-9]{1,2})(\.[0-9]{1,3})?$`
+	MaxChangedPercent string `json:"maxChangedPercent,omitempty"`
+}
+
+// Canary phases (status.canary.phase).
+const (
+	CanaryLoading   = "Loading"
+	CanaryObserving = "Observing"
+	CanaryPromoted  = "Promoted"
+	CanaryDropped   = "Dropped"
+)
+
+// CanaryStatus is how the spec's canary is doing.
+type CanaryStatus struct {
+	// Phase is Loading, Observing, Promoted or Dropped.
+	Phase string `json:"phase"`
+	// Spec identifies the canary spec this status is about (a digest of
+	// spec.canary): a dropped canary is not started again until it changes.
+	Spec string `json:"spec"`
+	// SHA256 is the candidate's module ("" while it loads).
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// StartedAt is when the candidate started judging cycles.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// Cycles is how many scheduling cycles it judged; ChangedCycles how
+	// many of them had a node (or the pod) where its verdict differed from
+	// the enforcing version's; RejectedRunning how many pods were bound to
+	// a node it rejects; Unblocked how many pods found no node while it
+	// would have admitted one the enforcing version rejected.
+	Cycles          int64 `json:"cycles"`
+	ChangedCycles   int64 `json:"changedCycles"`
+	RejectedRunning int64 `json:"rejectedRunning"`
+	Unblocked       int64 `json:"unblocked"`
+	// ChangedPercent is ChangedCycles of Cycles, in percent.
+	ChangedPercent string `json:"changedPercent"`
+	// LastExamples are the latest disagreements, newest first (at most 5).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=5
+	LastExamples []string `json:"lastExamples,omitempty"`
+	// Reason says what the rule waits for, why the candidate was dropped,
+	// or that it was promoted.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// PolicyVersion is one version of a policy: its module and config.
+type PolicyVersion struct {
+	Source Source `json:"source"`
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// +optional
+	Config string `json:"config,omitempty"`
+	// ReplacedAt is when a promotion replaced it.
+	ReplacedAt metav1.Time `json:"replacedAt"`
 }
 
 // Source says where a module comes from: exactly one field is set.
@@ -304,6 +430,14 @@ type SchedulingPolicyStatus struct {
 	// LastError is the last load or validation error ("" after a success).
 	// +optional
 	LastError string `json:"lastError,omitempty"`
+	// Canary is how spec.canary is doing (absent without one, until it is
+	// promoted or dropped).
+	// +optional
+	Canary *CanaryStatus `json:"canary,omitempty"`
+	// Previous is the version the last promotion replaced: `wasmsched
+	// rollback` makes it the spec's again.
+	// +optional
+	Previous *PolicyVersion `json:"previous,omitempty"`
 }
 
 // Condition types and reasons of SchedulingPolicyStatus.

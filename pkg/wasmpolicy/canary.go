@@ -1,0 +1,187 @@
+package wasmpolicy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/pkg/policyobjects"
+)
+
+// A canary is a candidate version of a policy object's policy: it runs in
+// Audit right before its primary (the enforcing version) in every cycle,
+// so both see the same nodes, and each cycle's verdicts of the two are
+// compared when the cycle ends (Reserve or PostFilter). The counts are the
+// canary's; the policy-object controller reads them to promote or drop it.
+
+// maxCanaryExamples is how many disagreements a canary keeps to show.
+const maxCanaryExamples = 5
+
+// canaryJudge is a canary policy's comparison with its primary.
+type canaryJudge struct {
+	// of is the primary's name.
+	of string
+
+	cycles, changed, rejectedRunning, unblocked atomic.Int64
+
+	mu       sync.Mutex
+	examples []string // newest first
+}
+
+// counts returns what the canary judged so far.
+func (j *canaryJudge) counts() policyobjects.CanaryCounts {
+	j.mu.Lock()
+	ex := append([]string(nil), j.examples...)
+	j.mu.Unlock()
+	return policyobjects.CanaryCounts{Cycles: j.cycles.Load(), Changed: j.changed.Load(),
+		RejectedRunning: j.rejectedRunning.Load(), Unblocked: j.unblocked.Load(), Examples: ex}
+}
+
+func (j *canaryJudge) example(s string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.examples = append([]string{s}, j.examples...)
+	if len(j.examples) > maxCanaryExamples {
+		j.examples = j.examples[:maxCanaryExamples]
+	}
+}
+
+// canaryPair is a canary and its primary in one cycle (policy indexes),
+// with the primary's verdicts of the cycle.
+type canaryPair struct {
+	cand, prim int
+	mu         sync.Mutex
+	// podRejected is the primary's PreFilter rejection ("" if none).
+	podRejected string
+	// nodes are the primary's Filter verdicts: node → reason ("" passes).
+	nodes map[string]string
+}
+
+// pairCanaries links the cycle's canaries to their primaries; a canary
+// whose primary is not in the cycle judges nothing.
+func (c *cycleData) pairCanaries() {
+	for i, p := range c.policies {
+		if p.canary == nil {
+			continue
+		}
+		for j, q := range c.policies {
+			if q.cfg.Name == p.canary.of && q.canary == nil {
+				if c.primaryOf == nil {
+					c.primaryOf = make([]*canaryPair, len(c.policies))
+				}
+				pair := &canaryPair{cand: i, prim: j, nodes: map[string]string{}}
+				c.primaryOf[j] = pair
+				c.canaries = append(c.canaries, pair)
+			}
+		}
+	}
+}
+
+// recordPrimary keeps primary i's verdict on node ("" for the pod's
+// PreFilter), when i has a canary in the cycle.
+func (c *cycleData) recordPrimary(i int, node string, rejected bool, reason string) {
+	if c.primaryOf == nil || c.primaryOf[i] == nil {
+		return
+	}
+	pair := c.primaryOf[i]
+	if rejected && reason == "" {
+		reason = "(no reason given)"
+	}
+	pair.mu.Lock()
+	if node == "" {
+		pair.podRejected = reason
+	} else {
+		pair.nodes[node] = reason
+	}
+	pair.mu.Unlock()
+}
+
+// judgeCanaries compares each canary of the cycle with its primary, the
+// cycle having ended with pod bound to nodeName ("" when no node fit).
+func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod, nodeName string) {
+	for _, pair := range c.canaries {
+		cand, prim := c.policies[pair.cand], c.policies[pair.prim]
+		j := cand.canary
+		var candPod string
+		candNodes := map[string]string{}
+		if c.audit != nil && c.audit[pair.cand] != nil {
+			a := c.audit[pair.cand]
+			a.mu.Lock()
+			candPod = a.podRejected
+			for n, r := range a.rejected {
+				candNodes[n] = r
+			}
+			a.mu.Unlock()
+		}
+		pair.mu.Lock()
+		primPod, primNodes := pair.podRejected, pair.nodes
+		pair.mu.Unlock()
+		// The candidate's verdict on a node: its own rejection, or its
+		// rejection of the whole pod.
+		candOn := func(n string) string {
+			if candPod != "" {
+				return candPod
+			}
+			return candNodes[n]
+		}
+		var differ, admits []string
+		for n, r := range primNodes {
+			cr := candOn(n)
+			if (cr != "") != (r != "") {
+				differ = append(differ, n)
+				if r != "" {
+					admits = append(admits, n)
+				}
+			}
+		}
+		sort.Strings(differ)
+		sort.Strings(admits)
+		changed := len(differ) > 0 || (candPod != "") != (primPod != "")
+		rejectedRunning := nodeName != "" && candOn(nodeName) != ""
+		unblocked := nodeName == "" && primPod == "" && len(admits) > 0
+		j.cycles.Add(1)
+		kind := "same"
+		if changed {
+			j.changed.Add(1)
+			kind = "changed"
+		}
+		canaryCycles.WithLabelValues(cand.cfg.Name, kind).Inc()
+		who := klog.KObj(pod).String()
+		verdict := func(r string) string {
+			if r == "" {
+				return "Pass"
+			}
+			return "rejects: " + r
+		}
+		switch {
+		case rejectedRunning:
+			j.rejectedRunning.Add(1)
+			canaryFindings.WithLabelValues(cand.cfg.Name, "rejected_running").Inc()
+			j.example(fmt.Sprintf("%s was bound to %s, which the candidate rejects: %s", who, nodeName, candOn(nodeName)))
+		case unblocked:
+			j.unblocked.Add(1)
+			canaryFindings.WithLabelValues(cand.cfg.Name, "unblocked").Inc()
+			j.example(fmt.Sprintf("%s found no node; the candidate admits %s, which %s rejects: %s", who, strings.Join(first(admits, 3), ", "), prim.cfg.Name, primNodes[admits[0]]))
+		case (candPod != "") != (primPod != ""):
+			j.example(fmt.Sprintf("%s at PreFilter: now %s; candidate %s", who, verdict(primPod), verdict(candPod)))
+		case changed:
+			n := differ[0]
+			j.example(fmt.Sprintf("%s on %d node(s), e.g. %s: now %s; candidate %s", who, len(differ), n, verdict(primNodes[n]), verdict(candOn(n))))
+		}
+		if changed {
+			logger.V(4).Info("Canary disagrees with the enforcing version", "pod", klog.KObj(pod), "policy", prim.cfg.Name, "canary", cand.cfg.Name, "nodes", len(differ), "node", nodeName)
+		}
+	}
+}
+
+func first(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
