@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -24,9 +25,11 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"sigs.k8s.io/yaml"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
+	"github.com/wasmsched/wasmsched/pkg/policyobjects"
 	"github.com/wasmsched/wasmsched/pkg/rollout"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
@@ -46,6 +49,7 @@ type rolloutOptions struct {
 	policy          string
 	module          string
 	config          string
+	object          string
 	snapshot        string
 	teamLabel       string
 	sample          int
@@ -56,12 +60,14 @@ type rolloutOptions struct {
 func newRolloutCommand(g *globalOptions) *cobra.Command {
 	o := &rolloutOptions{}
 	cmd := &cobra.Command{
-		Use:   "rollout-report --scheduler-config CONFIG.yaml --policy NAME (--module NEW.wasm | --config STRING)",
+		Use:   "rollout-report --scheduler-config CONFIG.yaml --policy NAME (--module NEW.wasm | --config STRING | --object POLICY.yaml)",
 		Short: "Before a policy version goes live: what it would reject, unblock and move in the cluster as it is now",
 		Long: `Takes one consistent snapshot of the cluster's nodes, pods and namespaces
 (read-only), loads the policy set of the scheduler's WasmPolicy pluginConfig
 (and its policy objects, when policyObjects.enabled), builds the candidate set
-(the same, with --policy's module and/or config replaced), and runs the
+(the same, with --policy's module and/or config replaced, or with the policy
+of a SchedulingPolicy or ClusterSchedulingPolicy file, --object, in its place),
+and runs the
 profile's framework (the scheduler's in-tree plugins and WasmPolicy) with
 each set to report:
 
@@ -73,8 +79,11 @@ each set to report:
     and how far the score of the current choice moved;
   - the policy's guest time per node in each version.
 
---snapshot reads nodes, pods and namespaces from a file instead of a
-cluster (policies must then take their modules from files).
+--scheduler-config configmap:NAMESPACE/NAME[/KEY] reads the config from the
+cluster's ConfigMap (the key config.yaml, or its only key), as the
+manifests and the Helm chart deploy it. --snapshot reads nodes, pods and
+namespaces from a file instead of a cluster (policies must then take their
+modules from files).
 --fail-on COUNT>N gates a pipeline: the report is printed, and the exit
 code is 3 when a gate holds (1 when the report could not be made). The JSON
 (-o json) is documented in docs/rollout.md.`,
@@ -84,18 +93,18 @@ code is 3 when a gate holds (1 when the report could not be made). The JSON
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.schedulerConfig, "scheduler-config", "", "the scheduler's KubeSchedulerConfiguration file")
+	f.StringVar(&o.schedulerConfig, "scheduler-config", "", "the scheduler's KubeSchedulerConfiguration: a file, or configmap:NAMESPACE/NAME[/KEY] in the cluster")
 	f.StringVar(&o.profile, "profile", "", "schedulerName of the profile (default: the first profile with WasmPolicy)")
 	f.StringVar(&o.policy, "policy", "", "the policy the candidate replaces: its name in the args, or a policy object's (name, or namespace/name)")
 	f.StringVar(&o.module, "module", "", "the candidate's module (.wasm); default: the current module")
 	f.StringVar(&o.config, "config", "", "the candidate's config string; default: the current config")
+	f.StringVar(&o.object, "object", "", "the candidate as a SchedulingPolicy or ClusterSchedulingPolicy file: its whole spec replaces the policy of its name (--policy defaults to it)")
 	f.StringVar(&o.snapshot, "snapshot", "", "read nodes, pods and namespaces from this YAML or JSON file instead of the cluster")
 	f.StringVar(&o.teamLabel, "team-label", "team", "the pod label that groups rejected pods by team (\"\": none)")
 	f.IntVar(&o.sample, "sample", 100, "how many of the most recently bound pods to place again with both sets (-1: all)")
 	f.DurationVar(&o.placementTime, "placement-time", 2*time.Minute, "bound on the placement phase; the report says when it stopped early (0: none)")
 	f.StringArrayVar(&o.failOn, "fail-on", nil, "exit 3 when a count crosses a bound, e.g. rejected-running>0, newly-stranded>0, moved-placements>10% (repeatable)")
 	_ = cmd.MarkFlagRequired("scheduler-config")
-	_ = cmd.MarkFlagRequired("policy")
 	return cmd
 }
 
@@ -105,8 +114,27 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		ctx = context.Background()
 	}
 	configSet := cmd.Flags().Changed("config")
-	if o.module == "" && !configSet {
-		return errors.New("name the candidate: --module NEW.wasm, --config STRING, or both")
+	var objectPolicy *config.Policy
+	if o.object != "" {
+		if o.module != "" || configSet {
+			return errors.New("--object names the whole candidate: leave out --module and --config")
+		}
+		p, err := readPolicyObject(o.object)
+		if err != nil {
+			return err
+		}
+		if o.policy == "" {
+			o.policy = p.Name
+		} else if o.policy != p.Name {
+			return fmt.Errorf("--object %s is the policy %q, not --policy %q", o.object, p.Name, o.policy)
+		}
+		objectPolicy = &p
+	}
+	if o.policy == "" {
+		return errors.New("--policy names the policy the candidate replaces")
+	}
+	if o.module == "" && !configSet && objectPolicy == nil {
+		return errors.New("name the candidate: --module NEW.wasm, --config STRING, both, or --object POLICY.yaml")
 	}
 	var gates []rollout.Gate
 	for _, s := range o.failOn {
@@ -116,7 +144,7 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		}
 		gates = append(gates, gt)
 	}
-	profile, args, err := o.loadProfile()
+	profile, args, err := o.loadProfile(ctx, g)
 	if err != nil {
 		return err
 	}
@@ -181,6 +209,10 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		if p.Name != o.policy {
 			return
 		}
+		if objectPolicy != nil {
+			*p = *objectPolicy.DeepCopy()
+			return
+		}
 		if o.module != "" {
 			p.Source, p.SHA256 = config.Source{File: o.module}, moduleSHA
 		}
@@ -214,10 +246,20 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		PlacementTime: o.placementTime,
 		NotEvaluated:  dropped,
 	}
+	// Progress: a counter on a terminal; in a pipeline's log, a line per
+	// large phase and then every 5 s.
 	prog := newProgress("")
+	lastPhase, lastLine := "", time.Time{}
 	in.Progress = func(phase string, done, total int) {
-		prog.label = phase
-		prog.update(done, total)
+		if prog.on {
+			prog.label = phase
+			prog.update(done, total)
+			return
+		}
+		if total >= 1000 && (phase != lastPhase || time.Since(lastLine) >= 5*time.Second) {
+			fmt.Fprintf(os.Stderr, "%s: %d/%d\n", phase, done, total)
+			lastPhase, lastLine = phase, time.Now()
+		}
 	}
 	report, err := rollout.Compute(klog.NewContext(ctx, klog.Background()), in, snap, snapshot, cur, cand)
 	prog.done()
@@ -242,8 +284,16 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 // loadProfile reads the scheduler's config: the profile and its WasmPolicy
 // args, validated, set up for this tool (its compilation cache, two
 // instances per policy for the framework's two filter workers).
-func (o *rolloutOptions) loadProfile() (*schedconfig.KubeSchedulerProfile, *config.WasmPolicyArgs, error) {
-	cfg, err := options.LoadConfigFromFile(klog.Background(), o.schedulerConfig)
+func (o *rolloutOptions) loadProfile(ctx context.Context, g *globalOptions) (*schedconfig.KubeSchedulerProfile, *config.WasmPolicyArgs, error) {
+	path := o.schedulerConfig
+	if ref, ok := strings.CutPrefix(path, "configmap:"); ok {
+		var err error
+		if path, err = configFromConfigMap(ctx, g, ref); err != nil {
+			return nil, nil, err
+		}
+		defer os.Remove(path)
+	}
+	cfg, err := options.LoadConfigFromFile(klog.Background(), path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -273,6 +323,67 @@ func (o *rolloutOptions) loadProfile() (*schedconfig.KubeSchedulerProfile, *conf
 		return nil, nil, fmt.Errorf("%s: no profile %q with a WasmPolicy pluginConfig", o.schedulerConfig, o.profile)
 	}
 	return nil, nil, fmt.Errorf("%s: no profile has a WasmPolicy pluginConfig", o.schedulerConfig)
+}
+
+// configFromConfigMap writes the KubeSchedulerConfiguration held by a
+// ConfigMap (NAMESPACE/NAME[/KEY]) to a temporary file.
+func configFromConfigMap(ctx context.Context, g *globalOptions, ref string) (string, error) {
+	parts := strings.Split(ref, "/")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		return "", fmt.Errorf("--scheduler-config configmap:%s: want configmap:NAMESPACE/NAME or configmap:NAMESPACE/NAME/KEY", ref)
+	}
+	client, err := clientFor(g)
+	if err != nil {
+		return "", err
+	}
+	cm, err := client.CoreV1().ConfigMaps(parts[0]).Get(ctx, parts[1], metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("--scheduler-config: %w", err)
+	}
+	key := ""
+	switch {
+	case len(parts) == 3:
+		key = parts[2]
+	case cm.Data["config.yaml"] != "":
+		key = "config.yaml"
+	case len(cm.Data) == 1:
+		for k := range cm.Data {
+			key = k
+		}
+	default:
+		return "", fmt.Errorf("--scheduler-config: ConfigMap %s/%s has no config.yaml and %d keys; name one: configmap:%s/%s/KEY", parts[0], parts[1], len(cm.Data), parts[0], parts[1])
+	}
+	data, ok := cm.Data[key]
+	if !ok {
+		return "", fmt.Errorf("--scheduler-config: ConfigMap %s/%s has no key %q", parts[0], parts[1], key)
+	}
+	f, err := os.CreateTemp("", "kube-scheduler-config-*.yaml")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.WriteString(data); err != nil {
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// readPolicyObject reads a SchedulingPolicy or ClusterSchedulingPolicy
+// file and returns the policy it runs, checked as the scheduler checks it.
+func readPolicyObject(path string) (config.Policy, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return config.Policy{}, fmt.Errorf("--object: %w", err)
+	}
+	var m map[string]interface{}
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return config.Policy{}, fmt.Errorf("--object %s: %w", path, err)
+	}
+	p, err := policyobjects.PolicyOf(&unstructured.Unstructured{Object: m}, nil)
+	if err != nil {
+		return config.Policy{}, fmt.Errorf("--object %s: %w", path, err)
+	}
+	return p, nil
 }
 
 // fileSnapshot reads a snapshot from a file, and a fake client serving its

@@ -169,6 +169,30 @@ func TestRolloutReport(t *testing.T) {
 		t.Errorf("the Go build of the same policy: sha256 %s → %s, summary %+v; want another module and no change", same.Current.SHA256, same.Candidate.SHA256, same.Summary)
 	}
 
+	// The candidate as a policy object file: its whole spec replaces the
+	// policy of its name; the same change, the same findings.
+	obj := filepath.Join(t.TempDir(), "candidate.yaml")
+	if err := os.WriteFile(obj, []byte(fmt.Sprintf(`apiVersion: policy.wasmsched.io/v1alpha1
+kind: ClusterSchedulingPolicy
+metadata: {name: team-isolation}
+spec:
+  source: {file: %s}
+  config: key=team,spill=true,require=true
+`, testguests.Policy(t, testguests.Go, "team-isolation"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, "rollout-report", "--scheduler-config", config, "--snapshot", snapshot, "--object", obj, "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var byObject rollout.Report
+	if err := json.Unmarshal([]byte(out), &byObject); err != nil {
+		t.Fatal(err)
+	}
+	if byObject.Policy != "team-isolation" || byObject.Summary != r.Summary || byObject.Candidate.Config != "key=team,spill=true,require=true" {
+		t.Errorf("--object: policy %q, summary %+v, candidate %+v; want the summary of --config %+v", byObject.Policy, byObject.Summary, byObject.Candidate, r.Summary)
+	}
+
 	// The table names what the JSON does.
 	out, _ = run(t, append(base, "--config", "key=team,spill=true,require=true")...)
 	for _, s := range []string{"Running pods the candidate rejects on their node: 2 of 5", "web-1", "Pending pods whose verdicts change: 3 of 3 (1 newly schedulable, 1 newly stranded)", "NewlyStranded"} {
@@ -182,6 +206,8 @@ func TestRolloutReport(t *testing.T) {
 		"--config key=x --fail-on x>1":  `unknown count "x"`,
 		"":                              "name the candidate: --module NEW.wasm, --config STRING, or both",
 		"--module /nonexistent.wasm":    "--module: open /nonexistent.wasm",
+		"--object /nonexistent.yaml":    "--object: open /nonexistent.yaml",
+		"--config x --object " + obj:    "--object names the whole candidate: leave out --module and --config",
 		"--config key=x --profile none": `no profile "none" with a WasmPolicy pluginConfig`,
 	} {
 		a := append([]string(nil), base...)

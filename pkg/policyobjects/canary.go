@@ -255,6 +255,12 @@ func (c *Controller) checkCanaries() {
 		if e.canary == nil || !e.canaryPublished || c.lease == nil || !c.lease.leading() || !c.lease.writes(e.key, c.plugin.Profile()) {
 			continue
 		}
+		// Promoted: the spec no longer names the canary once the
+		// informer has the patch, and the canary then stops; until then
+		// it is not judged (or promoted) again.
+		if e.canaryPhase == policyv1alpha1.CanaryPromoted {
+			continue
+		}
 		u := c.object(e.key)
 		if u == nil {
 			continue

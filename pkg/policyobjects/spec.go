@@ -98,6 +98,33 @@ func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name strin
 	return out, ""
 }
 
+// PolicyOf is the policy config the scheduler would run for a policy
+// object (a ClusterSchedulingPolicy, or a SchedulingPolicy in its
+// namespace), checked as the scheduler checks it. hasArgsPolicy, when not
+// nil, says which names the scheduler's args already use. Tools use it to
+// run an object that is not applied yet (wasmsched rollout-report --object).
+func PolicyOf(u *unstructured.Unstructured, hasArgsPolicy func(name string) bool) (config.Policy, error) {
+	if hasArgsPolicy == nil {
+		hasArgsPolicy = func(string) bool { return false }
+	}
+	k := key{name: u.GetName()}
+	switch u.GetKind() {
+	case "ClusterSchedulingPolicy":
+	case "SchedulingPolicy":
+		k.namespace = u.GetNamespace()
+		if k.namespace == "" {
+			return config.Policy{}, fmt.Errorf("SchedulingPolicy %s: metadata.namespace is required", u.GetName())
+		}
+	default:
+		return config.Policy{}, fmt.Errorf("%s %s is not a ClusterSchedulingPolicy or SchedulingPolicy", u.GetKind(), u.GetName())
+	}
+	p, invalid := policyOf(k, u, hasArgsPolicy)
+	if invalid != "" {
+		return config.Policy{}, fmt.Errorf("%s: %s", k, invalid)
+	}
+	return p, nil
+}
+
 // objectPaths renames the args' field paths of errs to the object's: the
 // name is metadata.name, and the scope's fields sit in the spec itself.
 func objectPaths(errs field.ErrorList) field.ErrorList {

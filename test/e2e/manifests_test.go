@@ -52,11 +52,13 @@ func TestManifests(t *testing.T) {
 	}
 	const pg = "policy.wasmsched.io"
 	for _, c := range []check{
-		// Policy objects: read everywhere, write only their status.
+		// Policy objects: read everywhere, write their status, and patch
+		// them to promote a canary (nothing else).
 		{true, "list", pg, "clusterschedulingpolicies", "", "", ""},
 		{true, "watch", pg, "schedulingpolicies", "", "", ""},
 		{true, "patch", pg, "clusterschedulingpolicies", "", "p", "status"},
 		{true, "patch", pg, "schedulingpolicies", "team-a", "p", "status"},
+		{true, "patch", pg, "schedulingpolicies", "team-a", "p", ""},
 		{false, "update", pg, "clusterschedulingpolicies", "", "p", ""},
 		{false, "create", pg, "schedulingpolicies", "team-a", "", ""},
 		{false, "delete", pg, "schedulingpolicies", "team-a", "p", ""},

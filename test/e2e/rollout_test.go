@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,6 +79,26 @@ func TestRolloutReportMatchesEnforcement(t *testing.T) {
 	}
 	r := report(candidate)
 	t.Logf("report: %+v", r.Summary)
+	// The scheduler's config as the manifests deploy it: in a ConfigMap.
+	b, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().ConfigMaps(e.name).Create(context.Background(), &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "scheduler-config"},
+		Data: map[string]string{"config.yaml": string(b)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := wasmsched(t, "rollout-report", "--scheduler-config", "configmap:"+e.name+"/scheduler-config", "--policy", "team-isolation", "--config", candidate, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromCM rollout.Report
+	if err := json.Unmarshal([]byte(out), &fromCM); err != nil {
+		t.Fatal(err)
+	}
+	if fromCM.Summary != r.Summary {
+		t.Errorf("the config from a ConfigMap: %+v, from the file: %+v", fromCM.Summary, r.Summary)
+	}
 	if r.Snapshot.RunningPods != 4 || r.Snapshot.PendingPods != 1 {
 		t.Fatalf("snapshot has %d running and %d pending pods of the profile, want 4 and 1", r.Snapshot.RunningPods, r.Snapshot.PendingPods)
 	}
