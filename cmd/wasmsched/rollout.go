@@ -24,7 +24,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -190,13 +189,7 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 			return err
 		}
 	}
-	var bound []*v1.Pod
-	for _, p := range snap.Pods {
-		if p.Spec.NodeName != "" {
-			bound = append(bound, p)
-		}
-	}
-	snapshot := cache.NewSnapshot(bound, snap.Nodes)
+	snapshot := snap.Cache()
 	env := rollout.Env{Profile: profile, Args: args, Client: client, KubeConfig: rc, Snapshot: snapshot}
 	opts := []wasmpolicy.Option{wasmpolicy.WithReadOnlyObjects(), wasmpolicy.WithInitialLoadTimeout(5 * time.Minute),
 		wasmpolicy.WithLoadProgress(time.Second, progressPrinter(os.Stderr))}

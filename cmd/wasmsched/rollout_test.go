@@ -70,6 +70,9 @@ profiles:
 		{"api-1", "payments", "pay-1", "500m"}, {"api-2", "payments", "pay-2", "500m"}, {"index-1", "search", "search-1", "1"},
 		{"web-1", "", "shared-1", "2"}, {"web-2", "", "shared-2", "250m"},
 		{"report-1", "analytics", "", "500m"}, {"batch-1", "payments", "", "500m"}, {"cron-1", "", "", "100m"},
+		// Bound to a node the snapshot lacks (deleted, its pod not yet):
+		// not a running pod of the report, as not in the scheduler's cache.
+		{"orphan-1", "payments", "gone-1", "100m"},
 	} {
 		labels := map[string]string{}
 		if p.team != "" {
@@ -113,6 +116,9 @@ func TestRolloutReport(t *testing.T) {
 	var r rollout.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+	if r.Snapshot.RunningPods != 5 || r.Snapshot.PendingPods != 3 {
+		t.Errorf("snapshot: %d running and %d pending pods, want 5 and 3 (the orphan is neither)", r.Snapshot.RunningPods, r.Snapshot.PendingPods)
 	}
 	var wantRejected, gotRejected []string
 	for _, p := range pods {
@@ -204,7 +210,7 @@ spec:
 	for args, msg := range map[string]string{
 		"--config key=x --policy nope":  `--policy "nope": the profile wasmsched runs no policy of that name; it runs team-isolation, placement`,
 		"--config key=x --fail-on x>1":  `unknown count "x"`,
-		"":                              "name the candidate: --module NEW.wasm, --config STRING, or both",
+		"":                              "name the candidate: --module NEW.wasm, --config STRING, both, or --object POLICY.yaml",
 		"--module /nonexistent.wasm":    "--module: open /nonexistent.wasm",
 		"--object /nonexistent.yaml":    "--object: open /nonexistent.yaml",
 		"--config x --object " + obj:    "--object names the whole candidate: leave out --module and --config",

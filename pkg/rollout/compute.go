@@ -40,8 +40,8 @@ type Input struct {
 }
 
 // Compute reports what replacing the policy by its candidate would change
-// on snap. snapshot is the frameworks' view of snap (cache.NewSnapshot of
-// its pods and nodes); both sets were built over it. The placement phase
+// on snap. snapshot is the frameworks' view of snap (snap.Cache()); both
+// sets were built over it. The placement phase
 // mutates snapshot and restores it.
 func Compute(ctx context.Context, in Input, snap *Snapshot, snapshot *cache.Snapshot, cur, cand *Set) (*Report, error) {
 	start := time.Now()

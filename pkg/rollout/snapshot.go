@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 )
 
 // Snapshot is the cluster at one point: its nodes, pods and namespaces.
@@ -20,6 +21,24 @@ type Snapshot struct {
 	// ResourceVersion is what every list was read at ("" from files).
 	ResourceVersion string
 	TakenAt         time.Time
+}
+
+// Cache is the scheduler's view of the snapshot, which the frameworks read:
+// the nodes with the pods bound to them. A pod bound to a node the
+// snapshot lacks (deleted, its pods not yet) is left out, as the
+// scheduler's cache leaves it out of the nodes it schedules on.
+func (s *Snapshot) Cache() *cache.Snapshot {
+	names := make(map[string]bool, len(s.Nodes))
+	for _, n := range s.Nodes {
+		names[n.Name] = true
+	}
+	var bound []*v1.Pod
+	for _, p := range s.Pods {
+		if p.Spec.NodeName != "" && names[p.Spec.NodeName] {
+			bound = append(bound, p)
+		}
+	}
+	return cache.NewSnapshot(bound, s.Nodes)
 }
 
 // Take reads a consistent snapshot: nodes first, then pods and namespaces

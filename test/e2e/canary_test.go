@@ -46,6 +46,7 @@ spec:
 %s`, team, digest(tinygo), e.name, canary)
 	}
 	e.apply(policy(""))
+	t.Cleanup(func() { deleteObject(t, policyv1alpha1.SchedulingPoliciesResource, team, "isolation") })
 	waitReady(t, team, "isolation", 1, metav1.ConditionTrue, policyv1alpha1.ReasonLoaded)
 	pods := 0
 	schedule := func(n int, labels map[string]string) {
