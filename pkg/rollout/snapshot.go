@@ -6,10 +6,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/pager"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 )
 
@@ -77,14 +77,30 @@ func Take(ctx context.Context, client kubernetes.Interface) (*Snapshot, error) {
 	return s, nil
 }
 
-// list reads every page of a list at exactly resourceVersion rv.
+// list reads every page of a list at exactly resourceVersion rv. The
+// first page names the resourceVersion; the next ones only continue it
+// (the apiserver refuses resourceVersionMatch beside a continue token,
+// which already holds the resourceVersion).
 func list(ctx context.Context, rv string, fn func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]runtime.Object, error) {
-	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return fn(ctx, o) })
-	p.PageSize = 500
+	opts := metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact, Limit: pageSize}
 	var items []runtime.Object
-	err := p.EachListItemWithAlloc(ctx, metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact}, func(o runtime.Object) error {
-		items = append(items, o)
-		return nil
-	})
-	return items, err
+	for {
+		obj, err := fn(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		page, err := meta.ExtractList(obj)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, page...)
+		l, ok := obj.(metav1.ListInterface)
+		if !ok || l.GetContinue() == "" {
+			return items, nil
+		}
+		opts = metav1.ListOptions{Continue: l.GetContinue(), Limit: pageSize}
+	}
 }
+
+// pageSize is how many objects one list request returns.
+const pageSize = 500

@@ -61,6 +61,35 @@ func TestRolloutReportMatchesEnforcement(t *testing.T) {
 		e.boundOrRejected(s.name, uid)
 	}
 
+	// More pods than one page of the snapshot's lists (500), of another
+	// scheduler: the snapshot reads them all, at one resourceVersion.
+	others := e.name + "-others"
+	if _, err := client.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: others}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	parallel(8, func(i int) {
+		for j := i; j < 520; j += 8 {
+			p := e.appPod(others, fmt.Sprintf("other-%d", j), "no-such-scheduler", nil, "", "").Obj()
+			if _, err := client.CoreV1().Pods(others).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	snap, err := rollout.Take(context.Background(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inOthers := 0
+	for _, p := range snap.Pods {
+		if p.Namespace == others {
+			inOthers++
+		}
+	}
+	if inOthers != 520 || snap.ResourceVersion == "" {
+		t.Fatalf("snapshot at resourceVersion %q read %d of the 520 pods of %s", snap.ResourceVersion, inOthers, others)
+	}
+
 	report := func(teamConfig string) rollout.Report {
 		t.Helper()
 		out, err := wasmsched(t, "rollout-report", "--scheduler-config", config, "--policy", "team-isolation", "--config", teamConfig, "-o", "json")
