@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	policyv1alpha1 "github.com/wasmsched/wasmsched/pkg/apis/policy/v1alpha1"
+	"github.com/wasmsched/wasmsched/pkg/policyobjects"
 	"github.com/wasmsched/wasmsched/pkg/source"
 )
 
@@ -72,23 +72,7 @@ func rollback(ctx context.Context, cmd *cobra.Command, g *globalOptions, kind, n
 	if prev == nil {
 		return fmt.Errorf("%s %s has no previous version: status.previous is written when a canary is promoted, and none was", kind, describeName(u.GetNamespace(), name))
 	}
-	src, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&prev.Source)
-	if err != nil {
-		return err
-	}
-	for _, f := range []string{"file", "configMap", "oci"} {
-		if _, ok := src[f]; !ok {
-			src[f] = nil // a merge patch keeps what it does not null
-		}
-	}
-	spec := map[string]interface{}{"source": src, "sha256": nil, "config": nil, "canary": nil}
-	if prev.SHA256 != "" {
-		spec["sha256"] = prev.SHA256
-	}
-	if prev.Config != "" {
-		spec["config"] = prev.Config
-	}
-	body, err := json.Marshal(map[string]interface{}{"spec": spec})
+	body, err := policyobjects.VersionPatch(prev.Source, prev.SHA256, prev.Config)
 	if err != nil {
 		return err
 	}

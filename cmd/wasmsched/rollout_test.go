@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmsched/wasmsched/internal/controlplane"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/rollout"
 )
@@ -26,26 +27,14 @@ func rolloutFixture(t *testing.T, tc testguests.Toolchain) (config, snapshot str
 	t.Helper()
 	dir := t.TempDir()
 	config = filepath.Join(dir, "config.yaml")
-	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: /dev/null}
-leaderElection: {leaderElect: false}
-profiles:
-- schedulerName: wasmsched
-  plugins:
-    multiPoint:
-      enabled: [{name: WasmPolicy}]
-  pluginConfig:
-  - name: WasmPolicy
-    args:
-      policies:
+	cfg := controlplane.DefaultProfileConfig("/dev/null", fmt.Sprintf(`      policies:
       - name: team-isolation
         source: {file: %s}
         config: key=team
       - name: placement
         source: {file: %s}
         config: cpu=1,memory=1
-`, testguests.Policy(t, tc, "team-isolation"), testguests.Policy(t, tc, "bin-packing"))
+`, testguests.Policy(t, tc, "team-isolation"), testguests.Policy(t, tc, "bin-packing")))
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

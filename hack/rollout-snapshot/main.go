@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmsched/wasmsched/internal/controlplane"
 )
 
 func main() {
@@ -105,26 +107,14 @@ func write(nodes, pods, pending, teams int, out string) error {
 		return err
 	}
 	guests := filepath.Join(root, "_output", "guests", "tinygo")
-	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: /dev/null}
-leaderElection: {leaderElect: false}
-profiles:
-- schedulerName: wasmsched
-  plugins:
-    multiPoint:
-      enabled: [{name: WasmPolicy}]
-  pluginConfig:
-  - name: WasmPolicy
-    args:
-      policies:
+	cfg := controlplane.DefaultProfileConfig("/dev/null", fmt.Sprintf(`      policies:
       - name: team-isolation
         source: {file: %s}
         config: key=team
       - name: placement
         source: {file: %s}
         config: cpu=1,memory=1
-`, filepath.Join(guests, "team-isolation.wasm"), filepath.Join(guests, "bin-packing.wasm"))
+`, filepath.Join(guests, "team-isolation.wasm"), filepath.Join(guests, "bin-packing.wasm")))
 	if err := os.WriteFile(filepath.Join(out, "config.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}

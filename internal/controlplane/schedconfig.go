@@ -35,3 +35,23 @@ profiles:
       policies:
 %s`, kubeconfig, leaderElection, schedulerName, cacheDir, cacheDir+"/oci", filePollInterval, policies)
 }
+
+// DefaultProfileConfig is a KubeSchedulerConfiguration whose one profile,
+// schedulerName wasmsched, runs the default plugins plus WasmPolicy at
+// every extension point (multiPoint), as an operator's first config does.
+// args is the YAML of WasmPolicy's args, indented by six spaces.
+func DefaultProfileConfig(kubeconfig, args string) string {
+	return `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: ` + kubeconfig + `}
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: wasmsched
+  plugins:
+    multiPoint:
+      enabled: [{name: WasmPolicy}]
+  pluginConfig:
+  - name: WasmPolicy
+    args:
+` + args
+}

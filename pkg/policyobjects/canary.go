@@ -306,15 +306,14 @@ func (c *Controller) promoteCanary(u *unstructured.Unstructured, e *entry, reaso
 	}
 	oldConfig, _, _ := unstructured.NestedString(u.Object, "spec", "config")
 	prev := &policyv1alpha1.PolicyVersion{Source: src, SHA256: e.serving.Load().SHA256, Config: oldConfig, ReplacedAt: metav1.Now()}
-	sha := e.canary.Load().SHA256
-	spec := map[string]interface{}{"sha256": sha, "canary": nil}
+	sha, newSrc, newConfig := e.canary.Load().SHA256, src, oldConfig
 	if e.canarySpec.Source != nil {
-		spec["source"] = sourcePatch(*e.canarySpec.Source)
+		newSrc = *e.canarySpec.Source
 	}
 	if e.canarySpec.Config != nil {
-		spec["config"] = *e.canarySpec.Config
+		newConfig = *e.canarySpec.Config
 	}
-	body, err := json.Marshal(map[string]interface{}{"spec": spec})
+	body, err := VersionPatch(newSrc, sha, newConfig)
 	if err != nil {
 		return err
 	}
@@ -331,15 +330,30 @@ func (c *Controller) promoteCanary(u *unstructured.Unstructured, e *entry, reaso
 	return nil
 }
 
-// sourcePatch is a JSON merge patch setting spec.source to s alone.
-func sourcePatch(s policyv1alpha1.Source) map[string]interface{} {
-	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&s)
+// VersionPatch is the JSON merge patch that makes a policy object's spec
+// run one version, its source (that one alone), sha256 and config ("":
+// none), without a canary. A canary's promotion writes the candidate with
+// it, and wasmsched rollback the version the promotion replaced.
+func VersionPatch(src policyv1alpha1.Source, sha256, config string) ([]byte, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&src)
+	if err != nil {
+		return nil, err
+	}
+	// A merge patch keeps the fields it does not name: the other kinds
+	// of source are named, as null.
 	for _, f := range []string{"file", "configMap", "oci"} {
 		if _, ok := m[f]; !ok {
 			m[f] = nil
 		}
 	}
-	return m
+	spec := map[string]interface{}{"source": m, "sha256": nil, "config": nil, "canary": nil}
+	if sha256 != "" {
+		spec["sha256"] = sha256
+	}
+	if config != "" {
+		spec["config"] = config
+	}
+	return json.Marshal(map[string]interface{}{"spec": spec})
 }
 
 // resource is the dynamic client of k's object kind (and namespace).

@@ -45,19 +45,7 @@ func writeConfig(t *testing.T, dir, args string) string {
 	if err := os.WriteFile(kc, []byte(kubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: ` + kc + `}
-leaderElection: {leaderElect: false}
-profiles:
-- schedulerName: wasmsched
-  plugins:
-    multiPoint:
-      enabled: [{name: WasmPolicy}]
-  pluginConfig:
-  - name: WasmPolicy
-    args:
-` + args
+	cfg := controlplane.DefaultProfileConfig(kc, args)
 	p := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
