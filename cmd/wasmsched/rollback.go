@@ -72,7 +72,7 @@ func rollback(ctx context.Context, cmd *cobra.Command, g *globalOptions, kind, n
 	if prev == nil {
 		return fmt.Errorf("%s %s has no previous version: status.previous is written when a canary is promoted, and none was", kind, describeName(u.GetNamespace(), name))
 	}
-	body, err := policyobjects.VersionPatch(prev.Source, prev.SHA256, prev.Config)
+	body, err := policyobjects.VersionPatch(prev.Source, prev.SHA256, prev.Config, u.GetResourceVersion())
 	if err != nil {
 		return err
 	}

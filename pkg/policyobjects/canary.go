@@ -79,7 +79,14 @@ func (r canaryRule) decide(n CanaryCounts, elapsed time.Duration) (phase, reason
 		return policyv1alpha1.CanaryDropped, reason
 	}
 	if n.Cycles >= r.minCycles && pct > r.maxChangedPct {
-		return policyv1alpha1.CanaryDropped, fmt.Sprintf("verdicts changed in %s%% of %d cycles (maxChangedPercent %s)", pctString(pct), n.Cycles, pctString(r.maxChangedPct))
+		reason = fmt.Sprintf("verdicts changed in %s%% of %d cycles (maxChangedPercent %s)", pctString(pct), n.Cycles, pctString(r.maxChangedPct))
+		if n.Failed > 0 {
+			reason += fmt.Sprintf(", %d of them the candidate's failures", n.Failed)
+		}
+		if len(n.Examples) > 0 {
+			reason += "; latest: " + n.Examples[0]
+		}
+		return policyv1alpha1.CanaryDropped, reason
 	}
 	if n.Cycles >= r.minCycles && elapsed >= r.wait {
 		return policyv1alpha1.CanaryPromoted, fmt.Sprintf("the rule held: %d cycles, verdicts changed in %s%% (at most %s%%), %d pod(s) bound where it rejects (at most %d), over %s",
@@ -118,9 +125,6 @@ func canaryOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(string) bo
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, c); err != nil {
 		return config.Policy{}, nil, "", "spec.canary: " + err.Error()
 	}
-	b, _ := json.Marshal(c)
-	sum := sha256.Sum256(b)
-	key = hex.EncodeToString(sum[:8])
 	as := u.DeepCopy()
 	specMap := as.Object["spec"].(map[string]interface{})
 	delete(specMap, "canary")
@@ -139,6 +143,14 @@ func canaryOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(string) bo
 		specMap["config"] = *c.Config
 	}
 	spec, invalid = policyOf(k, as, hasArgsPolicy)
+	// The key names this canary of this spec: a change of either (the
+	// object's generation) is a new canary, judged from the start.
+	b, _ := json.Marshal(struct {
+		Canary     *policyv1alpha1.Canary
+		Generation int64
+	}{c, u.GetGeneration()})
+	sum := sha256.Sum256(b)
+	key = hex.EncodeToString(sum[:8])
 	if invalid != "" {
 		return spec, c, key, strings.ReplaceAll(invalid, "spec.", "spec.canary.")
 	}
@@ -163,7 +175,7 @@ func (c *Controller) reconcileCanary(u *unstructured.Unstructured, e *entry) {
 			var cs policyv1alpha1.CanaryStatus
 			if runtime.DefaultUnstructuredConverter.FromUnstructured(st, &cs) == nil && (cs.Phase == policyv1alpha1.CanaryDropped || cs.Phase == policyv1alpha1.CanaryPromoted) {
 				e.canaryKey, e.canaryPhase, e.canaryReason, e.canarySHA = cs.Spec, cs.Phase, cs.Reason, cs.SHA256
-				e.canaryShown = CanaryCounts{Cycles: cs.Cycles, Changed: cs.ChangedCycles, RejectedRunning: cs.RejectedRunning, Unblocked: cs.Unblocked, Examples: cs.LastExamples}
+				e.canaryShown = CanaryCounts{Cycles: cs.Cycles, Changed: cs.ChangedCycles, RejectedRunning: cs.RejectedRunning, Unblocked: cs.Unblocked, Failed: cs.FailedCycles, Examples: cs.LastExamples}
 				if cs.StartedAt != nil {
 					e.canaryStarted = cs.StartedAt.Time
 				}
@@ -281,6 +293,12 @@ func (c *Controller) checkCanaries() {
 			c.plugin.CanaryTransition(e.key.policyName(), "dropped")
 			c.event(u, "Warning", "CanaryDropped", "canary dropped, %s keeps enforcing: %s", source.ShortDigest(e.serving.Load().SHA256), reason)
 		case policyv1alpha1.CanaryPromoted:
+			if e.candidate != nil {
+				// A newer spec is still loading: the version to keep in
+				// status.previous is not settled yet.
+				e.canaryReason = "the rule holds; promotion waits for the spec's new version to load"
+				break
+			}
 			if err := c.promoteCanary(u, e, reason); err != nil {
 				c.logger.Error(err, "Canary not promoted; retrying", "object", e.key.String())
 				e.canaryReason = "promotion failed, retrying: " + err.Error()
@@ -313,7 +331,9 @@ func (c *Controller) promoteCanary(u *unstructured.Unstructured, e *entry, reaso
 	if e.canarySpec.Config != nil {
 		newConfig = *e.canarySpec.Config
 	}
-	body, err := VersionPatch(newSrc, sha, newConfig)
+	// At the object's resourceVersion: a spec edited meanwhile (its
+	// canary changed, say) is not overwritten; the next check retries.
+	body, err := VersionPatch(newSrc, sha, newConfig, u.GetResourceVersion())
 	if err != nil {
 		return err
 	}
@@ -332,9 +352,10 @@ func (c *Controller) promoteCanary(u *unstructured.Unstructured, e *entry, reaso
 
 // VersionPatch is the JSON merge patch that makes a policy object's spec
 // run one version, its source (that one alone), sha256 and config ("":
-// none), without a canary. A canary's promotion writes the candidate with
+// none), without a canary; with a resourceVersion, only the object at
+// that version. A canary's promotion writes the candidate with
 // it, and wasmsched rollback the version the promotion replaced.
-func VersionPatch(src policyv1alpha1.Source, sha256, config string) ([]byte, error) {
+func VersionPatch(src policyv1alpha1.Source, sha256, config, resourceVersion string) ([]byte, error) {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&src)
 	if err != nil {
 		return nil, err
@@ -353,7 +374,12 @@ func VersionPatch(src policyv1alpha1.Source, sha256, config string) ([]byte, err
 	if config != "" {
 		spec["config"] = config
 	}
-	return json.Marshal(map[string]interface{}{"spec": spec})
+	patch := map[string]interface{}{"spec": spec}
+	if resourceVersion != "" {
+		// The apiserver refuses the patch (409) if the object changed.
+		patch["metadata"] = map[string]interface{}{"resourceVersion": resourceVersion}
+	}
+	return json.Marshal(patch)
 }
 
 // resource is the dynamic client of k's object kind (and namespace).
@@ -390,7 +416,7 @@ func canaryStatus(e *entry) *policyv1alpha1.CanaryStatus {
 	}
 	n := e.canaryShown
 	cs := &policyv1alpha1.CanaryStatus{Phase: e.canaryPhase, Spec: e.canaryKey, SHA256: e.canarySHA, Reason: e.canaryReason,
-		Cycles: n.Cycles, ChangedCycles: n.Changed, RejectedRunning: n.RejectedRunning, Unblocked: n.Unblocked,
+		Cycles: n.Cycles, ChangedCycles: n.Changed, RejectedRunning: n.RejectedRunning, Unblocked: n.Unblocked, FailedCycles: n.Failed,
 		ChangedPercent: pctString(changedPct(n)), LastExamples: n.Examples}
 	if e.canary != nil && e.canary.Load().SHA256 != "" {
 		cs.SHA256 = e.canary.Load().SHA256

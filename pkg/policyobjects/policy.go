@@ -40,7 +40,10 @@ type Policy interface {
 // latest disagreements, newest first.
 type CanaryCounts struct {
 	Cycles, Changed, RejectedRunning, Unblocked int64
-	Examples                                    []string
+	// Failed cycles (counted in Changed too): the candidate's call
+	// failed, or it was stopped (breaker, quarantine), or had no module.
+	Failed   int64
+	Examples []string
 }
 
 // Load is what a policy's loading has reached.

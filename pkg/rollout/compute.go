@@ -450,7 +450,7 @@ type costSum struct {
 func (c *costSum) add(pv wasmpolicy.PolicyVerdict) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if pv.Verdict != "Skip" {
+	if pv.FilterTime > 0 { // the filter ran (not a Skip, a PreFilter verdict or no filter)
 		c.filters++
 		c.filterTime += pv.FilterTime
 	}

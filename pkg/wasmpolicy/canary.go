@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/wasmsched/wasmsched/internal/verdict"
 	"github.com/wasmsched/wasmsched/pkg/policyobjects"
 )
 
@@ -27,7 +28,7 @@ type canaryJudge struct {
 	// of is the primary's name.
 	of string
 
-	cycles, changed, rejectedRunning, unblocked atomic.Int64
+	cycles, changed, rejectedRunning, unblocked, failed atomic.Int64
 
 	mu       sync.Mutex
 	examples []string // newest first
@@ -39,7 +40,7 @@ func (j *canaryJudge) counts() policyobjects.CanaryCounts {
 	ex := append([]string(nil), j.examples...)
 	j.mu.Unlock()
 	return policyobjects.CanaryCounts{Cycles: j.cycles.Load(), Changed: j.changed.Load(),
-		RejectedRunning: j.rejectedRunning.Load(), Unblocked: j.unblocked.Load(), Examples: ex}
+		RejectedRunning: j.rejectedRunning.Load(), Unblocked: j.unblocked.Load(), Failed: j.failed.Load(), Examples: ex}
 }
 
 func (j *canaryJudge) example(s string) {
@@ -55,6 +56,9 @@ func (j *canaryJudge) example(s string) {
 // with the primary's verdicts of the cycle.
 type canaryPair struct {
 	cand, prim int
+	// incomplete: a call of either got no CPU in time, so the cycle is
+	// not judged (the machine's overload is neither version's verdict).
+	incomplete atomic.Bool
 	mu         sync.Mutex
 	// podRejected is the primary's PreFilter rejection ("" if none).
 	podRejected string
@@ -82,13 +86,23 @@ func (c *cycleData) pairCanaries() {
 	}
 }
 
-// recordPrimary keeps primary i's verdict on node ("" for the pod's
-// PreFilter), when i has a canary in the cycle.
-func (c *cycleData) recordPrimary(i int, node string, rejected bool, reason string) {
+// recordPrimary keeps primary i's verdict v on node ("" for the pod's
+// PreFilter), when i has a canary in the cycle. A failure's verdict (the
+// failurePolicy's) is not the primary's decision and is not kept; a call
+// that got no CPU leaves the cycle unjudged.
+func (c *cycleData) recordPrimary(i int, node string, v verdict.Verdict) {
 	if c.primaryOf == nil || c.primaryOf[i] == nil {
 		return
 	}
 	pair := c.primaryOf[i]
+	if v == notStartedVerdict {
+		pair.incomplete.Store(true)
+		return
+	}
+	if v.Failure {
+		return
+	}
+	rejected, reason := v.Rejects(), v.Reason
 	if rejected && reason == "" {
 		reason = "(no reason given)"
 	}
@@ -99,6 +113,15 @@ func (c *cycleData) recordPrimary(i int, node string, rejected bool, reason stri
 		pair.nodes[node] = reason
 	}
 	pair.mu.Unlock()
+}
+
+// canaryIncomplete marks the pair of canary i: one of its calls got no CPU.
+func (c *cycleData) canaryIncomplete(i int) {
+	for _, pair := range c.canaries {
+		if pair.cand == i {
+			pair.incomplete.Store(true)
+		}
+	}
 }
 
 // judgeCanaries compares each canary of the cycle with its primary, the
@@ -118,9 +141,34 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 			}
 			a.mu.Unlock()
 		}
+		if pair.incomplete.Load() {
+			continue
+		}
 		pair.mu.Lock()
 		primPod, primNodes := pair.podRejected, pair.nodes
 		pair.mu.Unlock()
+		// A primary in Audit mode passes every node it judged; its
+		// rejections are in its audit state.
+		if prim.audit() && c.audit != nil && c.audit[pair.prim] != nil {
+			a := c.audit[pair.prim]
+			a.mu.Lock()
+			if a.podRejected != "" {
+				primPod = a.podRejected
+			}
+			for n, r := range a.rejected {
+				if _, judged := primNodes[n]; judged {
+					primNodes[n] = r
+				}
+			}
+			a.mu.Unlock()
+		}
+		// A candidate the cycle stopped (a failed call, its open breaker,
+		// the pod's quarantine) or without a module failed: a cycle
+		// against it.
+		candFailed := c.stopReason(pair.cand)
+		if c.modules[pair.cand] == nil {
+			candFailed = "its module is not loaded"
+		}
 		// The candidate's verdict on a node: its own rejection, or its
 		// rejection of the whole pod.
 		candOn := func(n string) string {
@@ -129,8 +177,25 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 			}
 			return candNodes[n]
 		}
-		var differ, admits []string
+		// The nodes both judged: those the primary judged, and, when
+		// the primary does not filter this pod (it passes them all),
+		// those the candidate rejected.
+		judged := make(map[string]string, len(primNodes))
 		for n, r := range primNodes {
+			judged[n] = r
+		}
+		if c.filterSkipped[pair.prim] && primPod == "" {
+			for n := range candNodes {
+				if _, ok := judged[n]; !ok {
+					judged[n] = ""
+				}
+			}
+		}
+		if len(judged) == 0 && primPod == "" && candPod == "" && candFailed == "" {
+			continue // neither version judged anything: an earlier policy or plugin decided
+		}
+		var differ, admits []string
+		for n, r := range judged {
 			cr := candOn(n)
 			if (cr != "") != (r != "") {
 				differ = append(differ, n)
@@ -141,7 +206,7 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 		}
 		sort.Strings(differ)
 		sort.Strings(admits)
-		changed := len(differ) > 0 || (candPod != "") != (primPod != "")
+		changed := len(differ) > 0 || (candPod != "") != (primPod != "") || candFailed != ""
 		rejectedRunning := nodeName != "" && candOn(nodeName) != ""
 		unblocked := nodeName == "" && primPod == "" && len(admits) > 0
 		j.cycles.Add(1)
@@ -158,7 +223,12 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 			}
 			return "rejects: " + r
 		}
+		if candFailed != "" {
+			j.failed.Add(1)
+		}
 		switch {
+		case candFailed != "":
+			j.example(fmt.Sprintf("%s: the candidate failed: %s", who, candFailed))
 		case rejectedRunning:
 			j.rejectedRunning.Add(1)
 			canaryFindings.WithLabelValues(cand.cfg.Name, "rejected_running").Inc()
@@ -166,12 +236,12 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 		case unblocked:
 			j.unblocked.Add(1)
 			canaryFindings.WithLabelValues(cand.cfg.Name, "unblocked").Inc()
-			j.example(fmt.Sprintf("%s found no node; the candidate admits %s, which %s rejects: %s", who, strings.Join(first(admits, 3), ", "), prim.cfg.Name, primNodes[admits[0]]))
+			j.example(fmt.Sprintf("%s found no node; the candidate admits %s, which %s rejects: %s", who, strings.Join(first(admits, 3), ", "), prim.cfg.Name, judged[admits[0]]))
 		case (candPod != "") != (primPod != ""):
 			j.example(fmt.Sprintf("%s at PreFilter: now %s; candidate %s", who, verdict(primPod), verdict(candPod)))
 		case changed:
 			n := differ[0]
-			j.example(fmt.Sprintf("%s on %d node(s), e.g. %s: now %s; candidate %s", who, len(differ), n, verdict(primNodes[n]), verdict(candOn(n))))
+			j.example(fmt.Sprintf("%s on %d node(s), e.g. %s: now %s; candidate %s", who, len(differ), n, verdict(judged[n]), verdict(candOn(n))))
 		}
 		if changed {
 			logger.V(4).Info("Canary disagrees with the enforcing version", "pod", klog.KObj(pod), "policy", prim.cfg.Name, "canary", cand.cfg.Name, "nodes", len(differ), "node", nodeName)

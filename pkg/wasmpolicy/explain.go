@@ -183,11 +183,11 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 					ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, "node(s) rejected by WasmPolicy/"+p.cfg.Name+": "+pv.Reason
 				}
 				continue
+			case pre.Rejects(): // a policy without a filter may still reject the pod at PreFilter
+				v, point = pre, host.CallPreFilter
 			case !filters:
 				pv.Verdict, pv.Reason = "Pass", "(the policy does not filter)"
 				continue
-			case pre.Rejects():
-				v, point = pre, host.CallPreFilter
 			case c.filterSkipped[i]:
 				pv.Verdict = "Skip"
 				continue

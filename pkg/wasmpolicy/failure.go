@@ -105,6 +105,11 @@ func (p *policy) read(ctx context.Context, point host.CallKind, res host.Result,
 func (p *policy) readCounted(ctx context.Context, point host.CallKind, res host.Result, enforce bool, audit func(reason string)) verdict.Verdict {
 	v, ok := verdict.Read(point, res.Code, res.Reason)
 	if !ok {
+		if !enforce && p.canary != nil && audit != nil {
+			// A canary's error is a verdict against it: it would fail
+			// the node once it enforces.
+			audit("policy error: " + v.Reason)
+		}
 		return p.policyError(ctx, point, v.Reason, enforce)
 	}
 	if v.Rejects() && !enforce {
@@ -132,6 +137,9 @@ func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host
 	if v, ok := p.notStarted(ctx, point, starved, enforce); ok {
 		if v.Rejects() {
 			c.notEvaluated.Store(true)
+		}
+		if p.canary != nil {
+			c.canaryIncomplete(i) // a node it did not judge
 		}
 		return v
 	}
@@ -241,6 +249,10 @@ func loading(p *policy) string {
 // still waiting once it has found enough nodes, and ignores their
 // statuses), and a pod not let in by a gate waits for its recheck. A
 // policy in Audit mode lets the pod through, as always.
+// notStartedVerdict rejects a node (or the pod) whose call got no CPU in
+// time: not the policy's decision, so a canary does not compare it.
+var notStartedVerdict = verdict.Verdict{Code: fwk.Unschedulable, Reason: "not evaluated: the policy's call got no CPU in time (scheduler overload, not the policy's failure); retried"}
+
 func (p *policy) notStarted(ctx context.Context, point host.CallKind, err *host.CallError, enforce bool) (verdict.Verdict, bool) {
 	if err.Outcome != host.OutcomeUnavailable || !errors.Is(err.Err, host.ErrNotStarted) && !errors.Is(err.Err, host.ErrStarved) {
 		return verdict.Verdict{}, false
@@ -251,7 +263,7 @@ func (p *policy) notStarted(ctx context.Context, point host.CallKind, err *host.
 	case !enforce:
 		return verdict.Pass, true
 	case point == host.CallFilter, point == host.CallPreFilter, point == host.CallPreEnqueue:
-		return verdict.Verdict{Code: fwk.Unschedulable, Reason: "not evaluated: the policy's call got no CPU in time (scheduler overload, not the policy's failure); retried"}, true
+		return notStartedVerdict, true
 	}
 	return verdict.Pass, true
 }

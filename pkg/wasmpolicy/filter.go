@@ -22,7 +22,7 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		}
 		v := w.filterPolicy(ctx, c, i, nodeInfo, &pos, !p.audit())
 		if c.primaryOf != nil {
-			c.recordPrimary(i, nodeInfo.Node().Name, v.Rejects(), v.Reason)
+			c.recordPrimary(i, nodeInfo.Node().Name, v)
 		}
 		if v.Rejects() {
 			if !c.rejectedBy[i].Load() { // one write per cycle, not a shared line written per node

@@ -24,7 +24,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	var subset sets.Set[string] // nil: every node
 	for i, p := range c.policies {
 		if v := w.preFilterPolicy(ctx, c, i, !p.audit()); v.Rejects() {
-			c.recordPrimary(i, "", true, v.Reason)
+			c.recordPrimary(i, "", v)
 			// Remembered also when a failure rejected it: a new module, or
 			// the breaker letting a probe through, retries the pod at once.
 			w.rememberRejected(p, pod, c.modules[i])

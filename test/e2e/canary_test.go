@@ -27,7 +27,7 @@ func TestCanaryPromotesAndDrops(t *testing.T) {
 	team := e.teamNamespace()
 	tinygo, goBuild := module(t, "team-isolation"), testguests.PolicyBytes(t, testguests.Go, "team-isolation")
 	// The Go build is gzipped to fit a ConfigMap (sources take either).
-	for name, b := range map[string][]byte{"policy-tinygo": tinygo, "policy-go": gzipped(t, goBuild)} {
+	for name, b := range map[string][]byte{"policy-tinygo": tinygo, "policy-go": gzipped(t, goBuild), "policy-adversary": module(t, "testdata/adversary")} {
 		if _, err := client.CoreV1().ConfigMaps(team).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
 			BinaryData: map[string][]byte{"policy.wasm": b}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -126,6 +126,20 @@ spec:
 	waitActive(t, team, digest(tinygo))
 	if _, err := wasmsched(t, "rollback", "clusterschedulingpolicy", "no-such-policy"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("rollback of a missing object: %v", err)
+	}
+
+	// A candidate that fails (it panics on these pods) is never taken for
+	// one that agrees: its failed cycles count against it.
+	e.apply(policy(`  canary:
+    source: {configMap: {name: policy-adversary, key: policy.wasm}}
+    rule: {minCycles: 3, for: 1h, maxChangedPercent: "50"}
+`))
+	waitCanary(t, team, policyv1alpha1.CanaryObserving, 60*time.Second)
+	schedule(3, map[string]string{"team": "payments", "attack": "panic"})
+	st = waitCanary(t, team, policyv1alpha1.CanaryDropped, 30*time.Second)
+	t.Logf("dropped: %+v", *st.Canary)
+	if st.Canary.FailedCycles < 3 || st.Canary.RejectedRunning != 0 || !strings.Contains(st.Canary.Reason, "of them the candidate's failures") {
+		t.Errorf("a failing canary's status %+v", *st.Canary)
 	}
 }
 

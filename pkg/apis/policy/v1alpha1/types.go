@@ -195,11 +195,14 @@ type CanaryStatus struct {
 	// many of them had a node (or the pod) where its verdict differed from
 	// the enforcing version's; RejectedRunning how many pods were bound to
 	// a node it rejects; Unblocked how many pods found no node while it
-	// would have admitted one the enforcing version rejected.
+	// would have admitted one the enforcing version rejected; FailedCycles
+	// how many of the changed cycles were the candidate's failures (a
+	// failed call, its open breaker, no module), which count against it.
 	Cycles          int64 `json:"cycles"`
 	ChangedCycles   int64 `json:"changedCycles"`
 	RejectedRunning int64 `json:"rejectedRunning"`
 	Unblocked       int64 `json:"unblocked"`
+	FailedCycles    int64 `json:"failedCycles"`
 	// ChangedPercent is ChangedCycles of Cycles, in percent.
 	ChangedPercent string `json:"changedPercent"`
 	// LastExamples are the latest disagreements, newest first (at most 5).
