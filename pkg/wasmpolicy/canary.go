@@ -169,11 +169,22 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 		if c.modules[pair.cand] == nil {
 			candFailed = "its module is not loaded"
 		}
-		// The candidate's verdict on a node: its own rejection, or its
-		// rejection of the whole pod.
+		// The candidate's verdict on a node: its own rejection, its
+		// rejection of the whole pod, or a node its prefilter_nodes left
+		// out (enforced, the scheduler would not filter it).
+		var named map[string]bool
+		if pc := &c.pcs[pair.cand]; pc.NodeNamesSet {
+			named = make(map[string]bool, len(pc.NodeNames))
+			for _, n := range pc.NodeNames {
+				named[n] = true
+			}
+		}
 		candOn := func(n string) string {
 			if candPod != "" {
 				return candPod
+			}
+			if named != nil && !named[n] {
+				return "not among the nodes its prefilter named (prefilter_nodes)"
 			}
 			return candNodes[n]
 		}
