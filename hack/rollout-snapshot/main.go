@@ -11,17 +11,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 )
@@ -32,14 +36,15 @@ func main() {
 	pending := flag.Int("pending", 500, "pending pods")
 	teams := flag.Int("teams", 50, "teams; 40% of the nodes are split among them")
 	out := flag.String("out", "_output/bench/rollout", "directory for snapshot.json and config.yaml")
+	apply := flag.String("apply", "", "kubeconfig of a cluster to also create the nodes, namespaces and pods in (for timing the report against an apiserver)")
 	flag.Parse()
-	if err := write(*nodes, *pods, *pending, *teams, *out); err != nil {
+	if err := write(*nodes, *pods, *pending, *teams, *out, *apply); err != nil {
 		fmt.Fprintln(os.Stderr, "rollout-snapshot:", err)
 		os.Exit(1)
 	}
 }
 
-func write(nodes, pods, pending, teams int, out string) error {
+func write(nodes, pods, pending, teams int, out, apply string) error {
 	root, err := os.Getwd()
 	if err != nil {
 		return err
@@ -99,6 +104,11 @@ func write(nodes, pods, pending, teams int, out string) error {
 		}
 		items = append(items, pod(pods+i, team, ""))
 	}
+	if apply != "" {
+		if err := create(apply, items); err != nil {
+			return err
+		}
+	}
 	b, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
 	if err != nil {
 		return err
@@ -119,5 +129,73 @@ func write(nodes, pods, pending, teams int, out string) error {
 		return err
 	}
 	fmt.Printf("%s: %d nodes, %d running and %d pending pods (%d MiB); %s\n", filepath.Join(out, "snapshot.json"), nodes, pods, pending, len(b)>>20, filepath.Join(out, "config.yaml"))
+	return nil
+}
+
+// create makes the nodes (with their status), the pods' namespaces and the
+// pods in the cluster of kubeconfig, 16 requests at a time.
+func create(kubeconfig string, items []any) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 5000, 5000
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	start := time.Now()
+	seen := map[string]bool{}
+	for _, it := range items {
+		if p, ok := it.(*v1.Pod); ok && !seen[p.Namespace] {
+			seen[p.Namespace] = true
+			if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	work := make(chan any)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range work {
+				var err error
+				switch o := it.(type) {
+				case *v1.Node:
+					st := o.Status
+					var n *v1.Node
+					if n, err = c.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{}); err == nil {
+						n.Status = st
+						_, err = c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+					}
+				case *v1.Pod:
+					p := o.DeepCopy()
+					p.UID, p.CreationTimestamp = "", metav1.Time{}
+					_, err = c.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+				}
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	fmt.Printf("created %d objects in %s\n", len(items), time.Since(start).Round(time.Second))
 	return nil
 }
