@@ -118,7 +118,7 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		if o.module != "" || configSet {
 			return errors.New("--object names the whole candidate: leave out --module and --config")
 		}
-		p, err := readPolicyObject(o.object)
+		p, err := readPolicyObject(o.object, nil)
 		if err != nil {
 			return err
 		}
@@ -146,6 +146,16 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 	profile, args, err := o.loadProfile(ctx, g)
 	if err != nil {
 		return err
+	}
+	if objectPolicy != nil {
+		// Checked again under the limits the scheduler's args grant a
+		// namespaced object (policyObjects.tenants), as the scheduler
+		// checks it.
+		p, err := readPolicyObject(o.object, &args.PolicyObjects.Tenants)
+		if err != nil {
+			return err
+		}
+		objectPolicy = &p
 	}
 	var moduleSHA string
 	if o.module != "" {
@@ -363,7 +373,7 @@ func configFromConfigMap(ctx context.Context, g *globalOptions, ref string) (str
 
 // readPolicyObject reads a SchedulingPolicy or ClusterSchedulingPolicy
 // file and returns the policy it runs, checked as the scheduler checks it.
-func readPolicyObject(path string) (config.Policy, error) {
+func readPolicyObject(path string, tenants *config.Tenants) (config.Policy, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return config.Policy{}, fmt.Errorf("--object: %w", err)
@@ -372,7 +382,7 @@ func readPolicyObject(path string) (config.Policy, error) {
 	if err := yaml.Unmarshal(b, &m); err != nil {
 		return config.Policy{}, fmt.Errorf("--object %s: %w", path, err)
 	}
-	p, err := policyobjects.PolicyOf(&unstructured.Unstructured{Object: m}, nil)
+	p, err := policyobjects.PolicyOf(&unstructured.Unstructured{Object: m}, nil, tenants)
 	if err != nil {
 		return config.Policy{}, fmt.Errorf("--object %s: %w", path, err)
 	}

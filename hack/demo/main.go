@@ -280,7 +280,10 @@ func writeSchedulerConfig(state string, cp *controlplane.ControlPlane, policyDir
         config: cpu=1,memory=1
 `, policyNS, pins["team-isolation"], filepath.Join(policyDir, "maintenance-avoidance.wasm"), pins["maintenance-avoidance"], policyNS, pins["gpu-fit"], policyNS)
 	cfg := controlplane.SchedulerConfig(cp.SchedulerKubeconfig, schedulerName, filepath.Join(state, "compile-cache"), "1s", "leaderElection: {leaderElect: false}", policies)
-	cfg = strings.Replace(cfg, "      policies:\n", "      policyObjects: {enabled: true}\n      policies:\n", 1)
+	// Teams' SchedulingPolicies get what the operator grants their
+	// namespace: here team-payments may read the pods on each node (its
+	// own in full, others' only as counts), within the default ceilings.
+	cfg = strings.Replace(cfg, "      policies:\n", "      policyObjects:\n        enabled: true\n        tenants:\n          namespaces: [{names: [team-payments], reads: [NodePods]}]\n      policies:\n", 1)
 	p := filepath.Join(state, "kube-scheduler.yaml")
 	return p, os.WriteFile(p, []byte(cfg), 0o644)
 }

@@ -77,6 +77,9 @@ type Config struct {
 	// RetiredGrace is how long a replaced or deleted policy stays open for
 	// the cycles that pinned it; 0: host.DefaultRetiredGrace.
 	RetiredGrace time.Duration
+	// Tenants are what the namespaced objects may set, read and spend (the
+	// args' policyObjects.tenants); nil: the built-in limits.
+	Tenants *config.Tenants
 }
 
 // EventRecorder records Events (the scheduler framework's recorder, of
@@ -360,7 +363,7 @@ func (c *Controller) reconcile(k key) error {
 	}
 	e.uid = u.GetUID()
 	e.generation = u.GetGeneration()
-	spec, invalid := policyOf(k, u, c.plugin.HasArgsPolicy)
+	spec, invalid := policyOf(k, u, c.plugin.HasArgsPolicy, c.cfg.Tenants)
 	if invalid == "" && !takesProfile(spec.Scope, c.plugin.Profile()) {
 		// Another profile runs it; this plugin neither runs it nor reports
 		// (and leaves the series, which share the policy's name, to it).

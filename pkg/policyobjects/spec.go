@@ -17,8 +17,9 @@ import (
 // policyOf turns the object into the policy config the plugin runs, or
 // says why it cannot: the checks the apiserver cannot make (the module's
 // namespace, a name the args already use, the args' validation, selectors
-// included).
-func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name string) bool) (config.Policy, string) {
+// included, and for a namespaced policy the limits tenants grant its
+// namespace).
+func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name string) bool, tenants *config.Tenants) (config.Policy, string) {
 	var src policyv1alpha1.Source
 	var settings configv1.PolicySettings
 	var sc policyv1alpha1.PolicyScope
@@ -81,14 +82,32 @@ func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name strin
 		}
 		configv1.SetDefaults_OCISource(in.Source.OCI)
 	}
+	var limits *config.TenantLimits
+	var limitsPath string
+	var derivedBudget bool
+	if k.namespace != "" {
+		if tenants == nil || tenants.Default.SchedulingTimePercent == 0 {
+			// None, or args built in Go without defaulting.
+			tenants = builtinTenants
+		}
+		limits, limitsPath = tenants.For(k.namespace)
+		derivedBudget = tenantDefaults(&in.PolicySettings, limits)
+	}
 	configv1.SetDefaults_PolicySettings(&in.PolicySettings)
 	var out config.Policy
 	if err := configv1.Convert_v1_Policy_To_config_Policy(&in, &out, nil); err != nil {
 		return config.Policy{}, "spec: " + err.Error()
 	}
 	out.Scope.Namespace = k.namespace
-	if errs := validation.ValidatePolicy(field.NewPath("spec"), &out); len(errs) > 0 {
-		return config.Policy{}, objectPaths(errs).ToAggregate().Error()
+	// The namespace's ceilings first: what the team may set is what it
+	// most needs to read.
+	var errs field.ErrorList
+	if limits != nil {
+		errs = checkTenant(k.namespace, &out, limits, limitsPath, derivedBudget)
+	}
+	errs = append(errs, objectPaths(validation.ValidatePolicy(field.NewPath("spec"), &out))...)
+	if len(errs) > 0 {
+		return config.Policy{}, errs.ToAggregate().Error()
 	}
 	if k.namespace == "" {
 		if hasArgsPolicy(k.name) {
@@ -103,7 +122,9 @@ func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name strin
 // namespace), checked as the scheduler checks it. hasArgsPolicy, when not
 // nil, says which names the scheduler's args already use. Tools use it to
 // run an object that is not applied yet (wasmsched rollout-report --object).
-func PolicyOf(u *unstructured.Unstructured, hasArgsPolicy func(name string) bool) (config.Policy, error) {
+// tenants are the args' limits of namespaced policies; nil: the built-in
+// ones.
+func PolicyOf(u *unstructured.Unstructured, hasArgsPolicy func(name string) bool, tenants *config.Tenants) (config.Policy, error) {
 	if hasArgsPolicy == nil {
 		hasArgsPolicy = func(string) bool { return false }
 	}
@@ -118,7 +139,7 @@ func PolicyOf(u *unstructured.Unstructured, hasArgsPolicy func(name string) bool
 	default:
 		return config.Policy{}, fmt.Errorf("%s %s is not a ClusterSchedulingPolicy or SchedulingPolicy", u.GetKind(), u.GetName())
 	}
-	p, invalid := policyOf(k, u, hasArgsPolicy)
+	p, invalid := policyOf(k, u, hasArgsPolicy, tenants)
 	if invalid != "" {
 		return config.Policy{}, fmt.Errorf("%s: %s", k, invalid)
 	}

@@ -16,13 +16,33 @@ import (
 	policyv1alpha1 "github.com/wasmsched/wasmsched/pkg/apis/policy/v1alpha1"
 )
 
+// grantAll are tenant limits at the args' own maxima: a namespaced
+// policy under them may set what an args policy may.
+func grantAll() *config.Tenants {
+	t := configv1.DefaultTenants(512 << 20)
+	t.Default = config.TenantLimits{
+		Reads: []string{"NodePods", "WholeObjects", "Cluster", "Namespaces", "Volumes"}, MaxTimeout: 10 * time.Second,
+		MaxCycleBudget: time.Minute, MaxPreEnqueueTimeout: time.Second, MaxMemoryLimit: 4 << 30, MaxWeight: 100,
+		AllowRealClock: true, AllowRealRandom: true, PatchPrefixes: []string{"team.example.com/"},
+		SchedulingTimePercent: 100, PreEnqueueTimePercent: 100, MemoryBudget: 256 << 20,
+	}
+	return &t
+}
+
 // objectPolicy runs a SchedulingPolicy with settings through the
-// controller's policyOf.
+// controller's policyOf, its namespace granted everything.
 func objectPolicy(t *testing.T, settings configv1.PolicySettings) (config.Policy, string) {
+	t.Helper()
+	return tenantPolicy(t, "team-a", settings, grantAll())
+}
+
+// tenantPolicy runs a SchedulingPolicy of namespace ns with settings
+// through policyOf under tenants (nil: the built-in limits).
+func tenantPolicy(t *testing.T, ns string, settings configv1.PolicySettings, tenants *config.Tenants) (config.Policy, string) {
 	t.Helper()
 	obj := &policyv1alpha1.SchedulingPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy.wasmsched.io/v1alpha1", Kind: "SchedulingPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "p"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
 		Spec: policyv1alpha1.SchedulingPolicySpec{
 			Source:         policyv1alpha1.Source{ConfigMap: &policyv1alpha1.ConfigMapSource{Name: "cm", Key: "policy.wasm"}},
 			PolicySettings: settings,
@@ -32,7 +52,7 @@ func objectPolicy(t *testing.T, settings configv1.PolicySettings) (config.Policy
 	if err != nil {
 		t.Fatal(err)
 	}
-	return policyOf(key{namespace: "team-a", name: "p"}, &unstructured.Unstructured{Object: u}, func(string) bool { return false })
+	return policyOf(key{namespace: ns, name: "p"}, &unstructured.Unstructured{Object: u}, func(string) bool { return false }, tenants)
 }
 
 // argsPolicy runs the same settings through the args' path: defaulting,

@@ -27,7 +27,7 @@ func (w *WasmPolicy) newObjectController(po config.PolicyObjects) (*policyobject
 	return policyobjects.New(objectsPlugin{w}, policyobjects.Config{
 		Dynamic: dyn, Client: h.ClientSet(), StatusLease: po.StatusLease,
 		ReadOnly: w.opts.readOnlyObjects, RetiredGrace: w.opts.retiredGrace,
-		Events: h.EventRecorder(),
+		Events: h.EventRecorder(), Tenants: &po.Tenants,
 	})
 }
 

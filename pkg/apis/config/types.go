@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +49,54 @@ type PolicyObjects struct {
 	Enabled bool
 	// StatusLease is the Lease whose holder writes the objects' status.
 	StatusLease LeaseRef
+	// Tenants bounds the namespaced SchedulingPolicy objects.
+	Tenants Tenants
+}
+
+// Tenants bounds what namespaced policies may set, read and spend.
+type Tenants struct {
+	// Default applies to namespaces no entry of Namespaces names.
+	Default TenantLimits
+	// Namespaces: the first entry naming a namespace applies.
+	Namespaces []NamespaceTenantLimits
+	// MemoryBudget bounds all namespaced policies together, in bytes.
+	MemoryBudget int64
+}
+
+// NamespaceTenantLimits are the limits of the namespaces named.
+type NamespaceTenantLimits struct {
+	Names []string
+	TenantLimits
+}
+
+// TenantLimits are one namespace's ceilings and grants (v1.TenantLimits
+// documents each), defaulted.
+type TenantLimits struct {
+	Reads                 []string
+	MaxTimeout            time.Duration
+	MaxCycleBudget        time.Duration
+	MaxPreEnqueueTimeout  time.Duration
+	MaxMemoryLimit        int64
+	MaxWeight             int32
+	AllowRealClock        bool
+	AllowRealRandom       bool
+	PatchPrefixes         []string
+	SchedulingTimePercent int32
+	PreEnqueueTimePercent int32
+	MemoryBudget          int64
+}
+
+// For returns the limits of namespace ns and the args' field path that
+// sets them (policyObjects.tenants.default, or .namespaces[i]).
+func (t *Tenants) For(ns string) (*TenantLimits, string) {
+	for i := range t.Namespaces {
+		for _, n := range t.Namespaces[i].Names {
+			if n == ns {
+				return &t.Namespaces[i].TenantLimits, "policyObjects.tenants.namespaces[" + strconv.Itoa(i) + "]"
+			}
+		}
+	}
+	return &t.Default, "policyObjects.tenants.default"
 }
 
 // LeaseRef names a coordination.k8s.io Lease.

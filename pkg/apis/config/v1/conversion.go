@@ -164,3 +164,59 @@ func stringValue(s *string) string {
 func Convert_config_Scope_To_v1_Scope(in *config.Scope, out *Scope, s conversion.Scope) error { //nolint:revive // conversion-gen naming
 	return autoConvert_config_Scope_To_v1_Scope(in, out, s)
 }
+
+// Convert_v1_TenantLimits_To_config_TenantLimits converts one namespace's
+// limits.
+func Convert_v1_TenantLimits_To_config_TenantLimits(in *TenantLimits, out *config.TenantLimits, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_v1_TenantLimits_To_config_TenantLimits(in, out, s); err != nil {
+		return err
+	}
+	out.MaxTimeout = durationValue(in.MaxTimeout)
+	out.MaxCycleBudget = durationValue(in.MaxCycleBudget)
+	out.MaxPreEnqueueTimeout = durationValue(in.MaxPreEnqueueTimeout)
+	out.MaxMemoryLimit, out.MemoryBudget = quantityValue(in.MaxMemoryLimit), quantityValue(in.MemoryBudget)
+	out.AllowRealClock, out.AllowRealRandom = boolValue(in.AllowRealClock), boolValue(in.AllowRealRandom)
+	return nil
+}
+
+// Convert_config_TenantLimits_To_v1_TenantLimits converts them back.
+func Convert_config_TenantLimits_To_v1_TenantLimits(in *config.TenantLimits, out *TenantLimits, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_config_TenantLimits_To_v1_TenantLimits(in, out, s); err != nil {
+		return err
+	}
+	out.MaxTimeout = &metav1.Duration{Duration: in.MaxTimeout}
+	out.MaxCycleBudget = &metav1.Duration{Duration: in.MaxCycleBudget}
+	out.MaxPreEnqueueTimeout = &metav1.Duration{Duration: in.MaxPreEnqueueTimeout}
+	out.MaxMemoryLimit = resource.NewQuantity(in.MaxMemoryLimit, resource.BinarySI)
+	out.MemoryBudget = resource.NewQuantity(in.MemoryBudget, resource.BinarySI)
+	clock, random := in.AllowRealClock, in.AllowRealRandom
+	out.AllowRealClock, out.AllowRealRandom = &clock, &random
+	return nil
+}
+
+// Convert_v1_Tenants_To_config_Tenants converts the tenants' limits.
+func Convert_v1_Tenants_To_config_Tenants(in *Tenants, out *config.Tenants, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_v1_Tenants_To_config_Tenants(in, out, s); err != nil {
+		return err
+	}
+	out.MemoryBudget = quantityValue(in.MemoryBudget)
+	return nil
+}
+
+// Convert_config_Tenants_To_v1_Tenants converts them back.
+func Convert_config_Tenants_To_v1_Tenants(in *config.Tenants, out *Tenants, s conversion.Scope) error { //nolint:revive // conversion-gen naming
+	if err := autoConvert_config_Tenants_To_v1_Tenants(in, out, s); err != nil {
+		return err
+	}
+	out.MemoryBudget = resource.NewQuantity(in.MemoryBudget, resource.BinarySI)
+	return nil
+}
+
+func quantityValue(q *resource.Quantity) int64 {
+	if q == nil {
+		return 0
+	}
+	return q.Value()
+}
+
+func boolValue(b *bool) bool { return b != nil && *b }

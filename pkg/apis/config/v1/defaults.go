@@ -33,6 +33,18 @@ const (
 	DefaultOCIPollInterval            = time.Minute
 	DefaultOCIMaxSize                 = "32Mi"
 	DefaultOCITimeout                 = 60 * time.Second
+
+	// What a namespace's policies get until the operator grants more
+	// (policyObjects.tenants): small enough that one team's valid but
+	// slow or large policy costs the other teams little.
+	DefaultTenantMaxTimeout                  = 50 * time.Millisecond
+	DefaultTenantMaxCycleBudget              = 100 * time.Millisecond
+	DefaultTenantMaxPreEnqueueTimeout        = 10 * time.Millisecond
+	DefaultTenantMaxMemoryLimit              = "16Mi"
+	DefaultTenantMaxWeight             int32 = 1
+	DefaultTenantSchedulingTimePercent int32 = 10
+	DefaultTenantPreEnqueueTimePercent int32 = 1
+	DefaultTenantMemoryBudget                = "64Mi"
 )
 
 // SetDefaults_WasmPolicyArgs fills unset fields with their defaults.
@@ -76,6 +88,14 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 	}
 	if l := &obj.PolicyObjects.StatusLease; l.Name == "" {
 		l.Name = DefaultStatusLeaseName
+	}
+	t := &obj.PolicyObjects.Tenants
+	if t.MemoryBudget == nil {
+		t.MemoryBudget = resource.NewQuantity(obj.MemoryBudget.Value()/2, resource.BinarySI)
+	}
+	SetDefaults_TenantLimits(&t.Default)
+	for i := range t.Namespaces {
+		SetDefaults_TenantLimits(&t.Namespaces[i].TenantLimits)
 	}
 	cb := &obj.CircuitBreaker
 	if cb.FailureThreshold == nil {
@@ -181,5 +201,61 @@ func DefaultArgs(policies ...config.Policy) *config.WasmPolicyArgs {
 		panic(err)
 	}
 	out.Policies = policies
+	return out
+}
+
+// SetDefaults_TenantLimits fills a namespace's unset limits with the
+// built-in ones: no reads, 50ms calls, 100ms per cycle, 10ms gates, 16Mi
+// instances, weight 1, a tenth of the scheduling time, a hundredth of it
+// in gates, 64Mi of memory.
+func SetDefaults_TenantLimits(l *TenantLimits) { //nolint:revive // k8s naming convention for defaulters
+	if l.MaxTimeout == nil {
+		l.MaxTimeout = &metav1.Duration{Duration: DefaultTenantMaxTimeout}
+	}
+	if l.MaxCycleBudget == nil {
+		l.MaxCycleBudget = &metav1.Duration{Duration: DefaultTenantMaxCycleBudget}
+	}
+	if l.MaxPreEnqueueTimeout == nil {
+		l.MaxPreEnqueueTimeout = &metav1.Duration{Duration: DefaultTenantMaxPreEnqueueTimeout}
+	}
+	if l.MaxMemoryLimit == nil {
+		q := resource.MustParse(DefaultTenantMaxMemoryLimit)
+		l.MaxMemoryLimit = &q
+	}
+	if l.MaxWeight == nil {
+		v := DefaultTenantMaxWeight
+		l.MaxWeight = &v
+	}
+	if l.AllowRealClock == nil {
+		v := false
+		l.AllowRealClock = &v
+	}
+	if l.AllowRealRandom == nil {
+		v := false
+		l.AllowRealRandom = &v
+	}
+	if l.SchedulingTimePercent == nil {
+		v := DefaultTenantSchedulingTimePercent
+		l.SchedulingTimePercent = &v
+	}
+	if l.PreEnqueueTimePercent == nil {
+		v := DefaultTenantPreEnqueueTimePercent
+		l.PreEnqueueTimePercent = &v
+	}
+	if l.MemoryBudget == nil {
+		q := resource.MustParse(DefaultTenantMemoryBudget)
+		l.MemoryBudget = &q
+	}
+}
+
+// DefaultTenants returns the internal tenant limits with every field at
+// its default, for a plugin memory budget of memoryBudget bytes.
+func DefaultTenants(memoryBudget int64) config.Tenants {
+	in := Tenants{MemoryBudget: resource.NewQuantity(memoryBudget/2, resource.BinarySI)}
+	SetDefaults_TenantLimits(&in.Default)
+	var out config.Tenants
+	if err := Convert_v1_Tenants_To_config_Tenants(&in, &out, nil); err != nil {
+		panic(err)
+	}
 	return out
 }

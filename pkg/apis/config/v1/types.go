@@ -68,6 +68,81 @@ type PolicyObjects struct {
 	// StatusLease is the Lease that elects the one replica writing the
 	// objects' status. Default kube-system/wasmsched-policy-status.
 	StatusLease LeaseRef `json:"statusLease,omitempty"`
+	// Tenants is what SchedulingPolicy objects, the policies teams own in
+	// their namespaces, may set, read and spend. The defaults are small;
+	// the operator raises them here, for every namespace or for named
+	// ones. ClusterSchedulingPolicy objects and the policies above are
+	// the operator's own and are not bound by it.
+	Tenants Tenants `json:"tenants,omitempty"`
+}
+
+// Tenants bounds the namespaced policies (docs/security.md, Teams).
+type Tenants struct {
+	// Default applies to every namespace that no entry of namespaces
+	// names.
+	Default TenantLimits `json:"default,omitempty"`
+	// Namespaces gives the namespaces it names their own limits: the first
+	// entry naming a namespace applies, whole (a field it leaves unset
+	// takes the built-in default, not default's).
+	Namespaces []NamespaceTenantLimits `json:"namespaces,omitempty"`
+	// MemoryBudget bounds the memory of all namespaced policies together,
+	// out of memoryBudget; the rest is kept for the args' policies and
+	// ClusterSchedulingPolicy objects, which teams can then never crowd
+	// out. Default half of memoryBudget.
+	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
+}
+
+// NamespaceTenantLimits are the limits of the namespaces named.
+type NamespaceTenantLimits struct {
+	// Names are the namespaces these limits apply to.
+	Names        []string `json:"names"`
+	TenantLimits `json:",inline"`
+}
+
+// TenantLimits are the ceilings and grants of one namespace's policies. A
+// SchedulingPolicy that sets more than a ceiling is refused (its
+// Ready=False, reason Invalid, naming the field, the ceiling and this
+// setting); one that leaves a setting unset gets the lesser of the
+// setting's default and the ceiling.
+type TenantLimits struct {
+	// Reads are the reads (policies[].reads) its policies may declare.
+	// Default none: a team's policy reads the pod being scheduled and the
+	// node being evaluated only. Whatever is granted, what a namespaced
+	// policy learns about other namespaces' pods is only counts
+	// (docs/abi.md §4.0).
+	Reads []string `json:"reads,omitempty"`
+	// MaxTimeout bounds timeout. Default 50ms.
+	MaxTimeout *metav1.Duration `json:"maxTimeout,omitempty"`
+	// MaxCycleBudget bounds cycleBudget. Default 100ms.
+	MaxCycleBudget *metav1.Duration `json:"maxCycleBudget,omitempty"`
+	// MaxPreEnqueueTimeout bounds preEnqueueTimeout. Default 10ms.
+	MaxPreEnqueueTimeout *metav1.Duration `json:"maxPreEnqueueTimeout,omitempty"`
+	// MaxMemoryLimit bounds memoryLimit. Default 16Mi.
+	MaxMemoryLimit *resource.Quantity `json:"maxMemoryLimit,omitempty"`
+	// MaxWeight bounds weight. Default 1.
+	MaxWeight *int32 `json:"maxWeight,omitempty"`
+	// AllowRealClock lets its policies set realClock. Default false.
+	AllowRealClock *bool `json:"allowRealClock,omitempty"`
+	// AllowRealRandom lets its policies set realRandom. Default false.
+	AllowRealRandom *bool `json:"allowRealRandom,omitempty"`
+	// PatchPrefixes are the prefixes its policies' patchPrefixes must
+	// each start with. Default none: its policies may write nothing.
+	PatchPrefixes []string `json:"patchPrefixes,omitempty"`
+	// SchedulingTimePercent is the namespace's share of the scheduler's
+	// time, in percent: the wall time its policies' calls take in
+	// scheduling cycles (and PreBind) is counted against it over a
+	// sliding second, and past it the namespace's pods wait, while other
+	// namespaces' pods go on. Default 10.
+	SchedulingTimePercent *int32 `json:"schedulingTimePercent,omitempty"`
+	// PreEnqueueTimePercent is the namespace's share of wall time spent
+	// in its policies' PreEnqueue gates, which kube-scheduler runs with its
+	// queue locked, in percent. Default 1.
+	PreEnqueueTimePercent *int32 `json:"preEnqueueTimePercent,omitempty"`
+	// MemoryBudget is the namespace's slice of tenants.memoryBudget: its
+	// policies' compiled code, host heap and linear memory together. A
+	// load that does not fit is refused (MemoryBudget) and never closes
+	// another namespace's or the operator's instances. Default 64Mi.
+	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
 }
 
 // LeaseRef names a coordination.k8s.io Lease.

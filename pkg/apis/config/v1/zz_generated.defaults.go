@@ -30,4 +30,9 @@ func SetObjectDefaults_WasmPolicyArgs(in *WasmPolicyArgs) {
 		}
 		SetDefaults_PolicySettings(&a.PolicySettings)
 	}
+	SetDefaults_TenantLimits(&in.PolicyObjects.Tenants.Default)
+	for i := range in.PolicyObjects.Tenants.Namespaces {
+		a := &in.PolicyObjects.Tenants.Namespaces[i]
+		SetDefaults_TenantLimits(&a.TenantLimits)
+	}
 }

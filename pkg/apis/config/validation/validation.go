@@ -112,6 +112,7 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 		if msgs := validation.IsDNS1123Subdomain(po.StatusLease.Name); len(msgs) > 0 {
 			errs = append(errs, field.Invalid(lp.Child("name"), po.StatusLease.Name, "must be a Lease name, for example wasmsched-policy-status: "+strings.Join(msgs, "; ")))
 		}
+		errs = append(errs, validateTenants(path.Child("policyObjects", "tenants"), &po.Tenants, args.MemoryBudget)...)
 	}
 	if d := args.CompilationCacheDir; d != "" && !filepath.IsAbs(d) {
 		errs = append(errs, field.Invalid(path.Child("compilationCacheDir"), d, "must be an absolute path, for example /var/cache/wasmsched"))

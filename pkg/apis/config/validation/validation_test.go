@@ -31,6 +31,14 @@ func ociSource(f func(o *config.OCISource)) func(a *config.WasmPolicyArgs) {
 	}
 }
 
+// tenants turns policy objects on and changes their tenants' limits by f.
+func tenants(f func(t *config.Tenants)) func(a *config.WasmPolicyArgs) {
+	return func(a *config.WasmPolicyArgs) {
+		a.PolicyObjects.Enabled = true
+		f(&a.PolicyObjects.Tenants)
+	}
+}
+
 // manyPolicies returns n valid policies with distinct names.
 func manyPolicies(n int) []config.Policy {
 	ps := make([]config.Policy, n)
@@ -100,6 +108,25 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 			a.PolicyObjects.Enabled = true
 			a.PolicyObjects.StatusLease.Namespace = ""
 		}, "policyObjects.statusLease.namespace", "namespace name"},
+		{"tenant ceilings raised for a namespace", tenants(func(t *config.Tenants) {
+			t.Namespaces = []config.NamespaceTenantLimits{{Names: []string{"team-a"}, TenantLimits: t.Default}}
+			t.Namespaces[0].Reads, t.Namespaces[0].MaxTimeout = []string{"NodePods"}, time.Second
+			t.Namespaces[0].MaxCycleBudget = 2 * time.Second
+		}), "", ""},
+		{"tenant timeout ceiling too long", tenants(func(t *config.Tenants) { t.Default.MaxTimeout = time.Minute }), "policyObjects.tenants.default.maxTimeout", "at most 10s"},
+		{"tenant cycle budget below the timeout", tenants(func(t *config.Tenants) { t.Default.MaxCycleBudget = time.Millisecond }), "policyObjects.tenants.default.maxCycleBudget", "at least maxTimeout"},
+		{"tenant share 0", tenants(func(t *config.Tenants) { t.Default.SchedulingTimePercent = 0 }), "policyObjects.tenants.default.schedulingTimePercent", "share of the scheduler's time"},
+		{"tenant gate share over 100", tenants(func(t *config.Tenants) { t.Default.PreEnqueueTimePercent = 101 }), "policyObjects.tenants.default.preEnqueueTimePercent", "queue locked"},
+		{"tenant unknown read", tenants(func(t *config.Tenants) { t.Default.Reads = []string{"Secrets"} }), "policyObjects.tenants.default.reads[0]", "NodePods"},
+		{"tenant patch prefix of Kubernetes", tenants(func(t *config.Tenants) { t.Default.PatchPrefixes = []string{"kubernetes.io/"} }), "policyObjects.tenants.default.patchPrefixes[0]", "Kubernetes"},
+		{"tenants' budget over the plugin's", tenants(func(t *config.Tenants) { t.MemoryBudget = 1 << 40 }), "policyObjects.tenants.memoryBudget", "kept for the args' policies"},
+		{"a namespace's budget over the tenants'", tenants(func(t *config.Tenants) { t.Default.MemoryBudget = t.MemoryBudget + 1 }), "policyObjects.tenants.default.memoryBudget", "tenants.memoryBudget"},
+		{"a namespace named twice", tenants(func(t *config.Tenants) {
+			t.Namespaces = []config.NamespaceTenantLimits{{Names: []string{"team-a"}, TenantLimits: t.Default}, {Names: []string{"team-a"}, TenantLimits: t.Default}}
+		}), "policyObjects.tenants.namespaces[1].names[0]", "one entry"},
+		{"a namespace entry naming none", tenants(func(t *config.Tenants) {
+			t.Namespaces = []config.NamespaceTenantLimits{{TenantLimits: t.Default}}
+		}), "policyObjects.tenants.namespaces[0].names", "name the namespaces"},
 		{"scope", func(a *config.WasmPolicyArgs) {
 			a.Policies[0].Scope = config.Scope{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "batch"}}, NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpExists}}}, Profiles: []string{"wasmsched"}}
 		}, "", ""},
