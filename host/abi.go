@@ -91,6 +91,7 @@ type abiPolicy struct{ p *Policy }
 func (a abiPolicy) Name() string            { return a.p.name }
 func (a abiPolicy) Config() []byte          { return a.p.config }
 func (a abiPolicy) BadTerm(term []byte)     { a.p.badTerm(term) }
+func (a abiPolicy) Refused(fn, why string)  { a.p.refused(fn, why) }
 func (a abiPolicy) LogPass(n int) int       { return a.p.pass(n) }
 func (a abiPolicy) PatchPrefixes() []string { return a.p.patchPrefixes }
 func (a abiPolicy) Permits(scope fields.Scope, fn string, num int32) bool {

@@ -39,12 +39,19 @@ type Budget struct {
 	// or to waiting for the machine (instance.starved).
 	work  atomic.Int64
 	slept atomic.Bool
+	// onSpent, when set, is told each busy interval as it closes (under
+	// mu): a tenant's share of scheduling time is charged as it is spent.
+	onSpent func(time.Duration)
 }
 
 // NewBudget returns a budget of limit guest time; limit <= 0 means no
 // budget beyond each call's timeout, but the budget still stops after a
 // failed call.
 func NewBudget(limit time.Duration) *Budget { return &Budget{limit: limit} }
+
+// OnSpent makes the budget tell f each busy interval as it closes, the
+// time just charged. Set it before the first call.
+func (b *Budget) OnSpent(f func(time.Duration)) { b.onSpent = f }
 
 // Limit is the budget's size.
 func (b *Budget) Limit() time.Duration { return b.limit }
@@ -140,7 +147,11 @@ func (b *Budget) end(in *instance, cerr *CallError) *CallError {
 	if i := slices.Index(b.inflight, in); i >= 0 {
 		b.inflight = slices.Delete(b.inflight, i, i+1)
 		if len(b.inflight) == 0 {
-			b.spent += time.Duration(monotonic() - b.busySince)
+			d := time.Duration(monotonic() - b.busySince)
+			b.spent += d
+			if b.onSpent != nil {
+				b.onSpent(d)
+			}
 		}
 	}
 	if cerr == nil {

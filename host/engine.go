@@ -134,6 +134,11 @@ type EngineOptions struct {
 	// code, the host heap of modules and instances, and linear memory. 0
 	// means no budget.
 	MemoryBudget int64
+	// TenantMemoryBudget bounds the namespaced policies (PolicySpec.Tenant)
+	// together, within MemoryBudget: the rest stays for the operator's
+	// policies. 0: no pool of their own (each namespace's slice still
+	// holds).
+	TenantMemoryBudget int64
 	// IdleInstanceTimeout closes instances that have not been used for this
 	// long; 0 means DefaultIdleInstanceTimeout.
 	IdleInstanceTimeout time.Duration
@@ -183,7 +188,7 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	e := &Engine{
 		interruption: opts.Interruption,
 		proc:         theProcess,
-		budget:       newMemoryBudget(opts.MemoryBudget, theProcess),
+		budget:       newMemoryBudget(opts.MemoryBudget, theProcess).withTenants(opts.TenantMemoryBudget),
 		runtimes:     map[uint32]wazero.Runtime{},
 		modules:      map[moduleKey]*sharedModule{},
 		stopReaper:   make(chan struct{}),

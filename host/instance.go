@@ -145,6 +145,7 @@ var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newM
 func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{v: v}
 	in.Call.Policy, in.Call.Runtime, in.Call.Caches, in.Call.PodReads = abiPolicy{v.p}, in, v.p.e.caches, &v.podReads
+	in.Call.Tenant = v.p.tenant
 	v.created.Add(1)
 	in.cctx = callCtx{in: in}
 	if v.p.e.interruption == InterruptCloseOnDone {

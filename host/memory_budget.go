@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -40,10 +41,122 @@ type memoryBudget struct {
 
 	mu       sync.Mutex
 	versions map[*Version]struct{} // versions that may hold instances
+
+	// tenants is the namespaced policies' pool, the parent of every
+	// namespace's account (accounts, under mu); nil: no pool.
+	tenants  *account
+	accounts map[string]*account
 }
 
 func newMemoryBudget(limit int64, proc *Process) *memoryBudget {
-	return &memoryBudget{limit: limit, proc: proc, versions: map[*Version]struct{}{}}
+	return &memoryBudget{limit: limit, proc: proc, versions: map[*Version]struct{}{}, accounts: map[string]*account{}}
+}
+
+// withTenants gives the namespaced policies a pool of limit bytes within
+// the budget (0: none).
+func (b *memoryBudget) withTenants(limit int64) *memoryBudget {
+	if limit > 0 {
+		b.tenants = &account{limit: limit}
+	}
+	return b
+}
+
+// account is a part of the budget that some policies are charged to as
+// well as the whole: one namespace's slice, and the pool of all of them.
+// A namespace (a team) can thereby fail only its own loads and calls: its
+// policies are admitted against its slice, and their instances close only
+// each other's (victim).
+type account struct {
+	ns     string
+	limit  int64 // 0: none
+	parent *account
+	// modules are the modules its versions were admitted with (each
+	// charged whole, even when shared); instances as the budget's.
+	modules, instances atomic.Int64
+}
+
+func (a *account) used() int64 { return a.modules.Load() + a.instances.Load() }
+
+// addInstances charges d to a and its parent; a may be nil.
+func (a *account) addInstances(d int64) {
+	for ; a != nil; a = a.parent {
+		a.instances.Add(d)
+	}
+}
+
+func (a *account) addModules(d int64) {
+	for ; a != nil; a = a.parent {
+		a.modules.Add(d)
+	}
+}
+
+// over reports whether cost more bytes would not fit a or its parent.
+func (a *account) over(cost int64) bool {
+	for ; a != nil; a = a.parent {
+		if a.limit > 0 && a.used()+cost > a.limit {
+			return true
+		}
+	}
+	return false
+}
+
+// acctOf is v's namespace's account (nil: the operator's, or no v).
+func acctOf(v *Version) *account {
+	if v == nil {
+		return nil
+	}
+	return v.p.acct
+}
+
+// accountFor returns namespace ns's account of limit bytes (nil for the
+// operator's policies: ns ""). The last limit given wins.
+func (b *memoryBudget) accountFor(ns string, limit int64) *account {
+	if ns == "" {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a := b.accounts[ns]
+	if a == nil {
+		a = &account{ns: ns, parent: b.tenants}
+		b.accounts[ns] = a
+	}
+	a.limit = limit
+	return a
+}
+
+// admitTenant checks that a namespaced version fits its namespace's slice
+// and the tenants' pool: their modules, this one's, and room to run one
+// instance per CPU of the largest of the namespace's instances. It
+// charges the module to them and returns "", or says why not.
+func (b *memoryBudget) admitTenant(v *Version) string {
+	a := v.p.acct
+	if a == nil {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	largest := v.instCost
+	for w := range b.versions {
+		if w.p.acct == a {
+			largest = max(largest, w.instCost)
+		}
+	}
+	room := int64(b.proc.maxRunning()) * largest
+	cost := v.sm.cost()
+	for x := a; x != nil; x = x.parent {
+		if x.limit > 0 && x.modules.Load()+cost+room > x.limit {
+			what := "namespace " + a.ns + "'s share of the memory budget"
+			if x != a {
+				what = "the namespaced policies' share of the memory budget"
+			}
+			return fmt.Sprintf("%s (%s) cannot hold this module: its modules hold %s, this one %s (compiled code %s, host heap %s), and %s must stay free to run %d guest calls at once (one instance is %s); remove policies of the namespace, or ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
+				what, mib(x.limit), mib(x.modules.Load()), mib(cost), mib(v.sm.code), mib(v.sm.heap), mib(room), b.proc.maxRunning(), mib(v.instCost))
+		}
+	}
+	a.addModules(cost)
+	v.acctModule = cost
+	return ""
 }
 
 // MemoryUse is the memory budget and what is charged to it.
@@ -95,31 +208,45 @@ func (b *memoryBudget) admit(v *Version) (modules, room int64, ok bool) {
 	return modules, room, true
 }
 
-// forget stops tracking a version (it was freed).
+// forget stops tracking a version (it was freed), and refunds its module
+// to its namespace's account.
 func (b *memoryBudget) forget(v *Version) {
 	b.mu.Lock()
 	delete(b.versions, v)
+	if v.acctModule != 0 {
+		v.p.acct.addModules(-v.acctModule)
+		v.acctModule = 0
+	}
 	b.mu.Unlock()
 }
 
-// fits reports whether cost more bytes fit in the budget now.
-func (b *memoryBudget) fits(cost int64) bool { return b.limit == 0 || b.used()+cost <= b.limit }
+// fits reports whether cost more bytes fit in the budget now, and in the
+// account of forV's namespace.
+func (b *memoryBudget) fits(cost int64, forV *Version) bool {
+	return (b.limit == 0 || b.used()+cost <= b.limit) && !acctOf(forV).over(cost)
+}
 
 // makeRoom closes idle instances (victim) until cost more bytes fit, and
 // reports whether they fit.
 //
 // forV is the version that needs the room (its own idle instance, after a
 // call that grew it, is not closed for it).
+//
+// A namespaced policy's room is made among its own namespace's idle
+// instances only, within its account as well as the budget: a team can
+// never close another team's, or the operator's, instances.
 func (b *memoryBudget) makeRoom(cost int64, forV *Version) bool {
-	if b.limit == 0 || b.used()+cost <= b.limit {
+	a := acctOf(forV)
+	full := func() bool { return (b.limit > 0 && b.used()+cost > b.limit) || a.over(cost) }
+	if !full() {
 		return true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.used()+cost > b.limit {
+	for full() {
 		v := b.victim(forV)
 		if v == nil || !v.closeOneIdle() {
-			return b.used()+cost <= b.limit
+			return !full()
 		}
 		b.evictions.Add(1)
 	}
@@ -133,7 +260,7 @@ func (b *memoryBudget) victim(except *Version) *Version {
 	var extra, lru *Version
 	for v := range b.versions {
 		n := len(v.idle)
-		if n == 0 || v == except {
+		if n == 0 || v == except || acctOf(except) != nil && v.p.acct != acctOf(except) {
 			continue
 		}
 		used := v.lastUsed.Load()

@@ -59,6 +59,14 @@ type PolicySpec struct {
 	// pod and the node being evaluated; a read outside them answers
 	// abi.NotDeclared and is logged once.
 	Reads []string
+	// Tenant is the namespace of a namespaced policy (a team's
+	// SchedulingPolicy), "" for the operator's: its reads about pods and
+	// namespaces stay inside that namespace (docs/abi.md §4.0), whatever
+	// it declares.
+	Tenant string
+	// TenantMemoryBudget is the Tenant namespace's slice of the memory
+	// budget: its policies' modules and instances together. 0: none.
+	TenantMemoryBudget int64
 	// OutputBurst and OutputRate bound the log lines the policy produces
 	// (stdout, stderr and log calls together): a burst, then a steady rate
 	// in lines per second. 0 means DefaultOutputBurst, DefaultOutputRate.
@@ -103,6 +111,10 @@ type Policy struct {
 	// scopes already logged, so each is logged once.
 	reads      map[fields.Scope]bool
 	undeclared sync.Map
+	// tenant is the spec's Tenant; acct its namespace's slice of the
+	// memory budget (nil for the operator's policies).
+	tenant string
+	acct   *account
 
 	pages        uint32
 	moduleConfig wazero.ModuleConfig
@@ -203,6 +215,8 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		timeouts:      timeouts,
 		patchPrefixes: append([]string(nil), spec.PatchPrefixes...),
 		reads:         reads,
+		tenant:        spec.Tenant,
+		acct:          e.budget.accountFor(spec.Tenant, spec.TenantMemoryBudget),
 		name:          spec.Name,
 		config:        []byte(spec.Config),
 		configSum:     fmt.Sprintf("%x", sha256.Sum256([]byte(spec.Config))),
@@ -312,6 +326,9 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		return fail(in, "Validate", err)
 	}
 	v.instCost = in.charged
+	if why := p.e.budget.admitTenant(v); why != "" {
+		return fail(in, "MemoryBudget", errors.New(why))
+	}
 	if modules, room, ok := p.e.budget.admit(v); !ok {
 		b := p.e.budget
 		return fail(in, "MemoryBudget", fmt.Errorf("the policies' memory budget of %s cannot hold this module: loaded modules hold %s (this one %s: compiled code %s, host heap %s, shared by %d policies) and %s must stay free to run %d guest calls at once (one instance of this module is %s); raise memoryBudget in the WasmPolicy args or remove policies",
@@ -440,6 +457,15 @@ func (p *Policy) badTerm(term []byte) {
 	_, err := ParseCountTerm(term)
 	klog.InfoS("Policy passed count_pods a term that does not parse; the call returned BadArgs (-2)", "policy", p.name, "err", err,
 		"fix", "pass a PodAffinityTerm in JSON (labelSelector, namespaces, namespaceSelector, topologyKey, includeTerminating), as docs/abi.md §4.6.1 shows")
+}
+
+// refused logs, once per policy and function, a read refused to a
+// namespaced policy: the guest got NotFound.
+func (p *Policy) refused(fn, why string) {
+	if _, logged := p.undeclared.LoadOrStore("refused "+fn, true); logged {
+		return
+	}
+	klog.InfoS("Namespaced policy made a read outside its namespace; the read answered as if there were nothing", "policy", p.name, "read", fn, "why", why)
 }
 
 func (p *Policy) permits(scope fields.Scope, fn string, num int32) bool {

@@ -28,6 +28,10 @@ type Version struct {
 	loadDuration time.Duration
 	// instCost is the memory one instance held after it initialized.
 	instCost int64
+	// acctModule is the module's cost charged to the policy's namespace
+	// (admitTenant), refunded when the version is freed; under the
+	// budget's mu.
+	acctModule int64
 
 	// permits holds one token per instance the version may have in use
 	// (maxInstances); idle holds instances not in use. Acquiring takes a
@@ -152,6 +156,7 @@ func (v *Version) trackMemory(in *instance, closing bool) {
 	if d := charge - in.charged; d != 0 {
 		v.chargedBytes.Add(d)
 		v.p.e.budget.instances.Add(d)
+		v.p.acct.addInstances(d)
 		in.charged = charge
 	}
 }
@@ -237,6 +242,13 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 		// running), the call still gets its instance: stalling the
 		// scheduler would be worse than going over for a moment.
 		if !v.p.e.budget.makeRoom(v.instCost, v) {
+			if a := v.p.acct; a != nil {
+				// A namespace's policies never go over its slice, nor
+				// take anyone else's instances: the call fails, and
+				// the policy's failurePolicy answers its own pods.
+				v.permits <- struct{}{}
+				return nil, fmt.Errorf("namespace %s's share of the memory budget (%s) holds no more instances of its policies: %s in use", a.ns, mib(a.limit), mib(a.used()))
+			}
 			v.p.e.budget.over.Add(1)
 		}
 		var err error
@@ -265,7 +277,7 @@ const shareWait = 20 * time.Millisecond
 // closing another's only one (200 Go policies: a cycle made about 200
 // instances, 2 s). nil: make one.
 func (v *Version) shareUnderPressure(ctx context.Context) *instance {
-	if v.live.Load() == 0 || v.p.e.budget.fits(v.instCost) {
+	if v.live.Load() == 0 || v.p.e.budget.fits(v.instCost, v) {
 		return nil
 	}
 	t := time.NewTimer(shareWait)

@@ -47,6 +47,9 @@ type Policy interface {
 	Permits(scope fields.Scope, fn string, num int32) bool
 	// BadTerm logs, once, a count_pods term that does not parse.
 	BadTerm(term []byte)
+	// Refused logs, once per fn, a read the policy declared but may not
+	// make as a namespaced policy, and why.
+	Refused(fn, why string)
 	// LogPass grants n lines of guest log output within the policy's rate.
 	LogPass(n int) int
 	// PatchPrefixes are the keys its prebind may write.
@@ -71,6 +74,11 @@ type Call struct {
 	Runtime  Runtime
 	Caches   *Caches
 	PodReads *PodReads
+	// Tenant, set once per instance, is the namespace of a namespaced
+	// policy ("" for the operator's): the pods it is called for are of
+	// that namespace, and what it reads about other namespaces' pods is
+	// only counts (tenant.go).
+	Tenant string
 
 	// Kind is the entry point of the call in flight.
 	Kind abi.Point

@@ -63,8 +63,12 @@ type ClusterView struct {
 	mu       sync.Mutex
 	counts   map[string][]byte // by term bytes
 	existing [model.NumExistingTerms][]byte
-	claims   []model.VolumeClaim
-	volumes  [model.NumVolumeClaimKinds][]byte
+	// tenantExisting is existing_terms as namespaced policies read it:
+	// the terms of the pod's own namespace's pods only (every namespaced
+	// policy of a cycle is of the pod's namespace).
+	tenantExisting [model.NumExistingTerms][]byte
+	claims         []model.VolumeClaim
+	volumes        [model.NumVolumeClaimKinds][]byte
 }
 
 // volumeClaims answers volume_claims of kind for pod: the pod's claims
@@ -549,7 +553,7 @@ func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
 	}
 	var b []byte
 	if c.NodeCounts != nil {
-		b = model.EncodeSortedTopologySums(c.NodeCounts.sortSums(c.existingSums(kind, pod), c.Nodes))
+		b = model.EncodeSortedTopologySums(c.NodeCounts.sortSums(c.existingSums(kind, pod, ""), c.Nodes))
 	} else {
 		b = model.EncodeTopologySums(c.ExistingTerms(kind, pod))
 	}
@@ -560,7 +564,7 @@ func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
 // ExistingTerms computes existing_terms of kind for pod, unsorted and
 // uncached (existingTerms caches its encoding per view).
 func (c *ClusterView) ExistingTerms(kind int32, pod *v1.Pod) []model.TopologySum {
-	sums := c.existingSums(kind, pod)
+	sums := c.existingSums(kind, pod, "")
 	out := make([]model.TopologySum, 0, len(sums))
 	for p, sum := range sums {
 		out = append(out, model.TopologySum{Key: p.key, Value: p.value, Sum: sum})
@@ -568,8 +572,9 @@ func (c *ClusterView) ExistingTerms(kind int32, pod *v1.Pod) []model.TopologySum
 	return out
 }
 
-// existingSums is ExistingTerms by topology pair.
-func (c *ClusterView) existingSums(kind int32, pod *v1.Pod) map[topologyPair]int64 {
+// existingSums is ExistingTerms by topology pair, of the terms of pods in
+// namespace ns ("": every namespace).
+func (c *ClusterView) existingSums(kind int32, pod *v1.Pod, ns string) map[topologyPair]int64 {
 	var nsLabels labels.Set
 	if c.NamespaceLabels != nil {
 		if l, ok := c.NamespaceLabels(pod.Namespace); ok {
@@ -589,7 +594,7 @@ func (c *ClusterView) existingSums(kind int32, pod *v1.Pod) map[topologyPair]int
 	var wg sync.WaitGroup
 	for k := range parts {
 		lo, hi := k*len(nodes)/len(parts), (k+1)*len(nodes)/len(parts)
-		wg.Go(func() { parts[k] = existingSums(nodes[lo:hi], kind, pod, nsLabels) })
+		wg.Go(func() { parts[k] = existingSums(nodes[lo:hi], kind, pod, nsLabels, ns) })
 	}
 	wg.Wait()
 	sums := parts[0]
@@ -721,7 +726,7 @@ func parallelChunks(n int) int {
 }
 
 // existingSums is ExistingTerms over some of the nodes.
-func existingSums(nodes []fwk.NodeInfo, kind int32, pod *v1.Pod, nsLabels labels.Set) map[topologyPair]int64 {
+func existingSums(nodes []fwk.NodeInfo, kind int32, pod *v1.Pod, nsLabels labels.Set, ns string) map[topologyPair]int64 {
 	sums := map[topologyPair]int64{}
 	for _, ni := range nodes {
 		node := ni.Node()
@@ -765,6 +770,9 @@ func existingSums(nodes []fwk.NodeInfo, kind int32, pod *v1.Pod, nsLabels labels
 			pods = ni.GetPodsWithRequiredAntiAffinity()
 		}
 		for _, pi := range pods {
+			if ns != "" && pi.GetPod().Namespace != ns {
+				continue
+			}
 			switch kind {
 			case model.ExistingAntiAffinityRequired, model.ExistingAffinityRequired:
 				terms := pi.GetRequiredAntiAffinityTerms()
@@ -864,6 +872,9 @@ var clusterFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
+		if in.Tenant != "" {
+			term = tenantTerm(term, in.Tenant)
+		}
 		b, ok := c.countPods(term, in.Pod.Pod)
 		if !ok {
 			in.Policy.BadTerm(term)
@@ -872,7 +883,7 @@ var clusterFuncs = map[string]api.GoModuleFunc{
 		}
 		s[0] = writeOut(m, s[2], s[3], b)
 	},
-	abi.FnExistingTerms: kindRead(fields.ScopeCluster, abi.FnExistingTerms, (*ClusterView).existingTerms),
+	abi.FnExistingTerms: tenantKindRead(fields.ScopeCluster, abi.FnExistingTerms, (*ClusterView).existingTerms, (*ClusterView).tenantExistingTerms),
 	abi.FnVolumeClaims:  kindRead(fields.ScopeVolumes, abi.FnVolumeClaims, (*ClusterView).volumeClaims),
 	abi.FnNamespaceLabels: func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)
@@ -890,6 +901,14 @@ var clusterFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
+		if in.Tenant != "" && string(name) != in.Tenant {
+			// A team sees its own namespace's labels only: others'
+			// (cost centres, projects) are not its to read, and to it
+			// they are as a namespace that does not exist.
+			in.Policy.Refused(abi.FnNamespaceLabels, "a namespaced policy reads only the labels of its own namespace, "+in.Tenant)
+			s[0] = retNotFound
+			return
+		}
 		l, found := c.NamespaceLabels(string(name))
 		if !found {
 			s[0] = retNotFound
@@ -903,6 +922,12 @@ var clusterFuncs = map[string]api.GoModuleFunc{
 // (existing_terms, volume_claims): `(kind, buf, cap) -> i32`, answered by
 // read from the cycle's view once the policy's declaration permits it.
 func kindRead(scope fields.Scope, fn string, read func(c *ClusterView, kind int32, pod *v1.Pod) ([]byte, bool)) func(context.Context, api.Module, []uint64) {
+	return tenantKindRead(scope, fn, read, nil)
+}
+
+// tenantKindRead is kindRead with another read for namespaced policies
+// (nil: the same).
+func tenantKindRead(scope fields.Scope, fn string, read, tenantRead func(c *ClusterView, kind int32, pod *v1.Pod) ([]byte, bool)) func(context.Context, api.Module, []uint64) {
 	return func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)
 		c := in.cluster()
@@ -915,7 +940,11 @@ func kindRead(scope fields.Scope, fn string, read func(c *ClusterView, kind int3
 			s[0] = retNotDeclared
 			return
 		}
-		b, ok := read(c, kind, in.Pod.Pod)
+		r := read
+		if in.Tenant != "" && tenantRead != nil {
+			r = tenantRead
+		}
+		b, ok := r(c, kind, in.Pod.Pod)
 		if !ok {
 			s[0] = retBadArgs
 			return

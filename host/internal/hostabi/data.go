@@ -273,6 +273,10 @@ type nodeEntry struct {
 	// read without a lock, replaced under rowsMu.
 	rowsMu sync.Mutex
 	rows   atomic.Pointer[cachedRows]
+
+	// tenant is the node's pod lists as one namespace's policies read
+	// them (tenant.go): one namespace at a time, replaced, never changed.
+	tenant atomic.Pointer[tenantLists]
 }
 
 // model returns the node's model with part converted from ni (a NodeInfo

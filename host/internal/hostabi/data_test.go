@@ -89,7 +89,7 @@ func TestNodeTableDeclarations(t *testing.T) {
 	if e1 != e2 || id1 != id2 || id1 == 0 {
 		t.Errorf("ids %d/%d %d/%d for equal strings", e1, id1, e2, id2)
 	}
-	if s, ok := interned.str(e1, id1); !ok || s != "payments" {
+	if s, ok := interned.str(e1, id1, false); !ok || s != "payments" {
 		t.Errorf("str(%d) = %q, %v", id1, s, ok)
 	}
 }
@@ -131,5 +131,31 @@ func TestNodeCacheRecentFollowsTheMap(t *testing.T) {
 		if e := c.recent[i].Load(); e != nil && e.name != "one-too-many" {
 			t.Fatalf("slot %d still holds %s's entry after the map was reset", i, e.name)
 		}
+	}
+}
+
+// A string only a pod's label put in the interner (pod_label_id) is not
+// read back by a namespaced policy's intern_string: the pod may be of
+// another namespace. Once a node table holds it too, it is node data.
+func TestPodOnlyStringsAreNotReadBack(t *testing.T) {
+	interned := newInterner()
+	e, id := interned.podID("acquisition-target")
+	if s, ok := interned.str(e, id, true); ok {
+		t.Errorf("a namespaced read of a pod label's string = %q", s)
+	}
+	if s, ok := interned.str(e, id, false); !ok || s != "acquisition-target" {
+		t.Errorf("the operator's read = %q, %v", s, ok)
+	}
+	if e2, id2 := interned.id("acquisition-target"); e2 != e || id2 != id {
+		t.Fatalf("the node table's id %d/%d, pod's %d/%d", e2, id2, e, id)
+	}
+	if s, ok := interned.str(e, id, true); !ok || s != "acquisition-target" {
+		t.Errorf("after a node table holds it, a namespaced read = %q, %v", s, ok)
+	}
+	if _, id3 := interned.podID("acquisition-target"); id3 != id {
+		t.Errorf("the pod's id changed")
+	}
+	if _, ok := interned.str(e, id, true); !ok {
+		t.Errorf("a pod's lookup made a node's string pod-only again")
 	}
 }

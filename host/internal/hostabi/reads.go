@@ -189,7 +189,13 @@ var nodeFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotDeclared
 			return
 		}
-		b, ok := in.Caches.nodes.list(in.Node, kind)
+		var b []byte
+		var ok bool
+		if in.Tenant != "" && tenantFiltered(kind) {
+			b, ok = in.Caches.nodes.tenantList(in.Node, kind, in.Tenant)
+		} else {
+			b, ok = in.Caches.nodes.list(in.Node, kind)
+		}
 		if !ok {
 			s[0] = retBadArgs
 			return

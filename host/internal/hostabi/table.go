@@ -100,6 +100,10 @@ type interner struct {
 	ids  map[string]uint32
 	strs []string
 	prev []string
+	// podOnly marks, by id - 1, the strings only pods' labels added
+	// (pod_label_id), not a node table: their values may be another
+	// namespace's, which namespaced policies may not read back.
+	podOnly, prevPodOnly []bool
 	// bytes is the size of strs' strings.
 	bytes int
 }
@@ -118,26 +122,38 @@ func newInterner() *interner {
 	return t
 }
 
-// id returns s's id in the current epoch, adding it if new.
-func (t *interner) id(s string) (epoch, id uint32) {
+// id returns s's id in the current epoch, adding it if new: a node
+// table's string.
+func (t *interner) id(s string) (epoch, id uint32) { return t.intern(s, false) }
+
+// podID is id for a pod's label value (pod_label_id).
+func (t *interner) podID(s string) (epoch, id uint32) { return t.intern(s, true) }
+
+func (t *interner) intern(s string, fromPod bool) (epoch, id uint32) {
 	t.mu.RLock()
 	id, ok := t.ids[s]
 	epoch = t.epoch
+	stillPodOnly := ok && !fromPod && t.podOnly[id-1]
 	t.mu.RUnlock()
-	if ok {
+	if ok && !stillPodOnly {
 		return epoch, id
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if id, ok := t.ids[s]; ok {
+		if !fromPod {
+			t.podOnly[id-1] = false // a node's too now
+		}
 		return t.epoch, id
 	}
 	if len(t.strs) >= maxInterned || t.bytes+len(s) > maxInternedBytes {
 		t.prev, t.strs, t.ids, t.bytes = t.strs, nil, map[string]uint32{}, 0
+		t.prevPodOnly, t.podOnly = t.podOnly, nil
 		t.epoch++
 		t.cur.Store(t.epoch)
 	}
 	t.strs = append(t.strs, s)
+	t.podOnly = append(t.podOnly, fromPod)
 	t.bytes += len(s)
 	id = uint32(len(t.strs))
 	t.ids[s] = id
@@ -147,19 +163,19 @@ func (t *interner) id(s string) (epoch, id uint32) {
 func (t *interner) current() uint32 { return t.cur.Load() }
 
 // str returns the string of id in epoch, which must be the current or the
-// previous one.
-func (t *interner) str(epoch, id uint32) (string, bool) {
+// previous one; nodeOnly refuses a string only pods' labels added.
+func (t *interner) str(epoch, id uint32, nodeOnly bool) (string, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	strs := t.strs
+	strs, podOnly := t.strs, t.podOnly
 	switch epoch {
 	case t.epoch:
 	case t.epoch - 1:
-		strs = t.prev
+		strs, podOnly = t.prev, t.prevPodOnly
 	default:
 		return "", false
 	}
-	if id < 1 || int(id) > len(strs) {
+	if id < 1 || int(id) > len(strs) || nodeOnly && podOnly[id-1] {
 		return "", false
 	}
 	return strs[id-1], true
@@ -421,7 +437,9 @@ var tableFuncs = map[string]api.GoModuleFunc{
 	},
 	abi.FnInternString: func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)
-		str, ok := in.Caches.strs.str(uint32(s[0]), uint32(s[1]))
+		// A namespaced policy never reads back a string only a pod's
+		// label added: it may be another namespace's (tenant.go).
+		str, ok := in.Caches.strs.str(uint32(s[0]), uint32(s[1]), in.Tenant != "")
 		if !ok {
 			s[0] = retNotFound
 			return
@@ -445,7 +463,7 @@ var tableFuncs = map[string]api.GoModuleFunc{
 			s[0] = 0
 			return
 		}
-		epoch, id := in.Caches.strs.id(v)
+		epoch, id := in.Caches.strs.podID(v)
 		if in.CallTable != nil && epoch != in.TableEpoch {
 			s[0] = retNotFound // the interner moved on since the table was filled: compare strings
 			return
