@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,9 @@ type cycleData struct {
 	notEvaluated atomic.Bool
 	// batching is false when every node gets its own guest call (Explain).
 	batching bool
+	// shareWait is how long the pod waits for its namespace's share of
+	// scheduling time (PreFilter turned it away; PostFilter retries it).
+	shareWait time.Duration
 
 	// Filter batches over the node list given to PreFilter.
 	nodes         []fwk.NodeInfo
@@ -108,6 +112,7 @@ func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
 	for i, p := range policies {
 		c.modules[i] = p.runtime.Current()
 		c.pcs[i].Budget = host.NewBudget(p.budget)
+		w.chargeTo(p, &c.pcs[i])
 		if c.modules[i] == nil {
 			continue
 		}

@@ -74,6 +74,9 @@ func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, node
 func (w *WasmPolicy) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	w.reportAudit(ctx, state, pod, "")
 	if c := readCycle(state); c != nil {
+		if c.shareWait > 0 {
+			w.gates.retry(pod, c.shareWait)
+		}
 		if c.notEvaluated.Load() {
 			klog.FromContext(ctx).V(2).Info("Pod not evaluated by every policy for lack of CPU; retrying it", "pod", klog.KObj(pod), "after", busyRecheck.After)
 			w.gates.retry(pod, busyRecheck.After)

@@ -55,7 +55,14 @@ func newGateTracker(activate func(map[string]*v1.Pod)) *gateTracker {
 }
 
 // gate records that p gated pod, and when to check it again.
-func (g *gateTracker) gate(pod *v1.Pod, p *policy, r host.Recheck) {
+func (g *gateTracker) gate(pod *v1.Pod, p *policy, r host.Recheck) { g.gateBy(pod, p.cfg.Name, r) }
+
+// shareGate is the gate of a pod held for its namespace's share.
+const shareGate = "(namespace share)"
+
+// gateBy records that the gate named by gated pod, and when to check it
+// again.
+func (g *gateTracker) gateBy(pod *v1.Pod, by string, r host.Recheck) {
 	if g == nil {
 		return
 	}
@@ -64,7 +71,7 @@ func (g *gateTracker) gate(pod *v1.Pod, p *policy, r host.Recheck) {
 	if _, ok := g.pods[pod.UID]; !ok && len(g.pods) >= maxGated {
 		return
 	}
-	gp := &gatedPod{pod: pod, policy: p.cfg.Name, events: r.Events}
+	gp := &gatedPod{pod: pod, policy: by, events: r.Events}
 	if r.After > 0 {
 		gp.at = time.Now().Add(r.After)
 		g.arm(gp.at)

@@ -94,6 +94,24 @@ func resultOfOutcome(o host.Outcome) int {
 
 // Metrics are exposed on the scheduler's /metrics. docs/metrics.md lists them.
 var (
+	tenantSeconds = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "tenant_policy_seconds_total",
+		Help:           "Wall time a namespace's policies (its SchedulingPolicy objects) took, charged to its share: point Cycle (scheduling cycles and PreBind) or PreEnqueue.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "point"})
+	tenantShareRatio = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "tenant_share_ratio",
+		Help:           "A namespace's share of the scheduler's time (policyObjects.tenants), by point: Cycle or PreEnqueue.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "point"})
+	tenantWaits = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "tenant_share_waits_total",
+		Help:           "Times a pod waited because its namespace's policies had used their share, by point where it was held: Cycle (PreFilter) or PreEnqueue.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "point"})
 	podPatches = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "pod_patches_total",
@@ -245,7 +263,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, canaryCycles, canaryFindings, canaryTransitions, loads, loadDuration, moduleInfo, sourceInfo, stoppedCycles, breakerStates, quarantinedInputs, deadlineOverrun, podPatches, patchDuration)
+		legacyregistry.MustRegister(evaluations, callDuration, ignored, auditVerdicts, canaryCycles, canaryFindings, canaryTransitions, loads, loadDuration, moduleInfo, sourceInfo, stoppedCycles, breakerStates, quarantinedInputs, deadlineOverrun, podPatches, patchDuration, tenantSeconds, tenantShareRatio, tenantWaits)
 		legacyregistry.CustomMustRegister(&poolCollector{})
 	})
 }

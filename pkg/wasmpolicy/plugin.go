@@ -104,6 +104,8 @@ type WasmPolicy struct {
 	nodeCounts *host.NodeCountCache
 	// gates tracks the pods policies' preenqueue gated.
 	gates *gateTracker
+	// shares account each namespace's policies' time (tenancy.go).
+	shares *tenantShares
 	// ociCache keeps modules pulled from registries (moduleCacheDir); nil:
 	// none.
 	ociCache *oci.Cache
@@ -305,7 +307,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		}
 	}
 	logger := klog.FromContext(ctx)
-	engine, err := newEngine(logger, host.EngineOptions{CacheDir: args.CompilationCacheDir, MemoryBudget: args.MemoryBudget})
+	engine, err := newEngine(logger, host.EngineOptions{CacheDir: args.CompilationCacheDir, MemoryBudget: args.MemoryBudget, TenantMemoryBudget: args.PolicyObjects.Tenants.MemoryBudget})
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +321,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 	w.gates = newGateTracker(func(pods map[string]*v1.Pod) {
 		w.activate(logger, pods, "Rechecking pods whose gate asked for a delay")
 	})
+	w.shares = newTenantShares(&args.PolicyObjects.Tenants)
 	if pn, ok := h.(interface{ ProfileName() string }); ok && h != nil {
 		w.profile = pn.ProfileName()
 	}
@@ -398,16 +401,18 @@ func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy
 		Timeout: pc.Timeout,
 		// Unset (args built in Go): the host's rule, which defaulting
 		// applies too.
-		PreEnqueueTimeout: pc.PreEnqueueTimeout,
-		PatchPrefixes:     pc.PatchPrefixes,
-		MemoryLimitBytes:  pc.MemoryLimit,
-		MaxInstances:      int(args.MaxInstancesPerPolicy),
-		RealClock:         pc.RealClock,
-		Clock:             w.opts.clock,
-		RealRandom:        pc.RealRandom,
-		NoReuse:           pc.VerdictReuse == config.VerdictReuseDisabled,
-		Reads:             pc.Reads,
-		RetiredGrace:      w.opts.retiredGrace,
+		PreEnqueueTimeout:  pc.PreEnqueueTimeout,
+		PatchPrefixes:      pc.PatchPrefixes,
+		MemoryLimitBytes:   pc.MemoryLimit,
+		MaxInstances:       int(args.MaxInstancesPerPolicy),
+		RealClock:          pc.RealClock,
+		Clock:              w.opts.clock,
+		RealRandom:         pc.RealRandom,
+		NoReuse:            pc.VerdictReuse == config.VerdictReuseDisabled,
+		Reads:              pc.Reads,
+		Tenant:             pc.Scope.Namespace,
+		TenantMemoryBudget: w.tenantLimits(pc.Scope.Namespace).MemoryBudget,
+		RetiredGrace:       w.opts.retiredGrace,
 		Limits: host.CompileLimits{
 			MaxFunctions: args.CompileLimits.MaxFunctions,
 			MaxCodeBytes: args.CompileLimits.MaxCodeBytes,

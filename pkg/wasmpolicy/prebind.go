@@ -248,6 +248,9 @@ func (w *WasmPolicy) preBindPolicy(ctx context.Context, p *policy, m module, ps 
 	start := time.Now()
 	_, res, cerr := m.Call(ctx, host.CallPreBind, ps, node, pc, nil)
 	p.m.observe(host.CallPreBind, start)
+	if ns := p.cfg.Scope.Namespace; ns != "" && w.shares != nil {
+		w.shares.of(ns).chargeCycle(time.Since(start))
+	}
 	if pc.Patch.Refused != "" && p.logRefusal() {
 		logger.Info("Policy wrote a pod key it may not write; the write was refused", "policy", p.cfg.Name, "pod", klog.KObj(pod), "reason", pc.Patch.Refused,
 			"fix", fmt.Sprintf("write keys under the policy's patchPrefixes %q, or add the prefix to policies[].patchPrefixes of policy %q (at most %d keys and %d bytes per pod)", p.cfg.PatchPrefixes, p.cfg.Name, abi.MaxPatchKeys, abi.MaxPatchBytes))

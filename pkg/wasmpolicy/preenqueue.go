@@ -25,7 +25,16 @@ func (w *WasmPolicy) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	var ps *host.PodState
 	var audits auditNotes
 	defer func() { audits.report(w, pod, "PreEnqueue") }()
-	for _, p := range w.current().forPod(pod, w.nsLabels) {
+	policies := w.current().forPod(pod, w.nsLabels)
+	if d, why := w.shareHeld(pod, policies, true); d > 0 {
+		// Held without calling any guest, and rechecked by its timer only
+		// once the share has refilled (cluster events would requeue it
+		// under the queue's lock for nothing).
+		w.gates.gateBy(pod, shareGate, host.Recheck{After: d})
+		w.shareEvent(pod, "PreEnqueue", why)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	for _, p := range policies {
 		m := p.runtime.Current()
 		if m == nil || !m.Exports().Has(host.CallPreEnqueue) {
 			// A policy still loading its first module holds the pod at
@@ -69,6 +78,9 @@ func (w *WasmPolicy) preEnqueuePolicy(ctx context.Context, p *policy, m module, 
 	_, res, cerr := m.Call(callCtx, host.CallPreEnqueue, ps, nil, pc, nil)
 	cancel()
 	p.m.observe(host.CallPreEnqueue, start)
+	if ns := p.cfg.Scope.Namespace; ns != "" && w.shares != nil {
+		w.shares.of(ns).chargeGate(time.Since(start))
+	}
 	if cerr != nil {
 		if v, ok := p.notStarted(ctx, host.CallPreEnqueue, cerr, enforce); ok {
 			return v, busyRecheck

@@ -17,6 +17,12 @@ import (
 // prefilter. A policy rejecting the pod here rejects it for every node.
 func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
 	c := w.cycleFor(state, pod)
+	if d, why := w.shareHeld(pod, c.policies, false); d > 0 {
+		// No guest is called: the namespace's policies have had their
+		// share; PostFilter retries the pod when it has refilled.
+		c.shareWait = d
+		return nil, fwk.NewStatus(fwk.Unschedulable, why)
+	}
 	c.nodes, c.index = nodes, w.indexFor(nodes)
 	viewNodes(c, nodes)
 	c.filterBatches = make([][]batch, len(c.policies))

@@ -1,0 +1,217 @@
+package wasmpolicy
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+)
+
+// defaultTenants are the limits of args that set none (built in Go).
+var defaultTenants = configv1.DefaultTenants(0)
+
+// A namespaced policy (a team's SchedulingPolicy) that is slow but valid
+// never fails, so neither the quarantine nor the breaker stops it: with a
+// handful of pending pods it could take the whole scheduler, since
+// kube-scheduler runs one cycle at a time and PreEnqueue with its queue
+// locked. Each namespace therefore gets a share of the scheduler's time,
+// which the operator sets (policyObjects.tenants, schedulingTimePercent
+// and preEnqueueTimePercent): the wall time its policies' calls add to
+// scheduling cycles and PreBind is charged to one bucket, the time its
+// gates take to another, each refilled at its share of real time and
+// holding a second's worth. While a bucket is empty the namespace's pods
+// wait, held at PreEnqueue and turned away at PreFilter without a call,
+// and are retried when it has refilled; other namespaces' pods go on.
+
+// shareWindow is the time a share is measured over: a bucket holds
+// shareWindow × share, so a namespace idle for a while may spend that much
+// at once, and never more.
+const shareWindow = time.Second
+
+// bucket is a token bucket of time.
+type bucket struct {
+	balance  time.Duration // may go below 0: a call is charged after it ran
+	last     time.Time
+	capacity time.Duration
+	rate     float64 // time refilled per unit of real time
+}
+
+func newBucket(percent int32) bucket {
+	rate := float64(percent) / 100
+	c := time.Duration(rate * float64(shareWindow))
+	return bucket{balance: c, capacity: c, rate: rate}
+}
+
+func (b *bucket) refill(now time.Time) {
+	if !b.last.IsZero() && now.After(b.last) {
+		b.balance = min(b.capacity, b.balance+time.Duration(float64(now.Sub(b.last))*b.rate))
+	}
+	b.last = now
+}
+
+// wait is how long until the bucket holds time again (0: it does now).
+func (b *bucket) wait(now time.Time) time.Duration {
+	b.refill(now)
+	if b.balance > 0 {
+		return 0
+	}
+	return time.Duration(float64(-b.balance)/b.rate) + time.Millisecond
+}
+
+// tenantShare is one namespace's accounts.
+type tenantShare struct {
+	ns string
+	// setting names the args' entry that sets the share, for messages.
+	setting            string
+	percent, gatePcent int32
+	mu                 sync.Mutex
+	cycle, gate        bucket
+	spent              time.Duration // cycle time charged, in all
+}
+
+// tenantShares are every namespace's accounts.
+type tenantShares struct {
+	tenants *config.Tenants
+	mu      sync.Mutex
+	m       map[string]*tenantShare
+}
+
+func newTenantShares(t *config.Tenants) *tenantShares {
+	return &tenantShares{tenants: t, m: map[string]*tenantShare{}}
+}
+
+// of returns namespace ns's accounts.
+func (s *tenantShares) of(ns string) *tenantShare {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.m[ns]; ok {
+		return t
+	}
+	tenants := s.tenants
+	if tenants == nil || tenants.Default.SchedulingTimePercent == 0 {
+		tenants = &defaultTenants
+	}
+	l, path := tenants.For(ns)
+	t := &tenantShare{ns: ns, setting: path, percent: l.SchedulingTimePercent, gatePcent: l.PreEnqueueTimePercent,
+		cycle: newBucket(l.SchedulingTimePercent), gate: newBucket(l.PreEnqueueTimePercent)}
+	s.m[ns] = t
+	tenantShareRatio.WithLabelValues(ns, pointCycle).Set(float64(t.percent) / 100)
+	tenantShareRatio.WithLabelValues(ns, pointPreEnqueue).Set(float64(t.gatePcent) / 100)
+	return t
+}
+
+// chargeCycle charges d of a cycle's (or PreBind's) policy time.
+func (t *tenantShare) chargeCycle(d time.Duration) {
+	t.mu.Lock()
+	t.cycle.refill(time.Now())
+	t.cycle.balance -= d
+	t.spent += d
+	t.mu.Unlock()
+	tenantSeconds.WithLabelValues(t.ns, pointCycle).Add(d.Seconds())
+}
+
+// chargeGate charges d of PreEnqueue time.
+func (t *tenantShare) chargeGate(d time.Duration) {
+	t.mu.Lock()
+	t.gate.refill(time.Now())
+	t.gate.balance -= d
+	t.mu.Unlock()
+	tenantSeconds.WithLabelValues(t.ns, pointPreEnqueue).Add(d.Seconds())
+}
+
+// spentCycle is what the namespace's policies were charged so far.
+func (t *tenantShare) spentCycle() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.spent
+}
+
+// Points of the tenant metrics.
+const (
+	pointCycle      = "Cycle"
+	pointPreEnqueue = "PreEnqueue"
+)
+
+// held says whether the namespace's pods wait now, how long, and why; gate
+// also asks about the gates' share.
+func (t *tenantShare) held(gate bool) (time.Duration, string) {
+	now := time.Now()
+	t.mu.Lock()
+	w := t.cycle.wait(now)
+	what, pct, setting := "scheduling time", t.percent, "schedulingTimePercent"
+	if gw := t.gate.wait(now); gate && gw > w {
+		w, what, pct, setting = gw, "PreEnqueue time", t.gatePcent, "preEnqueueTimePercent"
+	}
+	t.mu.Unlock()
+	if w == 0 {
+		return 0, ""
+	}
+	return w, fmt.Sprintf("namespace %s's policies used their share of %s (%d%%); its pods wait %s and are retried, while other namespaces' pods go on; make the policies faster, or ask the scheduler's operators to raise %s.%s in the WasmPolicy args",
+		t.ns, what, pct, w.Round(time.Millisecond), t.setting, setting)
+}
+
+// tenantLimits are namespace ns's limits (the args', or the built-in
+// ones for args built in Go); nil for the operator's policies (ns "").
+func (w *WasmPolicy) tenantLimits(ns string) *config.TenantLimits {
+	if ns == "" {
+		return &config.TenantLimits{}
+	}
+	t := &w.args.PolicyObjects.Tenants
+	if t.Default.SchedulingTimePercent == 0 {
+		t = &defaultTenants
+	}
+	l, _ := t.For(ns)
+	return l
+}
+
+// tenantOf returns the namespace whose share pays for policies, "" when
+// none of them is namespaced.
+func tenantOf(policies []*policy) string {
+	for _, p := range policies {
+		if ns := p.cfg.Scope.Namespace; ns != "" {
+			return ns
+		}
+	}
+	return ""
+}
+
+// shareHeld returns, for a pod whose namespace's policies apply to it,
+// how long it must wait for its namespace's share, and why (0, "": it may
+// go on).
+func (w *WasmPolicy) shareHeld(pod *v1.Pod, policies []*policy, gate bool) (time.Duration, string) {
+	ns := tenantOf(policies)
+	if ns == "" || w.shares == nil {
+		return 0, ""
+	}
+	d, why := w.shares.of(ns).held(gate)
+	if d > 0 {
+		point := pointCycle
+		if gate {
+			point = pointPreEnqueue
+		}
+		tenantWaits.WithLabelValues(ns, point).Inc()
+		klog.V(4).InfoS("Pod waits for its namespace's share of scheduling time", "pod", klog.KObj(pod), "namespace", ns, "wait", d)
+	}
+	return d, why
+}
+
+// shareEvent tells the pod why it waits.
+func (w *WasmPolicy) shareEvent(pod *v1.Pod, point, msg string) {
+	if w.handle == nil || w.handle.EventRecorder() == nil {
+		return
+	}
+	w.handle.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, "WasmPolicyShareUsed", point, "%s", msg)
+}
+
+// chargeTo makes pc's budget charge the namespace's share as it spends.
+func (w *WasmPolicy) chargeTo(p *policy, pc *host.PolicyCycle) {
+	if ns := p.cfg.Scope.Namespace; ns != "" && pc.Budget != nil && w.shares != nil {
+		pc.Budget.OnSpent(w.shares.of(ns).chargeCycle)
+	}
+}
