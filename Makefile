@@ -341,7 +341,7 @@ cosign-interop: build guests-tinygo $(COSIGN)
 ## e2e: bin/kube-scheduler against a real kube-apiserver and etcd on 127.0.0.1
 ## (and the Helm chart, with the pinned helm)
 e2e: build guests-tinygo controlplane $(HELM)
-	hack/filtered.sh e2e '^(--- |\s+\w+_test.go|ok|FAIL|PASS)' $(GO) test -count=1 -v ./test/e2e/
+	hack/filtered.sh e2e '^(--- |\s+\w+_test.go|ok|FAIL|PASS)' $(GO) test -count=1 -timeout 30m -v ./test/e2e/
 
 ## bench: every benchmark at full length (about 40 minutes); regenerates
 ## the tables of docs/performance.md and the charts in docs/perf/
@@ -420,10 +420,10 @@ bench-smoke: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 $(ETCD_PATH)/etcd: | controlplane
 
 ## soak: the load, reload and failover run at full size (500 nodes, 2000 pods;
-## the tenant-isolation run with 5 pairs instead of 3;
-## make e2e runs it at 100 nodes and 400 pods)
+## the tenant-isolation run with 5 pairs instead of 3; the teams run at 200
+## nodes, 500 pods and 4 pairs; make e2e runs them smaller)
 soak: build guests-tinygo controlplane
-	set -o pipefail; SOAK_NODES=$${SOAK_NODES:-500} SOAK_PODS=$${SOAK_PODS:-2000} TENANT_PAIRS=$${TENANT_PAIRS:-5} $(GO) test -count=1 -v -timeout 30m -run 'TestSoak|TestBadPolicyIsContained' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
+	set -o pipefail; SOAK_NODES=$${SOAK_NODES:-500} SOAK_PODS=$${SOAK_PODS:-2000} TENANT_PAIRS=$${TENANT_PAIRS:-5} TEAMS_NODES=$${TEAMS_NODES:-200} TEAMS_PODS=$${TEAMS_PODS:-500} TEAMS_PAIRS=$${TEAMS_PAIRS:-4} $(GO) test -count=1 -v -timeout 45m -run 'TestSoak|TestBadPolicyIsContained|TestTeamsCannotStallSpyOnOrCrowdOutEachOther' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 
 clean:
 	rm -rf $(BIN) $(OUT)

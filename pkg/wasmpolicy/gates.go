@@ -119,6 +119,17 @@ func (g *gateTracker) forget(uid types.UID) {
 	g.mu.Unlock()
 }
 
+// gatedBy reports whether the gate named by holds the pod now.
+func (g *gateTracker) gatedBy(uid types.UID, by string) bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp, ok := g.pods[uid]
+	return ok && gp.policy == by
+}
+
 // lookup returns the events that may lift the pod's gate, and whether the
 // tracker knows the pod as gated.
 func (g *gateTracker) lookup(uid types.UID) (int32, bool) {

@@ -30,8 +30,12 @@ func (w *WasmPolicy) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 		// Held without calling any guest, and rechecked by its timer only
 		// once the share has refilled (cluster events would requeue it
 		// under the queue's lock for nothing).
+		if !w.gates.gatedBy(pod.UID, shareGate) {
+			// One Event per wait, not per recheck: a held pod is
+			// checked again at its turn, and may wait again.
+			w.shareEvent(pod, "PreEnqueue", why)
+		}
 		w.gates.gateBy(pod, shareGate, host.Recheck{After: d})
-		w.shareEvent(pod, "PreEnqueue", why)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	for _, p := range policies {

@@ -20,9 +20,12 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	if d, why := w.shareHeld(pod, c.policies, false); d > 0 {
 		// No guest is called: the namespace's policies have had their
 		// share; PostFilter retries the pod when it has refilled.
+		// Unresolvable: preempting other pods cannot help it (and
+		// preemption's search over every node is not spent on it).
 		c.shareWait = d
-		return nil, fwk.NewStatus(fwk.Unschedulable, why)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
+	w.cycleStarted(c.policies)
 	c.nodes, c.index = nodes, w.indexFor(nodes)
 	viewNodes(c, nodes)
 	c.filterBatches = make([][]batch, len(c.policies))

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
@@ -73,7 +75,43 @@ type tenantShare struct {
 	mu                 sync.Mutex
 	cycle, gate        bucket
 	spent              time.Duration // cycle time charged, in all
+
+	// Admission at PreEnqueue (admit): what a cycle and a gate of the
+	// namespace's pods cost on average (decaying sums), and when each
+	// held pod's turn comes.
+	cycleCost, gateCost avgCost
+	slots               map[types.UID]time.Time
+	// admitted are the times pods were let through PreEnqueue whose
+	// cycles have not started: they are in line before any pod held
+	// after them. A cycle that starts takes the oldest; entries older
+	// than admittedFor are dropped (pods deleted in the queue).
+	admitted []time.Time
 }
+
+// avgCost is a decaying average of the time charged per cycle or gate.
+type avgCost struct {
+	sum time.Duration
+	n   float64
+}
+
+func (a *avgCost) add(d time.Duration, count float64) {
+	if a.n > 64 {
+		a.sum, a.n = a.sum/2, a.n/2
+	}
+	a.sum += d
+	a.n += count
+}
+
+func (a *avgCost) mean() time.Duration {
+	if a.n < 1 {
+		return 0
+	}
+	return time.Duration(float64(a.sum) / a.n)
+}
+
+// maxSlots bounds the held pods a namespace's line remembers; past it,
+// held pods wait for the bucket alone.
+const maxSlots = 10000
 
 // tenantShares are every namespace's accounts.
 type tenantShares struct {
@@ -106,12 +144,23 @@ func (s *tenantShares) of(ns string) *tenantShare {
 	return t
 }
 
+// forget takes a deleted pod out of its namespace's line, if it has one.
+func (s *tenantShares) forget(pod *v1.Pod) {
+	s.mu.Lock()
+	t := s.m[pod.Namespace]
+	s.mu.Unlock()
+	if t != nil {
+		t.forget(pod.UID)
+	}
+}
+
 // chargeCycle charges d of a cycle's (or PreBind's) policy time.
 func (t *tenantShare) chargeCycle(d time.Duration) {
 	t.mu.Lock()
 	t.cycle.refill(time.Now())
 	t.cycle.balance -= d
 	t.spent += d
+	t.cycleCost.add(d, 0)
 	t.mu.Unlock()
 	tenantSeconds.WithLabelValues(t.ns, pointCycle).Add(d.Seconds())
 }
@@ -121,8 +170,90 @@ func (t *tenantShare) chargeGate(d time.Duration) {
 	t.mu.Lock()
 	t.gate.refill(time.Now())
 	t.gate.balance -= d
+	t.gateCost.add(d, 1)
 	t.mu.Unlock()
 	tenantSeconds.WithLabelValues(t.ns, pointPreEnqueue).Add(d.Seconds())
+}
+
+// started counts a scheduling cycle of one of the namespace's pods, for
+// the average cost of one, and takes it out of the line.
+func (t *tenantShare) started() {
+	t.mu.Lock()
+	t.cycleCost.add(0, 1)
+	if len(t.admitted) > 0 {
+		t.admitted = t.admitted[1:]
+	}
+	t.mu.Unlock()
+}
+
+// admittedFor is how long a pod let through PreEnqueue counts as in line
+// before its cycle: the queue's backoff and a busy scheduler can keep it
+// a few seconds.
+const admittedFor = 5 * time.Second
+
+// admit says how long pod waits for its turn at PreEnqueue (0: go on).
+// A namespace's pods are admitted at the pace its share pays for, each
+// costing what a pod of the namespace costs on average (a cycle's time
+// over the cycle share, or a gate's over the gate share, whichever is
+// more): a new pod waits behind the pods held before it, less the credit
+// the bucket holds, so that held pods come back one at a time, not all at
+// once when the bucket refills (each would then pass PreEnqueue before
+// the first one's cycle charged anything). A held pod that comes back at
+// its time goes on; one deleted meanwhile leaves the line (forget).
+func (t *tenantShare) admit(pod *v1.Pod, now time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if at, ok := t.slots[pod.UID]; ok {
+		if !now.Before(at) {
+			delete(t.slots, pod.UID)
+			t.admitted = append(t.admitted, now)
+			return 0
+		}
+		return at.Sub(now)
+	}
+	cost := time.Duration(float64(t.cycleCost.mean()) / t.cycle.rate)
+	if g := time.Duration(float64(t.gateCost.mean()) / t.gate.rate); g > cost {
+		cost = g
+	}
+	t.cycle.refill(now)
+	credit := time.Duration(float64(t.cycle.balance) / t.cycle.rate)
+	for len(t.admitted) > 0 && now.Sub(t.admitted[0]) > admittedFor {
+		t.admitted = t.admitted[1:]
+	}
+	wait := time.Duration(len(t.slots)+len(t.admitted))*cost + cost - credit
+	if wait <= 0 || cost == 0 {
+		if len(t.admitted) < maxSlots {
+			t.admitted = append(t.admitted, now)
+		}
+		return 0
+	}
+	if t.slots == nil {
+		t.slots = map[types.UID]time.Time{}
+	}
+	if len(t.slots) >= maxSlots {
+		t.expire(now)
+	}
+	if len(t.slots) < maxSlots {
+		t.slots[pod.UID] = now.Add(wait)
+	}
+	return wait
+}
+
+// expire drops the turns of pods that did not come back within a minute
+// of them (t.mu held).
+func (t *tenantShare) expire(now time.Time) {
+	for uid, at := range t.slots {
+		if now.Sub(at) > time.Minute {
+			delete(t.slots, uid)
+		}
+	}
+}
+
+// forget takes a deleted pod out of the line.
+func (t *tenantShare) forget(uid types.UID) {
+	t.mu.Lock()
+	delete(t.slots, uid)
+	t.mu.Unlock()
 }
 
 // spentCycle is what the namespace's policies were charged so far.
@@ -189,7 +320,14 @@ func (w *WasmPolicy) shareHeld(pod *v1.Pod, policies []*policy, gate bool) (time
 	if ns == "" || w.shares == nil {
 		return 0, ""
 	}
-	d, why := w.shares.of(ns).held(gate)
+	share := w.shares.of(ns)
+	d, why := share.held(gate)
+	if d == 0 && gate {
+		if d = share.admit(pod, time.Now()); d > 0 {
+			why = fmt.Sprintf("namespace %s's pods are admitted at the pace its share of scheduling time (%d%%) pays for; this one waits %s and is retried, while other namespaces' pods go on; make the policies faster, or ask the scheduler's operators to raise %s.schedulingTimePercent in the WasmPolicy args",
+				ns, share.percent, d.Round(time.Millisecond), share.setting)
+		}
+	}
 	if d > 0 {
 		point := pointCycle
 		if gate {
@@ -213,5 +351,13 @@ func (w *WasmPolicy) shareEvent(pod *v1.Pod, point, msg string) {
 func (w *WasmPolicy) chargeTo(p *policy, pc *host.PolicyCycle) {
 	if ns := p.cfg.Scope.Namespace; ns != "" && pc.Budget != nil && w.shares != nil {
 		pc.Budget.OnSpent(w.shares.of(ns).chargeCycle)
+	}
+}
+
+// cycleStarted counts a cycle of a pod that policies of its namespace
+// apply to (their average cost per cycle paces admission).
+func (w *WasmPolicy) cycleStarted(policies []*policy) {
+	if ns := tenantOf(policies); ns != "" && w.shares != nil {
+		w.shares.of(ns).started()
 	}
 }

@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -61,7 +63,7 @@ func TestSlowNamespacedPolicyWaitsForItsShare(t *testing.T) {
 		}
 		return nil
 	}
-	// The default share is 10% over a second: 100ms, refilled at 100ms a
+	// The default share is 5% over a second: 50ms, refilled at 50ms a
 	// second. Each cycle of the slow policy here costs milliseconds, so
 	// the namespace has spent its share after a few dozen.
 	var held *fwk.Status
@@ -73,14 +75,14 @@ func TestSlowNamespacedPolicyWaitsForItsShare(t *testing.T) {
 		t.Fatalf("team-x's pods were never held after %d slow cycles (%s charged)", n, w.shares.of("team-x").spentCycle())
 	}
 	t.Logf("team-x held after %d cycles, %s charged", n, w.shares.of("team-x").spentCycle())
-	want := []string{"namespace team-x's policies used their share of scheduling time (10%)", "its pods wait", "other namespaces' pods go on", "policyObjects.tenants.default.schedulingTimePercent"}
+	want := []string{"namespace team-x's policies used their share of scheduling time (5%)", "its pods wait", "other namespaces' pods go on", "policyObjects.tenants.default.schedulingTimePercent"}
 	for _, part := range want {
 		if !strings.Contains(held.Message(), part) {
 			t.Errorf("held after %d cycles with %v, want %q", n, held, part)
 		}
 	}
-	if held.Code() != fwk.Unschedulable {
-		t.Errorf("held with code %v, want Unschedulable (retried when the share refills)", held.Code())
+	if held.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("held with code %v, want UnschedulableAndUnresolvable (no preemption; retried when the share refills)", held.Code())
 	}
 	// Held at PreEnqueue too, without a call.
 	before := w.shares.of("team-x").spentCycle()
@@ -103,5 +105,51 @@ func TestSlowNamespacedPolicyWaitsForItsShare(t *testing.T) {
 	time.Sleep(wait + 10*time.Millisecond)
 	if st := cycle(slowPod("team-x", "later")); st != nil {
 		t.Errorf("team-x's pod after its share refilled (%s): %v", wait, st)
+	}
+}
+
+// Held pods come back one at a time, at the pace the namespace's share
+// pays for: with cycles of 20ms and a 10% share a pod costs 200ms of the
+// share; with the bucket full (a second's credit), the first pods go on,
+// then each waits behind those before it, keeps its turn when it asks
+// again, and leaves the line when deleted.
+func TestShareAdmitsAtItsPace(t *testing.T) {
+	ten := configv1.DefaultTenants(0)
+	ten.Default.SchedulingTimePercent = 10
+	s := newTenantShares(&ten).of("team-x")
+	for i := 0; i < 10; i++ {
+		s.started()
+		s.chargeCycle(20 * time.Millisecond)
+	}
+	s.cycle.balance = s.cycle.capacity // a full bucket
+	now := time.Now()
+	var waits []time.Duration
+	for i := 0; i < 8; i++ {
+		waits = append(waits, s.admit(pod(fmt.Sprintf("p%d", i), nil, 10), now).Round(10*time.Millisecond))
+	}
+	want := []time.Duration{0, 0, 0, 0, 0, 200 * time.Millisecond, 400 * time.Millisecond, 600 * time.Millisecond}
+	if diff := cmp.Diff(want, waits); diff != "" {
+		t.Fatalf("waits (-want +got):\n%s", diff)
+	}
+	// A held pod keeps its turn: asked again before it, the rest of its
+	// wait; at it, it goes on.
+	p6 := pod("p6", nil, 10)
+	if d := s.admit(p6, now.Add(100*time.Millisecond)).Round(10 * time.Millisecond); d != 300*time.Millisecond {
+		t.Errorf("p6 asked again 100ms later waits %s, want 300ms", d)
+	}
+	// A deleted pod leaves the line: the next pod waits less.
+	s.forget(pod("p7", nil, 10).UID)
+	if d := s.admit(pod("p8", nil, 10), now).Round(10 * time.Millisecond); d != 600*time.Millisecond {
+		t.Errorf("the next pod after p7 left waits %s, want 600ms", d)
+	}
+	if d := s.admit(p6, now.Add(400*time.Millisecond)); d != 0 {
+		t.Errorf("p6 at its turn waits %s", d)
+	}
+	// Cycles that start take pods out of the line.
+	for i := 0; i < 6; i++ {
+		s.started()
+	}
+	if n := len(s.admitted); n != 0 {
+		t.Errorf("%d pods still in line after their cycles started", n)
 	}
 }

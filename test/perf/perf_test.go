@@ -97,7 +97,7 @@ func realisticNode(i int) fwk.NodeInfo {
 
 func benchPod(uid string) *v1.Pod {
 	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "payments", UID: types.UID(uid), Labels: map[string]string{"team": "payments", "app": "api"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: benchPodNamespace, UID: types.UID(uid), Labels: map[string]string{"team": "payments", "app": "api"}},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
 			v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("1Gi")}}}}},
 	}

@@ -42,7 +42,7 @@ const (
 	DefaultTenantMaxPreEnqueueTimeout        = 10 * time.Millisecond
 	DefaultTenantMaxMemoryLimit              = "16Mi"
 	DefaultTenantMaxWeight             int32 = 1
-	DefaultTenantSchedulingTimePercent int32 = 10
+	DefaultTenantSchedulingTimePercent int32 = 5
 	DefaultTenantPreEnqueueTimePercent int32 = 1
 	DefaultTenantMemoryBudget                = "64Mi"
 )
@@ -206,8 +206,8 @@ func DefaultArgs(policies ...config.Policy) *config.WasmPolicyArgs {
 
 // SetDefaults_TenantLimits fills a namespace's unset limits with the
 // built-in ones: no reads, 50ms calls, 100ms per cycle, 10ms gates, 16Mi
-// instances, weight 1, a tenth of the scheduling time, a hundredth of it
-// in gates, 64Mi of memory.
+// instances, weight 1, a twentieth of the scheduling time, a hundredth of
+// it in gates, 64Mi of memory.
 func SetDefaults_TenantLimits(l *TenantLimits) { //nolint:revive // k8s naming convention for defaulters
 	if l.MaxTimeout == nil {
 		l.MaxTimeout = &metav1.Duration{Duration: DefaultTenantMaxTimeout}

@@ -132,7 +132,7 @@ type TenantLimits struct {
 	// time, in percent: the wall time its policies' calls take in
 	// scheduling cycles (and PreBind) is counted against it over a
 	// sliding second, and past it the namespace's pods wait, while other
-	// namespaces' pods go on. Default 10.
+	// namespaces' pods go on. Default 5.
 	SchedulingTimePercent *int32 `json:"schedulingTimePercent,omitempty"`
 	// PreEnqueueTimePercent is the namespace's share of wall time spent
 	// in its policies' PreEnqueue gates, which kube-scheduler runs with its
