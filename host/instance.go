@@ -143,6 +143,13 @@ var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newM
 // newInstance instantiates the version's module and runs its initializer
 // under the policy's init timeout.
 func (v *Version) newInstance(ctx context.Context) (*instance, error) {
+	if f := v.p.onInstance; f != nil {
+		// A namespace's policy pays for its instances too: a module
+		// that makes the host discard and rebuild instances (growth past
+		// the recycle mark) must not stall the scheduler for free.
+		start := time.Now()
+		defer func() { f(time.Since(start)) }()
+	}
 	in := &instance{v: v}
 	in.Call.Policy, in.Call.Runtime, in.Call.Caches, in.Call.PodReads = abiPolicy{v.p}, in, v.p.e.caches, &v.podReads
 	in.Call.Tenant = v.p.tenant

@@ -56,7 +56,8 @@ func newMemoryBudget(limit int64, proc *Process) *memoryBudget {
 // the budget (0: none).
 func (b *memoryBudget) withTenants(limit int64) *memoryBudget {
 	if limit > 0 {
-		b.tenants = &account{limit: limit}
+		b.tenants = &account{}
+		b.tenants.limit.Store(limit)
 	}
 	return b
 }
@@ -67,8 +68,10 @@ func (b *memoryBudget) withTenants(limit int64) *memoryBudget {
 // policies are admitted against its slice, and their instances close only
 // each other's (victim).
 type account struct {
-	ns     string
-	limit  int64 // 0: none
+	ns string
+	// limit is in bytes (0: none); the last policy built for the
+	// namespace sets it, while calls read it.
+	limit  atomic.Int64
 	parent *account
 	// modules are the modules its versions were admitted with (each
 	// charged whole, even when shared); instances as the budget's.
@@ -93,7 +96,7 @@ func (a *account) addModules(d int64) {
 // over reports whether cost more bytes would not fit a or its parent.
 func (a *account) over(cost int64) bool {
 	for ; a != nil; a = a.parent {
-		if a.limit > 0 && a.used()+cost > a.limit {
+		if l := a.limit.Load(); l > 0 && a.used()+cost > l {
 			return true
 		}
 	}
@@ -121,7 +124,7 @@ func (b *memoryBudget) accountFor(ns string, limit int64) *account {
 		a = &account{ns: ns, parent: b.tenants}
 		b.accounts[ns] = a
 	}
-	a.limit = limit
+	a.limit.Store(limit)
 	return a
 }
 
@@ -145,13 +148,13 @@ func (b *memoryBudget) admitTenant(v *Version) string {
 	room := int64(b.proc.maxRunning()) * largest
 	cost := v.sm.cost()
 	for x := a; x != nil; x = x.parent {
-		if x.limit > 0 && x.modules.Load()+cost+room > x.limit {
+		if l := x.limit.Load(); l > 0 && x.modules.Load()+cost+room > l {
 			what := "namespace " + a.ns + "'s share of the memory budget"
 			if x != a {
 				what = "the namespaced policies' share of the memory budget"
 			}
 			return fmt.Sprintf("%s (%s) cannot hold this module: its modules hold %s, this one %s (compiled code %s, host heap %s), and %s must stay free to run %d guest calls at once (one instance is %s); remove policies of the namespace, or ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
-				what, mib(x.limit), mib(x.modules.Load()), mib(cost), mib(v.sm.code), mib(v.sm.heap), mib(room), b.proc.maxRunning(), mib(v.instCost))
+				what, mib(x.limit.Load()), mib(x.modules.Load()), mib(cost), mib(v.sm.code), mib(v.sm.heap), mib(room), b.proc.maxRunning(), mib(v.instCost))
 		}
 	}
 	a.addModules(cost)

@@ -67,6 +67,10 @@ type PolicySpec struct {
 	// TenantMemoryBudget is the Tenant namespace's slice of the memory
 	// budget: its policies' modules and instances together. 0: none.
 	TenantMemoryBudget int64
+	// OnInstance, when set, is told how long each new instance took to
+	// instantiate and initialize (inline or in the background): the
+	// Tenant namespace's share of scheduling time is charged for it.
+	OnInstance func(time.Duration)
 	// OutputBurst and OutputRate bound the log lines the policy produces
 	// (stdout, stderr and log calls together): a burst, then a steady rate
 	// in lines per second. 0 means DefaultOutputBurst, DefaultOutputRate.
@@ -113,8 +117,9 @@ type Policy struct {
 	undeclared sync.Map
 	// tenant is the spec's Tenant; acct its namespace's slice of the
 	// memory budget (nil for the operator's policies).
-	tenant string
-	acct   *account
+	tenant     string
+	acct       *account
+	onInstance func(time.Duration)
 
 	pages        uint32
 	moduleConfig wazero.ModuleConfig
@@ -216,6 +221,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		patchPrefixes: append([]string(nil), spec.PatchPrefixes...),
 		reads:         reads,
 		tenant:        spec.Tenant,
+		onInstance:    spec.OnInstance,
 		acct:          e.budget.accountFor(spec.Tenant, spec.TenantMemoryBudget),
 		name:          spec.Name,
 		config:        []byte(spec.Config),
@@ -331,6 +337,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	}
 	if modules, room, ok := p.e.budget.admit(v); !ok {
 		b := p.e.budget
+		b.forget(v) // refunds what admitTenant charged its namespace
 		return fail(in, "MemoryBudget", fmt.Errorf("the policies' memory budget of %s cannot hold this module: loaded modules hold %s (this one %s: compiled code %s, host heap %s, shared by %d policies) and %s must stay free to run %d guest calls at once (one instance of this module is %s); raise memoryBudget in the WasmPolicy args or remove policies",
 			mib(b.limit), mib(modules), mib(sm.cost()), mib(sm.code), mib(sm.heap), p.e.sharers(sm), mib(room), p.e.proc.maxRunning(), mib(v.instCost)))
 	}

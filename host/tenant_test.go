@@ -124,7 +124,7 @@ func TestNamespaceMemorySlice(t *testing.T) {
 	// close.
 	small := load(t, newPolicy(t, e, PolicySpec{Name: "team-x/small", Tenant: "team-x", TenantMemoryBudget: 1 << 40}), tiny)
 	a := small.p.acct
-	a.limit = a.used() + small.instCost/2
+	a.limit.Store(a.used() + small.instCost/2)
 	in1, err := small.acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -247,7 +247,7 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 				// take anyone else's instances: the call fails, and
 				// the policy's failurePolicy answers its own pods.
 				v.permits <- struct{}{}
-				return nil, fmt.Errorf("namespace %s's share of the memory budget (%s) holds no more instances of its policies: %s in use", a.ns, mib(a.limit), mib(a.used()))
+				return nil, fmt.Errorf("namespace %s's share of the memory budget (%s) holds no more instances of its policies: %s in use", a.ns, mib(a.limit.Load()), mib(a.used()))
 			}
 			v.p.e.budget.over.Add(1)
 		}

@@ -412,6 +412,7 @@ func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy
 		Reads:              pc.Reads,
 		Tenant:             pc.Scope.Namespace,
 		TenantMemoryBudget: w.tenantLimits(pc.Scope.Namespace).MemoryBudget,
+		OnInstance:         w.instanceCharge(pc.Scope.Namespace),
 		RetiredGrace:       w.opts.retiredGrace,
 		Limits: host.CompileLimits{
 			MaxFunctions: args.CompileLimits.MaxFunctions,

@@ -45,6 +45,9 @@ type bucket struct {
 }
 
 func newBucket(percent int32) bucket {
+	if percent <= 0 {
+		percent = 100 // limits built in Go without defaulting: no share
+	}
 	rate := float64(percent) / 100
 	c := time.Duration(rate * float64(shareWindow))
 	return bucket{balance: c, capacity: c, rate: rate}
@@ -86,6 +89,8 @@ type tenantShare struct {
 	// after them. A cycle that starts takes the oldest; entries older
 	// than admittedFor are dropped (pods deleted in the queue).
 	admitted []time.Time
+	// expired is when the line last dropped turns not taken (expire).
+	expired time.Time
 }
 
 // avgCost is a decaying average of the time charged per cycle or gate.
@@ -215,6 +220,9 @@ func (t *tenantShare) admit(pod *v1.Pod, now time.Time) time.Duration {
 	if g := time.Duration(float64(t.gateCost.mean()) / t.gate.rate); g > cost {
 		cost = g
 	}
+	if now.Sub(t.expired) > time.Second {
+		t.expire(now)
+	}
 	t.cycle.refill(now)
 	credit := time.Duration(float64(t.cycle.balance) / t.cycle.rate)
 	for len(t.admitted) > 0 && now.Sub(t.admitted[0]) > admittedFor {
@@ -230,20 +238,19 @@ func (t *tenantShare) admit(pod *v1.Pod, now time.Time) time.Duration {
 	if t.slots == nil {
 		t.slots = map[types.UID]time.Time{}
 	}
-	if len(t.slots) >= maxSlots {
-		t.expire(now)
-	}
 	if len(t.slots) < maxSlots {
 		t.slots[pod.UID] = now.Add(wait)
 	}
 	return wait
 }
 
-// expire drops the turns of pods that did not come back within a minute
-// of them (t.mu held).
+// expire drops the turns of pods that did not come back within
+// admittedFor of them (t.mu held): their policy was deleted or no longer
+// applies to them, so they no longer ask. Once a second at most.
 func (t *tenantShare) expire(now time.Time) {
+	t.expired = now
 	for uid, at := range t.slots {
-		if now.Sub(at) > time.Minute {
+		if now.Sub(at) > admittedFor {
 			delete(t.slots, uid)
 		}
 	}
@@ -352,6 +359,16 @@ func (w *WasmPolicy) chargeTo(p *policy, pc *host.PolicyCycle) {
 	if ns := p.cfg.Scope.Namespace; ns != "" && pc.Budget != nil && w.shares != nil {
 		pc.Budget.OnSpent(w.shares.of(ns).chargeCycle)
 	}
+}
+
+// instanceCharge is what a namespace's policy calls with the time each
+// of its instances took to make: charged to its share (nil for the
+// operator's policies).
+func (w *WasmPolicy) instanceCharge(ns string) func(time.Duration) {
+	if ns == "" || w.shares == nil {
+		return nil
+	}
+	return w.shares.of(ns).chargeCycle
 }
 
 // cycleStarted counts a cycle of a pod that policies of its namespace

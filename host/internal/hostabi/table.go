@@ -129,6 +129,17 @@ func (t *interner) id(s string) (epoch, id uint32) { return t.intern(s, false) }
 // podID is id for a pod's label value (pod_label_id).
 func (t *interner) podID(s string) (epoch, id uint32) { return t.intern(s, true) }
 
+// nodeID is s's id if a node table holds it, without adding it.
+func (t *interner) nodeID(s string) (epoch, id uint32, ok bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	id, ok = t.ids[s]
+	if !ok || t.podOnly[id-1] {
+		return 0, 0, false
+	}
+	return t.epoch, id, true
+}
+
 func (t *interner) intern(s string, fromPod bool) (epoch, id uint32) {
 	t.mu.RLock()
 	id, ok := t.ids[s]
@@ -463,7 +474,20 @@ var tableFuncs = map[string]api.GoModuleFunc{
 			s[0] = 0
 			return
 		}
-		epoch, id := in.Caches.strs.podID(v)
+		var epoch, id uint32
+		if in.Tenant != "" {
+			// A namespaced policy gets an id only for a string a node
+			// table holds: whether a value is interned, and when, would
+			// tell it what other pods' labels say. Otherwise -1, and
+			// the SDK compares strings.
+			var ok bool
+			if epoch, id, ok = in.Caches.strs.nodeID(v); !ok {
+				s[0] = retNotFound
+				return
+			}
+		} else {
+			epoch, id = in.Caches.strs.podID(v)
+		}
 		if in.CallTable != nil && epoch != in.TableEpoch {
 			s[0] = retNotFound // the interner moved on since the table was filled: compare strings
 			return

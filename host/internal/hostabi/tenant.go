@@ -59,8 +59,9 @@ func (c *nodeCache) tenantList(ni fwk.NodeInfo, kind int32, ns string) ([]byte, 
 		return t.lists[i], true
 	}
 	full := e.model(ni, kubemodel.NodeListPart(kind))
-	own := *full
-	own.Derived.Pods = nil
+	// A model of its own with only the pods (the lists of pods read
+	// nothing else): the shared one's other parts may be filled meanwhile.
+	var own model.Node
 	for j := range full.Derived.Pods {
 		if full.Derived.Pods[j].Namespace == ns {
 			own.Derived.Pods = append(own.Derived.Pods, full.Derived.Pods[j])

@@ -23,6 +23,30 @@ func init() { sdk.RegisterFilter(filter) }
 func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 	victim := sdk.Config()
 	var parts []string
+	// What a team could summarise first (the reason is cut at 1 KiB),
+	// then the pods themselves.
+	var c sdk.Cluster
+	every := c.CountPods(sdk.CountTerm{LabelSelector: &sdk.LabelSelector{}, NamespaceSelector: &sdk.LabelSelector{}})
+	theirs := c.CountPods(sdk.CountTerm{LabelSelector: &sdk.LabelSelector{MatchExpressions: []sdk.LabelSelectorRequirement{{Key: "secret", Operator: "Exists"}}}, Namespaces: []string{victim}})
+	parts = append(parts, "every="+strconv.FormatInt(sum(every), 10), "theirs="+strconv.FormatInt(sum(theirs), 10))
+	for kind := int32(0); kind < 4; kind++ {
+		for _, t := range c.ExistingTerms(kind) {
+			parts = append(parts, "term="+t.Key+"="+t.Value+":"+strconv.FormatInt(t.Sum, 10))
+		}
+	}
+	if l, ok := c.NamespaceLabels(victim); ok {
+		keys := make([]string, 0, len(l))
+		for k := range l {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			parts = append(parts, "ns:"+k+"="+l[k])
+		}
+	}
+	for _, a := range node.Addresses() {
+		parts = append(parts, "addr="+a.Address)
+	}
 	for _, p := range node.Pods() {
 		s := "pod=" + p.Namespace + "/" + p.Name + "/" + p.UID
 		keys := make([]string, 0, len(p.Labels))
@@ -37,23 +61,6 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 			s += ",owner=" + o.Name
 		}
 		parts = append(parts, s)
-	}
-	var c sdk.Cluster
-	every := c.CountPods(sdk.CountTerm{LabelSelector: &sdk.LabelSelector{}, NamespaceSelector: &sdk.LabelSelector{}})
-	theirs := c.CountPods(sdk.CountTerm{LabelSelector: &sdk.LabelSelector{MatchLabels: map[string]string{"secret": "yes"}}, Namespaces: []string{victim}})
-	parts = append(parts, "every="+strconv.FormatInt(sum(every), 10), "theirs="+strconv.FormatInt(sum(theirs), 10))
-	for kind := int32(0); kind < 4; kind++ {
-		for _, t := range c.ExistingTerms(kind) {
-			parts = append(parts, "term="+t.Key+"="+t.Value+":"+strconv.FormatInt(t.Sum, 10))
-		}
-	}
-	if l, ok := c.NamespaceLabels(victim); ok {
-		for k, v := range l {
-			parts = append(parts, "ns:"+k+"="+v)
-		}
-	}
-	for _, a := range node.Addresses() {
-		parts = append(parts, "addr="+a.Address)
 	}
 	return sdk.Unschedulable(strings.Join(parts, " "))
 }

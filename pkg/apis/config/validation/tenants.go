@@ -56,7 +56,7 @@ func validateTenantLimits(path *field.Path, l *config.TenantLimits, tenantsBudge
 	between("maxWeight", l.MaxWeight, l.MaxWeight >= 1 && l.MaxWeight <= MaxWeight, "between 1 and 100 (unset: 1)")
 	between("schedulingTimePercent", l.SchedulingTimePercent, l.SchedulingTimePercent >= 1 && l.SchedulingTimePercent <= 100, "between 1 and 100, for example 5 (unset: 5); it is the namespace's share of the scheduler's time")
 	between("preEnqueueTimePercent", l.PreEnqueueTimePercent, l.PreEnqueueTimePercent >= 1 && l.PreEnqueueTimePercent <= 100, "between 1 and 100, for example 1 (unset: 1); PreEnqueue runs with the scheduling queue locked, so keep it small")
-	if memoryBudget != 0 {
+	if memoryBudget != 0 && tenantsBudget != 0 {
 		between("memoryBudget", l.MemoryBudget, l.MemoryBudget >= MinMemoryLimit && l.MemoryBudget <= tenantsBudget, fmt.Sprintf("between 64Ki and tenants.memoryBudget (%d bytes), for example 64Mi (unset: 64Mi)", tenantsBudget))
 	}
 	scopes := make([]string, len(fields.Scopes))
