@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -91,6 +92,11 @@ type tenantShare struct {
 	admitted []time.Time
 	// expired is when the line last dropped turns not taken (expire).
 	expired time.Time
+
+	// cycleSeconds and gateSeconds are its series of
+	// wasmsched_tenant_policy_seconds_total, resolved once: a cycle
+	// charges several busy intervals.
+	cycleSeconds, gateSeconds metrics.CounterMetric
 }
 
 // avgCost is a decaying average of the time charged per cycle or gate.
@@ -143,6 +149,7 @@ func (s *tenantShares) of(ns string) *tenantShare {
 	l, path := tenants.For(ns)
 	t := &tenantShare{ns: ns, setting: path, percent: l.SchedulingTimePercent, gatePcent: l.PreEnqueueTimePercent,
 		cycle: newBucket(l.SchedulingTimePercent), gate: newBucket(l.PreEnqueueTimePercent)}
+	t.cycleSeconds, t.gateSeconds = tenantSeconds.WithLabelValues(ns, pointCycle), tenantSeconds.WithLabelValues(ns, pointPreEnqueue)
 	s.m[ns] = t
 	tenantShareRatio.WithLabelValues(ns, pointCycle).Set(float64(t.percent) / 100)
 	tenantShareRatio.WithLabelValues(ns, pointPreEnqueue).Set(float64(t.gatePcent) / 100)
@@ -167,7 +174,7 @@ func (t *tenantShare) chargeCycle(d time.Duration) {
 	t.spent += d
 	t.cycleCost.add(d, 0)
 	t.mu.Unlock()
-	tenantSeconds.WithLabelValues(t.ns, pointCycle).Add(d.Seconds())
+	t.cycleSeconds.Add(d.Seconds())
 }
 
 // chargeGate charges d of PreEnqueue time.
@@ -177,7 +184,7 @@ func (t *tenantShare) chargeGate(d time.Duration) {
 	t.gate.balance -= d
 	t.gateCost.add(d, 1)
 	t.mu.Unlock()
-	tenantSeconds.WithLabelValues(t.ns, pointPreEnqueue).Add(d.Seconds())
+	t.gateSeconds.Add(d.Seconds())
 }
 
 // started counts a scheduling cycle of one of the namespace's pods, for
