@@ -39,17 +39,7 @@ func TestBadPolicyIsContained(t *testing.T) {
 	nodes, pods, pairs := envInt("TENANT_NODES", 200), envInt("TENANT_PODS", 500), envInt("TENANT_PAIRS", 3)
 	const attackers = 5
 	e := newEnv(t, "badpolicy")
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := 0; i < nodes; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer func() { <-sem; wg.Done() }()
-			e.node(fmt.Sprintf("n-%03d", i), nil, "16")
-		}(i)
-	}
-	wg.Wait()
+	parallel16(nodes, func(i int) { e.node(fmt.Sprintf("n-%03d", i), nil, "16") })
 
 	// The adversary is team-b's policy: it loops on attack=loop pods and
 	// passes the others. It is pushed gzipped, as large modules are.

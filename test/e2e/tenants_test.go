@@ -142,17 +142,9 @@ func TestTeamsCannotStallSpyOnOrCrowdOutEachOther(t *testing.T) {
 	}
 	x := newTeam(t, e.name+"-x", map[string]string{"team": "x"})
 	z := newTeam(t, e.name+"-z", map[string]string{"team": "z"})
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := 0; i < nodes; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer func() { <-sem; wg.Done() }()
-			e.node(fmt.Sprintf("n-%03d", i), map[string]string{"zone": fmt.Sprintf("z%d", i%3)}, "64")
-		}(i)
-	}
-	wg.Wait()
+	parallel16(nodes, func(i int) {
+		e.node(fmt.Sprintf("n-%03d", i), map[string]string{"zone": fmt.Sprintf("z%d", i%3)}, "64")
+	})
 	n0, err := client.CoreV1().Nodes().Get(ctx, e.name+"-n-000", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -216,31 +208,17 @@ func TestTeamsCannotStallSpyOnOrCrowdOutEachOther(t *testing.T) {
 			names = append(names, fmt.Sprintf("%s-%03d", prefix, i))
 		}
 		begin := time.Now()
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 16)
-		for _, name := range names {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				e.pod(name, map[string]string{"app": "web", "secret": "acquisition-target-7"}, "10m")
-			}()
-		}
-		wg.Wait()
+		parallel16(len(names), func(i int) {
+			e.pod(names[i], map[string]string{"app": "web", "secret": "acquisition-target-7"}, "10m")
+		})
 		waitBound(t, e, names, 4*time.Minute, prefix)
 		d := lastScheduled(t, e, names).Sub(begin)
 		// Gone before the next run, so that every run starts from the
 		// same nodes (no kubelet ends a deleted pod: force it).
 		zero := int64(0)
-		for _, name := range names {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				_ = client.CoreV1().Pods(e.name).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-			}()
-		}
-		wg.Wait()
+		parallel16(len(names), func(i int) {
+			_ = client.CoreV1().Pods(e.name).Delete(context.Background(), names[i], metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		})
 		return d
 	}
 	// attack has team x create a pod every so often while team y's run: each
@@ -514,4 +492,20 @@ func spinCost(t *testing.T, module []byte) float64 {
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i] < runs[j] })
 	return max(float64(runs[3])/1e6, 0.1)
+}
+
+// parallel16 runs f(0) … f(n-1), 16 at a time, as a cluster's clients
+// would create objects, and returns when all have returned.
+func parallel16(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
