@@ -149,12 +149,14 @@ func (b *memoryBudget) admitTenant(v *Version) string {
 	cost := v.sm.cost()
 	for x := a; x != nil; x = x.parent {
 		if l := x.limit.Load(); l > 0 && x.modules.Load()+cost+room > l {
-			what := "namespace " + a.ns + "'s share of the memory budget"
 			if x != a {
-				what = "the namespaced policies' share of the memory budget"
+				// The pool's use is every team's: the refusal, which the
+				// team reads in its object's status, does not say it.
+				return fmt.Sprintf("the namespaced policies' share of the memory budget (%s) cannot hold this module (%s: compiled code %s, host heap %s; and %s to run %d guest calls at once) next to the other namespaces' policies; ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
+					mib(l), mib(cost), mib(v.sm.code), mib(v.sm.heap), mib(room), b.proc.maxRunning())
 			}
-			return fmt.Sprintf("%s (%s) cannot hold this module: its modules hold %s, this one %s (compiled code %s, host heap %s), and %s must stay free to run %d guest calls at once (one instance is %s); remove policies of the namespace, or ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
-				what, mib(x.limit.Load()), mib(x.modules.Load()), mib(cost), mib(v.sm.code), mib(v.sm.heap), mib(room), b.proc.maxRunning(), mib(v.instCost))
+			return fmt.Sprintf("namespace %s's share of the memory budget (%s) cannot hold this module: its modules hold %s, this one %s (compiled code %s, host heap %s), and %s must stay free to run %d guest calls at once (one instance is %s); remove policies of the namespace, or ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
+				a.ns, mib(l), mib(x.modules.Load()), mib(cost), mib(v.sm.code), mib(v.sm.heap), mib(room), b.proc.maxRunning(), mib(v.instCost))
 		}
 	}
 	a.addModules(cost)

@@ -146,4 +146,14 @@ func TestNamespaceMemorySlice(t *testing.T) {
 	serves(t, teamY)
 	// The operator's policy loads a Go module beside the full slice.
 	serves(t, load(t, newPolicy(t, e, PolicySpec{Name: "ops-go"}), testguests.PolicyBytes(t, testguests.Go, "spread")))
+
+	// The tenants' pool full: another namespace's load is refused naming
+	// the pool, without telling the team what the other teams hold.
+	e.budget.tenants.limit.Store(e.budget.tenants.used() + 1<<20)
+	w := newPolicy(t, e, PolicySpec{Name: "team-w/p", Tenant: "team-w", TenantMemoryBudget: 64 << 20})
+	_, err = w.Load(ctx, testguests.PolicyBytes(t, testguests.Go, "spread"), "")
+	if err == nil || !strings.Contains(err.Error(), "the namespaced policies' share of the memory budget (") || strings.Contains(err.Error(), "modules hold") {
+		t.Errorf("team-w's load into a full pool: %v", err)
+	}
+	serves(t, teamY)
 }
