@@ -33,6 +33,9 @@ type gateTracker struct {
 	// activate sends pods back to the scheduling queue (nil: no queue).
 	activate func(pods map[string]*v1.Pod)
 	closed   bool
+	// perNamespace counts each namespace's pods in pods and retries: one
+	// namespace may fill only its part of the tracker.
+	perNamespace map[string]int
 }
 
 // gatedPod is one gated pod and what lifts its gate.
@@ -49,6 +52,44 @@ type gatedPod struct {
 // relabelled, its own update), not when another pod is bound, and not
 // after a delay.
 const maxGated = 10000
+
+// maxGatedPerNamespace is what one namespace may take of the tracker: a
+// team whose pods are held by thousands (its share used up, its gate
+// closed) leaves room for every other namespace's.
+const maxGatedPerNamespace = maxGated / 10
+
+// full reports whether pod, not tracked yet in m, has no room (g.mu held).
+func (g *gateTracker) full(m map[types.UID]*gatedPod, pod *v1.Pod) bool {
+	if _, ok := m[pod.UID]; ok {
+		return false
+	}
+	return len(m) >= maxGated || g.perNamespace[pod.Namespace] >= maxGatedPerNamespace
+}
+
+// put tracks gp in m, counting it for its namespace (g.mu held).
+func (g *gateTracker) put(m map[types.UID]*gatedPod, gp *gatedPod) {
+	if _, ok := m[gp.pod.UID]; !ok {
+		if g.perNamespace == nil {
+			g.perNamespace = map[string]int{}
+		}
+		g.perNamespace[gp.pod.Namespace]++
+	}
+	m[gp.pod.UID] = gp
+}
+
+// drop untracks uid from m (g.mu held).
+func (g *gateTracker) drop(m map[types.UID]*gatedPod, uid types.UID) {
+	gp, ok := m[uid]
+	if !ok {
+		return
+	}
+	delete(m, uid)
+	if n := g.perNamespace[gp.pod.Namespace] - 1; n > 0 {
+		g.perNamespace[gp.pod.Namespace] = n
+	} else {
+		delete(g.perNamespace, gp.pod.Namespace)
+	}
+}
 
 func newGateTracker(activate func(map[string]*v1.Pod)) *gateTracker {
 	return &gateTracker{pods: map[types.UID]*gatedPod{}, retries: map[types.UID]*gatedPod{}, activate: activate}
@@ -68,7 +109,7 @@ func (g *gateTracker) gateBy(pod *v1.Pod, by string, r host.Recheck) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.pods[pod.UID]; !ok && len(g.pods) >= maxGated {
+	if g.full(g.pods, pod) {
 		return
 	}
 	gp := &gatedPod{pod: pod, policy: by, events: r.Events}
@@ -76,7 +117,7 @@ func (g *gateTracker) gateBy(pod *v1.Pod, by string, r host.Recheck) {
 		gp.at = time.Now().Add(r.After)
 		g.arm(gp.at)
 	}
-	g.pods[pod.UID] = gp
+	g.put(g.pods, gp)
 }
 
 // retry sends pod back to the scheduling queue after d, once: a cycle
@@ -90,11 +131,11 @@ func (g *gateTracker) retry(pod *v1.Pod, d time.Duration) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.retries[pod.UID]; !ok && len(g.retries) >= maxGated {
+	if g.full(g.retries, pod) {
 		return
 	}
 	rp := &gatedPod{pod: pod, at: time.Now().Add(d)}
-	g.retries[pod.UID] = rp
+	g.put(g.retries, rp)
 	g.arm(rp.at)
 }
 
@@ -104,7 +145,7 @@ func (g *gateTracker) release(uid types.UID) {
 		return
 	}
 	g.mu.Lock()
-	delete(g.pods, uid)
+	g.drop(g.pods, uid)
 	g.mu.Unlock()
 }
 
@@ -114,8 +155,8 @@ func (g *gateTracker) forget(uid types.UID) {
 		return
 	}
 	g.mu.Lock()
-	delete(g.pods, uid)
-	delete(g.retries, uid)
+	g.drop(g.pods, uid)
+	g.drop(g.retries, uid)
 	g.mu.Unlock()
 }
 
@@ -179,7 +220,7 @@ func (g *gateTracker) fire() {
 		switch {
 		case !rp.at.After(now):
 			due[klog.KObj(rp.pod).String()] = rp.pod
-			delete(g.retries, uid)
+			g.drop(g.retries, uid)
 		case next.IsZero() || rp.at.Before(next):
 			next = rp.at
 		}

@@ -431,3 +431,38 @@ func (a *activations) after(n int, quiet time.Duration) string {
 	defer a.mu.Unlock()
 	return strings.Join(a.got, ",")
 }
+
+// One namespace fills only its part of the gate tracker: past
+// maxGatedPerNamespace of its pods, its next one is not tracked, while
+// another namespace's still is; a pod released makes room again.
+func TestGateTrackerBoundsEachNamespace(t *testing.T) {
+	g := newGateTracker(nil)
+	podOf := func(ns string, i int) *v1.Pod {
+		p := pod(fmt.Sprintf("%s-%d", ns, i), nil, 10)
+		p.Namespace, p.UID = ns, types.UID(fmt.Sprintf("%s-%d", ns, i))
+		return p
+	}
+	for i := 0; i < maxGatedPerNamespace; i++ {
+		g.gateBy(podOf("team-x", i), shareGate, host.Recheck{After: time.Hour})
+	}
+	over := podOf("team-x", maxGatedPerNamespace)
+	g.gateBy(over, shareGate, host.Recheck{After: time.Hour})
+	if g.gatedBy(over.UID, shareGate) {
+		t.Errorf("team-x's pod %d was tracked past its part of the tracker", maxGatedPerNamespace)
+	}
+	other := podOf("team-y", 0)
+	g.gateBy(other, shareGate, host.Recheck{After: time.Hour})
+	g.retry(podOf("team-y", 1), time.Hour)
+	if !g.gatedBy(other.UID, shareGate) {
+		t.Error("team-y's pod was not tracked beside team-x's")
+	}
+	g.release(podOf("team-x", 0).UID)
+	g.gateBy(over, shareGate, host.Recheck{After: time.Hour})
+	if !g.gatedBy(over.UID, shareGate) {
+		t.Error("team-x's pod was not tracked after one of its pods left")
+	}
+	g.forget(other.UID)
+	if n := g.perNamespace["team-y"]; n != 1 {
+		t.Errorf("team-y counts %d pods after one of its two left, want 1", n)
+	}
+}
