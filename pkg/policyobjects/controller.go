@@ -2,8 +2,10 @@ package policyobjects
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -348,6 +350,7 @@ func (c *Controller) reconcile(k key) error {
 		if e != nil {
 			c.logger.Info("Policy object deleted; its policy no longer applies", "object", k.String(), "policy", k.policyName())
 			c.drop(e, true)
+			c.requeueOverPolicies(k.namespace)
 		}
 		return nil
 	}
@@ -364,6 +367,9 @@ func (c *Controller) reconcile(k key) error {
 	e.uid = u.GetUID()
 	e.generation = u.GetGeneration()
 	spec, invalid := policyOf(k, u, c.plugin.HasArgsPolicy, c.cfg.Tenants)
+	if invalid == "" && e.spec == nil {
+		invalid = c.overPolicies(k)
+	}
 	if invalid == "" && !takesProfile(spec.Scope, c.plugin.Profile()) {
 		// Another profile runs it; this plugin neither runs it nor reports
 		// (and leaves the series, which share the policy's name, to it).
@@ -564,3 +570,45 @@ func (c *Controller) Close() {
 
 // maxStatusMessage bounds the messages written to status.
 const maxStatusMessage = 4096
+
+// overPolicies says why a namespaced object that runs no policy yet may
+// not start one: its namespace already runs as many as the operator
+// allows (policyObjects.tenants maxPolicies). "" when it may, or for a
+// cluster policy. Caller holds c.mu.
+func (c *Controller) overPolicies(k key) string {
+	if k.namespace == "" {
+		return ""
+	}
+	tenants := c.cfg.Tenants
+	if tenants == nil || tenants.Default.SchedulingTimePercent == 0 {
+		tenants = builtinTenants
+	}
+	l, path := tenants.For(k.namespace)
+	if l.MaxPolicies <= 0 {
+		return ""
+	}
+	n := 0
+	for other, e := range c.entries {
+		if other != k && other.namespace == k.namespace && e.spec != nil {
+			n++
+		}
+	}
+	if n < int(l.MaxPolicies) {
+		return ""
+	}
+	return fmt.Sprintf("metadata.name: Forbidden: namespace %s already runs %d SchedulingPolicy objects, the most the scheduler's operators allow it (%s.maxPolicies in the WasmPolicy args); delete one (this one then starts), or ask them to raise it", k.namespace, n, path)
+}
+
+// requeueOverPolicies reconciles again the objects of namespace ns that
+// were refused for its policy count: one of its policies went. Caller
+// holds c.mu.
+func (c *Controller) requeueOverPolicies(ns string) {
+	if ns == "" {
+		return
+	}
+	for k, e := range c.entries {
+		if k.namespace == ns && e.spec == nil && strings.Contains(e.invalid, ".maxPolicies in the WasmPolicy args") {
+			c.queue.Add(k)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
@@ -131,5 +132,51 @@ func TestTenantLimitsBindOnlyNamespacedObjects(t *testing.T) {
 	_, _, _, why := canaryOf(key{namespace: "team-x", name: "p"}, &unstructured.Unstructured{Object: nsObj}, func(string) bool { return false }, nil)
 	if !strings.Contains(why, "spec.canary.reads[0]: Forbidden") {
 		t.Errorf("namespaced canary reading Cluster: %q", why)
+	}
+}
+
+// A namespace runs at most maxPolicies SchedulingPolicy objects: one more
+// is refused in its status, naming the setting, without touching another
+// namespace's; when one of the namespace's objects goes, it is reconciled
+// again and starts.
+func TestTenantPolicyCount(t *testing.T) {
+	plugin := &testPlugin{profile: "default-scheduler"}
+	c := newTestController(t, plugin)
+	tenants := configv1.DefaultTenants(512 << 20)
+	tenants.Default.MaxPolicies = 2
+	c.cfg.Tenants = &tenants
+	named := func(ns, name string) *policyv1alpha1.SchedulingPolicy {
+		p := teamPolicy(types.UID(ns+"/"+name), 1, "")
+		p.Namespace, p.Name = ns, name
+		return p
+	}
+	put(t, c, named("team-a", "one"))
+	two := put(t, c, named("team-a", "two"))
+	three := put(t, c, named("team-a", "three"))
+	if why := c.entryOf(t, three).invalid; !strings.Contains(why, "namespace team-a already runs 2 SchedulingPolicy objects") || !strings.Contains(why, "policyObjects.tenants.default.maxPolicies") {
+		t.Errorf("the third policy of team-a: %q", why)
+	}
+	if why := c.entryOf(t, put(t, c, named("team-b", "one"))).invalid; why != "" {
+		t.Errorf("team-b's policy refused: %q", why)
+	}
+	if len(plugin.built) != 3 {
+		t.Fatalf("built %d policies, want 3 (team-a's two, team-b's one)", len(plugin.built))
+	}
+	// One of team-a's goes: the third is reconciled again and starts.
+	if err := c.informers[true].GetStore().Delete(c.object(two)); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, c, two)
+	if c.queue.Len() == 0 {
+		t.Fatal("nothing requeued after team-a's policy went")
+	}
+	k, _ := c.queue.Get()
+	c.queue.Done(k)
+	if k != three {
+		t.Fatalf("requeued %s, want %s", k, three)
+	}
+	reconcile(t, c, three)
+	if why := c.entryOf(t, three).invalid; why != "" {
+		t.Errorf("the third policy after one went: %q", why)
 	}
 }

@@ -78,6 +78,7 @@ type TenantLimits struct {
 	MaxPreEnqueueTimeout  time.Duration
 	MaxMemoryLimit        int64
 	MaxWeight             int32
+	MaxPolicies           int32
 	AllowRealClock        bool
 	AllowRealRandom       bool
 	PatchPrefixes         []string

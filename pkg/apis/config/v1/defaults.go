@@ -42,6 +42,7 @@ const (
 	DefaultTenantMaxPreEnqueueTimeout        = 10 * time.Millisecond
 	DefaultTenantMaxMemoryLimit              = "16Mi"
 	DefaultTenantMaxWeight             int32 = 1
+	DefaultTenantMaxPolicies           int32 = 8
 	DefaultTenantSchedulingTimePercent int32 = 5
 	DefaultTenantPreEnqueueTimePercent int32 = 1
 	DefaultTenantMemoryBudget                = "64Mi"
@@ -225,6 +226,10 @@ func SetDefaults_TenantLimits(l *TenantLimits) { //nolint:revive // k8s naming c
 	if l.MaxWeight == nil {
 		v := DefaultTenantMaxWeight
 		l.MaxWeight = &v
+	}
+	if l.MaxPolicies == nil {
+		v := DefaultTenantMaxPolicies
+		l.MaxPolicies = &v
 	}
 	if l.AllowRealClock == nil {
 		v := false

@@ -121,6 +121,11 @@ type TenantLimits struct {
 	MaxMemoryLimit *resource.Quantity `json:"maxMemoryLimit,omitempty"`
 	// MaxWeight bounds weight. Default 1.
 	MaxWeight *int32 `json:"maxWeight,omitempty"`
+	// MaxPolicies bounds how many SchedulingPolicy objects of the
+	// namespace run at once: each costs memory and, in a cycle, up to its
+	// cycleBudget. One more is refused in its status until one is
+	// deleted. Default 8.
+	MaxPolicies *int32 `json:"maxPolicies,omitempty"`
 	// AllowRealClock lets its policies set realClock. Default false.
 	AllowRealClock *bool `json:"allowRealClock,omitempty"`
 	// AllowRealRandom lets its policies set realRandom. Default false.

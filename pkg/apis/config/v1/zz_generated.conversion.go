@@ -519,6 +519,9 @@ func autoConvert_v1_TenantLimits_To_config_TenantLimits(in *TenantLimits, out *c
 	if err := metav1.Convert_Pointer_int32_To_int32(&in.MaxWeight, &out.MaxWeight, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int32_To_int32(&in.MaxPolicies, &out.MaxPolicies, s); err != nil {
+		return err
+	}
 	if err := metav1.Convert_Pointer_bool_To_bool(&in.AllowRealClock, &out.AllowRealClock, s); err != nil {
 		return err
 	}
@@ -543,6 +546,9 @@ func autoConvert_config_TenantLimits_To_v1_TenantLimits(in *config.TenantLimits,
 	// WARNING: in.MaxPreEnqueueTimeout requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.MaxMemoryLimit requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
 	if err := metav1.Convert_int32_To_Pointer_int32(&in.MaxWeight, &out.MaxWeight, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int32_To_Pointer_int32(&in.MaxPolicies, &out.MaxPolicies, s); err != nil {
 		return err
 	}
 	if err := metav1.Convert_bool_To_Pointer_bool(&in.AllowRealClock, &out.AllowRealClock, s); err != nil {

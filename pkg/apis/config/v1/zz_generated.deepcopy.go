@@ -380,6 +380,11 @@ func (in *TenantLimits) DeepCopyInto(out *TenantLimits) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxPolicies != nil {
+		in, out := &in.MaxPolicies, &out.MaxPolicies
+		*out = new(int32)
+		**out = **in
+	}
 	if in.AllowRealClock != nil {
 		in, out := &in.AllowRealClock, &out.AllowRealClock
 		*out = new(bool)

@@ -54,6 +54,7 @@ func validateTenantLimits(path *field.Path, l *config.TenantLimits, tenantsBudge
 	between("maxPreEnqueueTimeout", l.MaxPreEnqueueTimeout.String(), l.MaxPreEnqueueTimeout > 0 && l.MaxPreEnqueueTimeout <= MaxPreEnqueueTimeout, "greater than 0 and at most 1s, for example 10ms (unset: 10ms)")
 	between("maxMemoryLimit", l.MaxMemoryLimit, l.MaxMemoryLimit >= MinMemoryLimit && l.MaxMemoryLimit <= MaxMemoryLimit, "between 64Ki and 4Gi, for example 16Mi (unset: 16Mi)")
 	between("maxWeight", l.MaxWeight, l.MaxWeight >= 1 && l.MaxWeight <= MaxWeight, "between 1 and 100 (unset: 1)")
+	between("maxPolicies", l.MaxPolicies, l.MaxPolicies >= 1 && l.MaxPolicies <= MaxPolicies, "between 1 and 1000, for example 8 (unset: 8); each policy costs memory and, in a cycle, up to its cycleBudget")
 	between("schedulingTimePercent", l.SchedulingTimePercent, l.SchedulingTimePercent >= 1 && l.SchedulingTimePercent <= 100, "between 1 and 100, for example 5 (unset: 5); it is the namespace's share of the scheduler's time")
 	between("preEnqueueTimePercent", l.PreEnqueueTimePercent, l.PreEnqueueTimePercent >= 1 && l.PreEnqueueTimePercent <= 100, "between 1 and 100, for example 1 (unset: 1); PreEnqueue runs with the scheduling queue locked, so keep it small")
 	if memoryBudget != 0 && tenantsBudget != 0 {

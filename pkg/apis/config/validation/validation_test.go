@@ -115,6 +115,7 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		}), "", ""},
 		{"tenant timeout ceiling too long", tenants(func(t *config.Tenants) { t.Default.MaxTimeout = time.Minute }), "policyObjects.tenants.default.maxTimeout", "at most 10s"},
 		{"tenant cycle budget below the timeout", tenants(func(t *config.Tenants) { t.Default.MaxCycleBudget = time.Millisecond }), "policyObjects.tenants.default.maxCycleBudget", "at least maxTimeout"},
+		{"tenant policy count 0", tenants(func(t *config.Tenants) { t.Default.MaxPolicies = 0 }), "policyObjects.tenants.default.maxPolicies", "between 1 and 1000"},
 		{"tenant share 0", tenants(func(t *config.Tenants) { t.Default.SchedulingTimePercent = 0 }), "policyObjects.tenants.default.schedulingTimePercent", "share of the scheduler's time"},
 		{"tenant gate share over 100", tenants(func(t *config.Tenants) { t.Default.PreEnqueueTimePercent = 101 }), "policyObjects.tenants.default.preEnqueueTimePercent", "queue locked"},
 		{"tenant unknown read", tenants(func(t *config.Tenants) { t.Default.Reads = []string{"Secrets"} }), "policyObjects.tenants.default.reads[0]", "NodePods"},
