@@ -579,11 +579,7 @@ func (c *Controller) overPolicies(k key) string {
 	if k.namespace == "" {
 		return ""
 	}
-	tenants := c.cfg.Tenants
-	if tenants == nil || tenants.Default.SchedulingTimePercent == 0 {
-		tenants = builtinTenants
-	}
-	l, path := tenants.For(k.namespace)
+	l, path := TenantLimitsFor(c.cfg.Tenants, k.namespace)
 	if l.MaxPolicies <= 0 {
 		return ""
 	}

@@ -86,11 +86,7 @@ func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name strin
 	var limitsPath string
 	var derivedBudget bool
 	if k.namespace != "" {
-		if tenants == nil || tenants.Default.SchedulingTimePercent == 0 {
-			// None, or args built in Go without defaulting.
-			tenants = builtinTenants
-		}
-		limits, limitsPath = tenants.For(k.namespace)
+		limits, limitsPath = TenantLimitsFor(tenants, k.namespace)
 		derivedBudget = tenantDefaults(&in.PolicySettings, limits)
 	}
 	configv1.SetDefaults_PolicySettings(&in.PolicySettings)

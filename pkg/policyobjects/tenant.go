@@ -114,6 +114,13 @@ var builtinTenants = func() *config.Tenants {
 	return &t
 }()
 
-// DefaultTenantLimits are the limits every namespace gets from args that
-// leave policyObjects.tenants unset.
-func DefaultTenantLimits() config.TenantLimits { return builtinTenants.Default }
+// TenantLimitsFor returns namespace ns's limits under tenants, and the
+// args' path that sets them: the built-in limits when tenants is nil or
+// was not defaulted (args built in Go). The one reading of the tenants'
+// limits, for the controller's checks and the plugin's shares alike.
+func TenantLimitsFor(tenants *config.Tenants, ns string) (*config.TenantLimits, string) {
+	if tenants == nil || tenants.Default.SchedulingTimePercent == 0 {
+		tenants = builtinTenants
+	}
+	return tenants.For(ns)
+}

@@ -13,11 +13,8 @@ import (
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
-	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/policyobjects"
 )
-
-// defaultTenants are the limits of args that set none (built in Go).
-var defaultTenants = configv1.DefaultTenants(0)
 
 // A namespaced policy (a team's SchedulingPolicy) that is slow but valid
 // never fails, so neither the quarantine nor the breaker stops it: with a
@@ -142,11 +139,7 @@ func (s *tenantShares) of(ns string) *tenantShare {
 	if t, ok := s.m[ns]; ok {
 		return t
 	}
-	tenants := s.tenants
-	if tenants == nil || tenants.Default.SchedulingTimePercent == 0 {
-		tenants = &defaultTenants
-	}
-	l, path := tenants.For(ns)
+	l, path := policyobjects.TenantLimitsFor(s.tenants, ns)
 	t := &tenantShare{ns: ns, setting: path, percent: l.SchedulingTimePercent, gatePcent: l.PreEnqueueTimePercent,
 		cycle: newBucket(l.SchedulingTimePercent), gate: newBucket(l.PreEnqueueTimePercent)}
 	t.cycleSeconds, t.gateSeconds = tenantSeconds.WithLabelValues(ns, pointCycle), tenantSeconds.WithLabelValues(ns, pointPreEnqueue)
@@ -307,11 +300,7 @@ func (w *WasmPolicy) tenantLimits(ns string) *config.TenantLimits {
 	if ns == "" {
 		return &config.TenantLimits{}
 	}
-	t := &w.args.PolicyObjects.Tenants
-	if t.Default.SchedulingTimePercent == 0 {
-		t = &defaultTenants
-	}
-	l, _ := t.For(ns)
+	l, _ := policyobjects.TenantLimitsFor(&w.args.PolicyObjects.Tenants, ns)
 	return l
 }
 
