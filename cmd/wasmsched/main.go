@@ -7,6 +7,7 @@
 //	wasmsched bench policy.wasm --nodes 1000
 //	wasmsched rollout-report --scheduler-config config.yaml --policy p --module new.wasm
 //	wasmsched rollback schedulingpolicy ns/name
+//	wasmsched admission-policy --scheduler-config config.yaml | kubectl apply -f -
 //
 // test, explain and bench run the policies through the same host and
 // plugin code as the scheduler. Output follows kubectl: -o table|json|yaml.
@@ -71,6 +72,6 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.context, "context", "", "the kubeconfig context to use")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	root.PersistentFlags().BoolVar(&g.verbose, "verbose", false, "show the host's log (module loads, guest output)")
-	root.AddCommand(newValidateCommand(g), newTestCommand(g), newExplainCommand(g), newPushCommand(g), newBenchCommand(g), newRolloutCommand(g), newRollbackCommand(g))
+	root.AddCommand(newValidateCommand(g), newTestCommand(g), newExplainCommand(g), newPushCommand(g), newBenchCommand(g), newRolloutCommand(g), newRollbackCommand(g), newAdmissionPolicyCommand(g))
 	return root
 }

@@ -288,7 +288,22 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 // args, validated, set up for this tool (its compilation cache, two
 // instances per policy for the framework's two filter workers).
 func (o *rolloutOptions) loadProfile(ctx context.Context, g *globalOptions) (*schedconfig.KubeSchedulerProfile, *config.WasmPolicyArgs, error) {
-	path := o.schedulerConfig
+	prof, args, err := wasmPolicyProfile(ctx, g, o.schedulerConfig, o.profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	args = args.DeepCopy()
+	args.CompilationCacheDir = cacheDir()
+	args.MaxInstancesPerPolicy = 2
+	return prof, args, nil
+}
+
+// wasmPolicyProfile reads a KubeSchedulerConfiguration (a file, or
+// configmap:NAMESPACE/NAME[/KEY]) and returns the profile named profile
+// ("": the first) with a WasmPolicy pluginConfig, and its args, decoded,
+// defaulted and validated as the scheduler reads them.
+func wasmPolicyProfile(ctx context.Context, g *globalOptions, configPath, profile string) (*schedconfig.KubeSchedulerProfile, *config.WasmPolicyArgs, error) {
+	path := configPath
 	if ref, ok := strings.CutPrefix(path, "configmap:"); ok {
 		var err error
 		if path, err = configFromConfigMap(ctx, g, ref); err != nil {
@@ -302,7 +317,7 @@ func (o *rolloutOptions) loadProfile(ctx context.Context, g *globalOptions) (*sc
 	}
 	for i := range cfg.Profiles {
 		prof := &cfg.Profiles[i]
-		if o.profile != "" && prof.SchedulerName != o.profile {
+		if profile != "" && prof.SchedulerName != profile {
 			continue
 		}
 		for _, pc := range prof.PluginConfig {
@@ -311,21 +326,18 @@ func (o *rolloutOptions) loadProfile(ctx context.Context, g *globalOptions) (*sc
 			}
 			args, err := wasmpolicy.DecodeArgs(pc.Args)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s: profile %s: %w", o.schedulerConfig, prof.SchedulerName, err)
+				return nil, nil, fmt.Errorf("%s: profile %s: %w", configPath, prof.SchedulerName, err)
 			}
 			if errs := validation.ValidateWasmPolicyArgs(nil, args); len(errs) > 0 {
-				return nil, nil, fmt.Errorf("%s: profile %s: %w", o.schedulerConfig, prof.SchedulerName, errs.ToAggregate())
+				return nil, nil, fmt.Errorf("%s: profile %s: %w", configPath, prof.SchedulerName, errs.ToAggregate())
 			}
-			args = args.DeepCopy()
-			args.CompilationCacheDir = cacheDir()
-			args.MaxInstancesPerPolicy = 2
 			return prof, args, nil
 		}
 	}
-	if o.profile != "" {
-		return nil, nil, fmt.Errorf("%s: no profile %q with a WasmPolicy pluginConfig", o.schedulerConfig, o.profile)
+	if profile != "" {
+		return nil, nil, fmt.Errorf("%s: no profile %q with a WasmPolicy pluginConfig", configPath, profile)
 	}
-	return nil, nil, fmt.Errorf("%s: no profile has a WasmPolicy pluginConfig", o.schedulerConfig)
+	return nil, nil, fmt.Errorf("%s: no profile has a WasmPolicy pluginConfig", configPath)
 }
 
 // configFromConfigMap writes the KubeSchedulerConfiguration held by a

@@ -19,7 +19,8 @@ import (
 // namespace (policyObjects.tenants), not what the CRD's schema allows. The
 // ceilings are checked here, where the spec becomes a policy, so the
 // object's status names the field, the ceiling and the setting that sets
-// it; the apiserver cannot see the args.
+// it. The apiserver cannot see the args; AdmissionPolicies gives it their
+// values, so that it refuses the same specs at kubectl apply.
 
 // tenantDefaults gives the settings a namespaced spec leaves unset the
 // lesser of their default and the namespace's ceiling, so that a policy

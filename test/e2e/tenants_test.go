@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,29 +87,78 @@ func newTeam(t *testing.T, ns string, labels map[string]string) *team {
 // (spec as YAML under spec:, source filled in), as the team.
 func (tm *team) push(t *testing.T, name string, module []byte, spec string) {
 	t.Helper()
+	if err := tm.tryPush(name, module, spec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryPush is push that returns the apiserver's refusal.
+func (tm *team) tryPush(name string, module []byte, spec string) error {
 	ctx := context.Background()
 	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "policy-" + name}, BinaryData: map[string][]byte{"policy.wasm": module}}
 	if _, err := tm.client.CoreV1().ConfigMaps(tm.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		if _, err := tm.client.CoreV1().ConfigMaps(tm.ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	doc := fmt.Sprintf("apiVersion: policy.wasmsched.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: %s, namespace: %s}\nspec:\n  source: {configMap: {name: policy-%s, key: policy.wasm}}\n%s", name, tm.ns, name, spec)
 	var obj map[string]interface{}
 	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	u := &unstructured.Unstructured{Object: obj}
 	ri := tm.dyn.Resource(policyv1alpha1.SchedulingPoliciesResource).Namespace(tm.ns)
 	if old, err := ri.Get(ctx, name, metav1.GetOptions{}); err == nil {
 		u.SetResourceVersion(old.GetResourceVersion())
-		if _, err := ri.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		return
+		_, err := ri.Update(ctx, u, metav1.UpdateOptions{})
+		return err
 	}
-	if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	_, err := ri.Create(ctx, u, metav1.CreateOptions{})
+	return err
+}
+
+// applyAdmission creates the ValidatingAdmissionPolicies and bindings of
+// wasmsched admission-policy's output (as the cluster admin would with
+// kubectl apply -f -), deleted when the test ends.
+func applyAdmission(t *testing.T, out string) {
+	t.Helper()
+	ctx := context.Background()
+	policies := 0
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var probe metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &probe); err != nil || probe.Kind == "" {
+			continue
+		}
+		switch probe.Kind {
+		case "ValidatingAdmissionPolicy":
+			var p admissionv1.ValidatingAdmissionPolicy
+			if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			policies++
+			t.Cleanup(func() {
+				_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+			})
+		case "ValidatingAdmissionPolicyBinding":
+			var b admissionv1.ValidatingAdmissionPolicyBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
+			})
+		default:
+			t.Fatalf("wasmsched admission-policy printed a %s", probe.Kind)
+		}
+	}
+	if policies == 0 {
+		t.Fatalf("wasmsched admission-policy printed no policy:\n%s", out)
 	}
 }
 
@@ -186,18 +236,78 @@ func TestTeamsCannotStallSpyOnOrCrowdOutEachOther(t *testing.T) {
 	t.Run("ceilings", func(t *testing.T) {
 		// A team without grants: every ceiling and read is refused in
 		// the status, naming the field, the ceiling and the setting.
-		for _, c := range []struct{ spec, want string }{
-			{"  timeout: 10s\n  cycleBudget: 1m\n", `spec.timeout: Invalid value: "10s": over the ceiling of 50ms for namespaced policies; the scheduler's operators set it for namespace ` + z.ns + ` in the WasmPolicy args (policyObjects.tenants.default.maxTimeout)`},
+		snoop := module(t, "testdata/snoop")
+		cases := []struct{ spec, want string }{
+			{"  timeout: 10s\n  cycleBudget: 1m\n", `spec.timeout: Invalid value: "10s": over the ceiling of 50ms for namespaced policies; the scheduler's operators set it for namespace ` + z.ns + ` in the WasmPolicy args (policyObjects.tenants.default.maxTimeout): lower the value, or ask them to raise it`},
+			{"  cycleBudget: 30s\n", `spec.cycleBudget: Invalid value: "30s": over the ceiling of 100ms`},
 			{"  preEnqueueTimeout: 1s\n", "spec.preEnqueueTimeout: Invalid value: \"1s\": over the ceiling of 10ms"},
 			{"  memoryLimit: 4Gi\n", "spec.memoryLimit: Invalid value: \"4Gi\": over the ceiling of 16Mi"},
-			{"  reads: [NodePods, Cluster, WholeObjects, Namespaces]\n", "spec.reads[0]: Forbidden: NodePods is not granted to namespace " + z.ns + " (granted: none)"},
+			{"  weight: 5\n", "spec.weight: Invalid value: 5: over the ceiling of 1 for namespaced policies"},
+			{"  reads: [Volumes, NodePods]\n", "spec.reads[0]: Forbidden: Volumes is not granted to namespace " + z.ns + " (granted: none); remove it, or ask the scheduler's operators to add it to policyObjects.tenants.default.reads in the WasmPolicy args"},
+			{"  patchPrefixes: [team.example.com/]\n", `spec.patchPrefixes[0]: Forbidden: "team.example.com/" does not start with a prefix granted to namespace ` + z.ns + " (granted: none)"},
+			{"  realRandom: true\n", "spec.realRandom: Forbidden: real randomness is not granted to namespaced policies; the scheduler's operators set it for namespace " + z.ns + " in the WasmPolicy args (policyObjects.tenants.default.allowRealRandom): remove it, or ask them to raise it"},
 			{"  realClock: true\n", "spec.realClock: Forbidden"},
-		} {
-			z.push(t, "greedy", module(t, "testdata/snoop"), c.spec)
+		}
+		for _, c := range cases {
+			z.push(t, "greedy", snoop, c.spec)
 			st := waitInvalid(t, z.ns, "greedy", c.want)
 			t.Logf("refused: %s", st.LastError)
 		}
+
+		// The operator applies what wasmsched admission-policy prints for
+		// the same args: the apiserver then refuses the same specs at
+		// create and update, with the same messages (bound here to the
+		// namespaces labelled team, this test's teams).
+		out, err := wasmsched(t, "admission-policy", "--scheduler-config", cfg, "--name", e.name+"-tenants", "--namespace-selector", "team")
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyAdmission(t, out)
+		// The apiserver's admission reads the policies through informers:
+		// wait for its first refusal, of a new object (an update that
+		// keeps the spec is admitted, so the probe must not be one).
+		deadline := time.Now().Add(time.Minute)
+		for {
+			err := z.tryPush("probe", snoop, cases[0].spec)
+			if err != nil && strings.Contains(err.Error(), cases[0].want) {
+				break
+			}
+			z.remove(t, "probe")
+			if time.Now().After(deadline) {
+				t.Fatalf("the apiserver did not refuse %q in a minute: %v", cases[0].spec, err)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		// An object admitted before the policies keeps its metadata
+		// writable: its spec (realClock: true) is not changed.
+		ri := z.dyn.Resource(policyv1alpha1.SchedulingPoliciesResource).Namespace(z.ns)
+		old, err := ri.Get(ctx, "greedy", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.SetLabels(map[string]string{"reviewed": "no"})
+		if _, err := ri.Update(ctx, old, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("a label on an object admitted before was refused: %v", err)
+		}
 		z.remove(t, "greedy")
+		for _, c := range cases {
+			err := z.tryPush("greedy", snoop, c.spec)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("the apiserver's answer to %q: %v, want a refusal with %q", c.spec, err, c.want)
+				continue
+			}
+			t.Logf("refused by the apiserver: %v", err)
+		}
+		// Within the ceilings, and what the operator granted team x, is
+		// admitted.
+		if err := z.tryPush("modest", snoop, "  timeout: 40ms\n  memoryLimit: 16Mi\n  weight: 1\n"); err != nil {
+			t.Errorf("a spec within the ceilings was refused: %v", err)
+		}
+		if err := x.tryPush("granted", snoop, "  reads: [NodePods, Cluster, WholeObjects, Namespaces]\n"); err != nil {
+			t.Errorf("team x's granted reads were refused: %v", err)
+		}
+		z.remove(t, "modest")
+		x.remove(t, "granted")
 	})
 
 	// run creates n ordinary pods of team y, 16 at a time, and returns how
