@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -87,8 +86,20 @@ type instance struct {
 	checks uint32
 	slept  bool
 	// lastMem is the memory size last accounted in Version.memBytes,
-	// charged what was last charged to the memory budget (trackMemory).
+	// charged what was last charged to the memory budget (trackMemory):
+	// the host heap and table room, and the linear memory where it has
+	// no mapping of its own (linear nil).
 	lastMem, charged int64
+	// linear is the instance's linear memory where the host maps it
+	// (memory_unix.go): its growth is charged as it happens. createdMem
+	// is its size when the instance was made (grewPastNeed).
+	linear     *mmapMemory
+	createdMem int64
+	// refusedGrowth is the last memory.grow (bytes) the budget refused
+	// during the current call or the instantiation (0: none), and refusal
+	// says why.
+	refusedGrowth int64
+	refusal       string
 	// token is the running token the call in flight holds (Version.begin).
 	token chan struct{}
 	// armed is true while a call may run; whoever ends it first (disarm
@@ -137,9 +148,6 @@ const (
 	NumCallKinds = abi.NumPoints
 )
 
-// instantiateCtx carries the linear-memory allocator (see mmapMemory).
-var instantiateCtx = experimental.WithMemoryAllocator(context.Background(), newMemoryAllocator())
-
 // newInstance instantiates the version's module and runs its initializer
 // under the policy's init timeout.
 func (v *Version) newInstance(ctx context.Context) (*instance, error) {
@@ -171,9 +179,14 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	}
 	// Instantiation runs the start section, which may loop forever: bound it.
 	in.arm(p.initTimeout, 0)
-	in.cctx.parent = instantiateCtx
+	in.cctx.parent = memoryContext(in)
 	mod, err := v.rt.InstantiateModule(&in.cctx, v.sm.cm, cfg)
 	in.cctx.parent = nil
+	if mod == nil {
+		// wazero does not close what a failed instantiation allocated:
+		// unmap (and refund) its memory here.
+		in.linear.Free()
+	}
 	if !in.disarm() {
 		if mod != nil {
 			_ = mod.Close(ctx)
@@ -181,7 +194,7 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 		return nil, fmt.Errorf("instantiating module: start did not finish within %s", p.initTimeout)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("instantiating module: %w", err)
+		return nil, fmt.Errorf("instantiating module: %w", in.outOfMemory(err))
 	}
 	in.mod = mod
 	if init := v.exports.Initializer; init != "" {
@@ -199,12 +212,13 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 			if err == nil {
 				err = errors.New("module closed itself")
 			}
-			return nil, fmt.Errorf("%s failed: %w", init, err)
+			return nil, fmt.Errorf("%s failed: %w", init, in.outOfMemory(err))
 		}
 	}
 	for k := CallKind(0); k < NumCallKinds; k++ {
 		in.fn[k] = mod.ExportedFunction(abi.Points[k].Export)
 	}
+	in.createdMem = int64(in.memoryBytes())
 	return in, nil
 }
 
@@ -273,6 +287,7 @@ func (e *CallError) Unwrap() error { return e.Err }
 // the second argument of normalize_score. It returns the first result.
 func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (uint64, *CallError) {
 	in.Code, in.Reason, in.Kind = abi.CodeSuccess, "", kind
+	in.refusedGrowth = 0
 	in.stack[0], in.stack[1] = arg, uint64(n)
 	if !in.arm(in.v.p.timeouts[kind], deadline) {
 		return 0, &CallError{Outcome: OutcomeStopped}
@@ -288,12 +303,39 @@ func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (u
 			if ee.ExitCode() == sys.ExitCodeDeadlineExceeded {
 				return 0, in.expired(err)
 			}
-			return 0, &CallError{Outcome: OutcomeExit, Err: err}
+			return 0, &CallError{Outcome: OutcomeExit, Err: in.outOfMemory(err)}
 		}
-		return 0, &CallError{Outcome: OutcomeTrap, Err: err}
+		return 0, &CallError{Outcome: OutcomeTrap, Err: in.outOfMemory(err)}
 	}
 	return in.stack[0], nil
 }
+
+// outOfMemory says, of a call that failed after the memory budget refused
+// its growth, that this was why (the guest's own message is its runtime's
+// out-of-memory, or a bare unreachable).
+func (in *instance) outOfMemory(err error) error {
+	if in.refusedGrowth == 0 {
+		return err
+	}
+	return &GrowthRefusedError{Bytes: in.refusedGrowth, Why: in.refusal, Err: err}
+}
+
+// GrowthRefusedError is a call or an instantiation that failed after the
+// memory budget refused its memory.grow: the guest ran out of memory.
+type GrowthRefusedError struct {
+	// Bytes is the growth refused; Why names the budget that refused it
+	// and the fix.
+	Bytes int64
+	Why   string
+	// Err is the guest's own failure (its out-of-memory).
+	Err error
+}
+
+func (e *GrowthRefusedError) Error() string {
+	return fmt.Sprintf("out of memory: %s more linear memory was refused: %s; the module then failed: %v", mib(e.Bytes), e.Why, e.Err)
+}
+
+func (e *GrowthRefusedError) Unwrap() error { return e.Err }
 
 // interrupted reports whether a deadline check trapped the guest in the
 // middle of its code, which leaves the instance unfit to run again.

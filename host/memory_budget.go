@@ -36,8 +36,12 @@ type memoryBudget struct {
 	modules, instances atomic.Int64
 	// evictions counts idle instances closed to make room; over counts
 	// instances made while the budget was full and nothing idle was left
-	// to close (instances whose memory grew while running).
-	evictions, over atomic.Int64
+	// to close; refusedGrowth counts memory.grow calls refused (grow).
+	evictions, over, refusedGrowth atomic.Int64
+	// inUse counts the instances serving a call; largest is the largest
+	// instance cost (Version.instCost) of the versions loaded. grow keeps
+	// room for an instance of largest for every running slot without one.
+	inUse, largest atomic.Int64
 
 	mu       sync.Mutex
 	versions map[*Version]struct{} // versions that may hold instances
@@ -94,14 +98,7 @@ func (a *account) addModules(d int64) {
 }
 
 // over reports whether cost more bytes would not fit a or its parent.
-func (a *account) over(cost int64) bool {
-	for ; a != nil; a = a.parent {
-		if l := a.limit.Load(); l > 0 && a.used()+cost > l {
-			return true
-		}
-	}
-	return false
-}
+func (a *account) over(cost int64) bool { return a.overAt(cost) != nil }
 
 // acctOf is v's namespace's account (nil: the operator's, or no v).
 func acctOf(v *Version) *account {
@@ -164,6 +161,92 @@ func (b *memoryBudget) admitTenant(v *Version) string {
 	return ""
 }
 
+// grow charges d more bytes of a running instance's linear memory (of
+// version v) to the budget and v's namespace, if they hold it, and reports
+// whether they did. Growth never takes the room the other running slots
+// need: what is charged plus d plus one instance of the largest version for
+// each slot (proc.maxRunning) without an instance in use stays within the
+// limit. So however many calls grow at once, the budget holds, and every
+// other call can still get an instance (after idle ones are closed). When
+// it does not fit, idle instances are closed as for a new instance
+// (victim: a namespace's among its own only); when none is left, growth is
+// refused, and the guest sees its own out-of-memory. creating is growth
+// during instantiation, whose instance is not yet counted in use.
+// It returns "" when it did, or why not, for the guest's error (or the
+// load's refusal): the budget's state, or the namespace's share (without
+// the other namespaces' use).
+func (b *memoryBudget) grow(d int64, v *Version, creating bool) (refusal string) {
+	a := acctOf(v)
+	for {
+		var full *account
+		if b.tryCharge(d, creating) {
+			if full = a.overAt(d); full == nil {
+				a.addInstances(d)
+				return ""
+			}
+			b.instances.Add(-d)
+		}
+		b.mu.Lock()
+		w := b.victim(v)
+		closed := w != nil && w.closeOneIdle()
+		b.mu.Unlock()
+		if closed {
+			b.evictions.Add(1)
+			continue
+		}
+		b.refusedGrowth.Add(1)
+		switch {
+		case full == a && full != nil:
+			return fmt.Sprintf("namespace %s's share of the memory budget (%s) holds %s of its policies; remove policies of the namespace, or ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
+				a.ns, mib(a.limit.Load()), mib(a.used()))
+		case full != nil:
+			return fmt.Sprintf("the namespaced policies' share of the memory budget (%s) is full; ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args", mib(full.limit.Load()))
+		}
+		return fmt.Sprintf("the policies' memory budget of %s holds %s, and %s must stay free to run %d more guest calls at once; raise memoryBudget in the WasmPolicy args or remove policies",
+			mib(b.limit), mib(b.used()), mib(b.reserved()), max(0, int64(b.proc.maxRunning())-b.inUse.Load()))
+	}
+}
+
+// overAt is the first of a and its parents that cost more bytes would not
+// fit (nil: they fit).
+func (a *account) overAt(cost int64) *account {
+	for ; a != nil; a = a.parent {
+		if l := a.limit.Load(); l > 0 && a.used()+cost > l {
+			return a
+		}
+	}
+	return nil
+}
+
+// reserved is the room kept for running slots without an instance in use:
+// one instance of the largest version each.
+func (b *memoryBudget) reserved() int64 {
+	return max(0, int64(b.proc.maxRunning())-b.inUse.Load()) * b.largest.Load()
+}
+
+// tryCharge adds d to the instances' charge if it fits with the running
+// slots' room (grow), atomically: calls growing at once cannot together
+// overshoot.
+func (b *memoryBudget) tryCharge(d int64, creating bool) bool {
+	if b.limit == 0 {
+		b.instances.Add(d)
+		return true
+	}
+	room := b.reserved()
+	if creating && room > 0 {
+		room -= b.largest.Load() // the slot of the instance being made
+	}
+	for {
+		cur := b.instances.Load()
+		if b.modules.Load()+cur+d+room > b.limit {
+			return false
+		}
+		if b.instances.CompareAndSwap(cur, cur+d) {
+			return true
+		}
+	}
+}
+
 // MemoryUse is the memory budget and what is charged to it.
 type MemoryUse struct {
 	// Budget is the limit in bytes; 0 means none.
@@ -176,13 +259,19 @@ type MemoryUse struct {
 	Evictions int64
 	// OverBudget counts instances created while the budget was full.
 	OverBudget int64
+	// RefusedGrowth counts memory.grow calls the budget refused.
+	RefusedGrowth int64
+	// Reserved is the room kept free for the running slots that hold no
+	// instance now (one instance of the largest policy each): growth
+	// cannot take it.
+	Reserved int64
 }
 
 // Used is everything charged to the budget.
 func (u MemoryUse) Used() int64 { return u.Modules + u.Instances }
 
 func (b *memoryBudget) use() MemoryUse {
-	return MemoryUse{Budget: b.limit, Modules: b.modules.Load(), Instances: b.instances.Load(), Evictions: b.evictions.Load(), OverBudget: b.over.Load()}
+	return MemoryUse{Budget: b.limit, Modules: b.modules.Load(), Instances: b.instances.Load(), Evictions: b.evictions.Load(), OverBudget: b.over.Load(), RefusedGrowth: b.refusedGrowth.Load(), Reserved: b.reserved()}
 }
 
 func (b *memoryBudget) used() int64 { return b.modules.Load() + b.instances.Load() }
@@ -210,6 +299,7 @@ func (b *memoryBudget) admit(v *Version) (modules, room int64, ok bool) {
 		return modules, room, false
 	}
 	b.versions[v] = struct{}{}
+	b.largest.Store(max(b.largest.Load(), v.instCost))
 	return modules, room, true
 }
 
@@ -218,6 +308,11 @@ func (b *memoryBudget) admit(v *Version) (modules, room int64, ok bool) {
 func (b *memoryBudget) forget(v *Version) {
 	b.mu.Lock()
 	delete(b.versions, v)
+	largest := int64(0)
+	for w := range b.versions {
+		largest = max(largest, w.instCost)
+	}
+	b.largest.Store(largest)
 	if v.acctModule != 0 {
 		v.p.acct.addModules(-v.acctModule)
 		v.acctModule = 0

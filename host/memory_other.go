@@ -2,7 +2,14 @@
 
 package host
 
-import "github.com/tetratelabs/wazero/experimental"
+import "context"
 
-// newMemoryAllocator returns nil: wazero's default slice-backed memory.
-func newMemoryAllocator() experimental.MemoryAllocator { return nil }
+// mmapMemory is not used here: wazero's default slice-backed memory is,
+// charged at the end of each call (trackMemory) instead of as it grows.
+type mmapMemory struct{}
+
+func (m *mmapMemory) Free()             {}
+func (m *mmapMemory) linearSize() int64 { return 0 }
+
+// memoryContext carries no allocator: wazero's default.
+func memoryContext(*instance) context.Context { return context.Background() }

@@ -322,6 +322,10 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	}
 	in, err := v.firstInstance(ctx)
 	if err != nil {
+		var g *GrowthRefusedError
+		if errors.As(err, &g) {
+			return fail(nil, "MemoryBudget", fmt.Errorf("the module's first instance asked for %s more memory while initializing: %s", mib(g.Bytes), g.Why))
+		}
 		return fail(nil, "Instantiate", err)
 	}
 	v.trackMemory(in, false)
@@ -331,7 +335,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	if err := applyCapabilities(in, &v.exports); err != nil {
 		return fail(in, "Validate", err)
 	}
-	v.instCost = in.charged
+	v.instCost = in.cost()
 	if why := p.e.budget.admitTenant(v); why != "" {
 		return fail(in, "MemoryBudget", errors.New(why))
 	}

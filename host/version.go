@@ -141,13 +141,19 @@ func (v *Version) MemoryShare() int64 {
 	return v.chargedBytes.Load() + v.sm.cost()/int64(v.p.e.sharers(v.sm))
 }
 
-// trackMemory charges an instance's current host heap and linear memory to
-// the version and the engine's budget (nothing once it is closing).
+// trackMemory charges an instance's host heap (and table room) to the
+// version and the engine's budget, and its linear memory where it has no
+// mapping of its own (nothing once it is closing). A mapped linear memory
+// charges itself as it grows (chargeGrowth) and refunds itself as it is
+// unmapped (refundLinear).
 func (v *Version) trackMemory(in *instance, closing bool) {
 	mem, charge := int64(0), int64(0)
 	if !closing {
-		mem = int64(in.memoryBytes())
-		charge = mem + max(0, v.sm.instHeap.Load()) + v.sm.tableRoom
+		charge = max(0, v.sm.instHeap.Load()) + v.sm.tableRoom
+		if in.linear == nil {
+			mem = int64(in.memoryBytes())
+			charge += mem
+		}
 	}
 	if d := mem - in.lastMem; d != 0 {
 		v.memBytes.Add(d)
@@ -159,6 +165,58 @@ func (v *Version) trackMemory(in *instance, closing bool) {
 		v.p.acct.addInstances(d)
 		in.charged = charge
 	}
+}
+
+// burstSlack is how far past its size when it was made an instance's
+// memory may grow and the instance still be kept (or, if more, up to twice
+// that size): a Go guest's heap grows by a few MiB as its first calls warm
+// it, while a call that took tens of MiB more was a burst whose memory the
+// instance would otherwise keep, charged, until it is closed.
+const burstSlack = 64 << 20
+
+// grewPastNeed reports whether the instance's memory grew past what its
+// calls need: past the policy's recycle mark (half its memory limit), or
+// by more than burstSlack and more than doubled since it was made.
+func (in *instance) grewPastNeed() bool {
+	mem := int64(in.memoryBytes())
+	return mem > int64(in.v.p.recycleBytes) || mem-in.createdMem > max(in.createdMem, burstSlack)
+}
+
+// cost is what the instance is charged now: host heap, table room and
+// linear memory.
+func (in *instance) cost() int64 { return in.charged + in.linear.linearSize() }
+
+// chargeGrowth charges d more bytes of linear memory to the instance's
+// version, its namespace and the budget, and reports whether they were
+// granted (memory.grow fails otherwise). initial is the module's declared
+// minimum at instantiation, which is always charged: the call made room
+// for the instance before it was created.
+func (in *instance) chargeGrowth(d int64, initial bool) bool {
+	v := in.v
+	b := v.p.e.budget
+	if initial {
+		b.instances.Add(d)
+		v.p.acct.addInstances(d)
+	} else if why := b.grow(d, v, in.mod == nil); why != "" {
+		in.refusedGrowth, in.refusal = d, why
+		return false
+	}
+	v.chargedBytes.Add(d)
+	v.memBytes.Add(d)
+	return true
+}
+
+// refundLinear returns what the instance's linear memory was charged, as
+// it is unmapped.
+func (in *instance) refundLinear(n int64) {
+	if n == 0 {
+		return
+	}
+	v := in.v
+	v.p.e.budget.instances.Add(-n)
+	v.p.acct.addInstances(-n)
+	v.chargedBytes.Add(-n)
+	v.memBytes.Add(-n)
 }
 
 // ErrNotStarted is in the error of a call that never started because its
@@ -261,6 +319,7 @@ func (v *Version) acquire(ctx context.Context) (*instance, error) {
 		v.trackMemory(in, false)
 	}
 	v.inUse.Add(1)
+	v.p.e.budget.inUse.Add(1)
 	return in, nil
 }
 
@@ -293,13 +352,14 @@ func (v *Version) shareUnderPressure(ctx context.Context) *instance {
 
 // release returns a healthy instance to the pool, or discards it: after a
 // failed call, when the version was replaced, or when its memory grew past
-// the recycle mark (wasm memory never shrinks). A discarded instance of the
+// what it needs (grewPastNeed: wasm memory never shrinks). A discarded instance of the
 // serving version is replaced in the background, so the call after a
 // failure does not pay for instantiating a module (5-15 ms for a Go guest).
 func (v *Version) release(in *instance, healthy bool) {
 	in.Call.Release()
 	v.inUse.Add(-1)
-	if healthy && !v.retired.Load() && in.memoryBytes() <= v.p.recycleBytes {
+	v.p.e.budget.inUse.Add(-1)
+	if healthy && !v.retired.Load() && !in.grewPastNeed() {
 		v.trackMemory(in, false)
 		v.idle <- in
 		v.permits <- struct{}{}

@@ -245,7 +245,13 @@ var (
 		"Idle instances closed to make room in the memory budget for another policy's call.",
 		nil, nil, metrics.ALPHA, "")
 	overBudgetDesc = metrics.NewDesc("wasmsched_memory_over_budget_instances_total",
-		"Instances created while the memory budget was full and no idle instance was left to close (instances grew while running).",
+		"Instances created while the memory budget was full and no idle instance was left to close.",
+		nil, nil, metrics.ALPHA, "")
+	reservedDesc = metrics.NewDesc("wasmsched_memory_reserved_bytes",
+		"Memory budget kept free for the guest calls that may start now (one instance of the largest policy for each running slot without one): a policy's growth cannot take it.",
+		nil, nil, metrics.ALPHA, "")
+	refusedGrowthDesc = metrics.NewDesc("wasmsched_memory_refused_growth_total",
+		"memory.grow calls refused because the memory budget (or the namespace's share of it) could not hold them; the guest sees its own out-of-memory.",
 		nil, nil, metrics.ALPHA, "")
 	rowsDesc = metrics.NewDesc("wasmsched_policy_rows_total",
 		"Batch nodes by how the policy answered them: evaluated (a row the guest evaluated), shared (the verdict of an equal row of the same batch) or remembered (a verdict of an earlier cycle for the same pod template, cycle state and row), docs/abi.md §3.4.",
@@ -284,6 +290,8 @@ func (c *poolCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- memoryUsedDesc
 	ch <- evictionsDesc
 	ch <- overBudgetDesc
+	ch <- reservedDesc
+	ch <- refusedGrowthDesc
 	ch <- policiesDesc
 	ch <- rowsDesc
 }
@@ -302,6 +310,8 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			mem.Instances += u.Instances
 			mem.Evictions += u.Evictions
 			mem.OverBudget += u.OverBudget
+			mem.Reserved += u.Reserved
+			mem.RefusedGrowth += u.RefusedGrowth
 		}
 		lp := w.LoadProgress()
 		progress.Loading += lp.Loading
@@ -345,6 +355,8 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	ch <- metrics.NewLazyConstMetric(memoryUsedDesc, metrics.GaugeValue, float64(mem.Instances), "instances")
 	ch <- metrics.NewLazyConstMetric(evictionsDesc, metrics.CounterValue, float64(mem.Evictions))
 	ch <- metrics.NewLazyConstMetric(overBudgetDesc, metrics.CounterValue, float64(mem.OverBudget))
+	ch <- metrics.NewLazyConstMetric(reservedDesc, metrics.GaugeValue, float64(mem.Reserved))
+	ch <- metrics.NewLazyConstMetric(refusedGrowthDesc, metrics.CounterValue, float64(mem.RefusedGrowth))
 	ch <- metrics.NewLazyConstMetric(policiesDesc, metrics.GaugeValue, float64(progress.Loading), "loading")
 	ch <- metrics.NewLazyConstMetric(policiesDesc, metrics.GaugeValue, float64(progress.Serving), "serving")
 	ch <- metrics.NewLazyConstMetric(policiesDesc, metrics.GaugeValue, float64(progress.Failed), "failed")

@@ -10,6 +10,9 @@
 //	divide     divides by zero
 //	index      indexes past the end of a slice
 //	alloc      allocates 1 GiB
+//	grow       allocates 256 MiB more on each call (the pod label
+//	           "grow-mib" sets another size) and keeps it all, every page
+//	           written (resident)
 //	exit       calls os.Exit(3) in the middle of the call
 //	reason     rejects with a 10 MB reason
 //	status     returns the invalid status code 42
@@ -47,6 +50,9 @@ func init() {
 
 var (
 	sink  []byte
+	sinks [][]byte
+	// growMiB is the size of a grow attack.
+	growMiB int
 	spins int
 	// bigReason is built on the first "reason" attack and kept, so later
 	// ones measure the host's handling of a 10 MB reason rather than the
@@ -66,6 +72,12 @@ func recurse(n int) int {
 // that end in one.
 func attack(pod sdk.Pod) (sdk.Status, bool) {
 	a, _ := pod.Label("attack")
+	growMiB = 256
+	if s, ok := pod.Label("grow-mib"); ok {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			growMiB = n
+		}
+	}
 	return attackWith(a)
 }
 
@@ -97,6 +109,12 @@ func attackWith(a string) (sdk.Status, bool) {
 	case "alloc":
 		sink = make([]byte, 1<<30)
 		sink[len(sink)-1] = 1
+	case "grow":
+		b := make([]byte, growMiB<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		sinks = append(sinks, b)
 	case "exit":
 		os.Exit(3)
 	case "reason":
