@@ -22,6 +22,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -286,6 +287,11 @@ func newPlugin(ctx context.Context, obj runtime.Object, h framework.Handle, opts
 	}
 	if errs := validation.ValidateWasmPolicyArgs(ArgsPath, args); len(errs) > 0 {
 		return nil, errs.ToAggregate()
+	}
+	// The scheduler's own container: its memory limit must hold the
+	// budget (tools that host the plugin call NewWithArgs).
+	if why := fitContainer(klog.FromContext(ctx), args.MemoryBudget, containerMemoryLimit()); why != "" {
+		return nil, field.Invalid(ArgsPath.Child("memoryBudget"), resource.NewQuantity(args.MemoryBudget, resource.BinarySI).String(), why)
 	}
 	return NewWithArgs(ctx, args, h, opts...)
 }
