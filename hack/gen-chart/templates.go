@@ -63,7 +63,7 @@ func (v *values) yaml() ([]byte, error) {
 		{"# The kube-scheduler image with WasmPolicy (make image; make image-push).\n# tag \"\" picks the build line that serves the cluster's Kubernetes minor\n# (" + v.lines.describe() + "; other minors are refused);\n# set it to pin a build. pullPolicy defaults to the cluster's default.\n", "image", obj{"repository": image[:i], "tag": "", "pullPolicy": ""}},
 		{"# Secrets to pull the image with.\n", "imagePullSecrets", []any{}},
 		{"# Replicas run with leader election: one schedules, the others wait.\n", "replicas", v.replicas},
-		{"", "resources", v.resources},
+		{"# limits.memory holds args.memoryBudget (default 512Mi) and the scheduler\n# itself (at least 256Mi): the chart refuses less (README, sizing the memory).\n", "resources", v.resources},
 		{"", "nodeSelector", obj{}},
 		{"", "tolerations", []any{}},
 		{"# rbac.create: false leaves out every ClusterRole, Role and binding.\n", "rbac", obj{"create": true}},
@@ -99,8 +99,33 @@ const helpers = header + `{{/* The prefix of every name: the release name, or fu
 {{- dig "policyObjects" "statusLease" "name" "" .Values.args | default (printf "%s-policy-status" (include "wasmsched.fullname" .)) -}}
 {{- end }}
 
+{{/* Bytes of a memory quantity (plain bytes, or Ki, Mi, Gi, Ti, k, M, G, T). */}}
+{{- define "wasmsched.bytes" -}}
+{{- $q := toString . -}}
+{{- $digits := regexFind "^[0-9]+" $q -}}
+{{- $units := dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $unit := trimPrefix $digits $q -}}
+{{- if or (not $digits) (not (hasKey $units $unit)) -}}
+{{- fail (printf "%q: the chart compares memory quantities written as whole bytes, Ki, Mi, Gi, Ti, k, M, G or T (for example 1536Mi, not 1.5Gi)" $q) -}}
+{{- end -}}
+{{- mul (int64 $digits) (get $units $unit) -}}
+{{- end }}
+
+{{/* The container's memory limit must hold args.memoryBudget (default 512Mi)
+and the scheduler itself (256Mi, the floor WasmPolicy checks at start). */}}
+{{- define "wasmsched.checkMemory" -}}
+{{- $limit := dig "limits" "memory" "" (.Values.resources | default dict) -}}
+{{- if $limit -}}
+{{- $budget := .Values.args.memoryBudget | default "512Mi" -}}
+{{- if gt (add (int64 (include "wasmsched.bytes" $budget)) 268435456) (int64 (include "wasmsched.bytes" $limit)) -}}
+{{- fail (printf "args.memoryBudget (%s) does not fit resources.limits.memory (%s): the scheduler itself needs at least 256Mi beside the policies' budget, which could then take the container past its limit (an OOM kill); lower args.memoryBudget or raise resources.limits.memory" (toString $budget) (toString $limit)) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
 {{/* The KubeSchedulerConfiguration: one profile with the WasmPolicy args. */}}
 {{- define "wasmsched.config" -}}
+{{- include "wasmsched.checkMemory" . -}}
 {{- $le := deepCopy .Values.leaderElection -}}
 {{- if and $le.resourceNamespace (ne $le.resourceNamespace .Release.Namespace) -}}
 {{- fail "leaderElection.resourceNamespace: the chart's Role covers Leases in the release's namespace only" -}}

@@ -24,7 +24,7 @@ import (
 
 // SchedulerMemoryFloor is what the scheduler itself is assumed to need
 // beside memoryBudget: kube-scheduler's caches and heap at a few hundred
-// nodes, measured at 80–170 MiB resident (docs/operations.md, sizing).
+// nodes, measured at 80–170 MiB resident (README, sizing the memory).
 // Larger clusters need more; this is the least the check accepts.
 const SchedulerMemoryFloor = 256 << 20
 

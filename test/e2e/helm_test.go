@@ -271,6 +271,15 @@ policies:
 	if _, err := helm(t, "template", release, chart, "--namespace", ns, "--set", "leaderElection.resourceNamespace=kube-system"); err == nil || !strings.Contains(err.Error(), "release's namespace only") {
 		t.Errorf("a Lease in another namespace: %v; want the chart to refuse", err)
 	}
+	// The container's memory limit holds the policies' budget and the
+	// scheduler (issue 69): 900Mi of budget in the default 1Gi is refused,
+	// and fits in 2Gi.
+	if _, err := helm(t, "template", release, chart, "--namespace", ns, "--set", "args.memoryBudget=900Mi"); err == nil || !strings.Contains(err.Error(), "args.memoryBudget (900Mi) does not fit resources.limits.memory (1Gi)") {
+		t.Errorf("a 900Mi memoryBudget in a 1Gi container: %v; want the chart to refuse", err)
+	}
+	if _, err := helm(t, "template", release, chart, "--namespace", ns, "--set", "args.memoryBudget=900Mi", "--set", "resources.limits.memory=2Gi"); err != nil {
+		t.Errorf("a 900Mi memoryBudget in a 2Gi container: %v", err)
+	}
 }
 
 // mustJSONYAML marshals an object as YAML.

@@ -14,8 +14,33 @@
 {{- dig "policyObjects" "statusLease" "name" "" .Values.args | default (printf "%s-policy-status" (include "wasmsched.fullname" .)) -}}
 {{- end }}
 
+{{/* Bytes of a memory quantity (plain bytes, or Ki, Mi, Gi, Ti, k, M, G, T). */}}
+{{- define "wasmsched.bytes" -}}
+{{- $q := toString . -}}
+{{- $digits := regexFind "^[0-9]+" $q -}}
+{{- $units := dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $unit := trimPrefix $digits $q -}}
+{{- if or (not $digits) (not (hasKey $units $unit)) -}}
+{{- fail (printf "%q: the chart compares memory quantities written as whole bytes, Ki, Mi, Gi, Ti, k, M, G or T (for example 1536Mi, not 1.5Gi)" $q) -}}
+{{- end -}}
+{{- mul (int64 $digits) (get $units $unit) -}}
+{{- end }}
+
+{{/* The container's memory limit must hold args.memoryBudget (default 512Mi)
+and the scheduler itself (256Mi, the floor WasmPolicy checks at start). */}}
+{{- define "wasmsched.checkMemory" -}}
+{{- $limit := dig "limits" "memory" "" (.Values.resources | default dict) -}}
+{{- if $limit -}}
+{{- $budget := .Values.args.memoryBudget | default "512Mi" -}}
+{{- if gt (add (int64 (include "wasmsched.bytes" $budget)) 268435456) (int64 (include "wasmsched.bytes" $limit)) -}}
+{{- fail (printf "args.memoryBudget (%s) does not fit resources.limits.memory (%s): the scheduler itself needs at least 256Mi beside the policies' budget, which could then take the container past its limit (an OOM kill); lower args.memoryBudget or raise resources.limits.memory" (toString $budget) (toString $limit)) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
 {{/* The KubeSchedulerConfiguration: one profile with the WasmPolicy args. */}}
 {{- define "wasmsched.config" -}}
+{{- include "wasmsched.checkMemory" . -}}
 {{- $le := deepCopy .Values.leaderElection -}}
 {{- if and $le.resourceNamespace (ne $le.resourceNamespace .Release.Namespace) -}}
 {{- fail "leaderElection.resourceNamespace: the chart's Role covers Leases in the release's namespace only" -}}
