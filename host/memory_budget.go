@@ -195,16 +195,38 @@ func (b *memoryBudget) grow(d int64, v *Version, creating bool) (refusal string)
 			continue
 		}
 		b.refusedGrowth.Add(1)
-		switch {
-		case full == a && full != nil:
-			return fmt.Sprintf("namespace %s's share of the memory budget (%s) holds %s of its policies; remove policies of the namespace, or ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
-				a.ns, mib(a.limit.Load()), mib(a.used()))
-		case full != nil:
-			return fmt.Sprintf("the namespaced policies' share of the memory budget (%s) is full; ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args", mib(full.limit.Load()))
+		if full != nil {
+			return accountRefusal(a, full)
 		}
 		return fmt.Sprintf("the policies' memory budget of %s holds %s, and %s must stay free to run %d more guest calls at once; raise memoryBudget in the WasmPolicy args or remove policies",
 			mib(b.limit), mib(b.used()), mib(b.reserved()), max(0, int64(b.proc.maxRunning())-b.inUse.Load()))
 	}
+}
+
+// accountRefusal says that account full (a, its namespace's, or the
+// tenants' pool) holds no more: the pool without the other namespaces'
+// use.
+func accountRefusal(a, full *account) string {
+	if full == a {
+		return fmt.Sprintf("namespace %s's share of the memory budget (%s) holds %s of its policies; remove policies of the namespace, or ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
+			a.ns, mib(a.limit.Load()), mib(a.used()))
+	}
+	return fmt.Sprintf("the namespaced policies' share of the memory budget (%s) is full; ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args", mib(full.limit.Load()))
+}
+
+// refuseDeclared says why n bytes of a module's declared initial memory
+// (made at instantiation, before the budget can refuse any of it) do not
+// fit now for version v, or returns "".
+func (b *memoryBudget) refuseDeclared(n int64, v *Version) string {
+	if b.limit > 0 && b.used()+n > b.limit {
+		return fmt.Sprintf("the policies' memory budget of %s cannot hold the module's initial memory (%s) beside the %s in use; raise memoryBudget in the WasmPolicy args or remove policies", mib(b.limit), mib(n), mib(b.used()))
+	}
+	if a := acctOf(v); a != nil {
+		if full := a.overAt(n); full != nil {
+			return "the module's initial memory (" + mib(n) + ") does not fit: " + accountRefusal(a, full)
+		}
+	}
+	return ""
 }
 
 // overAt is the first of a and its parents that cost more bytes would not

@@ -6,9 +6,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,4 +201,27 @@ func abs(f float64) float64 {
 		return -f
 	}
 	return f
+}
+
+// A module's declared initial memory is made before the budget can refuse
+// any of it: a module that declares more than the budget holds is refused
+// at load (MemoryBudget), before it is instantiated, and the others serve.
+func TestDeclaredMemoryMustFitTheBudget(t *testing.T) {
+	e, err := NewEngine(EngineOptions{CacheDir: t.TempDir(), MemoryBudget: 64 << 20, Interruption: testInterruption(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	calm := load(t, newPolicy(t, e, PolicySpec{Name: "calm"}), testguests.PolicyBytes(t, testguests.TinyGo, "spread"))
+	// bigmem declares 2000 pages (125 MiB), within a 4 GiB memoryLimit.
+	big := newPolicy(t, e, PolicySpec{Name: "big", MemoryLimitBytes: 4 << 30})
+	_, err = big.Load(context.Background(), testguests.Fixture(t, "bigmem"), "")
+	var le *LoadError
+	if !errors.As(err, &le) || le.Reason != "MemoryBudget" || !strings.Contains(err.Error(), "cannot hold the module's initial memory (125.0 MiB)") {
+		t.Fatalf("a module declaring 125 MiB under a 64 MiB budget: %v, want a MemoryBudget refusal naming its initial memory", err)
+	}
+	if c := e.MemoryBudget().Instances; c > 8<<20 {
+		t.Errorf("%s charged for instances after the refusal: the module was instantiated", mib(c))
+	}
+	serves(t, calm)
 }

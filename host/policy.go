@@ -320,6 +320,11 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 		p.e.releaseModule(sm)
 		return nil, &LoadError{p.name, reason, err}
 	}
+	// The module's declared minimum memory is made at instantiation,
+	// before the budget can refuse any of it: it must fit now.
+	if why := p.e.budget.refuseDeclared(declaredMemory(sm.cm), v); why != "" {
+		return fail(nil, "MemoryBudget", errors.New(why))
+	}
 	in, err := v.firstInstance(ctx)
 	if err != nil {
 		var g *GrowthRefusedError
@@ -492,4 +497,12 @@ func (p *Policy) permits(scope fields.Scope, fn string, num int32) bool {
 			"policy", p.name, "read", read, "fix", fields.Undeclared(fn, num))
 	}
 	return false
+}
+
+// declaredMemory is the initial size of the module's memory, in bytes.
+func declaredMemory(cm wazero.CompiledModule) int64 {
+	for _, m := range cm.ExportedMemories() {
+		return int64(m.Min()) * 65536
+	}
+	return 0
 }
