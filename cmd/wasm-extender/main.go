@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -31,6 +32,7 @@ import (
 	"github.com/wasmsched/wasmsched/pkg/apis/config/scheme"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
 	"github.com/wasmsched/wasmsched/pkg/extender"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
 func main() {
@@ -71,6 +73,10 @@ func loadArgs(path string) (*config.WasmPolicyArgs, error) {
 	}
 	if errs := validation.ValidateWasmPolicyArgs(field.NewPath(path), args); len(errs) > 0 {
 		return nil, errs.ToAggregate()
+	}
+	// The extender's container must hold the policies' budget too.
+	if why := wasmpolicy.FitContainer(klog.Background(), args.MemoryBudget); why != "" {
+		return nil, field.Invalid(field.NewPath(path).Child("memoryBudget"), resource.NewQuantity(args.MemoryBudget, resource.BinarySI).String(), why)
 	}
 	return args, nil
 }

@@ -106,3 +106,11 @@ func fitContainer(logger klog.Logger, budget, limit int64) string {
 	logger.Info("Memory: the container's limit holds the policies' budget and the scheduler; the Go runtime's soft limit is what the budget leaves", "containerLimit", q(limit), "memoryBudget", q(budget), "goMemoryLimit", q(soft))
 	return ""
 }
+
+// FitContainer is the container check of New for other hosts of the plugin
+// (the extender): it says why memoryBudget does not fit the memory limit
+// of the process's cgroup beside the host itself, or returns "" and sets
+// the Go runtime's soft limit.
+func FitContainer(logger klog.Logger, memoryBudget int64) string {
+	return fitContainer(logger, memoryBudget, containerMemoryLimit())
+}

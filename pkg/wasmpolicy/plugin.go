@@ -290,7 +290,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, h framework.Handle, opts
 	}
 	// The scheduler's own container: its memory limit must hold the
 	// budget (tools that host the plugin call NewWithArgs).
-	if why := fitContainer(klog.FromContext(ctx), args.MemoryBudget, containerMemoryLimit()); why != "" {
+	if why := FitContainer(klog.FromContext(ctx), args.MemoryBudget); why != "" {
 		return nil, field.Invalid(ArgsPath.Child("memoryBudget"), resource.NewQuantity(args.MemoryBudget, resource.BinarySI).String(), why)
 	}
 	return NewWithArgs(ctx, args, h, opts...)
