@@ -53,7 +53,7 @@ var (
 	sinks [][]byte
 	// growMiB is the size of a grow attack.
 	growMiB int
-	spins int
+	spins   int
 	// bigReason is built on the first "reason" attack and kept, so later
 	// ones measure the host's handling of a 10 MB reason rather than the
 	// guest allocator; built lazily so that other attacks (and every new
