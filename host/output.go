@@ -173,9 +173,12 @@ func (l *lineLogger) emit(cut bool) {
 		return
 	}
 	l.quiet = false
-	if cut {
-		klog.InfoS("Policy output", "policy", l.p.name, "stream", l.stream, "line", hostabi.SafeString(l.buf), "truncatedAt", MaxLogSize)
+	// MaxLogSize bounds the line as written to the log, after klog's
+	// escaping, not only as the guest wrote it.
+	line, _, escapedCut := hostabi.LogSafe(l.buf, MaxLogSize)
+	if cut || escapedCut {
+		klog.InfoS("Policy output", "policy", l.p.name, "stream", l.stream, "line", line, "truncatedAt", MaxLogSize)
 		return
 	}
-	klog.InfoS("Policy output", "policy", l.p.name, "stream", l.stream, "line", hostabi.SafeString(l.buf))
+	klog.InfoS("Policy output", "policy", l.p.name, "stream", l.stream, "line", line)
 }

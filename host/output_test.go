@@ -59,3 +59,34 @@ func TestOutputLimiter(t *testing.T) {
 		t.Fatalf("total suppressed %d, want 5", l.suppressedTotal())
 	}
 }
+
+// The 16 KiB line limit holds for what reaches the log, after klog's
+// escaping: a line of NUL bytes (\x00 each) or of quotes (\" each) as long
+// as the limit is written within it, cut and marked truncated.
+func TestOutputLineLimitHoldsAfterEscaping(t *testing.T) {
+	logs := testguests.CaptureKlog(t)
+	v := load(t, newPolicy(t, newEngine(t), PolicySpec{}), testguests.Fixture(t, "escapes"))
+	if r, err := filter(v, nodeInfo("n", nil, false)); err != nil || r.Code != 0 {
+		t.Fatalf("filter: %+v, %v", r, err)
+	}
+	klog.Flush()
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"Policy output"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("%d output lines, want 2", len(lines))
+	}
+	for _, l := range lines {
+		// The line's value within MaxLogSize; the rest is klog's header
+		// and the other keys.
+		if len(l) > MaxLogSize+256 {
+			t.Errorf("a logged line is %d bytes, over the %d-byte limit: %.200s…", len(l), MaxLogSize, l)
+		}
+		if !strings.Contains(l, "truncatedAt=16384") {
+			t.Errorf("a line cut by escaping is not marked truncated: %.200s…", l)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package wasmpolicy
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,10 +43,17 @@ type breakerConfig struct {
 // the breaker bounds what the cluster pays when the policy is broken for
 // everyone: when, within breakerWindow, the failed cycles span at least
 // threshold distinct pod inputs and more than twice the pods the policy
-// answered meanwhile, the policy is not called for a backoff that doubles from
-// backoff to maxBackoff, and then one probe cycle, of a pod not in
-// quarantine, decides whether it closes. A module reload closes it. A few
-// pods that loop the policy, among many it answers, never open it.
+// answered meanwhile, out of at least breakerMinPods pods seen, the
+// policy is not called for a backoff that doubles from backoff to
+// maxBackoff, and then one probe cycle, of a pod not in quarantine,
+// decides whether it closes. A module reload closes it. A few pods that
+// loop the policy, among many it answers, never open it, nor do a few
+// arriving before any it answers (the quarantine holds them).
+//
+// An open breaker holds back the pods of the namespaces whose pods failed
+// in the window, not everyone's: a burst of one team's failing pods can
+// stop the policy for that team's pods only. Another namespace's pod is
+// still called; if it fails too, its namespace joins them.
 type breaker struct {
 	cfg breakerConfig
 	now func() time.Time
@@ -65,7 +74,10 @@ type breaker struct {
 
 	mu       sync.Mutex
 	state    breakerState
-	failing  map[[32]byte]time.Time // inputs that failed, within the window
+	failing  map[[32]byte]failure // inputs that failed, within the window
+	// scope is the namespaces an open or half-open breaker holds back:
+	// those of the inputs that failed in the window.
+	scope    map[string]bool
 	failures int                    // failed cycles since the breaker was last clean
 	period   time.Duration          // the current (or last) open period
 	until    time.Time              // when an open breaker becomes half-open
@@ -77,8 +89,21 @@ type breaker struct {
 // breakerWindow is how far back failures and answered pods count.
 const breakerWindow = time.Minute
 
+// breakerMinPods is how many distinct pods (failed and answered) the
+// breaker must have seen in the window before it judges the policy broken
+// for everyone: a few looping pods created before any other reached the
+// policy opened it with 3 failed and 0 answered, and it then held back
+// every ordinary pod for a second.
+const breakerMinPods = 12
+
+// failure is an input that failed: when, and its pod's namespace.
+type failure struct {
+	at time.Time
+	ns string
+}
+
 func newBreaker(cfg breakerConfig, changed func(from, to breakerState, why string, pod *v1.Pod)) *breaker {
-	b := &breaker{cfg: cfg, now: time.Now, changed: changed, failing: map[[32]byte]time.Time{}}
+	b := &breaker{cfg: cfg, now: time.Now, changed: changed, failing: map[[32]byte]failure{}, scope: map[string]bool{}}
 	b.clean.Store(true)
 	return b
 }
@@ -98,6 +123,11 @@ func (b *breaker) admit(pod *v1.Pod) string {
 	b.mu.Lock()
 	now := b.now()
 	var from breakerState
+	if pod != nil && !b.scope[pod.Namespace] {
+		// Not a namespace whose pods failed: called as usual.
+		b.mu.Unlock()
+		return ""
+	}
 	switch b.state {
 	case breakerClosed:
 		b.mu.Unlock()
@@ -141,12 +171,15 @@ func (b *breaker) succeeded(pod *v1.Pod) {
 	}
 	b.mu.Lock()
 	from := b.state
-	if from == breakerClosed {
+	if from == breakerClosed || !b.scope[pod.Namespace] {
+		// Closed, or a pod of a namespace it does not hold back: not
+		// the probe.
 		b.mu.Unlock()
 		return
 	}
 	b.state, b.period, b.failures = breakerClosed, 0, 0
 	clear(b.failing)
+	clear(b.scope)
 	b.stopTimer()
 	b.clean.Store(true)
 	b.mu.Unlock()
@@ -187,15 +220,18 @@ func (b *breaker) failed(err string, pod *v1.Pod, input [32]byte) string {
 	now := b.now()
 	b.failures++
 	b.lastErr = err
-	for in, at := range b.failing {
-		if now.Sub(at) > breakerWindow {
+	for in, f := range b.failing {
+		if now.Sub(f.at) > breakerWindow {
 			delete(b.failing, in)
 		}
 	}
 	if len(b.failing) < maxQuarantined {
-		b.failing[input] = now
+		b.failing[input] = failure{at: now, ns: pod.Namespace}
 	}
 	from := b.state
+	if from != breakerClosed {
+		b.scope[pod.Namespace] = true
+	}
 	answered := b.answeredInWindow()
 	if from == breakerOpen || from == breakerClosed && !b.brokenLocked(answered) {
 		// Open: a cycle admitted before it opened. Closed: the failures
@@ -204,7 +240,11 @@ func (b *breaker) failed(err string, pod *v1.Pod, input [32]byte) string {
 		b.mu.Unlock()
 		return note
 	}
-	// Closed with most pods failing, or a failed probe: open for the next period.
+	// Closed with most pods failing, or a failed probe: open for the next
+	// period, for the namespaces whose pods failed.
+	for _, f := range b.failing {
+		b.scope[f.ns] = true
+	}
 	b.period = min(max(2*b.period, b.cfg.backoff), b.cfg.maxBackoff)
 	b.state = breakerOpen
 	b.clean.Store(false)
@@ -212,7 +252,7 @@ func (b *breaker) failed(err string, pod *v1.Pod, input [32]byte) string {
 	b.stopTimer()
 	b.timer = time.AfterFunc(b.period, b.probeDue)
 	note := b.note(answered)
-	why := fmt.Sprintf("%d distinct pods failed within %s while %d were answered, the last: %s; not called for %s", len(b.failing), breakerWindow, answered, err, b.period)
+	why := fmt.Sprintf("%d distinct pods failed within %s while %d were answered, the last: %s; not called for %s for the pods of namespace %s", len(b.failing), breakerWindow, answered, err, b.period, b.scopeString())
 	b.mu.Unlock()
 	b.changed(from, breakerOpen, why, pod)
 	return note
@@ -222,7 +262,17 @@ func (b *breaker) failed(err string, pod *v1.Pod, input [32]byte) string {
 // is broken for everyone: at least threshold distinct inputs, and more
 // than twice the pods answered meanwhile (two in three pods fail).
 func (b *breaker) brokenLocked(answered int64) bool {
-	return len(b.failing) >= b.cfg.threshold && int64(len(b.failing)) > 2*answered
+	return len(b.failing) >= b.cfg.threshold && int64(len(b.failing)) > 2*answered && int64(len(b.failing))+answered >= breakerMinPods
+}
+
+// scopeString lists the namespaces held back, sorted (under mu).
+func (b *breaker) scopeString() string {
+	names := make([]string, 0, len(b.scope))
+	for ns := range b.scope {
+		names = append(names, ns)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // probeDue runs when an open period ends: the pods the open breaker
@@ -257,6 +307,7 @@ func (b *breaker) reset(why string) {
 	from := b.state
 	b.state, b.failures, b.period, b.lastErr = breakerClosed, 0, 0, ""
 	clear(b.failing)
+	clear(b.scope)
 	// The pods answered were answered by the previous module.
 	b.okNow.Store(0)
 	b.okPrev.Store(0)

@@ -148,7 +148,13 @@ func TestCircuitBreaker(t *testing.T) {
 			}
 
 			broken.Store(true)
-			for i, want := range []string{"quarantined for 30s", "quarantined for 30s", "circuit breaker opened: 3 distinct pods failed within 1m0s, more than twice the 0 answered; policy not called for 1s"} {
+			// It judges once it has seen breakerMinPods pods.
+			var wants []string
+			for range breakerMinPods - 1 {
+				wants = append(wants, "quarantined for 30s")
+			}
+			wants = append(wants, "circuit breaker opened: 12 distinct pods failed within 1m0s, more than twice the 0 answered; policy not called for 1s")
+			for i, want := range wants {
 				st, calls := h.cycle(next())
 				wantRejected(st, want)
 				wantRejected(st, "quarantined for 30s")
@@ -168,7 +174,7 @@ func TestCircuitBreaker(t *testing.T) {
 			if calls != 0 {
 				t.Fatalf("open breaker: %d guest calls, want 0", calls)
 			}
-			wantRejected(st, "circuit breaker open after 3 failed cycles of 3 distinct pods (last: policy call exceeded its timeout of 100ms); not called for 1s more; fix the policy and push a new module")
+			wantRejected(st, "circuit breaker open after 12 failed cycles of 12 distinct pods (last: policy call exceeded its timeout of 100ms); not called for 1s more; fix the policy and push a new module")
 			if fp == config.FailurePolicyFail && !strings.HasPrefix(st.Message(), "rejected by WasmPolicy/"+name+": ") {
 				t.Fatalf("open breaker rejects at %q, want PreFilter", st.Message())
 			}
@@ -218,11 +224,11 @@ func TestCircuitBreaker(t *testing.T) {
 			// A new module closes an open breaker, and ends the quarantines, at once.
 			h.clock.Step(2 * time.Minute) // the answered pods of the last window age out
 			broken.Store(true)
-			for range 3 {
+			for range breakerMinPods {
 				h.cycle(next())
 			}
 			if s, _ := h.p.breaker.snapshot(); s != breakerOpen {
-				t.Fatalf("breaker %s after 3 failures, want open", s)
+				t.Fatalf("breaker %s after %d failures, want open", s, breakerMinPods)
 			}
 			h.w.apply(context.Background(), h.p, source.Update{Data: []byte("v2")})
 			if s, f := h.p.breaker.snapshot(); s != breakerClosed || f != 0 || h.p.quarantine.size() != 0 {
@@ -304,9 +310,9 @@ func TestQuarantineContainsLoopingPods(t *testing.T) {
 }
 
 // The breaker's rule, alone: it opens once threshold distinct inputs
-// failed within the window and they outnumber twice the pods answered; the same
-// input failing again counts once; failures and answers age out of the
-// window.
+// failed within the window, they outnumber twice the pods answered, and it
+// has seen breakerMinPods pods; the same input failing again counts once;
+// failures and answers age out of the window.
 func TestBreakerOpensWhenMostPodsFail(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	b := newBreaker(breakerConfig{threshold: 3, backoff: time.Second, maxBackoff: time.Minute}, func(breakerState, breakerState, string, *v1.Pod) {})
@@ -323,12 +329,19 @@ func TestBreakerOpensWhenMostPodsFail(t *testing.T) {
 	fail(2)
 	fail(3)
 	fail(4)
-	if s, _ := b.snapshot(); s != breakerClosed {
-		t.Fatalf("%s with 4 failed and 2 answered, want closed", s)
-	}
 	fail(5)
+	if s, _ := b.snapshot(); s != breakerClosed {
+		t.Fatalf("%s with 5 failed and 2 answered, want closed: too few pods seen to judge", s)
+	}
+	for i := 6; i < breakerMinPods-2; i++ {
+		fail(i)
+	}
+	if s, _ := b.snapshot(); s != breakerClosed {
+		t.Fatalf("%s with %d failed and 2 answered, want closed", s, breakerMinPods-3)
+	}
+	fail(breakerMinPods - 2)
 	if s, _ := b.snapshot(); s != breakerOpen {
-		t.Fatalf("%s with 5 failed and 2 answered, want open", s)
+		t.Fatalf("%s with %d failed and 2 answered, want open", s, breakerMinPods-2)
 	}
 	b.reset("test")
 	clock.Step(2 * breakerWindow)
@@ -339,5 +352,53 @@ func TestBreakerOpensWhenMostPodsFail(t *testing.T) {
 	fail(12)
 	if s, _ := b.snapshot(); s != breakerClosed {
 		t.Fatalf("%s: failures older than the window counted", s)
+	}
+}
+
+// An open breaker holds back the pods of the namespaces whose pods failed:
+// team-a's burst of failing pods stops the policy for team-a's pods, and
+// team-b's pods are still called; a team-b pod that fails joins them; a
+// probe that succeeds closes it for all.
+func TestBreakerHoldsBackTheFailingNamespaces(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	b := newBreaker(breakerConfig{threshold: 3, backoff: time.Second, maxBackoff: time.Minute}, func(breakerState, breakerState, string, *v1.Pod) {})
+	b.now = clock.Now
+	in := func(ns string, i int) *v1.Pod {
+		name := fmt.Sprintf("%s-%d", ns, i)
+		return st.MakePod().Name(name).Namespace(ns).UID(name).Labels(map[string]string{"app": name}).Obj()
+	}
+	for i := range breakerMinPods {
+		p := in("team-a", i)
+		b.failed("loops", p, inputOf(p))
+	}
+	if s, _ := b.snapshot(); s != breakerOpen {
+		t.Fatalf("%s after %d of team-a's pods failed, want open", s, breakerMinPods)
+	}
+	if why := b.admit(in("team-a", 100)); !strings.Contains(why, "circuit breaker open") {
+		t.Errorf("team-a's next pod: %q, want held back", why)
+	}
+	if why := b.admit(in("team-b", 1)); why != "" {
+		t.Errorf("team-b's pod: %q, want called", why)
+	}
+	// team-b's pod answered: not the probe, the breaker stays open.
+	b.succeeded(in("team-b", 1))
+	if s, _ := b.snapshot(); s != breakerOpen {
+		t.Fatalf("%s after team-b's pod was answered, want still open for team-a", s)
+	}
+	p := in("team-b", 2)
+	b.failed("loops", p, inputOf(p))
+	if why := b.admit(in("team-b", 3)); !strings.Contains(why, "circuit breaker open") {
+		t.Errorf("team-b's pod after one of team-b's failed: %q, want held back", why)
+	}
+	clock.Step(2 * time.Second)
+	if why := b.admit(in("team-a", 101)); why != "" {
+		t.Fatalf("after the backoff: %q, want team-a's pod to probe", why)
+	}
+	b.succeeded(in("team-a", 101))
+	if s, _ := b.snapshot(); s != breakerClosed {
+		t.Fatalf("%s after a good probe, want closed", s)
+	}
+	if why := b.admit(in("team-b", 4)); why != "" {
+		t.Errorf("team-b after the breaker closed: %q", why)
 	}
 }

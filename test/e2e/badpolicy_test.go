@@ -194,7 +194,11 @@ func TestBadPolicyIsContained(t *testing.T) {
 	// come.
 	e.policyConfigMap("guard", gzipped(t, testguests.PolicyBytes(t, testguests.Go, "testdata/adversary")))
 	e.waitLog(`"Policy module active" policy="guard"`, 2, 120*time.Second)
-	for k := 0; k < 6; k++ {
+	// Twelve: the breaker judges once it has seen twelve pods (with the
+	// previous run's looping pods, let out of their quarantine by the
+	// reload, it sees more).
+	const broken = 12
+	for k := 0; k < broken; k++ {
 		e.pod(fmt.Sprintf("broken-%d", k), map[string]string{"attack": "loop", "app": fmt.Sprintf("broken-%d", k)}, "100m")
 	}
 	breakerOpen := `wasmsched_policy_circuit_breaker_state{policy="guard",state="open"} 1`
@@ -215,7 +219,7 @@ func TestBadPolicyIsContained(t *testing.T) {
 	for k := 0; k < attackers; k++ {
 		waiting = append(waiting, attack(last, k))
 	}
-	for k := 0; k < 6; k++ {
+	for k := 0; k < broken; k++ {
 		waiting = append(waiting, fmt.Sprintf("broken-%d", k))
 	}
 	for _, name := range waiting {

@@ -3,6 +3,8 @@ package hostabi
 import (
 	"context"
 	"encoding/binary"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero/api"
@@ -98,8 +100,16 @@ var callFuncs = map[string]api.GoModuleFunc{
 		if !ok {
 			return
 		}
+		// The whole line, as klog writes it, within MaxLogSize.
+		room := MaxLogSize
+		safe := func(b []byte) string {
+			s, n, _ := LogSafe(b, room)
+			room -= n
+			return s
+		}
 		r := abi.NewListReader(b)
 		msg, _ := r.Next()
+		m0 := safe(msg)
 		kv := []any{"policy", in.Policy.Name()}
 		for {
 			k, ok := r.Next()
@@ -107,9 +117,9 @@ var callFuncs = map[string]api.GoModuleFunc{
 				break
 			}
 			v, _ := r.Next()
-			kv = append(kv, SafeString(k), SafeString(v))
+			kv = append(kv, safe(k), safe(v))
 		}
-		klog.V(level).InfoS(SafeString(msg), kv...)
+		klog.V(level).InfoS(m0, kv...)
 	},
 	abi.FnCycleStateSet: func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)
@@ -230,7 +240,37 @@ func writeOutString(m api.Module, buf, capacity uint64, data string) uint64 {
 	return uint64(uint32(len(data)))
 }
 
-// SafeString converts guest bytes for logs and events, replacing invalid UTF-8.
+// LogSafe converts guest bytes for a log line, so that what klog writes
+// of them takes at most limit bytes: klog quotes a string value, escaping
+// quotes and backslashes (two bytes each) and control characters (four to
+// six: 16 KiB of NUL bytes became 64 KiB). A character klog would escape
+// beyond a pair (a control character, a non-printable rune, invalid
+// UTF-8) becomes U+FFFD, and the text is cut where the next character
+// would pass limit. It returns the text, the bytes it takes written, and
+// whether b was cut.
+func LogSafe(b []byte, limit int) (s string, written int, cut bool) {
+	var out strings.Builder
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		w := size
+		switch {
+		case r == '"' || r == '\\':
+			w = 2
+		case r == utf8.RuneError || !unicode.IsPrint(r):
+			r, w = utf8.RuneError, utf8.RuneLen(utf8.RuneError)
+		}
+		if written+w > limit {
+			return out.String(), written, true
+		}
+		out.WriteRune(r)
+		written += w
+		b = b[size:]
+	}
+	return out.String(), written, false
+}
+
+// SafeString converts guest bytes for events and statuses, replacing
+// invalid UTF-8.
 func SafeString(b []byte) string {
 	if utf8.Valid(b) {
 		return string(b)
