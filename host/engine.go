@@ -78,8 +78,10 @@ type Engine struct {
 	// intern, and the table layouts their instances declared.
 	caches *hostabi.Caches
 	// memoBytes is about what the memos of the engine's versions hold
-	// together (maxEngineMemoBytes).
+	// together, their templates seen included; memoCap bounds it
+	// (memoCapOf), and the budget counts it (memoryBudget.used).
 	memoBytes atomic.Int64
+	memoCap   int64
 }
 
 // moduleKey identifies a compiled module: its bytes and the memory limit
@@ -194,7 +196,9 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 		stopReaper:   make(chan struct{}),
 		reaperDone:   make(chan struct{}),
 		caches:       hostabi.NewCaches(),
+		memoCap:      memoCapOf(opts.MemoryBudget),
 	}
+	e.budget.memo = &e.memoBytes
 	if opts.CacheDir == "" {
 		e.cache = wazero.NewCompilationCache()
 	} else {

@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -147,9 +148,14 @@ type verdictMemo struct {
 	seen map[templateKey]uint64
 	// dropped is set when the version retires: it remembers nothing more.
 	dropped bool
-	// bytes is about what the tables hold (rows and verdicts); the
-	// engine's total (Engine.memoBytes) includes it.
+	// bytes is about what the tables hold (rows and verdicts) and the
+	// templates seen; the engine's total (Engine.memoBytes) includes it.
 	bytes atomic.Int64
+	// The probe window: firsts counts templates met for the first time
+	// since the memo (re)started, hits the batches that found remembered
+	// verdicts; after memoProbeTemplates firsts without a hit the memo
+	// stops (offUntil, monotonic) for memoOffPeriod, and starts again.
+	firsts, hits, offUntil atomic.Int64
 }
 
 // Bounds of a version's memo: the keys (pod templates × cycle states) and
@@ -158,16 +164,53 @@ type verdictMemo struct {
 // row of a few columns and its verdict take about 100 bytes: 4 MiB hold
 // 40,000 verdicts, 40 pod templates on 1000 distinct nodes. maxMemoSeen
 // bounds the templates met (about 40 bytes each); past it they are
-// forgotten, and each is met for the first time again. maxEngineMemoBytes bounds the memos of all an engine's
-// versions together (200 policies would otherwise hold 800 MiB): past it
-// no version remembers more until some is freed.
+// forgotten, and each is met for the first time again. The memos of all
+// an engine's versions together, templates seen included, stay within
+// memoCapOf the budget (200 policies would otherwise hold 800 MiB), and
+// the budget counts them: past either no version remembers more until
+// some is freed.
 const (
 	maxMemoKeys        = 256
 	maxMemoBytes       = 4 << 20
 	maxMemoRows        = 8192
 	maxMemoSeen        = 4096
 	maxEngineMemoBytes = 64 << 20
+	// seenEntryBytes is about what a template met costs in the seen map
+	// (key, value and the map's share): 200 policies meeting 4096
+	// templates each held 160 MiB before it was counted.
+	seenEntryBytes = 48
 )
+
+// The probe window: a version whose memo met memoProbeTemplates templates
+// for the first time without finding a remembered verdict (every pod its
+// own template) stops remembering for memoOffPeriod, then tries again.
+// Until then each pod cost a template's entry and a hash, for nothing: 200
+// policies and all-distinct pods took 95–112 MiB of heap, and no verdict
+// was ever reused.
+const (
+	memoProbeTemplates = 1024
+	memoOffPeriod      = time.Minute
+)
+
+// memoCapOf is the cap of an engine's remembered verdicts under a memory
+// budget of budget bytes (0: none): an eighth of it, at most
+// maxEngineMemoBytes; the budget counts what they hold.
+func memoCapOf(budget int64) int64 {
+	if budget <= 0 {
+		return maxEngineMemoBytes
+	}
+	return min(maxEngineMemoBytes, budget/8)
+}
+
+// memoRoom reports whether the engine's memos may hold add more bytes:
+// within their cap and the memory budget.
+func (e *Engine) memoRoom(add int64) bool {
+	if e.memoBytes.Load()+add > e.memoCap {
+		return false
+	}
+	b := e.budget
+	return b.limit == 0 || b.used()+add <= b.limit
+}
 
 // admit returns the memo table of k if k has one, or makes it if a pod
 // cycle other than cycle met k's template before: a template's first
@@ -180,7 +223,11 @@ const (
 // (PodState.Key encodes everything a policy may read of the pod: 5 µs for
 // a small pod, 4% of a 1000-node Filter of a pod of its own template).
 // key is called only for a template met before. nil: not admitted.
-func (m *verdictMemo) admit(kind CallKind, pod *PodState, reads *hostabi.PodReadSet, cycle uint64, key func() memoKey, engine *atomic.Int64) *memoTable {
+func (m *verdictMemo) admit(kind CallKind, pod *PodState, reads *hostabi.PodReadSet, cycle uint64, key func() memoKey, e *Engine) *memoTable {
+	engine := &e.memoBytes
+	if off := m.offUntil.Load(); off != 0 && monotonic() < off {
+		return nil
+	}
 	tk := templateKey{kind: kind, hash: templateOf(pod, reads)}
 	m.mu.RLock()
 	first, seen := m.seen[tk]
@@ -191,14 +238,7 @@ func (m *verdictMemo) admit(kind CallKind, pod *PodState, reads *hostabi.PodRead
 	}
 	if !seen || first == cycle {
 		if !seen {
-			m.mu.Lock()
-			if m.seen == nil || len(m.seen) >= maxMemoSeen {
-				m.seen = make(map[templateKey]uint64, 16)
-			}
-			if _, ok := m.seen[tk]; !ok {
-				m.seen[tk] = cycle
-			}
-			m.mu.Unlock()
+			m.meet(tk, cycle, e)
 		}
 		return nil
 	}
@@ -214,7 +254,7 @@ func (m *verdictMemo) admit(kind CallKind, pod *PodState, reads *hostabi.PodRead
 	if t := m.tables[k]; t != nil {
 		return t
 	}
-	if m.dropped || engine.Load() > maxEngineMemoBytes {
+	if m.dropped || !e.memoRoom(memoEntryBytes) {
 		return nil
 	}
 	if m.tables == nil {
@@ -228,6 +268,49 @@ func (m *verdictMemo) admit(kind CallKind, pod *PodState, reads *hostabi.PodRead
 	m.tables[k] = t
 	m.order = append(m.order, k)
 	return t
+}
+
+// meet records template tk's first sighting, in cycle, within the seen
+// map's bounds, charging it to the memo; and closes the probe window of a
+// memo that met memoProbeTemplates templates without a hit.
+func (m *verdictMemo) meet(tk templateKey, cycle uint64, e *Engine) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.seen[tk]; ok || m.dropped {
+		return
+	}
+	if m.firsts.Add(1) >= memoProbeTemplates && m.hits.Swap(0) == 0 {
+		// Nothing found in the window: stop remembering for a while,
+		// and give back what it held.
+		m.offUntil.Store(monotonic() + int64(memoOffPeriod))
+		m.firsts.Store(0)
+		m.forgetSeen(&e.memoBytes)
+		for _, k := range m.order {
+			m.evict(k, &e.memoBytes)
+		}
+		m.order = nil
+		return
+	} else if m.firsts.Load() >= memoProbeTemplates {
+		m.firsts.Store(0) // a window with hits: the next one
+	}
+	if m.seen == nil || len(m.seen) >= maxMemoSeen {
+		m.forgetSeen(&e.memoBytes)
+		m.seen = make(map[templateKey]uint64, 16)
+	}
+	if !e.memoRoom(seenEntryBytes) {
+		return
+	}
+	m.seen[tk] = cycle
+	m.bytes.Add(seenEntryBytes)
+	e.memoBytes.Add(seenEntryBytes)
+}
+
+// forgetSeen empties the seen map and refunds it (m.mu held).
+func (m *verdictMemo) forgetSeen(engine *atomic.Int64) {
+	n := int64(len(m.seen)) * seenEntryBytes
+	m.bytes.Add(-n)
+	engine.Add(-n)
+	m.seen = nil
 }
 
 // templateKey is what admit tells a template's first cycle by.
@@ -265,7 +348,7 @@ func templateOf(pod *PodState, reads *hostabi.PodReadSet) uint64 {
 // keepBatch stores a batch answered wholly from rows, within the memo's
 // bounds (its bytes count as rows' do).
 func (t *memoTable) keepBatch(v *Version, nodes []fwk.NodeInfo, results []Result, scores []int64) {
-	if len(nodes) == 0 || v.p.e.memoBytes.Load() > maxEngineMemoBytes || v.memo.bytes.Load() > maxMemoBytes {
+	if len(nodes) == 0 || !v.p.e.memoRoom(int64(len(nodes)*memoBatchBytes+memoEntryBytes)) || v.memo.bytes.Load() > maxMemoBytes {
 		return
 	}
 	b := newMemoBatch(nodes, results, scores)
@@ -319,7 +402,8 @@ func (m *verdictMemo) drop(engine *atomic.Int64) {
 	for _, k := range m.order {
 		m.evict(k, engine)
 	}
-	m.order, m.seen = nil, nil
+	m.forgetSeen(engine)
+	m.order = nil
 }
 
 // remembers reports whether the version may remember kind's verdicts for
@@ -367,7 +451,7 @@ func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *
 		if !remember {
 			return nil
 		}
-		return v.memo.admit(kind, pod, reads, pod.Cycle, key, &v.p.e.memoBytes)
+		return v.memo.admit(kind, pod, reads, pod.Cycle, key, v.p.e)
 	}
 	st := pc.State
 	if c := pc.memo.Load(); c != nil && c.v == v && c.kind == kind && c.layout == l && c.epoch == epoch && c.remember == remember &&
@@ -376,7 +460,7 @@ func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *
 	}
 	var t *memoTable
 	if remember {
-		t = v.memo.admit(kind, pod, reads, pod.Cycle, key, &v.p.e.memoBytes)
+		t = v.memo.admit(kind, pod, reads, pod.Cycle, key, v.p.e)
 	}
 	if t == nil {
 		t = &memoTable{rows: map[string]memoVerdict{}, transient: true}
@@ -476,6 +560,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	}
 	if len(nodes) > 0 && t.batch(nodes, results, scores) {
 		v.p.rowsRemembered.Add(int64(len(nodes)))
+		v.memo.hits.Add(1)
 		return len(nodes), nil
 	}
 	// A batch of up to 32 nodes (the plugin's size) keeps its rows and
@@ -516,6 +601,9 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		v.p.rowsShared.Add(int64(len(nodes) - len(miss)))
 	} else {
 		v.p.rowsRemembered.Add(int64(len(nodes) - len(miss)))
+		if len(miss) < len(nodes) {
+			v.memo.hits.Add(1)
+		}
 	}
 	if len(miss) == 0 {
 		if !t.transient {
@@ -554,7 +642,7 @@ func (v *Version) CallNodes(ctx context.Context, kind CallKind, pod *PodState, n
 			t.full = true
 			break
 		}
-		if !t.transient && v.p.e.memoBytes.Load() > maxEngineMemoBytes {
+		if !t.transient && !v.p.e.memoRoom(int64(len(rows[i])+memoEntryBytes)) {
 			break
 		}
 		if r := results[i]; r.Code != abi.CodeError {

@@ -50,6 +50,18 @@ type memoryBudget struct {
 	// namespace's account (accounts, under mu); nil: no pool.
 	tenants  *account
 	accounts map[string]*account
+
+	// memo is what the engine's remembered verdicts hold (Engine.memoBytes;
+	// nil: none): charged as it is, within the engine's memoCap.
+	memo *atomic.Int64
+}
+
+// memoUsed is what remembered verdicts hold now.
+func (b *memoryBudget) memoUsed() int64 {
+	if b.memo == nil {
+		return 0
+	}
+	return b.memo.Load()
 }
 
 func newMemoryBudget(limit int64, proc *Process) *memoryBudget {
@@ -260,7 +272,7 @@ func (b *memoryBudget) tryCharge(d int64, creating bool) bool {
 	}
 	for {
 		cur := b.instances.Load()
-		if b.modules.Load()+cur+d+room > b.limit {
+		if b.modules.Load()+b.memoUsed()+cur+d+room > b.limit {
 			return false
 		}
 		if b.instances.CompareAndSwap(cur, cur+d) {
@@ -287,16 +299,20 @@ type MemoryUse struct {
 	// instance now (one instance of the largest policy each): growth
 	// cannot take it.
 	Reserved int64
+	// Verdicts is what remembered verdicts hold (rows, verdicts and the
+	// templates met), within the engine's cap (an eighth of the budget,
+	// at most 64 MiB).
+	Verdicts int64
 }
 
 // Used is everything charged to the budget.
-func (u MemoryUse) Used() int64 { return u.Modules + u.Instances }
+func (u MemoryUse) Used() int64 { return u.Modules + u.Instances + u.Verdicts }
 
 func (b *memoryBudget) use() MemoryUse {
-	return MemoryUse{Budget: b.limit, Modules: b.modules.Load(), Instances: b.instances.Load(), Evictions: b.evictions.Load(), OverBudget: b.over.Load(), RefusedGrowth: b.refusedGrowth.Load(), Reserved: b.reserved()}
+	return MemoryUse{Budget: b.limit, Modules: b.modules.Load(), Instances: b.instances.Load(), Evictions: b.evictions.Load(), OverBudget: b.over.Load(), RefusedGrowth: b.refusedGrowth.Load(), Reserved: b.reserved(), Verdicts: b.memoUsed()}
 }
 
-func (b *memoryBudget) used() int64 { return b.modules.Load() + b.instances.Load() }
+func (b *memoryBudget) used() int64 { return b.modules.Load() + b.instances.Load() + b.memoUsed() }
 
 // room is what must stay free for the scheduler to make progress: one
 // instance per running guest call, of the largest instance loaded.

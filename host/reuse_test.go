@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math/rand"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -429,18 +428,20 @@ func TestRememberedVerdictsFollowTheCluster(t *testing.T) {
 // A version's memo is bounded: the oldest pod template goes when there
 // are maxMemoKeys, or when the rows held pass maxMemoBytes; an evicted
 // table a call still holds takes no more rows. A key gets a table only
-// when a second pod cycle meets it, the keys met once are bounded, the
-// engine's total bounds every memo, and a retired version's memo gives
-// its bytes back.
+// when a second pod cycle meets it, the keys met once are bounded and
+// charged, the engine's total bounds every memo, and a retired version's
+// memo gives its bytes back.
 func TestMemoIsBounded(t *testing.T) {
 	var m verdictMemo
-	var engine atomic.Int64
+	e := &Engine{memoCap: maxEngineMemoBytes, budget: newMemoryBudget(0, theProcess)}
+	e.budget.memo = &e.memoBytes
+	engine := &e.memoBytes
 	pod := func(i int) *PodState {
 		return NewPodState(st.MakePod().Namespace("default").Label("template", fmt.Sprint(i)).Obj())
 	}
 	cycle := uint64(0)
 	admit := func(p *PodState, k memoKey) *memoTable {
-		return m.admit(CallFilter, p, &hostabi.PodReadSet{Labels: []string{"template"}}, cycle, func() memoKey { return k }, &engine)
+		return m.admit(CallFilter, p, &hostabi.PodReadSet{Labels: []string{"template"}}, cycle, func() memoKey { return k }, e)
 	}
 	table := func(i int, k memoKey) *memoTable {
 		p := pod(i)
@@ -468,29 +469,33 @@ func TestMemoIsBounded(t *testing.T) {
 	}
 	for i := 0; i < 3*maxMemoSeen; i++ {
 		cycle++
+		m.hits.Add(1) // a memo that finds verdicts: its probe window stays open
 		admit(pod(1000+i), memoKey{pod: [32]byte{byte(i), byte(i >> 8), 3}})
 		if len(m.seen) > maxMemoSeen {
 			t.Fatalf("%d templates kept, want at most %d", len(m.seen), maxMemoSeen)
 		}
+		if want := int64(len(m.seen)) * seenEntryBytes; m.bytes.Load() < want {
+			t.Fatalf("the memo is charged %d bytes for %d templates seen, want at least %d", m.bytes.Load(), len(m.seen), want)
+		}
 	}
-	m.bytes.Store(maxMemoBytes + 1)
+	m.bytes.Add(maxMemoBytes + 1)
 	table(9999, memoKey{pod: [32]byte{9, 9, 9}})
 	if len(m.tables) != 1 {
 		t.Errorf("over maxMemoBytes: %d tables left, want only the new one", len(m.tables))
 	}
-	m.bytes.Store(0)
+	m.bytes.Add(-(maxMemoBytes + 1))
 
-	engine.Store(maxEngineMemoBytes + 1)
+	engine.Add(maxEngineMemoBytes + 1)
 	if table(7777, memoKey{pod: [32]byte{7, 7, 7}}) != nil {
 		t.Error("a new table while the engine's memos hold more than maxEngineMemoBytes")
 	}
-	engine.Store(0)
+	engine.Add(-(maxEngineMemoBytes + 1))
 
 	last := table(8888, memoKey{pod: [32]byte{8, 8, 8}})
 	last.bytes = 1000
 	m.bytes.Add(1000)
 	engine.Add(1000)
-	m.drop(&engine)
+	m.drop(engine)
 	if engine.Load() != 0 || m.bytes.Load() != 0 || len(m.tables) != 0 {
 		t.Errorf("dropped memo: engine holds %d bytes, memo %d in %d tables, want none", engine.Load(), m.bytes.Load(), len(m.tables))
 	}
@@ -691,5 +696,52 @@ func TestMemoKeysOnTheLabelsRead(t *testing.T) {
 				t.Errorf("%d verdicts remembered once k2 is in the key, want at least %d", r-before, len(nodes))
 			}
 		})
+	}
+}
+
+// A memo that never finds a remembered verdict (every pod its own
+// template) stops after memoProbeTemplates first sightings and gives back
+// what it held; one that finds verdicts goes on. Its bytes are in the
+// budget's use, and a budget with no room left makes it remember nothing.
+func TestMemoProbeWindowAndBudget(t *testing.T) {
+	e := &Engine{memoCap: memoCapOf(512 << 20), budget: newMemoryBudget(512<<20, theProcess)}
+	e.budget.memo = &e.memoBytes
+	if e.memoCap != 64<<20 || memoCapOf(128<<20) != 16<<20 {
+		t.Fatalf("memo caps %d and %d, want 64 MiB under 512 MiB and 16 MiB under 128 MiB", e.memoCap, memoCapOf(128<<20))
+	}
+	reads := &hostabi.PodReadSet{Labels: []string{"template"}}
+	pod := func(i int) *PodState {
+		return NewPodState(st.MakePod().Namespace("default").Label("template", fmt.Sprint(i)).Obj())
+	}
+	var m verdictMemo
+	for i := 0; i < memoProbeTemplates-1; i++ {
+		m.admit(CallFilter, pod(i), reads, uint64(i), func() memoKey { return memoKey{} }, e)
+	}
+	if got := e.MemoryBudget().Verdicts; got != int64(memoProbeTemplates-1)*seenEntryBytes {
+		t.Fatalf("the budget counts %d bytes of verdicts for %d templates seen, want %d", got, memoProbeTemplates-1, int64(memoProbeTemplates-1)*seenEntryBytes)
+	}
+	m.admit(CallFilter, pod(memoProbeTemplates), reads, memoProbeTemplates, func() memoKey { return memoKey{} }, e)
+	if len(m.seen) != 0 || m.bytes.Load() != 0 || e.memoBytes.Load() != 0 {
+		t.Fatalf("after %d templates and no hit: %d seen, %d bytes (engine %d), want the memo off and empty", memoProbeTemplates, len(m.seen), m.bytes.Load(), e.memoBytes.Load())
+	}
+	// Off: a template met twice gets no table.
+	for c := uint64(1); c <= 3; c++ {
+		if m.admit(CallFilter, pod(1), reads, 10_000+c, func() memoKey { return memoKey{} }, e) != nil {
+			t.Fatal("an off memo made a table")
+		}
+	}
+	// Back after the off period.
+	m.offUntil.Store(monotonic() - 1)
+	m.admit(CallFilter, pod(1), reads, 20_000, func() memoKey { return memoKey{} }, e)
+	if m.admit(CallFilter, pod(1), reads, 20_001, func() memoKey { return memoKey{pod: [32]byte{1}} }, e) == nil {
+		t.Fatal("the memo did not start again after its off period")
+	}
+
+	// A budget with no room: nothing more is remembered.
+	e.budget.limit = e.budget.used()
+	before := len(m.seen)
+	m.admit(CallFilter, pod(5), reads, 30_000, func() memoKey { return memoKey{} }, e)
+	if len(m.seen) != before {
+		t.Error("a template was remembered beyond the memory budget")
 	}
 }

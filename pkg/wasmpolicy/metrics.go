@@ -239,7 +239,7 @@ var (
 		"The memory budget of all policies together (memoryBudget; 0: none).",
 		nil, nil, metrics.ALPHA, "")
 	memoryUsedDesc = metrics.NewDesc("wasmsched_memory_used_bytes",
-		"Memory charged to the budget, by part: modules (compiled code and its host heap) and instances (host heap and linear memory).",
+		"Memory charged to the budget, by part: modules (compiled code and its host heap), instances (host heap and linear memory) and verdicts (remembered verdicts and the pod templates met).",
 		[]string{"part"}, nil, metrics.ALPHA, "")
 	evictionsDesc = metrics.NewDesc("wasmsched_memory_evicted_instances_total",
 		"Idle instances closed to make room in the memory budget for another policy's call.",
@@ -312,6 +312,7 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			mem.OverBudget += u.OverBudget
 			mem.Reserved += u.Reserved
 			mem.RefusedGrowth += u.RefusedGrowth
+			mem.Verdicts += u.Verdicts
 		}
 		lp := w.LoadProgress()
 		progress.Loading += lp.Loading
@@ -353,6 +354,7 @@ func (c *poolCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	ch <- metrics.NewLazyConstMetric(memoryBudgetDesc, metrics.GaugeValue, float64(mem.Budget))
 	ch <- metrics.NewLazyConstMetric(memoryUsedDesc, metrics.GaugeValue, float64(mem.Modules), "modules")
 	ch <- metrics.NewLazyConstMetric(memoryUsedDesc, metrics.GaugeValue, float64(mem.Instances), "instances")
+	ch <- metrics.NewLazyConstMetric(memoryUsedDesc, metrics.GaugeValue, float64(mem.Verdicts), "verdicts")
 	ch <- metrics.NewLazyConstMetric(evictionsDesc, metrics.CounterValue, float64(mem.Evictions))
 	ch <- metrics.NewLazyConstMetric(overBudgetDesc, metrics.CounterValue, float64(mem.OverBudget))
 	ch <- metrics.NewLazyConstMetric(reservedDesc, metrics.GaugeValue, float64(mem.Reserved))
