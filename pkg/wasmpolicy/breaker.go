@@ -72,17 +72,17 @@ type breaker struct {
 	okNow, okPrev atomic.Int64
 	okEpoch       atomic.Int64
 
-	mu       sync.Mutex
-	state    breakerState
-	failing  map[[32]byte]failure // inputs that failed, within the window
+	mu      sync.Mutex
+	state   breakerState
+	failing map[[32]byte]failure // inputs that failed, within the window
 	// scope is the namespaces an open or half-open breaker holds back:
 	// those of the inputs that failed in the window.
 	scope    map[string]bool
-	failures int                    // failed cycles since the breaker was last clean
-	period   time.Duration          // the current (or last) open period
-	until    time.Time              // when an open breaker becomes half-open
-	probeAt  time.Time              // when the half-open breaker let a cycle probe
-	lastErr  string                 // what the last failure was
+	failures int           // failed cycles since the breaker was last clean
+	period   time.Duration // the current (or last) open period
+	until    time.Time     // when an open breaker becomes half-open
+	probeAt  time.Time     // when the half-open breaker let a cycle probe
+	lastErr  string        // what the last failure was
 	timer    *time.Timer
 }
 
