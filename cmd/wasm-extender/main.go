@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -101,7 +102,10 @@ func run(cfgPath, kubeconfig, listen, certFile, keyFile string, maxBytes int64, 
 		return err
 	}
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, "wasm-extender")
+	// Events are recorded on core objects (a policy's ConfigMap, pods):
+	// the client's scheme knows them, the args' scheme does not ("no kind
+	// is registered for the type v1.ConfigMap").
+	recorder := broadcaster.NewRecorder(clientgoscheme.Scheme, "wasm-extender")
 	srv, err := extender.New(ctx, client, recorder, args, extender.Options{MaxRequestBytes: maxBytes, RequestTimeout: timeout, Parallelism: parallelism})
 	if err != nil {
 		return err
