@@ -178,7 +178,7 @@ func (tm *team) remove(t *testing.T, name string) {
 // refusals are checked at the same time. TEAMS_NODES, TEAMS_PODS and
 // TEAMS_PAIRS size it (make soak runs it larger).
 func TestTeamsCannotStallSpyOnOrCrowdOutEachOther(t *testing.T) {
-	nodes, pods, pairs := envInt("TEAMS_NODES", 100), envInt("TEAMS_PODS", 300), envInt("TEAMS_PAIRS", 3)
+	nodes, pods, pairs := envInt("TEAMS_NODES", 100), envInt("TEAMS_PODS", 300), envInt("TEAMS_PAIRS", 5)
 	e := newEnv(t, "teams")
 	ctx := context.Background()
 	// Team y's namespace labels are what a spy would want.
