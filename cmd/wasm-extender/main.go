@@ -41,13 +41,17 @@ func main() {
 	cfgPath := flag.String("config", "", "WasmPolicyArgs file (apiVersion kubescheduler.config.k8s.io/v1, kind WasmPolicyArgs): the same args as the WasmPolicy plugin")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig; empty means in-cluster")
 	listen := flag.String("listen", ":8888", "address to serve on")
-	certFile := flag.String("tls-cert-file", "", "serve HTTPS with this certificate (and --tls-private-key-file)")
+	certFile := flag.String("tls-cert-file", "", "serve HTTPS with this certificate (and --tls-private-key-file); required unless --insecure-serve-http")
 	keyFile := flag.String("tls-private-key-file", "", "private key for --tls-cert-file")
+	clientCA := flag.String("client-ca-file", "", "CA bundle that signed the clients allowed to call /filter, /prioritize and /metrics (the scheduler's extender tlsConfig certFile); required with TLS")
+	allowed := flag.String("allowed-client-names", "", "comma-separated common or DNS names of the client certificates allowed (empty: any the CA signed)")
+	insecure := flag.Bool("insecure-serve-http", false, "serve plain HTTP to anyone who reaches the port: tests only")
 	maxBytes := flag.Int64("max-request-bytes", 32<<20, "largest accepted request body")
 	timeout := flag.Duration("request-timeout", 10*time.Second, "time limit for one request; set the scheduler's httpTimeout below it")
 	parallelism := flag.Int("parallelism", 16, "nodes evaluated at once per request")
 	flag.Parse()
-	if err := run(*cfgPath, *kubeconfig, *listen, *certFile, *keyFile, *maxBytes, *timeout, *parallelism); err != nil {
+	auth := &authOptions{certFile: *certFile, keyFile: *keyFile, clientCAFile: *clientCA, allowedNames: splitNames(*allowed), insecureHTTP: *insecure}
+	if err := run(*cfgPath, *kubeconfig, *listen, auth, *maxBytes, *timeout, *parallelism); err != nil {
 		klog.ErrorS(err, "wasm-extender failed")
 		klog.Flush()
 		os.Exit(1)
@@ -82,7 +86,11 @@ func loadArgs(path string) (*config.WasmPolicyArgs, error) {
 	return args, nil
 }
 
-func run(cfgPath, kubeconfig, listen, certFile, keyFile string, maxBytes int64, timeout time.Duration, parallelism int) error {
+func run(cfgPath, kubeconfig, listen string, auth *authOptions, maxBytes int64, timeout time.Duration, parallelism int) error {
+	tlsConfig, err := auth.serverTLS()
+	if err != nil {
+		return err
+	}
 	args, err := loadArgs(cfgPath)
 	if err != nil {
 		return err
@@ -113,17 +121,18 @@ func run(cfgPath, kubeconfig, listen, certFile, keyFile string, maxBytes int64, 
 	defer srv.Close()
 
 	mux := http.NewServeMux()
-	mux.Handle("/filter", srv.Handler())
-	mux.Handle("/prioritize", srv.Handler())
+	mux.Handle("/filter", auth.authenticated(srv.Handler()))
+	mux.Handle("/prioritize", auth.authenticated(srv.Handler()))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.Handle("/metrics", legacyregistry.Handler())
-	hs := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mux.Handle("/metrics", auth.authenticated(legacyregistry.Handler()))
+	hs := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
 	errc := make(chan error, 1)
 	go func() {
-		klog.InfoS("Serving scheduler extender", "address", listen, "tls", certFile != "", "policies", len(args.Policies))
-		if certFile != "" {
-			errc <- hs.ListenAndServeTLS(certFile, keyFile)
+		klog.InfoS("Serving scheduler extender", "address", listen, "tls", tlsConfig != nil, "clientCertificates", tlsConfig != nil, "allowedClients", auth.allowedNames, "policies", len(args.Policies))
+		if tlsConfig != nil {
+			errc <- hs.ListenAndServeTLS("", "")
 		} else {
+			klog.InfoS("Serving plain HTTP to anyone who reaches the port (--insecure-serve-http)")
 			errc <- hs.ListenAndServe()
 		}
 	}()

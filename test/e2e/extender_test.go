@@ -1,8 +1,16 @@
 package e2e
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -16,11 +24,93 @@ import (
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 )
 
-// The unmodified upstream kube-scheduler (at the control plane's version) calls bin/wasm-extender:
-// pods land per policy with nodeCacheCapable true and false, a rejected
-// pod's FailedScheduling carries the policy's reason, and a policy reload
-// takes effect through the extender.
+// extenderCerts issues, into dir, a CA and what the extender and its
+// callers present: the serving certificate (127.0.0.1), the scheduler's
+// client certificate (kube-scheduler), another client of the same CA
+// (intruder), and a client of another CA (stranger).
+func extenderCerts(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	paths := map[string]string{}
+	write := func(name, typ string, der []byte) {
+		paths[name] = filepath.Join(dir, name)
+		if err := os.WriteFile(paths[name], pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+			IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, _ := x509.ParseCertificate(der)
+		write(name+".crt", "CERTIFICATE", der)
+		return cert, key
+	}
+	issue := func(ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, serial int64, usage x509.ExtKeyUsage) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(name+".crt", "CERTIFICATE", der)
+		write(name+".key", "EC PRIVATE KEY", kb)
+	}
+	ca, caKey := newCA("extender-ca")
+	issue(ca, caKey, "extender", 2, x509.ExtKeyUsageServerAuth)
+	issue(ca, caKey, "kube-scheduler", 3, x509.ExtKeyUsageClientAuth)
+	issue(ca, caKey, "intruder", 4, x509.ExtKeyUsageClientAuth)
+	other, otherKey := newCA("other-ca")
+	issue(other, otherKey, "stranger", 2, x509.ExtKeyUsageClientAuth)
+	return paths
+}
+
+// httpsClient trusts the extender's CA and presents the named client
+// certificate ("": none).
+func httpsClient(t *testing.T, certs map[string]string, client string) *http.Client {
+	t.Helper()
+	caPEM, err := os.ReadFile(certs["extender-ca.crt"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cfg := &tls.Config{RootCAs: pool}
+	if client != "" {
+		c, err := tls.LoadX509KeyPair(certs[client+".crt"], certs[client+".key"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+// The unmodified upstream kube-scheduler (at the control plane's version)
+// calls bin/wasm-extender over TLS with the client certificate its
+// extender tlsConfig names: pods land per policy with nodeCacheCapable
+// true and false, a rejected pod's FailedScheduling carries the policy's
+// reason, and a policy reload takes effect through the extender. Anyone
+// else gets 401 (no certificate) or 403 (a name not allowed), or no TLS
+// session (another CA), runs no policy and moves no breaker.
 func TestExtenderWithUpstreamScheduler(t *testing.T) {
+
 	e := newEnv(t, "extender")
 	e.node("team-a", map[string]string{"team": "a"}, "4")
 	e.node("shared-1", nil, "4")
@@ -51,15 +141,24 @@ policies:
 	_ = l.Close()
 	extLog := filepath.Join(e.dir, "extender.log")
 	logf, _ := os.Create(extLog)
-	ext := exec.Command(filepath.Join(root, "bin", "wasm-extender"), "--config", args, "--kubeconfig", cp.SchedulerKubeconfig, "--listen", addr, "-v=2")
+	certs := extenderCerts(t, e.dir)
+	// Without TLS and a client CA it does not start.
+	if out, err := exec.Command(filepath.Join(root, "bin", "wasm-extender"), "--config", args, "--kubeconfig", cp.SchedulerKubeconfig, "--listen", addr).CombinedOutput(); err == nil || !strings.Contains(string(out), "serves HTTPS with client certificates") {
+		t.Errorf("the extender without TLS: %v, %s; want a refusal to start", err, out)
+	}
+	ext := exec.Command(filepath.Join(root, "bin", "wasm-extender"), "--config", args, "--kubeconfig", cp.SchedulerKubeconfig, "--listen", addr, "-v=2",
+		"--tls-cert-file", certs["extender.crt"], "--tls-private-key-file", certs["extender.key"],
+		"--client-ca-file", certs["extender-ca.crt"], "--allowed-client-names", "kube-scheduler")
 	ext.Stdout, ext.Stderr = logf, logf
 	if err := ext.Start(); err != nil {
 		t.Fatalf("starting bin/wasm-extender (make build): %v", err)
 	}
 	t.Cleanup(func() { _ = ext.Process.Kill() })
+	sched := httpsClient(t, certs, "kube-scheduler")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
+		// /healthz answers probes without a certificate.
+		resp, err := httpsClient(t, certs, "").Get("https://" + addr + "/healthz")
 		if err == nil && resp.StatusCode == http.StatusOK {
 			resp.Body.Close()
 			break
@@ -92,14 +191,15 @@ profiles:
     score:
       disabled: [{name: "*"}]
 extenders:
-- urlPrefix: http://%s
+- urlPrefix: https://%s
+  tlsConfig: {certFile: %q, keyFile: %q, caFile: %q}
   filterVerb: filter
   prioritizeVerb: prioritize
   weight: 1
   nodeCacheCapable: %v
   ignorable: false
   httpTimeout: 5s
-`, cp.SchedulerKubeconfig, mode.name, addr, mode.cacheable)), 0o600); err != nil {
+`, cp.SchedulerKubeconfig, mode.name, addr, certs["kube-scheduler.crt"], certs["kube-scheduler.key"], certs["extender-ca.crt"], mode.cacheable)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		logPath := filepath.Join(e.dir, mode.name+".log")
@@ -147,13 +247,20 @@ extenders:
 		t.Fatalf("after the reload to spread, spread-1 still joined %s", n3)
 	}
 
-	// The policy metrics are on the extender's /metrics.
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// The policy metrics are on the extender's /metrics, for the scheduler.
+	scrapeExt := func() string {
+		resp, err := sched.Get("https://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/metrics for the scheduler: %s", resp.Status)
+		}
+		return string(body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrapeExt()
 	for _, want := range []string{
 		`wasmsched_policy_module_loads_total{policy="placement",result="Success"} 2`,
 		`wasmsched_policy_evaluations_total{extension_point="Filter",policy="team-isolation",result="Unschedulable"}`,
@@ -162,7 +269,61 @@ extenders:
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	// Anyone else runs nothing: twelve hostile requests each (a pod the
+	// policies would refuse) without a certificate (401), and with one
+	// whose name is not allowed (403), on /filter, /prioritize and
+	// /metrics.
+	evaluations := func(m string) float64 {
+		return counter(m, "wasmsched_policy_evaluations_total", `extension_point="Filter",policy="team-isolation",result="Unschedulable"`) +
+			counter(m, "wasmsched_policy_evaluations_total", `extension_point="Filter",policy="team-isolation",result="Success"`)
+	}
+	before := evaluations(scrapeExt())
+	hostile := `{"Pod": {"metadata": {"name": "x", "namespace": "default", "labels": {"team": "zz"}}}, "NodeNames": ["team-a", "shared-1"]}`
+	for _, c := range []struct {
+		client, path string
+		want         int
+	}{
+		{"", "/filter", http.StatusUnauthorized}, {"", "/prioritize", http.StatusUnauthorized}, {"", "/metrics", http.StatusUnauthorized},
+		{"intruder", "/filter", http.StatusForbidden}, {"intruder", "/metrics", http.StatusForbidden},
+	} {
+		for k := 0; k < 12; k++ {
+			var resp *http.Response
+			var err error
+			if c.path == "/metrics" {
+				resp, err = httpsClient(t, certs, c.client).Get("https://" + addr + c.path)
+			} else {
+				resp, err = httpsClient(t, certs, c.client).Post("https://"+addr+c.path, "application/json", strings.NewReader(hostile))
+			}
+			if err != nil {
+				t.Fatalf("%s as %q: %v", c.path, c.client, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Fatalf("%s as %q: %s, want %d", c.path, c.client, resp.Status, c.want)
+			}
+		}
+	}
+	// A client of another CA gets no TLS session; plain HTTP is not served.
+	if resp, err := httpsClient(t, certs, "stranger").Post("https://"+addr+"/filter", "application/json", strings.NewReader(hostile)); err == nil {
+		resp.Body.Close()
+		t.Errorf("a client certificate of another CA was accepted: %s", resp.Status)
+	}
+	if resp, err := http.Post("http://"+addr+"/filter", "application/json", strings.NewReader(hostile)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("plain HTTP was served")
+		}
+	}
+	m := scrapeExt()
+	if after := evaluations(m); after != before {
+		t.Errorf("the refused requests ran policies: %v evaluations before, %v after", before, after)
+	}
+	if !strings.Contains(m, `wasmsched_policy_circuit_breaker_state{policy="team-isolation",state="closed"} 1`) {
+		t.Errorf("a breaker moved: %s", grep(m, "circuit_breaker_state"))
+	}
+
 	// SIGTERM shuts it down cleanly.
+
 	if err := ext.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
