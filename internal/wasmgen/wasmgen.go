@@ -160,3 +160,104 @@ func exports(out []byte) []byte {
 		return append(b, 0, 1)
 	}))
 }
+
+// Recursion describes a module whose filter recurses: function 2, $down
+// (n i32) -> i64, calls itself with n-1 until n is 0 (Depth 0: without
+// end) and adds its locals to what the call returned, so they are all
+// kept across the call.
+type Recursion struct {
+	// Depth is how deep filter's call goes; 0 recurses until something
+	// stops it.
+	Depth uint32
+	// Locals is how many i64 locals $down declares and Blocks in how many
+	// conditional blocks it sets every one of them: each such block gives
+	// the compiler a new value of every local to keep, which is how a
+	// small function makes a large frame.
+	Locals, Blocks int
+	// Indirect makes the recursive call a call_indirect through a table.
+	Indirect bool
+	// Repeat makes filter loop forever, recursing Depth deep each time.
+	Repeat bool
+}
+
+// RecursionModule returns the wasm bytes of a module of shape r.
+func RecursionModule(r Recursion) []byte {
+	out := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	// Types: 0 () -> i32, 1 (i64) -> (), 2 (i32) -> i64.
+	out = section(out, 1, vec(3, func(b []byte) []byte {
+		b = append(b, 0x60, 0, 1, 0x7f)
+		b = append(b, 0x60, 1, 0x7e, 0)
+		return append(b, 0x60, 1, 0x7f, 1, 0x7e)
+	}))
+	out = section(out, 3, vec(3, func(b []byte) []byte { return append(b, 0, 1, 2) }))
+	if r.Indirect {
+		out = section(out, 4, vec(1, func(b []byte) []byte { return append(b, 0x70, 0, 1) })) // funcref, min 1
+	}
+	out = section(out, 5, []byte{1, 0, 1})
+	out = exports(out)
+	if r.Indirect {
+		// Element 0 of table 0 is $down.
+		out = section(out, 9, vec(1, func(b []byte) []byte { return append(b, 0, 0x41, 0, 0x0b, 1, 2) }))
+	}
+	depth := int64(r.Depth)
+	if depth == 0 {
+		depth = -1 // counts down through 2^32 calls: without end here
+	}
+	filter := []byte{0}
+	if r.Repeat {
+		filter = append(filter, 0x03, 0x40) // loop
+	}
+	filter = append(appendSLEB(append(filter, 0x41), depth), 0x10, 2, 0x1a) // i32.const depth; call $down; drop
+	if r.Repeat {
+		filter = append(filter, 0x0c, 0, 0x0b) // br 0; end
+	}
+	filter = append(filter, 0x0b)
+	down := []byte{}
+	if r.Locals > 0 {
+		down = append(down, 1)
+		down = binary.AppendUvarint(down, uint64(r.Locals))
+		down = append(down, 0x7e)
+	} else {
+		down = append(down, 0)
+	}
+	local := func(b []byte, op byte, i int) []byte { return binary.AppendUvarint(append(b, op), uint64(1+i)) }
+	for blk := 0; blk < r.Blocks && r.Locals > 0; blk++ {
+		// if (n & (blk+1)) { x_i = x_{i+1} + blk for every i }
+		down = append(appendSLEB(append(down, 0x20, 0, 0x41), int64(blk+1)), 0x71, 0x04, 0x40)
+		for i := 0; i < r.Locals; i++ {
+			down = local(down, 0x20, (i+1)%r.Locals)
+			down = append(appendSLEB(append(down, 0x42), int64(blk)), 0x7c)
+			down = local(down, 0x21, i)
+		}
+		down = append(down, 0x0b)
+	}
+	// if (result i64) n == 0 then 0 else down(n-1) + sum of locals
+	down = append(down, 0x20, 0, 0x45, 0x04, 0x7e, 0x42, 0, 0x05)
+	down = append(down, 0x20, 0, 0x41, 1, 0x6b) // n - 1
+	if r.Indirect {
+		down = append(down, 0x41, 0, 0x11, 2, 0) // i32.const 0; call_indirect (type 2) table 0
+	} else {
+		down = append(down, 0x10, 2)
+	}
+	for i := 0; i < r.Locals; i++ {
+		down = append(local(down, 0x20, i), 0x7c)
+	}
+	down = append(down, 0x0b, 0x0b)
+	out = section(out, 10, vec(3, func(b []byte) []byte {
+		b = fn(b, []byte{0, 0x41, 1, 0x0b}) // abi_version: i32.const 1
+		b = fn(b, filter)
+		return fn(b, down)
+	}))
+	return out
+}
+
+func appendSLEB(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}

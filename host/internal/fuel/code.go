@@ -9,46 +9,49 @@ import (
 // Opcodes the rewriter acts on; every other opcode is copied with its
 // immediates unchanged.
 const (
-	opBlock         = 0x02
-	opLoop          = 0x03
-	opIf            = 0x04
-	opElse          = 0x05
-	opBr            = 0x0c
-	opBrIf          = 0x0d
-	opReturn        = 0x0f
-	opDrop          = 0x1a
-	opLocalSet      = 0x21
-	opLocalTee      = 0x22
-	opNop           = 0x01
-	opMemorySize    = 0x3f
-	opI64Const      = 0x42
-	opI32Store      = 0x36
-	opI64Store      = 0x37
-	opI32Store8     = 0x3a
-	opI32Store16    = 0x3b
-	opI32LeU        = 0x4d
-	opI64LeU        = 0x58
-	opI32Add        = 0x6a
-	opI32And        = 0x71
-	opI64Add        = 0x7c
-	opI64Shl        = 0x86
-	opI64ExtendI32U = 0xad
-	opEnd           = 0x0b
-	opLocalGet      = 0x20
-	opCall          = 0x10
-	opReturnCall    = 0x12
-	opGlobalGet     = 0x23
-	opGlobalSet     = 0x24
-	opI32Const      = 0x41
-	opI32Eqz        = 0x45
-	opI32LtU        = 0x49
-	opI32Sub        = 0x6b
-	opI32ShrU       = 0x76
-	opRefFunc       = 0xd2
-	prefixMisc      = 0xfc
-	prefixSIMD      = 0xfd
-	prefixAtomic    = 0xfe
-	blockTypeEmpty  = 0x40
+	opBlock              = 0x02
+	opLoop               = 0x03
+	opIf                 = 0x04
+	opElse               = 0x05
+	opBr                 = 0x0c
+	opBrIf               = 0x0d
+	opReturn             = 0x0f
+	opDrop               = 0x1a
+	opLocalSet           = 0x21
+	opLocalTee           = 0x22
+	opNop                = 0x01
+	opMemorySize         = 0x3f
+	opI64Const           = 0x42
+	opI32Store           = 0x36
+	opI64Store           = 0x37
+	opI32Store8          = 0x3a
+	opI32Store16         = 0x3b
+	opI32LeU             = 0x4d
+	opI64LeU             = 0x58
+	opI32Add             = 0x6a
+	opI32And             = 0x71
+	opI64Add             = 0x7c
+	opI64Shl             = 0x86
+	opI64ExtendI32U      = 0xad
+	opEnd                = 0x0b
+	opLocalGet           = 0x20
+	opCall               = 0x10
+	opReturnCall         = 0x12
+	opCallIndirect       = 0x11
+	opReturnCallIndirect = 0x13
+	opI32LtS             = 0x48
+	opGlobalGet          = 0x23
+	opGlobalSet          = 0x24
+	opI32Const           = 0x41
+	opI32Eqz             = 0x45
+	opI32LtU             = 0x49
+	opI32Sub             = 0x6b
+	opI32ShrU            = 0x76
+	opRefFunc            = 0xd2
+	prefixMisc           = 0xfc
+	prefixSIMD           = 0xfd
+	prefixAtomic         = 0xfe
+	blockTypeEmpty       = 0x40
 )
 
 // exprRewriter copies instructions, shifting function indices and adding a
@@ -80,6 +83,15 @@ type exprRewriter struct {
 	// The shape of the code rewritten so far (Shape).
 	maxDepth, maxBrTable         uint32
 	depthSquares, brTableSquares uint64
+	// stackGlobal is the stack room's global and stackCheck the stack
+	// import's function index. epilogue gives back the body's weight
+	// before each return and tail call (nil in a body without calls,
+	// which gets no stack check). newBlockType returns the index of a
+	// type () -> results, added once per distinct list (blockTypes).
+	stackGlobal, stackCheck uint32
+	epilogue                []byte
+	blockTypes              map[string]uint32
+	newBlockType            func(results []byte) uint32
 }
 
 // constInsn is one instruction as the rewriter saw it: where it starts,
@@ -231,9 +243,18 @@ func (x *exprRewriter) rewrite(r *wasmbin.Reader, out []byte, end int) ([]byte, 
 				return nil, err
 			}
 			out = append(out, r.B[copied:start]...)
+			if op == opReturnCall {
+				out = append(out, x.epilogue...)
+			}
 			out = wasmbin.AppendU32(append(out, op), x.shift(f))
 			copied = r.Pos
 			continue
+		case opReturn, opReturnCallIndirect:
+			if x.epilogue != nil {
+				out = append(out, r.B[copied:start]...)
+				out = append(out, x.epilogue...)
+				copied = start
+			}
 		case opLoop:
 			if err := x.blockType(r); err != nil {
 				return nil, err

@@ -29,6 +29,14 @@ const (
 	ImportName   = "refuel"
 )
 
+// StackImportName is the second import the rewriter adds, of type
+// (i32) -> i32, right after refuel: the stack check (see Instrument).
+const StackImportName = "stack"
+
+// addedImports is how many function imports the rewrite adds (refuel and
+// stack): every defined function's index grows by it.
+const addedImports = 2
+
 // ErrReserved is returned for a module that imports from ImportModule.
 var ErrReserved = fmt.Errorf("module imports from %q, which is reserved for the host's instrumentation", ImportModule)
 
@@ -90,9 +98,13 @@ type module struct {
 	opts      Options
 	// typeParams is each type's parameter count and funcTypes each
 	// defined function's type: the index a function body's first added
-	// local gets is its parameters plus its declared locals.
-	typeParams []uint32
-	funcTypes  []uint32
+	// local gets is its parameters plus its declared locals. typeResults
+	// are each type's result types, importTypes each imported function's
+	// type (the stack check's weights and wrapper blocks).
+	typeParams  []uint32
+	funcTypes   []uint32
+	typeResults [][]byte
+	importTypes []uint32
 }
 
 // Options bound what the instrumented module may do beyond what its own
@@ -190,9 +202,9 @@ func (m *module) shift(f uint32) uint32 {
 		// Past the module's functions, which is invalid: past the
 		// functions the rewrite may add too (3, decided after the code is
 		// rewritten), so that it stays invalid.
-		return f + 4
+		return f + addedImports + 3
 	}
-	return f + 1
+	return f + addedImports
 }
 
 // check returns the fuel check for a global index.
@@ -221,15 +233,31 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 	}
 	charge := m.hasFuncs && m.hasCode
 	m.charge = charge
-	if charge && !m.hasChargeType {
+	if !m.hasChargeType {
+		// (i32) -> i32: the stack import's type, and $charge's.
 		chargeType = m.numTypes + nAdded
 		added, nAdded = append(added, 0x60, 1, valI32, 1, valI32), nAdded+1
 	}
 	x := &exprRewriter{shift: m.shift, check: check(fuelGlobal, m.importedFuncs), types: m.numTypes, globals: fuelGlobal, fillBytes: smallFillBudget}
+	x.stackGlobal, x.stackCheck = fuelGlobal+1, m.importedFuncs+1
+	// Wrapper blocks of functions with more than one result and
+	// parameters need a type () -> results: they are added after the
+	// types above, in the order the code first needs them.
+	x.blockTypes = map[string]uint32{}
+	x.newBlockType = func(results []byte) uint32 {
+		t, ok := x.blockTypes[string(results)]
+		if !ok {
+			t = m.numTypes + nAdded
+			x.blockTypes[string(results)] = t
+			added = append(wasmbin.AppendU32(append(added, 0x60, 0), uint32(len(results))), results...)
+			nAdded++
+		}
+		return t
+	}
 	if charge {
 		// $charge, $fill and $copy follow the module's functions (and
-		// the added import).
-		base := m.importedFuncs + 1 + m.definedFuncs
+		// the added imports).
+		base := m.importedFuncs + addedImports + m.definedFuncs
 		x.charge = wasmbin.AppendU32([]byte{opCall}, base)
 		if m.hasMemory {
 			x.fill = wasmbin.AppendU32([]byte{opCall}, base+1)
@@ -272,7 +300,7 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 	emitMissing := func(before byte) {
 		for _, id := range []byte{secType, secImport, secGlobal} {
 			if id < before && need[id] {
-				out = wasmbin.AppendSection(out, id, m.newSection(id, refuelType, nAdded, added))
+				out = wasmbin.AppendSection(out, id, m.newSection(id, refuelType, chargeType, nAdded, added))
 				need[id] = false
 			}
 		}
@@ -316,7 +344,7 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 			content, err = recount(s.content, nAdded, added)
 			need[secType] = false
 		case secImport:
-			content, err = recount(s.content, 1, refuelImport(refuelType))
+			content, err = recount(s.content, addedImports, append(refuelImport(refuelType), stackImport(chargeType)...))
 			need[secImport] = false
 		case secGlobal:
 			content, err = m.globals(s.content, consts)
@@ -334,7 +362,7 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 		case secCode:
 			content = code
 			if charge {
-				base := m.importedFuncs + 1 + m.definedFuncs
+				base := m.importedFuncs + addedImports + m.definedFuncs
 				var helpers []byte
 				for _, body := range [][]byte{chargeBody(fuelGlobal, m.importedFuncs), fillBody(base), copyBody(base)}[:m.added] {
 					helpers = wasmbin.AppendU32(helpers, uint32(len(body)))

@@ -70,11 +70,15 @@ func TestInstrumentKeepsInterface(t *testing.T) {
 			}
 		}
 		bi, ai := before.ImportedFunctions(), after.ImportedFunctions()
-		if len(ai) != len(bi)+1 {
+		if len(ai) != len(bi)+2 {
 			t.Fatalf("seed %d: %d imports, %d after", i, len(bi), len(ai))
 		}
 		if mod, name, _ := ai[len(bi)].Import(); mod != ImportModule || name != ImportName || len(ai[len(bi)].ParamTypes()) != 0 || !slices.Equal(ai[len(bi)].ResultTypes(), []api.ValueType{api.ValueTypeI32}) {
 			t.Errorf("seed %d: added import %s.%s %v->%v", i, mod, name, ai[len(bi)].ParamTypes(), ai[len(bi)].ResultTypes())
+		}
+		i32 := []api.ValueType{api.ValueTypeI32}
+		if mod, name, _ := ai[len(bi)+1].Import(); mod != ImportModule || name != StackImportName || !slices.Equal(ai[len(bi)+1].ParamTypes(), i32) || !slices.Equal(ai[len(bi)+1].ResultTypes(), i32) {
+			t.Errorf("seed %d: added import %s.%s %v->%v", i, mod, name, ai[len(bi)+1].ParamTypes(), ai[len(bi)+1].ResultTypes())
 		}
 		_ = before.Close(ctx)
 		_ = after.Close(ctx)

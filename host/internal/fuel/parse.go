@@ -95,6 +95,7 @@ func (m *module) readTypes(r *wasmbin.Reader) error {
 			return err
 		}
 		m.typeParams = append(m.typeParams, np)
+		m.typeResults = append(m.typeResults, res)
 		if !m.hasRefuelType && np == 0 && nr == 1 && res[0] == valI32 {
 			m.refuelType, m.hasRefuelType = i, true
 		}
@@ -159,6 +160,7 @@ func (m *module) readImports(r *wasmbin.Reader) error {
 			if typ, err = r.U32(); err == nil && typ >= m.numTypes {
 				err = fmt.Errorf("import %d: unknown type %d", i, typ)
 			}
+			m.importTypes = append(m.importTypes, typ)
 		case kindTable:
 			if _, err = r.Byte(); err == nil {
 				err = r.Limits()

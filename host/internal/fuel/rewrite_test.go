@@ -116,12 +116,24 @@ func TestSmallFillMatchesMemoryFill(t *testing.T) {
 	}
 }
 
+// fuelHost instantiates the instrumentation's imports in rt: refuel, and
+// stack (nil: one that always grants StackStart more).
+func fuelHost(ctx context.Context, rt wazero.Runtime, refuel func() int32, stack func(int32) int32) error {
+	if stack == nil {
+		stack = func(int32) int32 { return StackStart / StackUnit }
+	}
+	_, err := rt.NewHostModuleBuilder(ImportModule).
+		NewFunctionBuilder().WithFunc(refuel).Export(ImportName).
+		NewFunctionBuilder().WithFunc(stack).Export(StackImportName).
+		Instantiate(ctx)
+	return err
+}
+
 // instantiate runs wasm in a runtime of its own, with the refuel import.
 func instantiate(t *testing.T, ctx context.Context, wasm []byte) api.Module {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
 	t.Cleanup(func() { _ = rt.Close(ctx) })
-	if _, err := rt.NewHostModuleBuilder(ImportModule).NewFunctionBuilder().
-		WithFunc(func() int32 { return 1 << 20 }).Export(ImportName).Instantiate(ctx); err != nil {
+	if err := fuelHost(ctx, rt, func() int32 { return 1 << 20 }, nil); err != nil {
 		t.Fatal(err)
 	}
 	m, err := rt.Instantiate(ctx, wasm)
@@ -193,8 +205,7 @@ func TestEntryCheckFoldsIntoLoopHeader(t *testing.T) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)
 	refuels := 0
-	if _, err := rt.NewHostModuleBuilder(ImportModule).NewFunctionBuilder().
-		WithFunc(func() int32 { refuels++; return 10 }).Export(ImportName).Instantiate(ctx); err != nil {
+	if err := fuelHost(ctx, rt, func() int32 { refuels++; return 10 }, nil); err != nil {
 		t.Fatal(err)
 	}
 	m, err := rt.Instantiate(ctx, out)

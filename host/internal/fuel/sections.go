@@ -104,19 +104,27 @@ func (m *module) checkFunctionTypes(content []byte) error {
 
 // newSection builds a type, import or global section holding only what the
 // rewrite adds.
-func (m *module) newSection(id byte, refuelType, nTypes uint32, types []byte) []byte {
+func (m *module) newSection(id byte, refuelType, stackType, nTypes uint32, types []byte) []byte {
 	switch id {
 	case secType:
 		return append(wasmbin.AppendU32(nil, nTypes), types...)
 	case secImport:
-		return append([]byte{1}, refuelImport(refuelType)...)
+		return append(append([]byte{addedImports}, refuelImport(refuelType)...), stackImport(stackType)...)
 	default:
-		return append([]byte{1}, fuelGlobalEntry...)
+		return append([]byte{2}, addedGlobals...)
 	}
 }
 
-// fuelGlobalEntry is (mut i32) initialized to 0: the first check refuels.
-var fuelGlobalEntry = []byte{valI32, 1, opI32Const, 0, opEnd}
+// addedGlobals are the fuel, (mut i32) initialized to 0 so that the
+// first check refuels, and the stack room, (mut i32) initialized to
+// StackStart.
+var addedGlobals = append(AppendI32Const([]byte{valI32, 1, opI32Const, 0, opEnd, valI32, 1}, StackStart/StackUnit), opEnd)
+
+func stackImport(typ uint32) []byte {
+	b := wasmbin.AppendName(nil, ImportModule)
+	b = wasmbin.AppendName(b, StackImportName)
+	return wasmbin.AppendU32(append(b, kindFunc), typ)
+}
 
 func refuelImport(typ uint32) []byte {
 	b := wasmbin.AppendName(nil, ImportModule)
@@ -146,7 +154,7 @@ func (m *module) globals(content []byte, consts *exprRewriter) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := wasmbin.AppendU32(nil, n+1)
+	out := wasmbin.AppendU32(nil, n+2)
 	for i := uint32(0); i < n; i++ {
 		typ, err := r.Bytes(2)
 		if err != nil {
@@ -160,7 +168,7 @@ func (m *module) globals(content []byte, consts *exprRewriter) ([]byte, error) {
 	if r.Left() != 0 {
 		return nil, errors.New("section size mismatch")
 	}
-	return append(out, fuelGlobalEntry...), nil
+	return append(out, addedGlobals...), nil
 }
 
 func (m *module) exports(content []byte) ([]byte, error) {
@@ -303,11 +311,30 @@ func (m *module) code(content []byte, x *exprRewriter) ([]byte, error) {
 		}
 		localsEnd := br.Pos
 		body = append(body[:0], r.B[r.Pos:localsEnd]...)
+		// A body that calls gets the stack check: its weight taken at
+		// entry, then its code in a block of the function's results,
+		// which every branch to the function's own label now leaves,
+		// then its weight given back (and before each return and tail
+		// call).
+		x.epilogue = nil
+		if int(i) < len(m.funcTypes) && int(m.funcTypes[i]) < len(m.typeParams) {
+			t := m.funcTypes[i]
+			if st := m.scanBody(*br, *x); st.calls {
+				w := weight(uint64(m.typeParams[t]), locals, st.instrs, st.slots)
+				body = stackPrologue(body, x.stackGlobal, x.stackCheck, w)
+				body = append(body, opBlock)
+				body = append(body, m.wrapperBlockType(t, x)...)
+				x.epilogue = stackEpilogue(x.stackGlobal, w)
+			}
+		}
 		if !entersLoop(*br) {
 			body = append(body, x.check...)
 		}
 		if body, err = x.rewrite(br, body, end); err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
+		}
+		if x.epilogue != nil {
+			body = append(append(body, x.epilogue...), opEnd)
 		}
 		if x.usedTmp {
 			// The same locals and one i32 more, then the code.

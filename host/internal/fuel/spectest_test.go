@@ -139,7 +139,7 @@ func firstLine(err error) string {
 // reported through t.
 type runStats struct {
 	modules, calls, invalid int
-	refuels                 atomic.Int64
+	refuels, stackChecks    atomic.Int64
 }
 
 func run(t *testing.T, ctx context.Context, dir string, features api.CoreFeatures, name string, instrument bool, stats *runStats) []outcome {
@@ -161,10 +161,10 @@ func run(t *testing.T, ctx context.Context, dir string, features api.CoreFeature
 		t.Fatal(err)
 	}
 	if instrument {
-		// A small refuel makes the guest take the refuel path often.
-		_, err := rt.NewHostModuleBuilder(ImportModule).NewFunctionBuilder().
-			WithFunc(func() int32 { stats.refuels.Add(1); return 3 }).Export(ImportName).
-			Instantiate(ctx)
+		// A small refuel and a small stack room make the guest take
+		// both paths often.
+		err := fuelHost(ctx, rt, func() int32 { stats.refuels.Add(1); return 3 },
+			func(int32) int32 { stats.stackChecks.Add(1); return 2 })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -362,12 +362,16 @@ func TestSpecSuiteDifferential(t *testing.T) {
 				total.calls += st.calls
 				total.invalid += st.invalid
 				total.refuels.Add(st.refuels.Load())
+				total.stackChecks.Add(st.stackChecks.Load())
 			})
 		}
 	}
-	t.Logf("%d modules instrumented, %d calls compared (%d refuels), %d invalid binary modules checked", total.modules, total.calls/2, total.refuels.Load(), total.invalid)
+	t.Logf("%d modules instrumented, %d calls compared (%d refuels, %d stack checks), %d invalid binary modules checked", total.modules, total.calls/2, total.refuels.Load(), total.stackChecks.Load(), total.invalid)
 	if total.refuels.Load() == 0 {
 		t.Error("no instrumented guest ever refueled: the checks are not in place")
+	}
+	if total.stackChecks.Load() == 0 {
+		t.Error("no instrumented guest ever reached the stack check: the checks are not in place")
 	}
 }
 

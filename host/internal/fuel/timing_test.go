@@ -30,8 +30,7 @@ func TestRefuelLetsGarbageCollectionStopTheGuest(t *testing.T) {
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler()) // no close-on-done
 	defer rt.Close(ctx)
-	_, err := rt.NewHostModuleBuilder(ImportModule).NewFunctionBuilder().
-		WithFunc(func() int32 { return 10_000 }).Export(ImportName).Instantiate(ctx)
+	err := fuelHost(ctx, rt, func() int32 { return 10_000 }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
