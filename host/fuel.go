@@ -30,16 +30,20 @@ const refuelAmount = 10_000
 // running far past its deadline between refuels.
 const hostCheckEvery = 64
 
-// instantiateFuelModule adds the instrumentation's import, refuel, to a
-// runtime: it checks the calling instance's deadline (trapping the call
-// past it) and hands the guest its next allowance.
+// instantiateFuelModule adds the instrumentation's imports to a runtime:
+// refuel checks the calling instance's deadline (trapping the call past
+// it) and hands the guest its next allowance; stack checks its call stack
+// (stackCheck).
 func instantiateFuelModule(ctx context.Context, rt wazero.Runtime) error {
+	i32 := []api.ValueType{api.ValueTypeI32}
 	_, err := rt.NewHostModuleBuilder(fuel.ImportModule).NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, s []uint64) {
 			current(ctx).checkDeadline()
 			s[0] = refuelAmount
-		}), nil, []api.ValueType{api.ValueTypeI32}).
-		Export(fuel.ImportName).Instantiate(ctx)
+		}), nil, i32).
+		Export(fuel.ImportName).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(stackCheck), i32, i32).
+		Export(fuel.StackImportName).Instantiate(ctx)
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,20 @@ type instance struct {
 
 	fn    [NumCallKinds]api.Function
 	stack [2]uint64
+
+	// running is the function the current call runs; stackGranted the
+	// stack rooms granted it so far and stackRatio how much larger than
+	// their weights its frames were, in fuel.StackUnit units (checkStack);
+	// stackPeak the most stack it was seen to use. heldBy is what each
+	// entry point's stack holds after its last call, stackHeld their sum
+	// (endStack).
+	running      api.Function
+	stackGranted int64
+	stackRatio   float64
+	stackPeak    int64
+	heldBy       [NumCallKinds]int64
+	stackHeld    int64
+	stackSlices  [NumCallKinds]reflect.Value
 
 	cctx callCtx
 	// timer closes cctx.done at the deadline (InterruptCloseOnDone only).
@@ -199,7 +214,9 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	in.mod = mod
 	if init := v.exports.Initializer; init != "" {
 		in.arm(p.initTimeout, 0)
-		_, err := mod.ExportedFunction(init).Call(&in.cctx)
+		fn := mod.ExportedFunction(init)
+		in.startStack(fn)
+		_, err := fn.Call(&in.cctx)
 		ok := in.disarm()
 		if err != nil || !ok || mod.IsClosed() {
 			_ = mod.Close(ctx)
@@ -217,6 +234,7 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	}
 	for k := CallKind(0); k < NumCallKinds; k++ {
 		in.fn[k] = mod.ExportedFunction(abi.Points[k].Export)
+		in.stackSlices[k] = stackSlice(in.fn[k])
 	}
 	in.createdMem = int64(in.memoryBytes())
 	return in, nil
@@ -292,8 +310,10 @@ func (in *instance) call(kind CallKind, arg uint64, n uint32, deadline int64) (u
 	if !in.arm(in.v.p.timeouts[kind], deadline) {
 		return 0, &CallError{Outcome: OutcomeStopped}
 	}
+	in.startStack(in.fn[kind])
 	err := in.fn[kind].CallWithStack(&in.cctx, in.stack[:])
 	inTime := in.disarm()
+	in.endStack(kind)
 	if !inTime {
 		return 0, in.expired(context.DeadlineExceeded)
 	}

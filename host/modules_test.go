@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,8 +103,9 @@ func TestAdversarialModules(t *testing.T) {
 	}
 	t.Run("deep recursion", func(t *testing.T) {
 		v, _, err := run(t, "recurse")
-		if err == nil || err.Outcome != OutcomeTrap || !strings.Contains(err.Error(), "stack overflow") {
-			t.Fatalf("err = %v, want a stack-overflow trap", err)
+		var se *StackLimitError
+		if err == nil || err.Outcome != OutcomeTrap || !errors.As(err, &se) || !strings.Contains(err.Error(), "stackLimit") {
+			t.Fatalf("err = %v, want a trap past the stack limit", err)
 		}
 		if v.discarded.Load() != 1 {
 			t.Fatalf("instance kept after a stack overflow")

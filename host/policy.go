@@ -39,6 +39,10 @@ type PolicySpec struct {
 	// MemoryLimitBytes caps each instance's linear memory (rounded down to
 	// 64 KiB pages); 0 means DefaultMemoryLimitBytes.
 	MemoryLimitBytes int64
+	// StackLimitBytes caps the call stack of each call (host/stack.go);
+	// 0 means DefaultStackLimitBytes. Each instance is charged
+	// stackRoomFactor times it in the memory budget.
+	StackLimitBytes int64
 	// MaxInstances bounds the pool: at most this many calls run at once.
 	// Set it to the scheduler's parallelism; 0 means DefaultMaxInstances.
 	MaxInstances int
@@ -107,6 +111,8 @@ type Policy struct {
 	retiredGrace  time.Duration
 	maxInstances  int
 	recycleBytes  uint32
+	// stackLimit is the call stack one call may use (bytes).
+	stackLimit int64
 
 	output *outputLimiter
 	limits CompileLimits
@@ -168,6 +174,12 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 	pages := spec.MemoryLimitBytes / 65536
 	if pages < 1 || pages > 65536 {
 		return nil, fmt.Errorf("policy %q: memory limit %d bytes is outside 64KiB..4GiB", spec.Name, spec.MemoryLimitBytes)
+	}
+	if spec.StackLimitBytes == 0 {
+		spec.StackLimitBytes = DefaultStackLimitBytes
+	}
+	if spec.StackLimitBytes < MinStackLimitBytes || spec.StackLimitBytes > MaxStackLimitBytes {
+		return nil, fmt.Errorf("policy %q: stack limit %d bytes is outside 64KiB..8MiB", spec.Name, spec.StackLimitBytes)
 	}
 	if spec.MaxInstances < 1 {
 		spec.MaxInstances = DefaultMaxInstances
@@ -233,6 +245,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		limits:        spec.Limits.withDefaults(),
 		maxInstances:  spec.MaxInstances,
 		recycleBytes:  uint32(min(spec.RecycleMemoryBytes, 1<<32-1)),
+		stackLimit:    spec.StackLimitBytes,
 		pages:         uint32(pages),
 		versions:      map[*Version]struct{}{},
 		moduleConfig:  mc,
@@ -373,6 +386,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 func checkABIVersion(in *instance) error {
 	fn := in.mod.ExportedFunction(abi.ExportAbiVersion)
 	in.arm(in.v.p.initTimeout, 0)
+	in.startStack(fn)
 	res, err := fn.Call(&in.cctx)
 	if !in.disarm() {
 		return fmt.Errorf("%s did not return within %s", abi.ExportAbiVersion, in.v.p.initTimeout)
@@ -397,6 +411,7 @@ func applyCapabilities(in *instance, ex *Exports) error {
 		return nil
 	}
 	in.arm(in.v.p.initTimeout, 0)
+	in.startStack(fn)
 	res, err := fn.Call(&in.cctx)
 	if !in.disarm() || err != nil {
 		return fmt.Errorf("%s failed: %v", abi.ExportCapabilities, err)

@@ -430,6 +430,42 @@ func TestInfiniteLoopEndsWithinTimeout(t *testing.T) {
 	}
 }
 
+// Deep recursion ends within timeout + 10 ms, at the largest stack limit a
+// policy may set as at the default: by the stack limit (long before the
+// deadline at the default), or by the deadline while recursing within the
+// limit over and over. Before the stack check, 600,000 frames ended 100-192
+// ms into a 100 ms timeout, wazero copying its doubled stack.
+func TestDeepRecursionEndsWithinTimeout(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	e := newEngine(t)
+	for _, tc := range []struct {
+		name  string
+		shape wasmgen.Recursion
+		limit int64
+	}{
+		{"plain", wasmgen.Recursion{}, 0},
+		{"plain, largest limit", wasmgen.Recursion{}, MaxStackLimitBytes},
+		{"large frames, largest limit", wasmgen.Recursion{Locals: 200, Blocks: 50}, MaxStackLimitBytes},
+		{"within the limit, repeated", wasmgen.Recursion{Depth: 1000, Locals: 8, Repeat: true}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPolicy(t, e, PolicySpec{Name: "recursion", Timeout: timeout, MaxInstances: 1, StackLimitBytes: tc.limit})
+			v := load(t, p, wasmgen.RecursionModule(tc.shape))
+			for o := range deadlineSeries(t, tc.name+": recursion stopped") {
+				for run := 0; run < 2*deadlineRuns; run++ {
+					start := time.Now()
+					_, err := filter(v, nodeInfo("n", nil, false))
+					o.add(time.Since(start), timeout)
+					var se *StackLimitError
+					if err == nil || !(err.Outcome == OutcomeTimeout || err.Outcome == OutcomeTrap && errors.As(err, &se)) {
+						t.Fatalf("run %d: %v, want the stack limit or the deadline to end the call", run, err)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestPreEnqueueTimeout: preenqueue runs under its own, tighter timeout
 // (it sits on the scheduling queue's path), and ends within it + 10 ms.
 func TestPreEnqueueTimeout(t *testing.T) {

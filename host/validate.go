@@ -273,7 +273,7 @@ func importProblem(f api.FunctionDefinition) string {
 // instrumented reports whether f is the import host/internal/fuel adds.
 func instrumented(f api.FunctionDefinition) bool {
 	mod, name, _ := f.Import()
-	return mod == fuel.ImportModule && name == fuel.ImportName
+	return mod == fuel.ImportModule && (name == fuel.ImportName || name == fuel.StackImportName)
 }
 
 func sameTypes(a, b []api.ValueType) bool {

@@ -141,7 +141,8 @@ func (v *Version) MemoryShare() int64 {
 	return v.chargedBytes.Load() + v.sm.cost()/int64(v.p.e.sharers(v.sm))
 }
 
-// trackMemory charges an instance's host heap (and table room) to the
+// trackMemory charges an instance's host heap, table room and stack room
+// (stackRoomFactor stack limits) to the
 // version and the engine's budget, and its linear memory where it has no
 // mapping of its own (nothing once it is closing). A mapped linear memory
 // charges itself as it grows (chargeGrowth) and refunds itself as it is
@@ -149,7 +150,7 @@ func (v *Version) MemoryShare() int64 {
 func (v *Version) trackMemory(in *instance, closing bool) {
 	mem, charge := int64(0), int64(0)
 	if !closing {
-		charge = max(0, v.sm.instHeap.Load()) + v.sm.tableRoom
+		charge = max(0, v.sm.instHeap.Load()) + v.sm.tableRoom + stackRoomFactor*v.p.stackLimit
 		if in.linear == nil {
 			mem = int64(in.memoryBytes())
 			charge += mem
@@ -176,10 +177,11 @@ const burstSlack = 64 << 20
 
 // grewPastNeed reports whether the instance's memory grew past what its
 // calls need: past the policy's recycle mark (half its memory limit), or
-// by more than burstSlack and more than doubled since it was made.
+// by more than burstSlack and more than doubled since it was made; or its
+// entry points' stacks hold more than the policy's stack limit together.
 func (in *instance) grewPastNeed() bool {
 	mem := int64(in.memoryBytes())
-	return mem > int64(in.v.p.recycleBytes) || mem-in.createdMem > max(in.createdMem, burstSlack)
+	return mem > int64(in.v.p.recycleBytes) || mem-in.createdMem > max(in.createdMem, burstSlack) || in.stackHeld > in.v.p.stackLimit
 }
 
 // cost is what the instance is charged now: host heap, table room and
