@@ -133,6 +133,9 @@ func tenantValidations(l *config.TenantLimits, path string) []admissionv1.Valida
 	mem := quantity(l.MaxMemoryLimit)
 	ceiling("memoryLimit", `"\"" + string(object.spec.memoryLimit) + "\""`,
 		fmt.Sprintf("quantity(string(object.spec.memoryLimit)).compareTo(quantity(%s)) <= 0", strconv.Quote(mem)), mem, "maxMemoryLimit")
+	stack := quantity(l.MaxStackLimit)
+	ceiling("stackLimit", `"\"" + string(object.spec.stackLimit) + "\""`,
+		fmt.Sprintf("quantity(string(object.spec.stackLimit)).compareTo(quantity(%s)) <= 0", strconv.Quote(stack)), stack, "maxStackLimit")
 	ceiling("weight", "string(object.spec.weight)", fmt.Sprintf("object.spec.weight <= %d", l.MaxWeight), strconv.Itoa(int(l.MaxWeight)), "maxWeight")
 
 	grant := func(field, what string, allowed bool, setting string) {

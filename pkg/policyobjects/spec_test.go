@@ -22,7 +22,7 @@ func grantAll() *config.Tenants {
 	t := configv1.DefaultTenants(512 << 20)
 	t.Default = config.TenantLimits{
 		Reads: []string{"NodePods", "WholeObjects", "Cluster", "Namespaces", "Volumes"}, MaxTimeout: 10 * time.Second,
-		MaxCycleBudget: time.Minute, MaxPreEnqueueTimeout: time.Second, MaxMemoryLimit: 4 << 30, MaxWeight: 100,
+		MaxCycleBudget: time.Minute, MaxPreEnqueueTimeout: time.Second, MaxMemoryLimit: 4 << 30, MaxStackLimit: 8 << 20, MaxWeight: 100,
 		AllowRealClock: true, AllowRealRandom: true, PatchPrefixes: []string{"team.example.com/"},
 		SchedulingTimePercent: 100, PreEnqueueTimePercent: 100, MemoryBudget: 256 << 20,
 	}
@@ -74,11 +74,11 @@ func argsPolicy(t *testing.T, settings configv1.PolicySettings) config.Policy {
 // left out), and also leaves every field unset.
 func TestObjectSettingsAreTheArgs(t *testing.T) {
 	weight, fp, mode, reuse := int32(7), "Ignore", "Audit", "Disabled"
-	mem := resource.MustParse("32Mi")
+	mem, stack := resource.MustParse("32Mi"), resource.MustParse("1Mi")
 	full := configv1.PolicySettings{
 		SHA256: strings.Repeat("ab", 32), Config: "key=team", Weight: &weight,
 		Timeout: &metav1.Duration{Duration: 50 * time.Millisecond}, PreEnqueueTimeout: &metav1.Duration{Duration: 20 * time.Millisecond},
-		CycleBudget: &metav1.Duration{Duration: 300 * time.Millisecond}, MemoryLimit: &mem, FailurePolicy: &fp, Mode: &mode,
+		CycleBudget: &metav1.Duration{Duration: 300 * time.Millisecond}, MemoryLimit: &mem, StackLimit: &stack, FailurePolicy: &fp, Mode: &mode,
 		VerdictReuse: &reuse, RealClock: true, RealRandom: true, Reads: []string{"NodePods"}, PatchPrefixes: []string{"team.example.com/"},
 	}
 	v := reflect.ValueOf(full)

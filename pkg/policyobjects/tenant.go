@@ -43,6 +43,9 @@ func tenantDefaults(s *configv1.PolicySettings, l *config.TenantLimits) (derived
 	if s.MemoryLimit == nil {
 		s.MemoryLimit = resource.NewQuantity(min(int64(host.DefaultMemoryLimitBytes), l.MaxMemoryLimit), resource.BinarySI)
 	}
+	if s.StackLimit == nil {
+		s.StackLimit = resource.NewQuantity(min(int64(host.DefaultStackLimitBytes), l.MaxStackLimit), resource.BinarySI)
+	}
 	if s.Weight == nil {
 		w := min(configv1.DefaultWeight, l.MaxWeight)
 		s.Weight = &w
@@ -73,6 +76,9 @@ func checkTenant(ns string, p *config.Policy, l *config.TenantLimits, path strin
 	}
 	if p.MemoryLimit > l.MaxMemoryLimit {
 		over("memoryLimit", quantity(p.MemoryLimit), quantity(l.MaxMemoryLimit), "maxMemoryLimit")
+	}
+	if p.StackLimit > l.MaxStackLimit {
+		over("stackLimit", quantity(p.StackLimit), quantity(l.MaxStackLimit), "maxStackLimit")
 	}
 	if p.Weight > l.MaxWeight {
 		over("weight", p.Weight, l.MaxWeight, "maxWeight")

@@ -23,7 +23,7 @@ func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d
 // spec that asks for more, in the object's status: the field, the
 // ceiling, the args' setting that sets it and the fix.
 func TestTenantCeilingsRefuse(t *testing.T) {
-	mem, weight := resource.MustParse("4Gi"), int32(100)
+	mem, stack, weight := resource.MustParse("4Gi"), resource.MustParse("8Mi"), int32(100)
 	for _, tc := range []struct {
 		name     string
 		settings configv1.PolicySettings
@@ -33,6 +33,7 @@ func TestTenantCeilingsRefuse(t *testing.T) {
 		{"cycleBudget", configv1.PolicySettings{CycleBudget: dur(time.Minute)}, []string{"spec.cycleBudget", "ceiling of 100ms", "policyObjects.tenants.default.maxCycleBudget"}},
 		{"preEnqueueTimeout", configv1.PolicySettings{PreEnqueueTimeout: dur(time.Second)}, []string{"spec.preEnqueueTimeout", "ceiling of 10ms", ".maxPreEnqueueTimeout"}},
 		{"memoryLimit", configv1.PolicySettings{MemoryLimit: &mem}, []string{"spec.memoryLimit", `"4Gi"`, "ceiling of 16Mi", ".maxMemoryLimit"}},
+		{"stackLimit", configv1.PolicySettings{StackLimit: &stack}, []string{"spec.stackLimit", `"8Mi"`, "ceiling of 256Ki", ".maxStackLimit"}},
 		{"weight", configv1.PolicySettings{Weight: &weight}, []string{"spec.weight", "ceiling of 1 ", ".maxWeight"}},
 		{"realClock", configv1.PolicySettings{RealClock: true}, []string{"spec.realClock: Forbidden", "the real clock is not granted", ".allowRealClock", "remove it"}},
 		{"realRandom", configv1.PolicySettings{RealRandom: true}, []string{"spec.realRandom: Forbidden", ".allowRealRandom"}},
@@ -59,8 +60,8 @@ func TestTenantDefaultsFitTheCeilings(t *testing.T) {
 	if why != "" {
 		t.Fatalf("policyOf: %s", why)
 	}
-	got := [5]interface{}{p.Timeout, p.CycleBudget, p.PreEnqueueTimeout, p.MemoryLimit, p.Weight}
-	want := [5]interface{}{50 * time.Millisecond, 100 * time.Millisecond, 10 * time.Millisecond, int64(16 << 20), int32(1)}
+	got := [6]interface{}{p.Timeout, p.CycleBudget, p.PreEnqueueTimeout, p.MemoryLimit, p.StackLimit, p.Weight}
+	want := [6]interface{}{50 * time.Millisecond, 100 * time.Millisecond, 10 * time.Millisecond, int64(16 << 20), int64(256 << 10), int32(1)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaulted settings (-want +got):\n%s", diff)
 	}

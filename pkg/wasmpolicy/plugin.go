@@ -410,6 +410,7 @@ func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy
 		PreEnqueueTimeout:  pc.PreEnqueueTimeout,
 		PatchPrefixes:      pc.PatchPrefixes,
 		MemoryLimitBytes:   pc.MemoryLimit,
+		StackLimitBytes:    pc.StackLimit,
 		MaxInstances:       int(args.MaxInstancesPerPolicy),
 		RealClock:          pc.RealClock,
 		Clock:              w.opts.clock,

@@ -242,6 +242,7 @@ func TestTeamsCannotStallSpyOnOrCrowdOutEachOther(t *testing.T) {
 			{"  cycleBudget: 30s\n", `spec.cycleBudget: Invalid value: "30s": over the ceiling of 100ms`},
 			{"  preEnqueueTimeout: 1s\n", "spec.preEnqueueTimeout: Invalid value: \"1s\": over the ceiling of 10ms"},
 			{"  memoryLimit: 4Gi\n", "spec.memoryLimit: Invalid value: \"4Gi\": over the ceiling of 16Mi"},
+			{"  stackLimit: 8Mi\n", "spec.stackLimit: Invalid value: \"8Mi\": over the ceiling of 256Ki"},
 			{"  weight: 5\n", "spec.weight: Invalid value: 5: over the ceiling of 1 for namespaced policies"},
 			{"  reads: [Volumes, NodePods]\n", "spec.reads[0]: Forbidden: Volumes is not granted to namespace " + z.ns + " (granted: none); remove it, or ask the scheduler's operators to add it to policyObjects.tenants.default.reads in the WasmPolicy args"},
 			{"  patchPrefixes: [team.example.com/]\n", `spec.patchPrefixes[0]: Forbidden: "team.example.com/" does not start with a prefix granted to namespace ` + z.ns + " (granted: none)"},

@@ -77,6 +77,7 @@ type TenantLimits struct {
 	MaxCycleBudget        time.Duration
 	MaxPreEnqueueTimeout  time.Duration
 	MaxMemoryLimit        int64
+	MaxStackLimit         int64
 	MaxWeight             int32
 	MaxPolicies           int32
 	AllowRealClock        bool
@@ -139,6 +140,7 @@ type PolicySettings struct {
 	PreEnqueueTimeout time.Duration
 	CycleBudget       time.Duration
 	MemoryLimit       int64
+	StackLimit        int64
 	FailurePolicy     FailurePolicy
 	Mode              Mode
 	// VerdictReuse says whether nodes with equal rows share an evaluation;

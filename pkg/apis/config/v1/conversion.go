@@ -29,6 +29,7 @@ func Convert_v1_PolicySettings_To_config_PolicySettings(in *PolicySettings, out 
 	if in.MemoryLimit != nil {
 		out.MemoryLimit = in.MemoryLimit.Value()
 	}
+	out.StackLimit = quantityValue(in.StackLimit)
 	out.FailurePolicy = config.FailurePolicy(stringValue(in.FailurePolicy))
 	out.Mode = config.Mode(stringValue(in.Mode))
 	out.VerdictReuse = config.VerdictReuse(stringValue(in.VerdictReuse))
@@ -46,6 +47,7 @@ func Convert_config_PolicySettings_To_v1_PolicySettings(in *config.PolicySetting
 	out.PreEnqueueTimeout = &metav1.Duration{Duration: in.PreEnqueueTimeout}
 	out.CycleBudget = &metav1.Duration{Duration: in.CycleBudget}
 	out.MemoryLimit = resource.NewQuantity(in.MemoryLimit, resource.BinarySI)
+	out.StackLimit = resource.NewQuantity(in.StackLimit, resource.BinarySI)
 	out.FailurePolicy, out.Mode = &fp, &mode
 	if in.VerdictReuse != "" {
 		reuse := string(in.VerdictReuse)
@@ -175,6 +177,7 @@ func Convert_v1_TenantLimits_To_config_TenantLimits(in *TenantLimits, out *confi
 	out.MaxCycleBudget = durationValue(in.MaxCycleBudget)
 	out.MaxPreEnqueueTimeout = durationValue(in.MaxPreEnqueueTimeout)
 	out.MaxMemoryLimit, out.MemoryBudget = quantityValue(in.MaxMemoryLimit), quantityValue(in.MemoryBudget)
+	out.MaxStackLimit = quantityValue(in.MaxStackLimit)
 	out.AllowRealClock, out.AllowRealRandom = boolValue(in.AllowRealClock), boolValue(in.AllowRealRandom)
 	return nil
 }
@@ -188,6 +191,7 @@ func Convert_config_TenantLimits_To_v1_TenantLimits(in *config.TenantLimits, out
 	out.MaxCycleBudget = &metav1.Duration{Duration: in.MaxCycleBudget}
 	out.MaxPreEnqueueTimeout = &metav1.Duration{Duration: in.MaxPreEnqueueTimeout}
 	out.MaxMemoryLimit = resource.NewQuantity(in.MaxMemoryLimit, resource.BinarySI)
+	out.MaxStackLimit = resource.NewQuantity(in.MaxStackLimit, resource.BinarySI)
 	out.MemoryBudget = resource.NewQuantity(in.MemoryBudget, resource.BinarySI)
 	clock, random := in.AllowRealClock, in.AllowRealRandom
 	out.AllowRealClock, out.AllowRealRandom = &clock, &random

@@ -41,6 +41,7 @@ const (
 	DefaultTenantMaxCycleBudget              = 100 * time.Millisecond
 	DefaultTenantMaxPreEnqueueTimeout        = 10 * time.Millisecond
 	DefaultTenantMaxMemoryLimit              = "16Mi"
+	DefaultTenantMaxStackLimit               = "256Ki"
 	DefaultTenantMaxWeight             int32 = 1
 	DefaultTenantMaxPolicies           int32 = 8
 	DefaultTenantSchedulingTimePercent int32 = 5
@@ -115,6 +116,10 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 // engine's (host.DefaultMemoryLimitBytes), 64Mi.
 var DefaultMemoryLimit = resource.NewQuantity(host.DefaultMemoryLimitBytes, resource.BinarySI).String()
 
+// DefaultStackLimit is a policy's stackLimit when it sets none: the
+// engine's (host.DefaultStackLimitBytes), 256Ki.
+var DefaultStackLimit = resource.NewQuantity(host.DefaultStackLimitBytes, resource.BinarySI).String()
+
 // DefaultCycleBudget is the cycleBudget of a policy with this timeout that
 // sets none.
 func DefaultCycleBudget(timeout time.Duration) time.Duration {
@@ -142,6 +147,10 @@ func SetDefaults_PolicySettings(p *PolicySettings) { //nolint:revive // k8s nami
 	if p.MemoryLimit == nil {
 		q := resource.MustParse(DefaultMemoryLimit)
 		p.MemoryLimit = &q
+	}
+	if p.StackLimit == nil {
+		q := resource.MustParse(DefaultStackLimit)
+		p.StackLimit = &q
 	}
 	if p.FailurePolicy == nil {
 		v := DefaultFailurePolicy
@@ -222,6 +231,10 @@ func SetDefaults_TenantLimits(l *TenantLimits) { //nolint:revive // k8s naming c
 	if l.MaxMemoryLimit == nil {
 		q := resource.MustParse(DefaultTenantMaxMemoryLimit)
 		l.MaxMemoryLimit = &q
+	}
+	if l.MaxStackLimit == nil {
+		q := resource.MustParse(DefaultTenantMaxStackLimit)
+		l.MaxStackLimit = &q
 	}
 	if l.MaxWeight == nil {
 		v := DefaultTenantMaxWeight

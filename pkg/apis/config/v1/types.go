@@ -119,6 +119,8 @@ type TenantLimits struct {
 	MaxPreEnqueueTimeout *metav1.Duration `json:"maxPreEnqueueTimeout,omitempty"`
 	// MaxMemoryLimit bounds memoryLimit. Default 16Mi.
 	MaxMemoryLimit *resource.Quantity `json:"maxMemoryLimit,omitempty"`
+	// MaxStackLimit bounds stackLimit. Default 256Ki.
+	MaxStackLimit *resource.Quantity `json:"maxStackLimit,omitempty"`
 	// MaxWeight bounds weight. Default 1.
 	MaxWeight *int32 `json:"maxWeight,omitempty"`
 	// MaxPolicies bounds how many SchedulingPolicy objects of the
@@ -238,6 +240,12 @@ type PolicySettings struct {
 	// MemoryLimit caps each instance's linear memory. Default 64Mi.
 	// +optional
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+	// StackLimit caps the call stack of each call, which lives outside
+	// linear memory: a call whose calls nest deeper (unbounded recursion)
+	// traps, as the policy's own failure. Each instance is charged four
+	// times it in the memory budget. Between 64Ki and 8Mi. Default 256Ki.
+	// +optional
+	StackLimit *resource.Quantity `json:"stackLimit,omitempty"`
 	// FailurePolicy is Fail (default: the node is rejected with the reason,
 	// a Score failure fails the attempt) or Ignore (the call is skipped and
 	// counted).

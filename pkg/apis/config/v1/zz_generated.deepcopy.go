@@ -236,6 +236,11 @@ func (in *PolicySettings) DeepCopyInto(out *PolicySettings) {
 		x := (*in).DeepCopy()
 		*out = &x
 	}
+	if in.StackLimit != nil {
+		in, out := &in.StackLimit, &out.StackLimit
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.FailurePolicy != nil {
 		in, out := &in.FailurePolicy, &out.FailurePolicy
 		*out = new(string)
@@ -372,6 +377,11 @@ func (in *TenantLimits) DeepCopyInto(out *TenantLimits) {
 	}
 	if in.MaxMemoryLimit != nil {
 		in, out := &in.MaxMemoryLimit, &out.MaxMemoryLimit
+		x := (*in).DeepCopy()
+		*out = &x
+	}
+	if in.MaxStackLimit != nil {
+		in, out := &in.MaxStackLimit, &out.MaxStackLimit
 		x := (*in).DeepCopy()
 		*out = &x
 	}

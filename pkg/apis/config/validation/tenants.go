@@ -53,6 +53,7 @@ func validateTenantLimits(path *field.Path, l *config.TenantLimits, tenantsBudge
 	between("maxCycleBudget", l.MaxCycleBudget.String(), l.MaxCycleBudget >= l.MaxTimeout && l.MaxCycleBudget <= MaxCycleBudget, fmt.Sprintf("at least maxTimeout (%s) and at most 1m, for example 100ms (unset: 100ms)", l.MaxTimeout))
 	between("maxPreEnqueueTimeout", l.MaxPreEnqueueTimeout.String(), l.MaxPreEnqueueTimeout > 0 && l.MaxPreEnqueueTimeout <= MaxPreEnqueueTimeout, "greater than 0 and at most 1s, for example 10ms (unset: 10ms)")
 	between("maxMemoryLimit", l.MaxMemoryLimit, l.MaxMemoryLimit >= MinMemoryLimit && l.MaxMemoryLimit <= MaxMemoryLimit, "between 64Ki and 4Gi, for example 16Mi (unset: 16Mi)")
+	between("maxStackLimit", l.MaxStackLimit, l.MaxStackLimit >= MinStackLimit && l.MaxStackLimit <= MaxStackLimit, "between 64Ki and 8Mi, for example 256Ki (unset: 256Ki)")
 	between("maxWeight", l.MaxWeight, l.MaxWeight >= 1 && l.MaxWeight <= MaxWeight, "between 1 and 100 (unset: 1)")
 	between("maxPolicies", l.MaxPolicies, l.MaxPolicies >= 1 && l.MaxPolicies <= MaxPolicies, "between 1 and 1000, for example 8 (unset: 8); each policy costs memory and, in a cycle, up to its cycleBudget")
 	between("schedulingTimePercent", l.SchedulingTimePercent, l.SchedulingTimePercent >= 1 && l.SchedulingTimePercent <= 100, "between 1 and 100, for example 5 (unset: 5); it is the namespace's share of the scheduler's time")

@@ -27,12 +27,15 @@ const (
 	// MaxPolicies bounds the policies of one plugin. What bounds them in
 	// practice is the memory budget (memoryBudget) and each scheduling
 	// cycle calling every policy; this cap only catches a runaway config.
-	MaxPolicies           = 1000
-	MinMemoryBudget       = 16 << 20
-	MaxMemoryBudget       = 1 << 40
-	MaxTimeout            = 10 * time.Second
-	MinMemoryLimit        = 64 << 10
-	MaxMemoryLimit        = 4 << 30
+	MaxPolicies     = 1000
+	MinMemoryBudget = 16 << 20
+	MaxMemoryBudget = 1 << 40
+	MaxTimeout      = 10 * time.Second
+	MinMemoryLimit  = 64 << 10
+	MaxMemoryLimit  = 4 << 30
+	// A policy's stackLimit: host.MinStackLimitBytes..MaxStackLimitBytes.
+	MinStackLimit         = 64 << 10
+	MaxStackLimit         = 8 << 20
 	MaxWeight             = 100
 	MaxInstancesPerPolicy = 1024
 	MaxConfigLength       = 256 << 10
@@ -221,6 +224,10 @@ func ValidatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	}
 	if p.MemoryLimit < MinMemoryLimit || p.MemoryLimit > MaxMemoryLimit {
 		errs = append(errs, field.Invalid(path.Child("memoryLimit"), p.MemoryLimit, "must be between 64Ki and 4Gi, for example 64Mi (Go guests need at least 4Mi)"))
+	}
+	// 0 (args built in Go without defaulting) means the default.
+	if s := p.StackLimit; s != 0 && (s < MinStackLimit || s > MaxStackLimit) {
+		errs = append(errs, field.Invalid(path.Child("stackLimit"), s, "must be between 64Ki and 8Mi, for example 256Ki (unset: 256Ki); the example policies' calls use under 20Ki"))
 	}
 	switch p.FailurePolicy {
 	case config.FailurePolicyFail, config.FailurePolicyIgnore:

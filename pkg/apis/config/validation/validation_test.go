@@ -99,6 +99,8 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"timeout 0", func(a *config.WasmPolicyArgs) { a.Policies[0].Timeout = 0 }, "policies[0].timeout", "greater than 0"},
 		{"timeout too long", func(a *config.WasmPolicyArgs) { a.Policies[0].Timeout = time.Hour }, "policies[0].timeout", "at most"},
 		{"memory too small", func(a *config.WasmPolicyArgs) { a.Policies[0].MemoryLimit = 1024 }, "policies[0].memoryLimit", "64Mi"},
+		{"stack too small", func(a *config.WasmPolicyArgs) { a.Policies[0].StackLimit = 1024 }, "policies[0].stackLimit", "between 64Ki and 8Mi"},
+		{"stack too large", func(a *config.WasmPolicyArgs) { a.Policies[0].StackLimit = 64 << 20 }, "policies[0].stackLimit", "unset: 256Ki"},
 		{"unknown failurePolicy", func(a *config.WasmPolicyArgs) { a.Policies[0].FailurePolicy = "Retry" }, "policies[0].failurePolicy", "Fail"},
 		{"unknown mode", func(a *config.WasmPolicyArgs) { a.Policies[0].Mode = "DryRun" }, "policies[0].mode", "Audit"},
 		{"unknown verdictReuse", func(a *config.WasmPolicyArgs) { a.Policies[0].VerdictReuse = "Sometimes" }, "policies[0].verdictReuse", "Disabled"},
@@ -113,6 +115,7 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 			t.Namespaces[0].Reads, t.Namespaces[0].MaxTimeout = []string{"NodePods"}, time.Second
 			t.Namespaces[0].MaxCycleBudget = 2 * time.Second
 		}), "", ""},
+		{"tenant stack ceiling too large", tenants(func(t *config.Tenants) { t.Default.MaxStackLimit = 1 << 30 }), "policyObjects.tenants.default.maxStackLimit", "between 64Ki and 8Mi"},
 		{"tenant timeout ceiling too long", tenants(func(t *config.Tenants) { t.Default.MaxTimeout = time.Minute }), "policyObjects.tenants.default.maxTimeout", "at most 10s"},
 		{"tenant cycle budget below the timeout", tenants(func(t *config.Tenants) { t.Default.MaxCycleBudget = time.Millisecond }), "policyObjects.tenants.default.maxCycleBudget", "at least maxTimeout"},
 		{"tenant policy count 0", tenants(func(t *config.Tenants) { t.Default.MaxPolicies = 0 }), "policyObjects.tenants.default.maxPolicies", "between 1 and 1000"},
