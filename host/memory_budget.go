@@ -42,6 +42,10 @@ type memoryBudget struct {
 	// instance cost (Version.instCost) of the versions loaded. grow keeps
 	// room for an instance of largest for every running slot without one.
 	inUse, largest atomic.Int64
+	// largestStack is the largest stack limit of the versions loaded: a
+	// running call's stack may grow to stackGrowthFactor times it
+	// (stackReserve).
+	largestStack atomic.Int64
 
 	mu       sync.Mutex
 	versions map[*Version]struct{} // versions that may hold instances
@@ -148,13 +152,13 @@ func (b *memoryBudget) admitTenant(v *Version) string {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	largest := v.instCost
+	largest, stack := v.instCost, v.p.stackLimit
 	for w := range b.versions {
 		if w.p.acct == a {
-			largest = max(largest, w.instCost)
+			largest, stack = max(largest, w.instCost), max(stack, w.p.stackLimit)
 		}
 	}
-	room := int64(b.proc.maxRunning()) * largest
+	room := int64(b.proc.maxRunning())*largest + b.stackReserve(stack)
 	cost := v.sm.cost()
 	for x := a; x != nil; x = x.parent {
 		if l := x.limit.Load(); l > 0 && x.modules.Load()+cost+room > l {
@@ -255,7 +259,15 @@ func (a *account) overAt(cost int64) *account {
 // reserved is the room kept for running slots without an instance in use:
 // one instance of the largest version each.
 func (b *memoryBudget) reserved() int64 {
-	return max(0, int64(b.proc.maxRunning())-b.inUse.Load()) * b.largest.Load()
+	return max(0, int64(b.proc.maxRunning())-b.inUse.Load())*b.largest.Load() + b.stackReserve(b.largestStack.Load())
+}
+
+// stackReserve is the room kept for the call stacks of the calls that may
+// run at once (a call per running slot and a gate), each up to
+// stackGrowthFactor times the largest stack limit: an instance is
+// charged the stacks it holds after its calls, not what a call may grow.
+func (b *memoryBudget) stackReserve(largestStack int64) int64 {
+	return int64(b.proc.maxRunning()+1) * stackGrowthFactor * largestStack
 }
 
 // tryCharge adds d to the instances' charge if it fits with the running
@@ -296,8 +308,9 @@ type MemoryUse struct {
 	// RefusedGrowth counts memory.grow calls the budget refused.
 	RefusedGrowth int64
 	// Reserved is the room kept free for the running slots that hold no
-	// instance now (one instance of the largest policy each): growth
-	// cannot take it.
+	// instance now (one instance of the largest policy each) and for the
+	// call stacks of the calls that may run at once: growth cannot take
+	// it.
 	Reserved int64
 	// Verdicts is what remembered verdicts hold (rows, verdicts and the
 	// templates met), within the engine's cap (an eighth of the budget,
@@ -317,12 +330,15 @@ func (b *memoryBudget) used() int64 { return b.modules.Load() + b.instances.Load
 // room is what must stay free for the scheduler to make progress: one
 // instance per running guest call, of the largest instance loaded.
 // b.mu is held.
-func (b *memoryBudget) roomLocked(extra int64) int64 {
-	largest := extra
-	for v := range b.versions {
-		largest = max(largest, v.instCost)
+func (b *memoryBudget) roomLocked(extra *Version) int64 {
+	largest, stack := int64(0), int64(0)
+	if extra != nil {
+		largest, stack = extra.instCost, extra.p.stackLimit
 	}
-	return int64(b.proc.maxRunning()) * largest
+	for v := range b.versions {
+		largest, stack = max(largest, v.instCost), max(stack, v.p.stackLimit)
+	}
+	return int64(b.proc.maxRunning())*largest + b.stackReserve(stack)
 }
 
 // admit checks that a new version fits: every loaded module (v's module is
@@ -332,12 +348,13 @@ func (b *memoryBudget) roomLocked(extra int64) int64 {
 func (b *memoryBudget) admit(v *Version) (modules, room int64, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	modules, room = b.modules.Load(), b.roomLocked(v.instCost)
+	modules, room = b.modules.Load(), b.roomLocked(v)
 	if b.limit > 0 && modules+room > b.limit {
 		return modules, room, false
 	}
 	b.versions[v] = struct{}{}
 	b.largest.Store(max(b.largest.Load(), v.instCost))
+	b.largestStack.Store(max(b.largestStack.Load(), v.p.stackLimit))
 	return modules, room, true
 }
 
@@ -346,11 +363,12 @@ func (b *memoryBudget) admit(v *Version) (modules, room int64, ok bool) {
 func (b *memoryBudget) forget(v *Version) {
 	b.mu.Lock()
 	delete(b.versions, v)
-	largest := int64(0)
+	largest, stack := int64(0), int64(0)
 	for w := range b.versions {
-		largest = max(largest, w.instCost)
+		largest, stack = max(largest, w.instCost), max(stack, w.p.stackLimit)
 	}
 	b.largest.Store(largest)
+	b.largestStack.Store(stack)
 	if v.acctModule != 0 {
 		v.p.acct.addModules(-v.acctModule)
 		v.acctModule = 0

@@ -40,8 +40,8 @@ type PolicySpec struct {
 	// 64 KiB pages); 0 means DefaultMemoryLimitBytes.
 	MemoryLimitBytes int64
 	// StackLimitBytes caps the call stack of each call (host/stack.go);
-	// 0 means DefaultStackLimitBytes. Each instance is charged
-	// stackRoomFactor times it in the memory budget.
+	// 0 means DefaultStackLimitBytes. The memory budget keeps
+	// stackGrowthFactor times it for each call that may run at once.
 	StackLimitBytes int64
 	// MaxInstances bounds the pool: at most this many calls run at once.
 	// Set it to the scheduler's parallelism; 0 means DefaultMaxInstances.

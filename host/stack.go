@@ -37,12 +37,14 @@ const (
 	MaxStackLimitBytes = 8 << 20
 )
 
-// stackRoomFactor is what one instance is charged for its stacks, in
-// stack limits: a call's stack is at most its limit when it is measured,
-// and wazero's copy of it twice that (it doubles the slice), while the
-// copy it grew from waits for the garbage collector; the instance's other
-// entry points keep at most one limit between them (instance.stackHeld).
-const stackRoomFactor = 4
+// stackGrowthFactor is what a running call's stack may hold, in stack
+// limits: the stack is at most its limit when it is measured, wazero's
+// slice of it up to twice that (it doubles the slice), and the slice it
+// grew from waits for the garbage collector. The memory budget keeps that
+// room for every call that may run at once (memoryBudget.stackReserve);
+// an instance is charged what its stacks hold after its calls, at most
+// one limit (grewPastNeed).
+const stackGrowthFactor = 3
 
 // StackLimitError ends a call whose stack went past its policy's limit.
 type StackLimitError struct {

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"testing"
@@ -81,15 +82,17 @@ func TestDeepRecursionIsStopped(t *testing.T) {
 			if v.discarded.Load() != 1 {
 				t.Errorf("%d instances discarded, want the failed call's", v.discarded.Load())
 			}
-			// What the call allocated: its stack as wazero doubled it,
-			// and a new instance for the next call. The frames of the
-			// large shape are 200 KiB each, past any limit's rooms.
+			// What the call allocated: its stack as wazero doubled it
+			// (at most 2, 1, 1/2 … limits: 4 in all, of which
+			// stackGrowthFactor at once), and a new instance for the
+			// next call. The frames of the large shape are 200 KiB
+			// each: one past the limit is made before the check.
 			frame := int64(0)
 			if tc.shape.Blocks > 0 {
 				frame = 2 * 256 << 10
 			}
-			if max := uint64(stackRoomFactor*limit + frame + 8<<20); alloc > max {
-				t.Errorf("the call allocated %d bytes, want at most %d (%d stack limits, a large frame, 8 MiB for the instance)", alloc, max, stackRoomFactor)
+			if max := uint64(4*limit + frame + 8<<20); alloc > max {
+				t.Errorf("the call allocated %d bytes, want at most %d (4 stack limits, a large frame, 8 MiB for the instance)", alloc, max)
 			}
 			t.Logf("limit %s: stopped at %s, %s allocated", kib(limit), kib(se.Used), kib(int64(alloc)))
 		})
@@ -109,39 +112,51 @@ func TestRepeatedRecursionKeepsItsRoom(t *testing.T) {
 	}
 }
 
-// An instance is charged stackRoomFactor stack limits, and one whose
-// stacks hold more than a limit after a call is not kept.
+// An instance is charged the stacks it holds after its calls, and one that
+// holds more than its limit is not kept; the budget keeps room for every
+// call that may run at once to grow its stack to stackGrowthFactor limits.
 func TestStackIsCharged(t *testing.T) {
 	e := newEngine(t)
 	mod := wasmgen.RecursionModule(wasmgen.Recursion{Depth: 3000, Locals: 8})
-	charged := func(limit int64) int64 {
+	reserved := func(limit int64) int64 {
 		p := newPolicy(t, e, PolicySpec{Name: kib(limit), MaxInstances: 1, StackLimitBytes: limit})
-		v := load(t, p, mod)
-		return v.chargedBytes.Load()
+		load(t, p, mod)
+		r := e.budget.reserved()
+		_ = p.Close(context.Background())
+		return r
 	}
-	small, large := charged(256<<10), charged(4<<20)
-	if want := int64(stackRoomFactor * (4<<20 - 256<<10)); large-small != want {
-		t.Errorf("an instance with a 4 MiB stack limit is charged %d bytes more than one with 256 KiB, want %d", large-small, want)
+	small, large := reserved(256<<10), reserved(4<<20)
+	if want := int64(e.proc.maxRunning()+1) * stackGrowthFactor * (4<<20 - 256<<10); large-small != want {
+		t.Errorf("the budget keeps %d bytes more for a policy with a 4 MiB stack limit than for one with 256 KiB, want %d", large-small, want)
 	}
-	// 3,000 frames of 8 locals fit 1 MiB, and leave more than 64 KiB.
+
+	// 3,000 frames of 8 locals fit 1 MiB: the instance is kept, charged
+	// what its stack holds.
 	p := newPolicy(t, e, PolicySpec{Name: "held", MaxInstances: 1, StackLimitBytes: 1 << 20})
 	v := load(t, p, mod)
+	before := v.chargedBytes.Load()
 	if _, err := filter(v, nodeInfo("n", nil, false)); err != nil {
 		t.Fatal(err)
 	}
 	if v.discarded.Load() != 0 {
 		t.Fatalf("an instance whose stack holds less than its limit was discarded")
 	}
+	in := <-v.idle
+	held := in.stackHeld
+	v.idle <- in
+	if got := v.chargedBytes.Load() - before; held < 64<<10 || got != held {
+		t.Errorf("after a call that grew the stack to %d bytes the instance's charge grew by %d, want as much", held, got)
+	}
+
+	// At the smallest limit, 400 frames of 8 locals fit: the instance
+	// is kept.
 	p64 := newPolicy(t, e, PolicySpec{Name: "held-64", MaxInstances: 1, StackLimitBytes: MinStackLimitBytes})
 	v = load(t, p64, wasmgen.RecursionModule(wasmgen.Recursion{Depth: 400, Locals: 8}))
 	if _, err := filter(v, nodeInfo("n", nil, false)); err != nil {
 		t.Fatal(err)
 	}
-	in := <-v.idle
-	held := in.stackHeld
-	v.idle <- in
-	t.Logf("400 frames hold %d bytes of stack", held)
-	if held > MinStackLimitBytes {
-		t.Fatalf("400 frames of 8 locals hold %d bytes, more than the 64 KiB limit: the call should have been stopped", held)
+	if v.discarded.Load() != 0 {
+		in := <-v.idle
+		t.Fatalf("400 frames of 8 locals: the instance was discarded holding %d bytes of stack", in.stackHeld)
 	}
 }

@@ -141,8 +141,8 @@ func (v *Version) MemoryShare() int64 {
 	return v.chargedBytes.Load() + v.sm.cost()/int64(v.p.e.sharers(v.sm))
 }
 
-// trackMemory charges an instance's host heap, table room and stack room
-// (stackRoomFactor stack limits) to the
+// trackMemory charges an instance's host heap, table room and the stacks
+// its entry points hold (instance.stackHeld) to the
 // version and the engine's budget, and its linear memory where it has no
 // mapping of its own (nothing once it is closing). A mapped linear memory
 // charges itself as it grows (chargeGrowth) and refunds itself as it is
@@ -150,7 +150,7 @@ func (v *Version) MemoryShare() int64 {
 func (v *Version) trackMemory(in *instance, closing bool) {
 	mem, charge := int64(0), int64(0)
 	if !closing {
-		charge = max(0, v.sm.instHeap.Load()) + v.sm.tableRoom + stackRoomFactor*v.p.stackLimit
+		charge = max(0, v.sm.instHeap.Load()) + v.sm.tableRoom + in.stackHeld
 		if in.linear == nil {
 			mem = int64(in.memoryBytes())
 			charge += mem

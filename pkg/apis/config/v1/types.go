@@ -242,8 +242,9 @@ type PolicySettings struct {
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 	// StackLimit caps the call stack of each call, which lives outside
 	// linear memory: a call whose calls nest deeper (unbounded recursion)
-	// traps, as the policy's own failure. Each instance is charged four
-	// times it in the memory budget. Between 64Ki and 8Mi. Default 256Ki.
+	// traps, as the policy's own failure. The memory budget keeps three
+	// times it for each call that may run at once. Between 64Ki and 8Mi.
+	// Default 256Ki.
 	// +optional
 	StackLimit *resource.Quantity `json:"stackLimit,omitempty"`
 	// FailurePolicy is Fail (default: the node is rejected with the reason,
