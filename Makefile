@@ -272,6 +272,10 @@ test: verify deps guests guests-tinygo guests-other ports build controlplane nod
 	# -race (it compares 12,000+ pairs per port); prints each port's pairs,
 	# agreement and the generated mix.
 	hack/filtered.sh ports '(ports_test.go|generated:|pod:|^\s*--- |^ok|FAIL|^PASS)' $(GO) test -count=1 -v ./test/ports/
+	# Remembered verdicts under the memory budget: 200 policies and pods
+	# that all differ, peak RSS with verdictReuse on and off, each in a
+	# process of its own (make soak: 1,500 pods).
+	hack/filtered.sh reuse-memory '(reuse_memory_test.go|^ok|FAIL|^PASS)' $(GO) test -count=1 -v -run '^TestVerdictReuseMemoryIsBudgeted$$' ./test/perf/
 	# Deadline acceptance tests (a loop ends within timeout + 10ms) run alone,
 	# so no other test binary competes for the 2 cores while they measure.
 	hack/filtered.sh timing '^(\s+--- FAIL|\s+\w+_test.go|--- |ok|FAIL|PASS)' $(GO) test -count=1 -v -tags timing -run "$$(hack/tagged-tests.sh timing $(TIMING_PKGS))" $(addprefix ./,$(addsuffix /,$(TIMING_PKGS)))
@@ -424,6 +428,7 @@ $(ETCD_PATH)/etcd: | controlplane
 ## nodes, 500 pods and 4 pairs; the growing-memory run at 200 nodes and 5
 ## pairs; make e2e runs them smaller)
 soak: build guests-tinygo controlplane
+	set -o pipefail; REUSE_MEMORY_PODS=1500 $(GO) test -count=1 -v -run '^TestVerdictReuseMemoryIsBudgeted$$' ./test/perf/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 	set -o pipefail; SOAK_NODES=$${SOAK_NODES:-500} SOAK_PODS=$${SOAK_PODS:-2000} TENANT_PAIRS=$${TENANT_PAIRS:-5} TEAMS_NODES=$${TEAMS_NODES:-200} TEAMS_PODS=$${TEAMS_PODS:-500} TEAMS_PAIRS=$${TEAMS_PAIRS:-4} MEMORY_NODES=$${MEMORY_NODES:-200} MEMORY_PAIRS=$${MEMORY_PAIRS:-5} $(GO) test -count=1 -v -timeout 45m -run 'TestSoak|TestBadPolicyIsContained|TestTeamsCannotStallSpyOnOrCrowdOutEachOther|TestGrowingPolicyStaysWithinTheContainer' ./test/e2e/ | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 
 clean:

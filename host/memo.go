@@ -89,8 +89,11 @@ type memoBatch struct {
 	scores []int64
 }
 
-// memoBatchBytes is about what a memoBatch costs per node.
-const memoBatchBytes = 8 + 8 + 24 + 8
+// memoBatchBytes is about what a memoBatch costs per node (its slices'
+// elements, 48 bytes, and their growth's slack). The three estimates here
+// are measured (docs/security.md, RATIONALE: remembered verdicts are
+// charged what they hold).
+const memoBatchBytes = 64
 
 // nodeIdentity is the pointer a NodeInfo holds.
 func nodeIdentity(ni fwk.NodeInfo) uintptr {
@@ -135,8 +138,9 @@ func newMemoBatch(nodes []fwk.NodeInfo, results []Result, scores []int64) *memoB
 }
 
 // memoEntryBytes is about what a remembered verdict costs besides its
-// row's bytes: the map entry, the string header, the verdict.
-const memoEntryBytes = 64
+// row's bytes: the map entry (the string header and the verdict, 48
+// bytes) with the map's slack, and the row's allocation rounded up.
+const memoEntryBytes = 96
 
 // verdictMemo is a version's remembered verdicts.
 type verdictMemo struct {
@@ -178,7 +182,7 @@ const (
 	// seenEntryBytes is about what a template met costs in the seen map
 	// (key, value and the map's share): 200 policies meeting 4096
 	// templates each held 160 MiB before it was counted.
-	seenEntryBytes = 48
+	seenEntryBytes = 64
 )
 
 // The probe window: a version whose memo met memoProbeTemplates templates

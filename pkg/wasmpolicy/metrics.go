@@ -248,7 +248,7 @@ var (
 		"Instances created while the memory budget was full and no idle instance was left to close.",
 		nil, nil, metrics.ALPHA, "")
 	reservedDesc = metrics.NewDesc("wasmsched_memory_reserved_bytes",
-		"Memory budget kept free for the guest calls that may start now (one instance of the largest policy for each running slot without one): a policy's growth cannot take it.",
+		"Memory budget kept free for the guest calls that may start now (one instance of the largest policy for each running slot without one) and for the call stacks of the calls that may run at once (three of the largest stackLimit each): a policy's growth cannot take it.",
 		nil, nil, metrics.ALPHA, "")
 	refusedGrowthDesc = metrics.NewDesc("wasmsched_memory_refused_growth_total",
 		"memory.grow calls refused because the memory budget (or the namespace's share of it) could not hold them; the guest sees its own out-of-memory.",

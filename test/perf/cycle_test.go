@@ -73,7 +73,7 @@ func cycleFrameworkWith(b *testing.B, variant string, infos []fwk.NodeInfo, edit
 
 // frameworkFor builds a framework with the given plugins over a snapshot of
 // infos, at parallelism 16, and returns it with the snapshot's NodeInfos.
-func frameworkFor(b *testing.B, registry frameworkruntime.Registry, plugins *schedconfig.Plugins, pluginConfig []schedconfig.PluginConfig, infos []fwk.NodeInfo) (intree.Framework, []fwk.NodeInfo) {
+func frameworkFor(b testing.TB, registry frameworkruntime.Registry, plugins *schedconfig.Plugins, pluginConfig []schedconfig.PluginConfig, infos []fwk.NodeInfo) (intree.Framework, []fwk.NodeInfo) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)

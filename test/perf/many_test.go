@@ -33,7 +33,7 @@ var manyCounts = []int{1, 10, 50, 200}
 // manyArgs returns default WasmPolicy args (the default memory budget) with
 // n policies: copies of team-isolation (Filter) and bin-packing (Score),
 // alternating, each with a distinct config.
-func manyArgs(b *testing.B, tc testguests.Toolchain, n int, cacheDir string) *config.WasmPolicyArgs {
+func manyArgs(b testing.TB, tc testguests.Toolchain, n int, cacheDir string) *config.WasmPolicyArgs {
 	var ps []config.Policy
 	for i := 0; i < n; i++ {
 		name, cfg := "team-isolation", "key=team"

@@ -114,7 +114,7 @@ var (
 	closeOnDone     *host.Engine
 )
 
-func sharedEngine(b *testing.B) *host.Engine {
+func sharedEngine(b testing.TB) *host.Engine {
 	engineOnce.Do(func() {
 		cacheDir, _ = os.MkdirTemp("", "wasmsched-perf-cache")
 		var err error
