@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,6 +11,8 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"math/big"
 	"net"
 	"net/http"
@@ -117,6 +120,9 @@ func TestExtenderWithUpstreamScheduler(t *testing.T) {
 	e.node("shared-2", nil, "4")
 	e.policyConfigMap("team", module(t, "team-isolation"))
 	e.policyConfigMap("placement", module(t, "bin-packing"))
+	// A policy that traps for pods labelled attack=panic (and answers
+	// the others): its breaker opens only on failures of real callers.
+	e.policyConfigMap("adversary", module(t, "testdata/adversary"))
 
 	// The extender, with the same args the plugin takes.
 	args := filepath.Join(e.dir, "policies.yaml")
@@ -130,6 +136,9 @@ policies:
 - name: placement
   source: `+cmSource(e, "placement")+`
   config: cpu=1
+- name: adversary
+  source: `+cmSource(e, "adversary")+`
+  failurePolicy: Ignore
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +287,9 @@ extenders:
 			counter(m, "wasmsched_policy_evaluations_total", `extension_point="Filter",policy="team-isolation",result="Success"`)
 	}
 	before := evaluations(scrapeExt())
-	hostile := `{"Pod": {"metadata": {"name": "x", "namespace": "default", "labels": {"team": "zz"}}}, "NodeNames": ["team-a", "shared-1"]}`
+	// Real node names: were it let in, the request would run the policies.
+	nodeNames := fmt.Sprintf(`"NodeNames": [%q, %q]`, e.name+"-team-a", e.name+"-shared-1")
+	hostile := `{"Pod": {"metadata": {"name": "x", "namespace": "default", "labels": {"team": "zz", "attack": "panic"}}}, ` + nodeNames + `}`
 	for _, c := range []struct {
 		client, path string
 		want         int
@@ -322,8 +333,48 @@ extenders:
 	if after := evaluations(m); after != before {
 		t.Errorf("the refused requests ran policies: %v evaluations before, %v after", before, after)
 	}
-	if !strings.Contains(m, `wasmsched_policy_circuit_breaker_state{policy="team-isolation",state="closed"} 1`) {
-		t.Errorf("a breaker moved: %s", grep(m, "circuit_breaker_state"))
+	for _, p := range []string{"team-isolation", "adversary"} {
+		if !strings.Contains(m, `wasmsched_policy_circuit_breaker_state{policy="`+p+`",state="closed"} 1`) {
+			t.Errorf("a breaker moved: %s", grep(m, "circuit_breaker_state"))
+		}
+	}
+
+	// The scheduler's own requests do count: distinct pods the adversary
+	// policy traps on open its breaker, and the extender records the
+	// Event on the policy's ConfigMap, where kubectl describe shows it.
+	for k := 0; k < 40; k++ {
+		pod := fmt.Sprintf(`{"Pod": {"metadata": {"name": "crash-%d", "namespace": "default", "uid": "crash-%d", "labels": {"attack": "panic", "n": "%d"}}}, %s}`, k, k, k, nodeNames)
+		resp, err := sched.Post("https://"+addr+"/filter", "application/json", strings.NewReader(pod))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/filter for the scheduler: %s", resp.Status)
+		}
+	}
+	if m := scrapeExt(); !strings.Contains(m, `wasmsched_policy_circuit_breaker_state{policy="adversary",state="open"} 1`) {
+		b, _ := os.ReadFile(extLog)
+		t.Errorf("40 failing pods from the scheduler did not open the adversary's breaker: %s\n%s", grep(m, "circuit_breaker_state"), tailOf(grep(string(b), "adversary"), 3000))
+	}
+	cmName := e.name + "-adversary"
+	var opened *eventsv1.Event
+	for wait := time.Now().Add(30 * time.Second); opened == nil && time.Now().Before(wait); time.Sleep(200 * time.Millisecond) {
+		evs, err := client.EventsV1().Events(policyNS).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range evs.Items {
+			if ev := &evs.Items[i]; ev.Reason == "PolicyCircuitBreakerOpen" && ev.Regarding.Kind == "ConfigMap" && ev.Regarding.Name == cmName {
+				opened = ev
+			}
+		}
+	}
+	if opened == nil {
+		b, _ := os.ReadFile(extLog)
+		t.Errorf("no PolicyCircuitBreakerOpen Event on ConfigMap %s/%s\n%s", policyNS, cmName, tailOf(grep(string(b), "vent"), 3000))
+	} else {
+		t.Logf("Event %s %s on %s/%s: %s", opened.Type, opened.Reason, opened.Regarding.Kind, opened.Regarding.Name, opened.Note)
 	}
 
 	// SIGTERM shuts it down cleanly.
@@ -343,4 +394,12 @@ extenders:
 	}
 	e.log = extLog
 	e.waitLog("Shutting down: finishing requests in flight", 1, 5*time.Second)
+}
+
+// tailOf is the last n bytes of s.
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
