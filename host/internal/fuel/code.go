@@ -15,6 +15,7 @@ const (
 	opElse               = 0x05
 	opBr                 = 0x0c
 	opBrIf               = 0x0d
+	opBrTable            = 0x0e
 	opReturn             = 0x0f
 	opDrop               = 0x1a
 	opLocalSet           = 0x21
@@ -312,7 +313,27 @@ func (x *exprRewriter) rewrite(r *wasmbin.Reader, out []byte, end int) ([]byte, 
 			if depth == 0 && end < 0 {
 				return append(out, r.B[copied:r.Pos]...), nil
 			}
+			if depth == 0 && r.Pos != end {
+				// The function's end, with code after it: invalid, and
+				// the stack check's wrapper block would make it valid.
+				return nil, fmt.Errorf("instructions after the end of the function body at offset %d", start)
+			}
 			depth--
+		case opLocalGet, opLocalSet, opLocalTee:
+			// A local past the body's own is invalid; the scratch local
+			// smallFill may add would make the first such one valid.
+			if x.tmpOK {
+				peek := *r
+				if l, err := peek.U32(); err == nil && l >= x.tmp {
+					return nil, fmt.Errorf("opcode 0x%02x at offset %d: unknown local %d", op, start, l)
+				}
+			}
+		case opBr, opBrIf, opBrTable:
+			// A label past the function's own is invalid; the stack
+			// check's wrapper block would make one such label valid.
+			if err := checkLabels(*r, op, depth); err != nil {
+				return nil, fmt.Errorf("opcode 0x%02x at offset %d: %w", op, start, err)
+			}
 		}
 		if err := x.skipImmediates(r, op); err != nil {
 			return nil, fmt.Errorf("opcode 0x%02x at offset %d: %w", op, start, err)
@@ -493,4 +514,28 @@ func skipAtomic(r *wasmbin.Reader) error {
 		return memarg(r)
 	}
 	return fmt.Errorf("unknown 0xfe sub-opcode %d", sub)
+}
+
+// checkLabels refuses a branch (read from a copy of r, after its opcode)
+// to a label past the function's own: in a function body depth blocks
+// deep, the labels are 0..depth. Constant expressions have no branches.
+func checkLabels(r wasmbin.Reader, op byte, depth int) error {
+	n := uint32(1)
+	if op == opBrTable {
+		v, err := r.VecLen(1)
+		if err != nil {
+			return err
+		}
+		n = v + 1
+	}
+	for ; n > 0; n-- {
+		l, err := r.U32()
+		if err != nil {
+			return err
+		}
+		if int64(l) > int64(depth) {
+			return fmt.Errorf("unknown label %d", l)
+		}
+	}
+	return nil
 }
