@@ -114,6 +114,9 @@ func instrument(ctx context.Context, rt wazero.Runtime, wasm []byte) ([]byte, fu
 		}
 		return out, shape, "", nil
 	}
+	if errors.Is(err, fuel.ErrReservedExport) {
+		return nil, shape, "Validate", fmt.Errorf("%w: rename the export", err)
+	}
 	if errors.Is(err, fuel.ErrReserved) {
 		return nil, shape, "Validate", fmt.Errorf("module imports functions outside the sandbox allow-list: %s.%s (reserved for the host; policies may import only %q host functions and a minimal WASI without filesystem, sockets or environment)", fuel.ImportModule, fuel.ImportName, abi.HostModule)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host/internal/fuel"
 	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
@@ -75,6 +76,7 @@ type instance struct {
 	// entry point's stack holds after its last call, stackHeld their sum
 	// (endStack).
 	running      api.Function
+	roomGlobal   api.MutableGlobal
 	stackGranted int64
 	stackRatio   float64
 	stackPeak    int64
@@ -212,6 +214,7 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 		return nil, fmt.Errorf("instantiating module: %w", in.outOfMemory(err))
 	}
 	in.mod = mod
+	in.roomGlobal, _ = mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal)
 	if init := v.exports.Initializer; init != "" {
 		in.arm(p.initTimeout, 0)
 		fn := mod.ExportedFunction(init)

@@ -96,8 +96,13 @@ func (in *instance) checkStack(room int32) int32 {
 	return int32(next)
 }
 
-// startStack resets the stack check's count for a new call of fn.
+// startStack resets the stack check for a new call of fn: the guest's room
+// (which the last call's grants raised, or a call the host ended left
+// wherever it was) and the host's count.
 func (in *instance) startStack(fn api.Function) {
+	if in.roomGlobal != nil {
+		in.roomGlobal.Set(uint64(uint32(int32(fuel.StackStart / fuel.StackUnit))))
+	}
 	in.running = fn
 	in.stackGranted = fuel.StackStart / fuel.StackUnit
 	in.stackRatio = 1

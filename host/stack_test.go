@@ -43,6 +43,21 @@ func TestStackIsMeasured(t *testing.T) {
 	if _, held, ok := stackOf(in.fn[CallFilter]); !ok || held < in.stackPeak || in.stackHeld != held {
 		t.Errorf("filter's stack holds %d bytes (ok %v), the instance counts %d; the call used %d", held, ok, in.stackHeld, in.stackPeak)
 	}
+	// Every call starts from the same room: the grants of one call do not
+	// carry over to let the next go deeper unmeasured.
+	first := in.stackPeak
+	v.idle <- in
+	for i := 0; i < 20; i++ {
+		if _, err := filter(v, nodeInfo("n", nil, false)); err != nil {
+			t.Fatal(err)
+		}
+		in = <-v.idle
+		if in.stackPeak != first {
+			t.Fatalf("call %d: the deepest stack measured was %d bytes, the first call's %d", i+2, in.stackPeak, first)
+		}
+		v.idle <- in
+	}
+	in = <-v.idle
 }
 
 // Recursion without end, whatever shape its frames have, ends at the

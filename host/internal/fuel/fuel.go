@@ -33,12 +33,21 @@ const (
 // (i32) -> i32, right after refuel: the stack check (see Instrument).
 const StackImportName = "stack"
 
+// StackExport is the name the stack room's global is exported under, so
+// that the host sets the room each call starts with (a call the host ends
+// leaves it wherever it was, and the stack check's grants raise it). A
+// module that exports anything under this name is refused (ErrReserved).
+const StackExport = ImportModule + ".stack"
+
 // addedImports is how many function imports the rewrite adds (refuel and
 // stack): every defined function's index grows by it.
 const addedImports = 2
 
 // ErrReserved is returned for a module that imports from ImportModule.
 var ErrReserved = fmt.Errorf("module imports from %q, which is reserved for the host's instrumentation", ImportModule)
+
+// ErrReservedExport is returned for a module that exports StackExport.
+var ErrReservedExport = fmt.Errorf("module exports %q, a name reserved for the host's instrumentation", StackExport)
 
 // Section ids (WebAssembly core specification, 5.5.2).
 const (
@@ -292,13 +301,13 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 
 	// Sections the module lacks but the rewrite needs are inserted where
 	// their id orders them.
-	need := map[byte]bool{secImport: true, secGlobal: true}
+	need := map[byte]bool{secImport: true, secGlobal: true, secExport: true}
 	if nAdded > 0 {
 		need[secType] = true
 	}
 	out := append([]byte(nil), "\x00asm\x01\x00\x00\x00"...)
 	emitMissing := func(before byte) {
-		for _, id := range []byte{secType, secImport, secGlobal} {
+		for _, id := range []byte{secType, secImport, secGlobal, secExport} {
 			if id < before && need[id] {
 				out = wasmbin.AppendSection(out, id, m.newSection(id, refuelType, chargeType, nAdded, added))
 				need[id] = false
@@ -317,11 +326,12 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 	}
 	for i, s := range m.sections {
 		if i == lastKnown+1 {
-			emitMissing(secGlobal + 1)
+			emitMissing(secExport + 1)
 		}
 		if s.id != secCustom {
-			// Every section the rewrite may add (type, import, global)
-			// has a smaller id than the sections that must follow it.
+			// Every section the rewrite may add (type, import, global,
+			// export) has a smaller id than the sections that must
+			// follow it.
 			emitMissing(s.id)
 		}
 		var content []byte
@@ -351,6 +361,7 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 			need[secGlobal] = false
 		case secExport:
 			content, err = m.exports(s.content)
+			need[secExport] = false
 		case secStart:
 			r := wasmbin.NewReader(s.content)
 			var f uint32
@@ -390,7 +401,7 @@ func (m *module) rewrite() ([]byte, Shape, error) {
 		}
 		out = wasmbin.AppendSection(out, s.id, content)
 	}
-	emitMissing(secGlobal + 1)
+	emitMissing(secExport + 1)
 	shape.MaxDepth, shape.DepthSquares = x.maxDepth, x.depthSquares
 	shape.MaxBrTable, shape.BrTableSquares = x.maxBrTable, x.brTableSquares
 	return out, shape, nil

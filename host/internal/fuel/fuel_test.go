@@ -96,6 +96,19 @@ func TestInstrumentRefusesReservedImport(t *testing.T) {
 	}
 }
 
+// Nor export anything under the name of the stack room's export.
+func TestInstrumentRefusesReservedExport(t *testing.T) {
+	var wasm []byte
+	wasm = append(wasm, "\x00asm\x01\x00\x00\x00"...)
+	wasm = wasmbin.AppendSection(wasm, secType, []byte{1, 0x60, 0, 0})
+	wasm = wasmbin.AppendSection(wasm, secFunction, []byte{1, 0})
+	wasm = wasmbin.AppendSection(wasm, secExport, append(wasmbin.AppendName([]byte{1}, StackExport), kindFunc, 0))
+	wasm = wasmbin.AppendSection(wasm, secCode, []byte{1, 2, 0, opEnd})
+	if _, err := Instrument(wasm); !errors.Is(err, ErrReservedExport) {
+		t.Fatalf("a module exporting %q: %v, want ErrReservedExport", StackExport, err)
+	}
+}
+
 // DWARF describes code offsets the rewrite moves: it is dropped, while the
 // other custom sections stay.
 func TestInstrumentDropsDWARF(t *testing.T) {

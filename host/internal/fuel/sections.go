@@ -110,6 +110,8 @@ func (m *module) newSection(id byte, refuelType, stackType, nTypes uint32, types
 		return append(wasmbin.AppendU32(nil, nTypes), types...)
 	case secImport:
 		return append(append([]byte{addedImports}, refuelImport(refuelType)...), stackImport(stackType)...)
+	case secExport:
+		return append([]byte{1}, m.stackExport()...)
 	default:
 		return append([]byte{2}, addedGlobals...)
 	}
@@ -119,6 +121,12 @@ func (m *module) newSection(id byte, refuelType, stackType, nTypes uint32, types
 // first check refuels, and the stack room, (mut i32) initialized to
 // StackStart.
 var addedGlobals = append(AppendI32Const([]byte{valI32, 1, opI32Const, 0, opEnd, valI32, 1}, StackStart/StackUnit), opEnd)
+
+// stackExport is the export of the stack room's global (StackExport).
+func (m *module) stackExport() []byte {
+	b := wasmbin.AppendName(nil, StackExport)
+	return wasmbin.AppendU32(append(b, kindGlob), m.importedGlobals+m.definedGlobals+1)
+}
 
 func stackImport(typ uint32) []byte {
 	b := wasmbin.AppendName(nil, ImportModule)
@@ -177,11 +185,14 @@ func (m *module) exports(content []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := wasmbin.AppendU32(nil, n)
+	out := wasmbin.AppendU32(nil, n+1)
 	for i := uint32(0); i < n; i++ {
 		name, err := r.Name()
 		if err != nil {
 			return nil, err
+		}
+		if name == StackExport {
+			return nil, ErrReservedExport
 		}
 		kind, err := r.Byte()
 		if err != nil {
@@ -202,7 +213,7 @@ func (m *module) exports(content []byte) ([]byte, error) {
 	if r.Left() != 0 {
 		return nil, errors.New("section size mismatch")
 	}
-	return out, nil
+	return append(out, m.stackExport()...), nil
 }
 
 // elements rewrites the element section's eight segment forms.
