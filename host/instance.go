@@ -69,20 +69,25 @@ type instance struct {
 	fn    [NumCallKinds]api.Function
 	stack [2]uint64
 
-	// running is the function the current call runs; stackGranted the
-	// stack rooms granted it so far and stackRatio how much larger than
-	// their weights its frames were, in fuel.StackUnit units (checkStack);
-	// stackPeak the most stack it was seen to use. heldBy is what each
-	// entry point's stack holds after its last call, stackHeld their sum
-	// (endStack).
-	running      api.Function
-	roomGlobal   api.MutableGlobal
-	stackGranted int64
-	stackRatio   float64
-	stackPeak    int64
-	heldBy       [NumCallKinds]int64
-	stackHeld    int64
-	stackSlices  [NumCallKinds]reflect.Value
+	// running is the function the current call runs, roomGlobal and
+	// capGlobal the guest's stack room and its cap (host/internal/fuel);
+	// stackRatio is how much larger than their weights the call's frames
+	// were, stackPeak the most stack it was seen to use (checkStack).
+	// heldBy is what each entry point's stack holds after its last call
+	// beyond stackInit, what it held when the instance was made;
+	// stackHeld is their sum (endStack).
+	running    api.Function
+	roomGlobal api.MutableGlobal
+	capGlobal  api.MutableGlobal
+	// stackLast and stackUsed are the room the last check granted (at
+	// first the room a call starts with) and the stack it measured.
+	stackLast, stackUsed int64
+	stackRatio           float64
+	stackPeak            int64
+	heldBy               [NumCallKinds]int64
+	stackHeld            int64
+	stackSlices          [NumCallKinds]reflect.Value
+	stackInit            [NumCallKinds]int64
 
 	cctx callCtx
 	// timer closes cctx.done at the deadline (InterruptCloseOnDone only).
@@ -196,6 +201,7 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	}
 	// Instantiation runs the start section, which may loop forever: bound it.
 	in.arm(p.initTimeout, 0)
+	in.startStack(nil) // the start section starts from the module's room
 	in.cctx.parent = memoryContext(in)
 	mod, err := v.rt.InstantiateModule(&in.cctx, v.sm.cm, cfg)
 	in.cctx.parent = nil
@@ -215,6 +221,7 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	}
 	in.mod = mod
 	in.roomGlobal, _ = mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal)
+	in.capGlobal, _ = mod.ExportedGlobal(fuel.StackCapExport).(api.MutableGlobal)
 	if init := v.exports.Initializer; init != "" {
 		in.arm(p.initTimeout, 0)
 		fn := mod.ExportedFunction(init)
@@ -237,7 +244,9 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	}
 	for k := CallKind(0); k < NumCallKinds; k++ {
 		in.fn[k] = mod.ExportedFunction(abi.Points[k].Export)
-		in.stackSlices[k] = stackSlice(in.fn[k])
+		if in.stackSlices[k] = stackSlice(in.fn[k]); in.stackSlices[k].IsValid() {
+			in.stackInit[k] = int64(in.stackSlices[k].Len())
+		}
 	}
 	in.createdMem = int64(in.memoryBytes())
 	return in, nil

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 
@@ -76,45 +77,56 @@ func stackCheck(ctx context.Context, _ api.Module, s []uint64) {
 // their weights the frames have turned out to be in this call.
 func (in *instance) checkStack(room int32) int32 {
 	limit := in.v.p.stackLimit
-	// The weights taken since the call began: the rooms granted (the
-	// first one the instrumentation's start), less the room left.
-	spent := (in.stackGranted - int64(room)) * fuel.StackUnit
+	// The weights taken since the last check (or the call's start): the
+	// room it granted less the room left. Frames that returned meanwhile
+	// gave theirs back, so this is what the stack grew by, by weight.
+	spent := (in.stackLast - int64(room)) * fuel.StackUnit
 	used, _, ok := stackOf(in.running)
 	if !ok || used < 0 {
-		used = spent
+		used = in.stackUsed + spent // no measurement: the weights
 	}
 	in.stackPeak = max(in.stackPeak, used)
 	if used > limit {
 		panic(&StackLimitError{Used: used, Limit: limit})
 	}
-	if spent > 0 && used > spent {
-		in.stackRatio = max(in.stackRatio, float64(used)/float64(spent))
+	if grew := used - in.stackUsed; grew > 0 && spent > 0 {
+		in.stackRatio = max(in.stackRatio, float64(grew)/float64(spent))
 	}
-	next := int64(float64(limit-used) / 2 / in.stackRatio / fuel.StackUnit)
+	ratio := in.stackRatio
+	if math.IsNaN(ratio) || ratio < 1 {
+		ratio = 1
+	}
+	ratio = min(ratio, 1<<20)
+	next := int64(float64(limit-used) / 2 / ratio / fuel.StackUnit)
 	next = min(max(next, 1), 1<<30)
-	in.stackGranted = in.stackGranted - int64(room) + next
+	in.stackLast, in.stackUsed = next, used
 	return int32(next)
 }
 
-// startStack resets the stack check for a new call of fn: the guest's room
-// (which the last call's grants raised, or a call the host ended left
-// wherever it was) and the host's count.
+// startStack resets the stack check for a new call of fn (nil: the start
+// section, run as the module is instantiated): the guest's room and its
+// cap (which the last call's checks changed, or a call the host ended left
+// wherever they were) and the host's count.
 func (in *instance) startStack(fn api.Function) {
+	const start = fuel.StackStart / fuel.StackUnit
 	if in.roomGlobal != nil {
-		in.roomGlobal.Set(uint64(uint32(int32(fuel.StackStart / fuel.StackUnit))))
+		in.roomGlobal.Set(uint64(uint32(int32(start))))
+		in.capGlobal.Set(uint64(uint32(int32(start))))
 	}
 	in.running = fn
-	in.stackGranted = fuel.StackStart / fuel.StackUnit
+	in.stackLast, in.stackUsed = start, 0
 	in.stackRatio = 1
 	in.stackPeak = 0
 }
 
-// endStack records what fn's stack holds after its call: an instance whose
-// entry points hold more than its policy's stack limit between them is not
-// kept (stackHeld), so an idle instance never holds more than one limit.
+// endStack records what fn's stack holds after its call, beyond the stack
+// wazero gave it when the instance was made (counted in the instance's
+// measured heap): an instance whose entry points hold more than its
+// policy's stack limit between them is not kept (grewPastNeed), so an idle
+// instance never holds more than one limit.
 func (in *instance) endStack(kind CallKind) {
 	if s := in.stackSlices[kind]; s.IsValid() {
-		held := int64(s.Len())
+		held := max(0, int64(s.Len())-in.stackInit[kind])
 		in.stackHeld += held - in.heldBy[kind]
 		in.heldBy[kind] = held
 	}

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestStackIsMeasured(t *testing.T) {
 	if in.stackPeak < 64<<10 || in.stackPeak > 1<<20 {
 		t.Errorf("the deepest stack measured was %d bytes, want what 2,000 frames of 8 locals take (64 KiB to 1 MiB)", in.stackPeak)
 	}
-	if _, held, ok := stackOf(in.fn[CallFilter]); !ok || held < in.stackPeak || in.stackHeld != held {
+	if _, held, ok := stackOf(in.fn[CallFilter]); !ok || held < in.stackPeak || in.stackHeld != held-in.stackInit[CallFilter] {
 		t.Errorf("filter's stack holds %d bytes (ok %v), the instance counts %d; the call used %d", held, ok, in.stackHeld, in.stackPeak)
 	}
 	// Every call starts from the same room: the grants of one call do not
@@ -111,6 +112,28 @@ func TestDeepRecursionIsStopped(t *testing.T) {
 			}
 			t.Logf("limit %s: stopped at %s, %s allocated", kib(limit), kib(se.Used), kib(int64(alloc)))
 		})
+	}
+}
+
+// Frames that weigh much more than they hold (many locals, none kept
+// across the call) give their weight back as they return, but only up to
+// the room the last check granted: a deeper recursion of light frames
+// after them is still stopped at the limit.
+func TestReturnedWeightIsCapped(t *testing.T) {
+	e := newEngine(t)
+	for _, depth := range []uint32{1, 40, 3000} {
+		p := newPolicy(t, e, PolicySpec{Name: fmt.Sprint("hoard-", depth), MaxInstances: 1, Timeout: time.Minute})
+		v := load(t, p, wasmgen.StackHoard(100_000, depth, 2_000_000))
+		var err *CallError
+		alloc := allocatedDuring(func() { _, err = filter(v, nodeInfo("n", nil, false)) })
+		var se *StackLimitError
+		if err == nil || !errors.As(err, &se) {
+			t.Fatalf("depth %d: err = %v, want a trap past the stack limit", depth, err)
+		}
+		if se.Used > 2*p.stackLimit || alloc > uint64(4*p.stackLimit+8<<20) {
+			t.Errorf("depth %d: stopped at %d bytes of stack after allocating %d, want within twice the limit of %d", depth, se.Used, alloc, p.stackLimit)
+		}
+		t.Logf("%d heavy frames, then light ones: stopped at %s, %s allocated", depth, kib(se.Used), kib(int64(alloc)))
 	}
 }
 

@@ -261,3 +261,42 @@ func appendSLEB(b []byte, v int64) []byte {
 		b = append(b, c|0x80)
 	}
 }
+
+// StackHoard returns a module whose filter first recurses depth deep
+// through $big, a function of bigLocals locals that keeps none of them
+// across its call (a small frame of large weight), and then, from a
+// fresh $big, smallDepth deep through $small, a function of small weight
+// and frame: the shape that would hand the weight the first recursion
+// gave back, once it returned, to the second.
+func StackHoard(bigLocals int, depth, smallDepth uint32) []byte {
+	out := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	// Types: 0 () -> i32, 1 (i64) -> (), 2 (i32 i32) -> (), 3 (i32) -> ().
+	out = section(out, 1, vec(4, func(b []byte) []byte {
+		b = append(b, 0x60, 0, 1, 0x7f)
+		b = append(b, 0x60, 1, 0x7e, 0)
+		b = append(b, 0x60, 2, 0x7f, 0x7f, 0)
+		return append(b, 0x60, 1, 0x7f, 0)
+	}))
+	out = section(out, 3, vec(4, func(b []byte) []byte { return append(b, 0, 1, 2, 3) }))
+	out = section(out, 5, []byte{1, 0, 1})
+	out = exports(out)
+	filter := appendSLEB([]byte{0, 0x41}, int64(depth))
+	filter = append(filter, 0x41, 0, 0x10, 2) // call $big(depth, 0)
+	filter = append(filter, 0x41, 0, 0x41)
+	filter = append(appendSLEB(filter, int64(smallDepth)), 0x10, 2, 0x0b) // call $big(0, smallDepth)
+	big := binary.AppendUvarint([]byte{1}, uint64(bigLocals))
+	big = append(big, 0x7f)
+	// if n { big(n-1, s); return }
+	big = append(big, 0x20, 0, 0x04, 0x40, 0x20, 0, 0x41, 1, 0x6b, 0x20, 1, 0x10, 2, 0x0f, 0x0b)
+	// if s { small(s) }
+	big = append(big, 0x20, 1, 0x04, 0x40, 0x20, 1, 0x10, 3, 0x0b, 0x0b)
+	// small: if n { small(n-1) }
+	small := []byte{0, 0x20, 0, 0x04, 0x40, 0x20, 0, 0x41, 1, 0x6b, 0x10, 3, 0x0b, 0x0b}
+	out = section(out, 10, vec(4, func(b []byte) []byte {
+		b = fn(b, []byte{0, 0x41, 1, 0x0b})
+		b = fn(b, filter)
+		b = fn(b, big)
+		return fn(b, small)
+	}))
+	return out
+}

@@ -41,6 +41,7 @@ const (
 	opCallIndirect       = 0x11
 	opReturnCallIndirect = 0x13
 	opI32LtS             = 0x48
+	opSelect             = 0x1b
 	opGlobalGet          = 0x23
 	opGlobalSet          = 0x24
 	opI32Const           = 0x41
@@ -244,13 +245,10 @@ func (x *exprRewriter) rewrite(r *wasmbin.Reader, out []byte, end int) ([]byte, 
 				return nil, err
 			}
 			out = append(out, r.B[copied:start]...)
-			if op == opReturnCall {
-				out = append(out, x.epilogue...)
-			}
 			out = wasmbin.AppendU32(append(out, op), x.shift(f))
 			copied = r.Pos
 			continue
-		case opReturn, opReturnCallIndirect:
+		case opReturn:
 			if x.epilogue != nil {
 				out = append(out, r.B[copied:start]...)
 				out = append(out, x.epilogue...)

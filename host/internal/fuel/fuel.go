@@ -39,6 +39,10 @@ const StackImportName = "stack"
 // module that exports anything under this name is refused (ErrReserved).
 const StackExport = ImportModule + ".stack"
 
+// StackCapExport is the name the room's cap is exported under: the host
+// sets it with the room as each call starts.
+const StackCapExport = ImportModule + ".stackcap"
+
 // addedImports is how many function imports the rewrite adds (refuel and
 // stack): every defined function's index grows by it.
 const addedImports = 2
@@ -47,7 +51,7 @@ const addedImports = 2
 var ErrReserved = fmt.Errorf("module imports from %q, which is reserved for the host's instrumentation", ImportModule)
 
 // ErrReservedExport is returned for a module that exports StackExport.
-var ErrReservedExport = fmt.Errorf("module exports %q, a name reserved for the host's instrumentation", StackExport)
+var ErrReservedExport = fmt.Errorf("module exports %q or %q, names reserved for the host's instrumentation", StackExport, StackCapExport)
 
 // Section ids (WebAssembly core specification, 5.5.2).
 const (

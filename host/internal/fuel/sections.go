@@ -111,21 +111,32 @@ func (m *module) newSection(id byte, refuelType, stackType, nTypes uint32, types
 	case secImport:
 		return append(append([]byte{addedImports}, refuelImport(refuelType)...), stackImport(stackType)...)
 	case secExport:
-		return append([]byte{1}, m.stackExport()...)
+		return append([]byte{2}, m.stackExport()...)
 	default:
-		return append([]byte{2}, addedGlobals...)
+		return append([]byte{addedGlobalCount}, addedGlobals...)
 	}
 }
 
 // addedGlobals are the fuel, (mut i32) initialized to 0 so that the
-// first check refuels, and the stack room, (mut i32) initialized to
-// StackStart.
-var addedGlobals = append(AppendI32Const([]byte{valI32, 1, opI32Const, 0, opEnd, valI32, 1}, StackStart/StackUnit), opEnd)
+// first check refuels, and the stack room and its cap, (mut i32)
+// initialized to StackStart.
+var addedGlobals = func() []byte {
+	b := []byte{valI32, 1, opI32Const, 0, opEnd}
+	for range 2 {
+		b = append(AppendI32Const(append(b, valI32, 1), StackStart/StackUnit), opEnd)
+	}
+	return b
+}()
 
-// stackExport is the export of the stack room's global (StackExport).
+// addedGlobalCount is how many globals the rewrite adds (addedGlobals).
+const addedGlobalCount = 3
+
+// stackExport is the exports of the stack room's global and its cap's
+// (StackExport, StackCapExport).
 func (m *module) stackExport() []byte {
-	b := wasmbin.AppendName(nil, StackExport)
-	return wasmbin.AppendU32(append(b, kindGlob), m.importedGlobals+m.definedGlobals+1)
+	room := m.importedGlobals + m.definedGlobals + 1
+	b := wasmbin.AppendU32(append(wasmbin.AppendName(nil, StackExport), kindGlob), room)
+	return wasmbin.AppendU32(append(wasmbin.AppendName(b, StackCapExport), kindGlob), room+1)
 }
 
 func stackImport(typ uint32) []byte {
@@ -162,7 +173,7 @@ func (m *module) globals(content []byte, consts *exprRewriter) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := wasmbin.AppendU32(nil, n+2)
+	out := wasmbin.AppendU32(nil, n+addedGlobalCount)
 	for i := uint32(0); i < n; i++ {
 		typ, err := r.Bytes(2)
 		if err != nil {
@@ -185,13 +196,13 @@ func (m *module) exports(content []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := wasmbin.AppendU32(nil, n+1)
+	out := wasmbin.AppendU32(nil, n+2)
 	for i := uint32(0); i < n; i++ {
 		name, err := r.Name()
 		if err != nil {
 			return nil, err
 		}
-		if name == StackExport {
+		if name == StackExport || name == StackCapExport {
 			return nil, ErrReservedExport
 		}
 		kind, err := r.Byte()
@@ -330,12 +341,14 @@ func (m *module) code(content []byte, x *exprRewriter) ([]byte, error) {
 		x.epilogue = nil
 		if int(i) < len(m.funcTypes) && int(m.funcTypes[i]) < len(m.typeParams) {
 			t := m.funcTypes[i]
-			if st := m.scanBody(*br, *x); st.calls {
+			st := m.scanBody(*br, *x)
+			est := FrameEstimate(uint64(m.typeParams[t]), locals, st.instrs, st.slots)
+			if st.calls || est >= leafWeight {
 				w := weight(uint64(m.typeParams[t]), locals, st.instrs, st.slots)
-				body = stackPrologue(body, x.stackGlobal, x.stackCheck, w)
+				body = stackPrologue(body, x.stackGlobal, x.stackGlobal+1, x.stackCheck, w)
 				body = append(body, opBlock)
 				body = append(body, m.wrapperBlockType(t, x)...)
-				x.epilogue = stackEpilogue(x.stackGlobal, w)
+				x.epilogue = stackEpilogue(x.stackGlobal, x.stackGlobal+1, w)
 			}
 		}
 		if !entersLoop(*br) {

@@ -13,16 +13,22 @@ import (
 // The rewrite gives every function that calls other functions a weight,
 // an estimate of its frame in StackUnit bytes, and keeps a room counter in
 // a global: the function's entry takes its weight from the room and its
-// exits (the end of its body, return and the tail calls) give it back. A
+// exits (the end of its body and return) give it back, up to a cap. A
 // room below zero calls the host's stack import with the room, and the
-// import returns the next room: the host measures the stack the call
-// really uses there, ends a call past its limit, and sizes the next room
-// from what is left. Since the room goes back up as calls return, a call
-// reaches the host only when it goes deeper than it went before, a few
-// times per call at most.
+// import returns the next room, which becomes the cap as well: the host
+// measures the stack the call really uses there, ends a call past its
+// limit, and sizes the next room from what is left. Since the room goes
+// back up as calls return, a call reaches the host only when it goes
+// deeper than it went before, a few times per call at most. The cap keeps
+// frames that weighed more than they held from handing their weight,
+// once they return, to deeper frames that hold more than they weigh.
 //
-// Functions that call nothing are not counted: they cannot make the stack
-// deeper than one frame of their own.
+// A tail call gives nothing back: wazero makes one an ordinary call when
+// its arguments do not fit in registers, so a tail loop meets the check
+// as the room runs out, where the host finds its stack small.
+//
+// Functions that call nothing are counted only when their own frame may
+// be large (leafWeight): they make the stack one frame deeper at most.
 
 // StackUnit is the size in bytes of one unit of the stack room and of the
 // functions' weights.
@@ -37,6 +43,11 @@ const StackStart = 64 << 10
 // maxWeight bounds a function's weight so that the room's arithmetic
 // stays far from overflowing an i32.
 const maxWeight = 1 << 24
+
+// leafWeight is the estimate, in bytes, from which a function that calls
+// nothing is counted too: its one frame may then be larger than the
+// room's slack.
+const leafWeight = 16 << 10
 
 // FrameEstimate is the weight, in bytes, of a function with params
 // parameters, locals declared locals, instrs instructions and calls
@@ -56,12 +67,14 @@ func weight(params, locals, instrs, slots uint64) int32 {
 }
 
 // stackPrologue takes w from the room and calls the stack import with the
-// room when it went below zero, storing what the import returns:
+// room when it went below zero, storing what the import returns as the
+// room and the cap:
 //
 //	global.get $room; i32.const w; i32.sub; global.set $room
 //	global.get $room; i32.const 0; i32.lt_s
-//	if; global.get $room; call $stack; global.set $room; end
-func stackPrologue(b []byte, global, check uint32, w int32) []byte {
+//	if; global.get $room; call $stack; global.set $room
+//	    global.get $room; global.set $cap; end
+func stackPrologue(b []byte, global, capGlobal, check uint32, w int32) []byte {
 	b = wasmbin.AppendU32(append(b, opGlobalGet), global)
 	b = append(AppendI32Const(b, w), opI32Sub, opGlobalSet)
 	b = wasmbin.AppendU32(b, global)
@@ -70,13 +83,27 @@ func stackPrologue(b []byte, global, check uint32, w int32) []byte {
 	b = wasmbin.AppendU32(b, global)
 	b = wasmbin.AppendU32(append(b, opCall), check)
 	b = wasmbin.AppendU32(append(b, opGlobalSet), global)
+	b = wasmbin.AppendU32(append(b, opGlobalGet), global)
+	b = wasmbin.AppendU32(append(b, opGlobalSet), capGlobal)
 	return append(b, opEnd)
 }
 
-// stackEpilogue gives w back to the room.
-func stackEpilogue(global uint32, w int32) []byte {
-	b := wasmbin.AppendU32([]byte{opGlobalGet}, global)
-	b = append(AppendI32Const(b, w), opI32Add, opGlobalSet)
+// stackEpilogue gives w back to the room, up to the cap:
+//
+//	global.get $room; i32.const w; i32.add
+//	global.get $cap
+//	global.get $room; i32.const w; i32.add; global.get $cap; i32.lt_s
+//	select; global.set $room
+func stackEpilogue(global, capGlobal uint32, w int32) []byte {
+	back := func(b []byte) []byte {
+		b = wasmbin.AppendU32(append(b, opGlobalGet), global)
+		return append(AppendI32Const(b, w), opI32Add)
+	}
+	b := back(nil)
+	b = wasmbin.AppendU32(append(b, opGlobalGet), capGlobal)
+	b = back(b)
+	b = wasmbin.AppendU32(append(b, opGlobalGet), capGlobal)
+	b = append(b, opI32LtS, opSelect, opGlobalSet)
 	return wasmbin.AppendU32(b, global)
 }
 
