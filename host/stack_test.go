@@ -61,17 +61,21 @@ func TestStackIsMeasured(t *testing.T) {
 	in = <-v.idle
 }
 
+// recursionCase is a shape of recursion and the stack limit it runs under
+// (0: the default).
+type recursionCase struct {
+	name  string
+	shape wasmgen.Recursion
+	limit int64
+}
+
 // Recursion without end, whatever shape its frames have, ends at the
 // policy's stack limit as the guest's own failure: the call traps, its
 // instance is discarded, and the stack it grew stays within what the
 // instance is charged for.
 func TestDeepRecursionIsStopped(t *testing.T) {
 	e := newEngine(t)
-	for _, tc := range []struct {
-		name  string
-		shape wasmgen.Recursion
-		limit int64
-	}{
+	for _, tc := range []recursionCase{
 		{"plain", wasmgen.Recursion{}, 0},
 		{"plain, smallest limit", wasmgen.Recursion{}, MinStackLimitBytes},
 		{"plain, 4 MiB", wasmgen.Recursion{}, 4 << 20},

@@ -438,11 +438,7 @@ func TestInfiniteLoopEndsWithinTimeout(t *testing.T) {
 func TestDeepRecursionEndsWithinTimeout(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	e := newEngine(t)
-	for _, tc := range []struct {
-		name  string
-		shape wasmgen.Recursion
-		limit int64
-	}{
+	for _, tc := range []recursionCase{
 		{"plain", wasmgen.Recursion{}, 0},
 		{"plain, largest limit", wasmgen.Recursion{}, MaxStackLimitBytes},
 		{"large frames, largest limit", wasmgen.Recursion{Locals: 200, Blocks: 50}, MaxStackLimitBytes},
