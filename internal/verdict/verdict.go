@@ -15,7 +15,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
-	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
 // Plugin is the framework plugin's name, which every status names as
@@ -112,11 +111,11 @@ func Read(point abi.Point, code int32, reason string) (v Verdict, ok bool) {
 	return Verdict{Code: fwk.Error, Reason: "policy error: " + reason}, false
 }
 
-// Fail applies failurePolicy fp to a failure at point (a failed call, or
-// the policy's error), why saying what failed: Ignore passes the pod, Fail
-// gives the point's FailCode.
-func Fail(point abi.Point, fp config.FailurePolicy, why string) Verdict {
-	if fp == config.FailurePolicyIgnore {
+// Fail applies a failurePolicy to a failure at point (a failed call, or
+// the policy's error), why saying what failed: Ignore (ignore) passes the
+// pod, Fail gives the point's FailCode.
+func Fail(point abi.Point, ignore bool, why string) Verdict {
+	if ignore {
 		return Pass
 	}
 	return Verdict{Code: Points[point].FailCode, Reason: why, Failure: true}

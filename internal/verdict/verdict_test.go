@@ -6,7 +6,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
-	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
 // TestRead holds every point's reading of every guest code to what
@@ -60,10 +59,10 @@ func TestRead(t *testing.T) {
 // TestFail checks what each failurePolicy makes of a failure at each point.
 func TestFail(t *testing.T) {
 	for point := abi.Point(0); point < abi.NumPoints; point++ {
-		if v := Fail(point, config.FailurePolicyIgnore, "boom"); v != Pass {
+		if v := Fail(point, true, "boom"); v != Pass {
 			t.Errorf("%s: Ignore gives %+v, want Pass", abi.Points[point].Export, v)
 		}
-		v := Fail(point, config.FailurePolicyFail, "boom")
+		v := Fail(point, false, "boom")
 		want := fwk.Error
 		switch point {
 		case abi.PreFilter, abi.Filter, abi.FilterNodes, abi.PreEnqueue:
@@ -87,7 +86,7 @@ func TestStatus(t *testing.T) {
 	}{
 		{abi.Filter, reject, "node(s) rejected by WasmPolicy/p: no"},
 		{abi.Filter, Verdict{Code: fwk.Unschedulable}, "node(s) rejected by WasmPolicy/p"},
-		{abi.Filter, Fail(abi.Filter, config.FailurePolicyFail, "trap"), "node(s) rejected by WasmPolicy/p: trap"},
+		{abi.Filter, Fail(abi.Filter, false, "trap"), "node(s) rejected by WasmPolicy/p: trap"},
 		{abi.PreFilter, reject, "rejected by WasmPolicy/p: no"},
 		{abi.PreEnqueue, reject, "gated by WasmPolicy/p: no"},
 		{abi.Score, failed, "WasmPolicy/p: trap"},

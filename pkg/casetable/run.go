@@ -301,7 +301,7 @@ func (fr filterResults) status(v *host.Version, f *casetest.File, j int) (string
 	res := fr.single[j]
 	vd, ok := verdict.Read(point, res.Code, res.Reason)
 	if !ok {
-		vd = verdict.Fail(point, failurePolicy(f), vd.Reason)
+		vd = verdict.Fail(point, failurePolicy(f) == config.FailurePolicyIgnore, vd.Reason)
 	}
 	st := verdict.Status(point, v.Policy().Name(), vd)
 	if st == nil { // passed, or its prefilter's Skip: the policy does not filter the pod

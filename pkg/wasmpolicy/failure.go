@@ -85,7 +85,7 @@ func (p *policy) onFailure(point host.CallKind, why string, enforce bool) verdic
 		p.m.audited(point, "Failure")
 		return verdict.Pass
 	}
-	v := verdict.Fail(point, p.cfg.FailurePolicy, why)
+	v := verdict.Fail(point, p.cfg.FailurePolicy == config.FailurePolicyIgnore, why)
 	if v.OK() {
 		p.m.ignoredCall(point)
 	}
