@@ -86,6 +86,17 @@ done
 go run ./hack/gen-abi-docs -check || problem "docs/abi.md is stale: run make generate"
 go run ./hack/gen-chart -check || problem "manifests/charts/wasmsched is stale: run make generate"
 
+step "layering"
+# The API packages (the args' and policy objects' types, defaults and
+# validation) build without the engine: a tool or a controller that reads
+# the configuration does not link wazero (upstream's config package pulls
+# in about 350 packages; ours, with the engine, pulled in 926).
+bad="$(go list -deps ./pkg/apis/... | grep -E '^github.com/(tetratelabs/wazero|wasmsched/wasmsched/host)(/|$)' | grep -v '^github.com/wasmsched/wasmsched/host/defaults$' || true)"
+[ -z "$bad" ] || problem "pkg/apis imports the engine (move the value it needs to host/defaults):"$'\n'"$bad"
+# internal/ never imports back up into pkg/.
+bad="$(go list -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/... | grep -E ' github.com/wasmsched/wasmsched/pkg/' || true)"
+[ -z "$bad" ] || problem "internal packages import pkg/ (pass the value instead):"$'\n'"$bad"
+
 step "build lines"
 hack/verify-k8s.sh || fail=1
 

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"github.com/wasmsched/wasmsched/host/defaults"
 
 	"github.com/wasmsched/wasmsched/host/internal/wasmbin"
 )
@@ -41,11 +42,11 @@ func measure(wasm []byte) (codeSize, error) { return wasmbin.Measure(wasm) }
 // compileLimits).
 const (
 	// DefaultMaxFunctions bounds the functions a module defines.
-	DefaultMaxFunctions = 50_000
+	DefaultMaxFunctions = defaults.MaxFunctions
 	// DefaultMaxCodeBytes bounds the total size of a module's function bodies.
-	DefaultMaxCodeBytes = 4 << 20
+	DefaultMaxCodeBytes = defaults.MaxCodeBytes
 	// DefaultMaxLocals bounds the locals all of a module's functions declare together.
-	DefaultMaxLocals = 1_000_000
+	DefaultMaxLocals = defaults.MaxLocals
 )
 
 // CompileLimits bound a module's code; zero fields take the defaults.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/wasmsched/wasmsched/host/defaults"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -450,31 +451,28 @@ func (p *Policy) Close(ctx context.Context) error {
 
 // DefaultMemoryLimitBytes is the memory limit of a policy that does not set
 // one: the default of the policy args' memoryLimit (64Mi).
-const DefaultMemoryLimitBytes = 64 << 20
+const DefaultMemoryLimitBytes = defaults.MemoryLimitBytes
 
 // DefaultMaxInstances is the size of a policy's instance pool when its spec
 // sets none: kube-scheduler's default parallelism. The args'
 // maxInstancesPerPolicy defaults to it.
-const DefaultMaxInstances = 16
+const DefaultMaxInstances = defaults.MaxInstances
 
 // DefaultPreEnqueueTimeout bounds a preenqueue call of a policy that sets
 // no preEnqueueTimeout, unless its timeout is shorter: kube-scheduler runs
 // PreEnqueue with its scheduling queue locked.
-const DefaultPreEnqueueTimeout = 10 * time.Millisecond
+const DefaultPreEnqueueTimeout = defaults.PreEnqueueTimeout
 
 // PreEnqueueTimeout is the bound of a policy's preenqueue calls: set, when
 // it is positive, else DefaultPreEnqueueTimeout or timeout, whichever is
 // shorter. It is the one rule: the args' defaulting, the plugin and the
 // host's PolicySpec all apply it.
 func PreEnqueueTimeout(timeout, set time.Duration) time.Duration {
-	if set > 0 {
-		return set
-	}
-	return min(DefaultPreEnqueueTimeout, timeout)
+	return defaults.PreEnqueueTimeoutFor(timeout, set)
 }
 
 // DefaultRetiredGrace is the RetiredGrace of a policy that does not set one.
-const DefaultRetiredGrace = 30 * time.Second
+const DefaultRetiredGrace = defaults.RetiredGrace
 
 // permits reports whether the policy declared scope, and logs the first
 // undeclared read of each scope: the guest gets abi.NotDeclared, the

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"github.com/wasmsched/wasmsched/host/defaults"
 	"math"
 	"reflect"
 	"sync"
@@ -27,7 +28,7 @@ import (
 // DefaultStackLimitBytes is a policy's stack limit when it sets none. The
 // example policies' calls use 10-20 KiB of stack (wazero's starts at 10
 // KiB); this leaves a policy a dozen times that.
-const DefaultStackLimitBytes = 256 << 10
+const DefaultStackLimitBytes = defaults.StackLimitBytes
 
 // MinStackLimitBytes and MaxStackLimitBytes bound a policy's stack limit:
 // below the stack wazero starts every call with, and past what wazero

@@ -6,18 +6,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/host/defaults"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
 // Defaults, documented in the README's args reference.
 const (
 	DefaultCompilationCacheDir         = "/var/cache/wasmsched"
-	DefaultMaxInstancesPerPolicy int32 = host.DefaultMaxInstances
+	DefaultMaxInstancesPerPolicy int32 = defaults.MaxInstances
 	DefaultFilePollInterval            = time.Second
 	DefaultWeight                int32 = 1
 	DefaultTimeout                     = 100 * time.Millisecond
-	DefaultPreEnqueueTimeout           = host.DefaultPreEnqueueTimeout
+	DefaultPreEnqueueTimeout           = defaults.PreEnqueueTimeout
 	DefaultMemoryBudget                = "512Mi"
 	DefaultFailurePolicy               = "Fail"
 	DefaultMode                        = "Enforce"
@@ -72,18 +72,18 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 	}
 	l := &obj.CompileLimits
 	if l.MaxFunctions == nil {
-		v := int64(host.DefaultMaxFunctions)
+		v := int64(defaults.MaxFunctions)
 		l.MaxFunctions = &v
 	}
 	if l.MaxCodeBytes == nil {
-		l.MaxCodeBytes = resource.NewQuantity(host.DefaultMaxCodeBytes, resource.BinarySI)
+		l.MaxCodeBytes = resource.NewQuantity(defaults.MaxCodeBytes, resource.BinarySI)
 	}
 	if l.MaxLocals == nil {
-		v := int64(host.DefaultMaxLocals)
+		v := int64(defaults.MaxLocals)
 		l.MaxLocals = &v
 	}
 	if obj.RetiredGrace == nil {
-		obj.RetiredGrace = &metav1.Duration{Duration: host.DefaultRetiredGrace}
+		obj.RetiredGrace = &metav1.Duration{Duration: defaults.RetiredGrace}
 	}
 	if l := &obj.PolicyObjects.StatusLease; l.Namespace == "" {
 		l.Namespace = DefaultStatusLeaseNamespace
@@ -113,12 +113,12 @@ func SetDefaults_WasmPolicyArgs(obj *WasmPolicyArgs) { //nolint:revive // k8s na
 }
 
 // DefaultMemoryLimit is a policy's memoryLimit when it sets none: the
-// engine's (host.DefaultMemoryLimitBytes), 64Mi.
-var DefaultMemoryLimit = resource.NewQuantity(host.DefaultMemoryLimitBytes, resource.BinarySI).String()
+// engine's (defaults.MemoryLimitBytes), 64Mi.
+var DefaultMemoryLimit = resource.NewQuantity(defaults.MemoryLimitBytes, resource.BinarySI).String()
 
 // DefaultStackLimit is a policy's stackLimit when it sets none: the
-// engine's (host.DefaultStackLimitBytes), 256Ki.
-var DefaultStackLimit = resource.NewQuantity(host.DefaultStackLimitBytes, resource.BinarySI).String()
+// engine's (defaults.StackLimitBytes), 256Ki.
+var DefaultStackLimit = resource.NewQuantity(defaults.StackLimitBytes, resource.BinarySI).String()
 
 // DefaultCycleBudget is the cycleBudget of a policy with this timeout that
 // sets none.
@@ -142,7 +142,7 @@ func SetDefaults_PolicySettings(p *PolicySettings) { //nolint:revive // k8s nami
 		p.CycleBudget = &metav1.Duration{Duration: DefaultCycleBudget(p.Timeout.Duration)}
 	}
 	if p.PreEnqueueTimeout == nil {
-		p.PreEnqueueTimeout = &metav1.Duration{Duration: host.PreEnqueueTimeout(p.Timeout.Duration, 0)}
+		p.PreEnqueueTimeout = &metav1.Duration{Duration: defaults.PreEnqueueTimeoutFor(p.Timeout.Duration, 0)}
 	}
 	if p.MemoryLimit == nil {
 		q := resource.MustParse(DefaultMemoryLimit)
