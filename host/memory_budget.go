@@ -1,14 +1,7 @@
 package host
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -72,111 +65,6 @@ func newMemoryBudget(limit int64, proc *Process) *memoryBudget {
 	return &memoryBudget{limit: limit, proc: proc, versions: map[*Version]struct{}{}, accounts: map[string]*account{}}
 }
 
-// withTenants gives the namespaced policies a pool of limit bytes within
-// the budget (0: none).
-func (b *memoryBudget) withTenants(limit int64) *memoryBudget {
-	if limit > 0 {
-		b.tenants = &account{}
-		b.tenants.limit.Store(limit)
-	}
-	return b
-}
-
-// account is a part of the budget that some policies are charged to as
-// well as the whole: one namespace's slice, and the pool of all of them.
-// A namespace (a team) can thereby fail only its own loads and calls: its
-// policies are admitted against its slice, and their instances close only
-// each other's (victim).
-type account struct {
-	ns string
-	// limit is in bytes (0: none); the last policy built for the
-	// namespace sets it, while calls read it.
-	limit  atomic.Int64
-	parent *account
-	// modules are the modules its versions were admitted with (each
-	// charged whole, even when shared); instances as the budget's.
-	modules, instances atomic.Int64
-}
-
-func (a *account) used() int64 { return a.modules.Load() + a.instances.Load() }
-
-// addInstances charges d to a and its parent; a may be nil.
-func (a *account) addInstances(d int64) {
-	for ; a != nil; a = a.parent {
-		a.instances.Add(d)
-	}
-}
-
-func (a *account) addModules(d int64) {
-	for ; a != nil; a = a.parent {
-		a.modules.Add(d)
-	}
-}
-
-// over reports whether cost more bytes would not fit a or its parent.
-func (a *account) over(cost int64) bool { return a.overAt(cost) != nil }
-
-// acctOf is v's namespace's account (nil: the operator's, or no v).
-func acctOf(v *Version) *account {
-	if v == nil {
-		return nil
-	}
-	return v.p.acct
-}
-
-// accountFor returns namespace ns's account of limit bytes (nil for the
-// operator's policies: ns ""). The last limit given wins.
-func (b *memoryBudget) accountFor(ns string, limit int64) *account {
-	if ns == "" {
-		return nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	a := b.accounts[ns]
-	if a == nil {
-		a = &account{ns: ns, parent: b.tenants}
-		b.accounts[ns] = a
-	}
-	a.limit.Store(limit)
-	return a
-}
-
-// admitTenant checks that a namespaced version fits its namespace's slice
-// and the tenants' pool: their modules, this one's, and room to run one
-// instance per CPU of the largest of the namespace's instances. It
-// charges the module to them and returns "", or says why not.
-func (b *memoryBudget) admitTenant(v *Version) string {
-	a := v.p.acct
-	if a == nil {
-		return ""
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	largest, stack := v.instCost, v.p.stackLimit
-	for w := range b.versions {
-		if w.p.acct == a {
-			largest, stack = max(largest, w.instCost), max(stack, w.p.stackLimit)
-		}
-	}
-	room := int64(b.proc.maxRunning())*largest + b.stackReserve(stack)
-	cost := v.sm.cost()
-	for x := a; x != nil; x = x.parent {
-		if l := x.limit.Load(); l > 0 && x.modules.Load()+cost+room > l {
-			if x != a {
-				// The pool's use is every team's: the refusal, which the
-				// team reads in its object's status, does not say it.
-				return fmt.Sprintf("the namespaced policies' share of the memory budget (%s) cannot hold this module (%s: compiled code %s, host heap %s; and %s to run %d guest calls at once) next to the other namespaces' policies; ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
-					mib(l), mib(cost), mib(v.sm.code), mib(v.sm.heap), mib(room), b.proc.maxRunning())
-			}
-			return fmt.Sprintf("namespace %s's share of the memory budget (%s) cannot hold this module: its modules hold %s, this one %s (compiled code %s, host heap %s), and %s must stay free to run %d guest calls at once (one instance is %s); remove policies of the namespace, or ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
-				a.ns, mib(l), mib(x.modules.Load()), mib(cost), mib(v.sm.code), mib(v.sm.heap), mib(room), b.proc.maxRunning(), mib(v.instCost))
-		}
-	}
-	a.addModules(cost)
-	v.acctModule = cost
-	return ""
-}
-
 // grow charges d more bytes of a running instance's linear memory (of
 // version v) to the budget and v's namespace, if they hold it, and reports
 // whether they did. Growth never takes the room the other running slots
@@ -219,17 +107,6 @@ func (b *memoryBudget) grow(d int64, v *Version, creating bool) (refusal string)
 	}
 }
 
-// accountRefusal says that account full (a, its namespace's, or the
-// tenants' pool) holds no more: the pool without the other namespaces'
-// use.
-func accountRefusal(a, full *account) string {
-	if full == a {
-		return fmt.Sprintf("namespace %s's share of the memory budget (%s) holds %s of its policies; remove policies of the namespace, or ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args",
-			a.ns, mib(a.limit.Load()), mib(a.used()))
-	}
-	return fmt.Sprintf("the namespaced policies' share of the memory budget (%s) is full; ask the scheduler's operators to raise memoryBudget in policyObjects.tenants of the WasmPolicy args", mib(full.limit.Load()))
-}
-
 // refuseDeclared says why n bytes of a module's declared initial memory
 // (made at instantiation, before the budget can refuse any of it) do not
 // fit now for version v, or returns "".
@@ -243,17 +120,6 @@ func (b *memoryBudget) refuseDeclared(n int64, v *Version) string {
 		}
 	}
 	return ""
-}
-
-// overAt is the first of a and its parents that cost more bytes would not
-// fit (nil: they fit).
-func (a *account) overAt(cost int64) *account {
-	for ; a != nil; a = a.parent {
-		if l := a.limit.Load(); l > 0 && a.used()+cost > l {
-			return a
-		}
-	}
-	return nil
 }
 
 // reserved is the room kept for running slots without an instance in use:
@@ -456,185 +322,7 @@ func (e *Engine) reapIdle(timeout time.Duration) {
 	}
 }
 
-// liveHeap is the Go heap in use after a collection: the host heap that
-// wazero's compiled modules and instances hold is measured as its change.
-func liveHeap() int64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
-
-// heapNow is the live heap less the module sources that loads in progress
-// hold: a measurement is the change of heapNow across the compilation or
-// instantiation, so a source read by another policy meanwhile (megabytes
-// for a Go guest) is not charged to the module measured.
-func (pr *Process) heapNow() int64 {
-	h := liveHeap()
-	pr.sources.Lock()
-	defer pr.sources.Unlock()
-	return h - pr.sources.bytes
-}
-
-// holdSource counts b as held by a load until the returned func is called.
-func (pr *Process) holdSource(b []byte) (release func()) {
-	if len(b) == 0 {
-		return func() {}
-	}
-	k := &b[0]
-	pr.sources.Lock()
-	if pr.sources.held == nil {
-		pr.sources.held = map[*byte]int{}
-	}
-	if pr.sources.held[k]++; pr.sources.held[k] == 1 {
-		pr.sources.bytes += int64(cap(b))
-	}
-	pr.sources.Unlock()
-	return func() {
-		pr.sources.Lock()
-		if pr.sources.held[k]--; pr.sources.held[k] == 0 {
-			delete(pr.sources.held, k)
-			pr.sources.bytes -= int64(cap(b))
-		}
-		pr.sources.Unlock()
-	}
-}
-
-// heapBaseline is heapNow at the start of a measurement, after the
-// finalizers that the collection queued have run and what they released has
-// been collected too. Otherwise they run during the measurement (wazero
-// frees a closed module's code and data in finalizers) and the heap it
-// measures shrinks by what they free: a Go module's heap measured 0 bytes
-// under -race in a process full of closed engines.
-func (pr *Process) heapBaseline() int64 {
-	for range 2 {
-		done := make(chan struct{})
-		runtime.SetFinalizer(new([32]byte), func(*[32]byte) { close(done) })
-		runtime.GC()
-		select {
-		case <-done:
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return pr.heapNow()
-}
-
-// mappings are address ranges [lo, hi), sorted.
-type mappings [][2]uint64
-
-// codeMappings lists the process's anonymous executable mappings: the
-// machine code wazero compiled (the Go program's own code is mapped from
-// its file). Empty where /proc is not available.
-func codeMappings() mappings {
-	data, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return nil
-	}
-	var out mappings
-	s := bufio.NewScanner(bytes.NewReader(data))
-	for s.Scan() {
-		// address perms offset dev inode [path]
-		f := bytes.Fields(s.Bytes())
-		if len(f) != 5 || len(f[1]) < 3 || f[1][2] != 'x' {
-			continue
-		}
-		lo, hi, ok := bytes.Cut(f[0], []byte{'-'})
-		if !ok {
-			continue
-		}
-		a, err1 := strconv.ParseUint(string(lo), 16, 64)
-		z, err2 := strconv.ParseUint(string(hi), 16, 64)
-		if err1 == nil && err2 == nil && z > a {
-			out = append(out, [2]uint64{a, z})
-		}
-	}
-	return out
-}
-
-// newBytes is how many bytes of m were not mapped in before: the code a
-// compilation added, whatever other code was unmapped meanwhile (another
-// engine's modules freed by wazero's finalizers after a collection) and
-// however the kernel merged adjacent mappings.
-func (m mappings) newBytes(before mappings) int64 {
-	var n int64
-	j := 0
-	for _, r := range m {
-		lo := r[0]
-		for j < len(before) && before[j][1] <= lo {
-			j++
-		}
-		for k := j; k < len(before) && before[k][0] < r[1] && lo < r[1]; k++ {
-			if before[k][0] > lo {
-				n += int64(before[k][0] - lo)
-			}
-			lo = max(lo, before[k][1])
-		}
-		if lo < r[1] {
-			n += int64(r[1] - lo)
-		}
-	}
-	return n
-}
-
 // mib formats a byte count for messages.
 func mib(n int64) string {
 	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
-}
-
-// measurement is what a module's host heap was measured at (bytes). The
-// machine code is measured on every compile: that costs no collection.
-type measurement struct {
-	ModuleHeap   int64 `json:"moduleHeap"`
-	InstanceHeap int64 `json:"instanceHeap"`
-}
-
-// measurementsDir is where measurements are kept in a compilation cache
-// dir, per wazero version and architecture (what the heap depends on).
-func measurementsDir(cacheDir string) string {
-	v := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == "github.com/tetratelabs/wazero" {
-				v = d.Version
-				if d.Replace != nil {
-					v = d.Replace.Version
-				}
-			}
-		}
-	}
-	return filepath.Join(cacheDir, "wasmsched-memory", v+"-"+runtime.GOARCH)
-}
-
-func (e *Engine) measurementPath(k moduleKey) string {
-	return filepath.Join(e.measurements, k.digest+"-"+strconv.FormatUint(uint64(k.pages), 10)+".json")
-}
-
-// loadMeasurement returns a module's stored measurement, if any.
-func (e *Engine) loadMeasurement(k moduleKey) (measurement, bool) {
-	var m measurement
-	if e.measurements == "" {
-		return m, false
-	}
-	b, err := os.ReadFile(e.measurementPath(k))
-	if err != nil || json.Unmarshal(b, &m) != nil || m.ModuleHeap < 0 || m.InstanceHeap < 0 {
-		return measurement{}, false
-	}
-	return m, true
-}
-
-// storeMeasurement keeps a module's measurement for the next start. A
-// failure only costs the next start a measurement.
-func (e *Engine) storeMeasurement(m *sharedModule) {
-	if e.measurements == "" {
-		return
-	}
-	b, _ := json.Marshal(measurement{ModuleHeap: m.heap, InstanceHeap: m.instHeap.Load()})
-	if err := os.MkdirAll(e.measurements, 0o700); err != nil {
-		return
-	}
-	path := e.measurementPath(m.key)
-	tmp := path + ".tmp" + strconv.FormatInt(monotonic(), 10)
-	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, path) != nil {
-		_ = os.Remove(tmp)
-	}
 }
