@@ -12,76 +12,22 @@ package controlplane
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
-
-// Environment variables that point the e2e tests at another build line
-// (docs/kubernetes.md): the Kubernetes version of the control plane to start
-// and the kube-scheduler binary to test.
-const (
-	KubeVersionEnv = "WASMSCHED_KUBE_VERSION"
-	SchedulerEnv   = "WASMSCHED_SCHEDULER"
-)
-
-// Version returns the Kubernetes version of the control plane to run:
-// $WASMSCHED_KUBE_VERSION, or else ModuleVersion(root).
-func Version(root string) string {
-	if v := os.Getenv(KubeVersionEnv); v != "" {
-		return "v" + strings.TrimPrefix(v, "v")
-	}
-	return ModuleVersion(root)
-}
-
-// ModuleVersion returns the k8s.io/kubernetes version root/go.mod pins: the
-// main build line's version, which bin/kube-scheduler reports. The version
-// is stated once, in the module file (docs/kubernetes.md).
-func ModuleVersion(root string) string {
-	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		return "unknown (" + err.Error() + ")"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
-		if len(f) >= 2 && f[0] == "k8s.io/kubernetes" && strings.HasPrefix(f[1], "v1.") {
-			return f[1]
-		}
-	}
-	return "unknown (go.mod requires no k8s.io/kubernetes)"
-}
-
-// SchedulerBinary returns the kube-scheduler under test: $WASMSCHED_SCHEDULER
-// (absolute, or relative to root), or root/bin/kube-scheduler.
-func SchedulerBinary(root string) string {
-	if p := os.Getenv(SchedulerEnv); p != "" {
-		if filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(root, p)
-	}
-	return filepath.Join(root, "bin", "kube-scheduler")
-}
 
 // ServiceCIDR is the Services' cluster IP range; its first address is the
 // kubernetes Service's.
@@ -152,25 +98,6 @@ type NodeCredentials struct {
 	CAFile, CAKeyFile string
 	// ServiceAccountKeyFile signs service-account tokens.
 	ServiceAccountKeyFile string
-}
-
-// BinDir returns the directory hack/build-controlplane.sh builds the
-// binaries of Version into: etcd, kube-apiserver, kubectl and the upstream
-// kube-scheduler.
-func BinDir(root string) string { return filepath.Join(root, ".cache", "bin", Version(root)) }
-
-// Binaries returns the paths of etcd, kube-apiserver and kubectl, and an error
-// naming the first that is missing.
-func Binaries(binDir string) (etcd, apiserver, kubectl string, err error) {
-	etcd = filepath.Join(binDir, "etcd")
-	apiserver = filepath.Join(binDir, "kube-apiserver")
-	kubectl = filepath.Join(binDir, "kubectl")
-	for _, p := range []string{etcd, apiserver, kubectl} {
-		if _, e := os.Stat(p); e != nil {
-			return "", "", "", fmt.Errorf("%s is missing: run hack/build-controlplane.sh %s (make controlplane)", p, filepath.Base(binDir))
-		}
-	}
-	return etcd, apiserver, kubectl, nil
 }
 
 // Start starts etcd and kube-apiserver with state in dir and waits until
@@ -270,43 +197,6 @@ func StartWith(ctx context.Context, binDir, dir string, o Options) (*ControlPlan
 	return cp, nil
 }
 
-// StartProcess starts bin with args, its output in logPath, in a process
-// group of its own (so a stop reaches its children). Unless detach, it is
-// killed when this process dies, so a crashed test leaves nothing running.
-func StartProcess(detach bool, logPath, bin string, args ...string) (*exec.Cmd, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if !detach {
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	}
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return nil, err
-	}
-	_ = logf.Close()
-	return cmd, nil
-}
-
-// Exited reports whether a started process has exited (it may not have been
-// reaped yet: a zombie counts as exited).
-func Exited(cmd *exec.Cmd) bool {
-	if cmd.ProcessState != nil {
-		return true
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
-	if err != nil {
-		return true
-	}
-	// The state follows the command name in parentheses: "pid (comm) S ...".
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
-}
-
 // writeState records the PIDs and URL, for Stop from another process.
 func (cp *ControlPlane) writeState() error {
 	s := fmt.Sprintf("%d %d %s\n", cp.etcd.Process.Pid, cp.apisv.Process.Pid, cp.URL)
@@ -395,21 +285,6 @@ func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) er
 	return fmt.Errorf("kube-apiserver not ready within %s (last: %s); log tail:\n%s", timeout, last, LogTail(filepath.Join(cp.Dir, "kube-apiserver.log"), 3000))
 }
 
-// LogTail is the last n bytes of a component's log file (or why it cannot
-// be read), for an error message.
-func LogTail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > n {
-		_, _ = f.Seek(st.Size()-n, io.SeekStart)
-	}
-	b, _ := io.ReadAll(f)
-	return string(b)
-}
-
 // RestConfig returns a client config for user (AdminUser or SchedulerUser).
 func (cp *ControlPlane) RestConfig(user string) *rest.Config {
 	token := cp.adminToken
@@ -422,151 +297,6 @@ func (cp *ControlPlane) RestConfig(user string) *rest.Config {
 // Client returns an admin clientset.
 func (cp *ControlPlane) Client() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cp.RestConfig(AdminUser))
-}
-
-// writeCredentials creates the CA, the serving certificate (SAN 127.0.0.1,
-// or the node address and the kubernetes Service's IP), the
-// service-account key, the token file and two kubeconfigs; with a node,
-// also its components' kubeconfigs and the apiserver's kubelet client
-// certificate.
-func (cp *ControlPlane) writeCredentials() error {
-	p := func(name string) string { return filepath.Join(cp.Dir, name) }
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "wasmsched-local-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	files := map[string][]byte{"ca.crt": pemBlock("CERTIFICATE", caDER)}
-	keys := map[string]*ecdsa.PrivateKey{}
-	issue := func(name string, serial int64, tmpl *x509.Certificate) error {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour)
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		files[name+".crt"], keys[name+".key"] = pemBlock("CERTIFICATE", der), key
-		return nil
-	}
-	ips := []net.IP{net.ParseIP("127.0.0.1")}
-	dns := []string{"localhost", "kubernetes.default.svc"}
-	if cp.Node != nil {
-		ips = append(ips, net.ParseIP(cp.Node.Address), serviceIP())
-		dns = append(dns, "kubernetes", "kubernetes.default", "kubernetes.default.svc.cluster.local")
-	}
-	if err := issue("apiserver", 2, &x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: ips, DNSNames: dns}); err != nil {
-		return err
-	}
-	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	keys["sa.key"] = saKey
-	cp.adminToken, cp.schedToken = randomToken(), randomToken()
-	tokens := fmt.Sprintf("%s,%s,admin-uid,\"system:masters\"\n%s,%s,scheduler-uid\n", cp.adminToken, AdminUser, cp.schedToken, SchedulerUser)
-	cp.caFile = p("ca.crt")
-	cp.AdminKubeconfig, cp.SchedulerKubeconfig = p("admin.kubeconfig"), p("scheduler.kubeconfig")
-	files["admin.kubeconfig"] = kubeconfig(cp.URL, cp.caFile, AdminUser, cp.adminToken)
-	files["scheduler.kubeconfig"] = kubeconfig(cp.URL, cp.caFile, "scheduler", cp.schedToken)
-	if n := cp.Node; n != nil {
-		if err := issue("apiserver-kubelet-client", 3, &x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver-kubelet-client"},
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-			return err
-		}
-		if err := issue("front-proxy-client", 4, &x509.Certificate{Subject: pkix.Name{CommonName: "front-proxy-client"},
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-			return err
-		}
-		keys["ca.key"] = caKey
-		n.CAFile, n.CAKeyFile, n.ServiceAccountKeyFile = cp.caFile, p("ca.key"), p("sa.key")
-		type cred struct {
-			file, user, group string
-			path              *string
-		}
-		creds := []cred{
-			{"controller-manager.kubeconfig", "system:kube-controller-manager", "", &n.ControllerManager},
-			{"proxy.kubeconfig", "system:kube-proxy", "", &n.Proxy},
-		}
-		kubelets := make([]string, len(n.Names))
-		for i, name := range n.Names {
-			creds = append(creds, cred{"kubelet-" + name + ".kubeconfig", "system:node:" + name, "system:nodes", &kubelets[i]})
-		}
-		for _, c := range creds {
-			t := randomToken()
-			line := fmt.Sprintf("%s,%s,%s-uid", t, c.user, strings.NewReplacer(":", "-").Replace(c.user))
-			if c.group != "" {
-				line += fmt.Sprintf(",%q", c.group)
-			}
-			tokens += line + "\n"
-			files[c.file], *c.path = kubeconfig(cp.URL, cp.caFile, strings.NewReplacer(":", "-").Replace(c.user), t), p(c.file)
-		}
-		for i, name := range n.Names {
-			n.Kubelets[name] = kubelets[i]
-		}
-	}
-	files["tokens.csv"] = []byte(tokens)
-	for name, k := range keys {
-		der, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			return err
-		}
-		files[name] = pemBlock("EC PRIVATE KEY", der)
-	}
-	for name, b := range files {
-		if err := os.WriteFile(p(name), b, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// serviceIP is the kubernetes Service's cluster IP, the first of ServiceCIDR.
-func serviceIP() net.IP {
-	_, n, _ := net.ParseCIDR(ServiceCIDR)
-	ip := n.IP.To4()
-	return net.IPv4(ip[0], ip[1], ip[2], ip[3]+1)
-}
-
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
-}
-
-func randomToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%x", b)
-}
-
-func kubeconfig(url, ca, user, token string) []byte {
-	return []byte(strings.TrimSpace(fmt.Sprintf(`
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster: {server: %q, certificate-authority: %q}
-users:
-- name: %s
-  user: {token: %q}
-contexts:
-- name: local
-  context: {cluster: local, user: %s}
-current-context: local
-`, url, ca, user, token, user)) + "\n")
 }
 
 func freePorts(n int) ([]int, error) {
