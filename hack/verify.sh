@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The verify gate, first step of `make test`: formatting, go vet, staticcheck
-# (pinned in hack/tools), tidy module files, generated files current, and the
-# build lines' consistency (hack/verify-k8s.sh). Each failure says how to fix it.
+# (pinned in hack/tools), tidy module files, generated files current, no
+# hand-written Go file over 500 lines, the layering, and the build lines'
+# consistency (hack/verify-k8s.sh). Each failure says how to fix it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -85,6 +86,20 @@ for f in "${gen[@]}"; do
 done
 go run ./hack/gen-abi-docs -check || problem "docs/abi.md is stale: run make generate"
 go run ./hack/gen-chart -check || problem "manifests/charts/wasmsched is stale: run make generate"
+
+step "file size"
+# A hand-written Go file holds one concern: at most 500 lines (issue 66).
+# Tests, generated files (zz_generated.*, or a "Code generated ... DO NOT
+# EDIT." line at the top) and hack/stub are not counted.
+big="$(git ls-files -co --exclude-standard -- '*.go' | grep -v -e '_test\.go$' -e '^hack/stub/' -e '\(^\|/\)zz_generated\.[^/]*$' |
+  while read -r f; do [ ! -f "$f" ] || printf '%s\0' "$f"; done | xargs -0 -r wc -l |
+  awk '{ n = $1; sub(/^ *[0-9]+ /, "") } $0 != "total" && n > 500 { print n, $0 }' |
+  while read -r n f; do
+    if ! head -n 20 "$f" | grep -E '^// Code generated .* DO NOT EDIT\.$' >/dev/null; then
+      echo "  $f: $n lines; split it by concern into files of the same package"
+    fi
+  done || true)"
+[ -z "$big" ] || problem "Go files of more than 500 lines:"$'\n'"$big"
 
 step "layering"
 # The API packages (the args' and policy objects' types, defaults and
