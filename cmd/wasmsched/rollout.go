@@ -565,14 +565,15 @@ func reasons(rs []rollout.ReasonCount) string {
 }
 
 func choice(c rollout.Choice) string {
-	if c.Node == "" {
+	switch len(c.Nodes) {
+	case 0:
 		return "(none feasible)"
+	case 1:
+		return fmt.Sprintf("%s (%d)", c.Nodes[0], c.Score)
+	case 2, 3:
+		return fmt.Sprintf("%s (%d, tied)", strings.Join(c.Nodes, " "), c.Score)
 	}
-	s := fmt.Sprintf("%s (%d)", c.Node, c.Score)
-	if c.Tied > 1 {
-		s += fmt.Sprintf(" tied with %d", c.Tied-1)
-	}
-	return s
+	return fmt.Sprintf("%s and %d more (%d, tied)", strings.Join(c.Nodes[:2], " "), len(c.Nodes)-2, c.Score)
 }
 
 func nanos(ns float64) string {

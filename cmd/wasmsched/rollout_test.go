@@ -142,7 +142,7 @@ func TestRolloutReport(t *testing.T) {
 		t.Errorf("placements: %+v", r.Placements)
 	}
 	for _, pl := range r.Placements.Pods {
-		if pl.Name == "web-1" && (!pl.Moved || pl.Candidate.Node != "" || pl.ScoreDelta != nil) {
+		if pl.Name == "web-1" && (!pl.Moved || len(pl.Candidate.Nodes) != 0 || pl.ScoreDelta != nil) {
 			t.Errorf("web-1 has no feasible node under the candidate: %+v", pl)
 		}
 	}

@@ -424,16 +424,28 @@ func explanationTable(tw *tabwriter.Writer, ex *wasmpolicy.Explanation) {
 	if len(ex.Gates) > 0 {
 		fmt.Fprintln(tw)
 	}
-	for _, b := range ex.PreBind {
-		fmt.Fprintf(tw, "\nPreBind on %s, WasmPolicy/%s%s: %s", ex.BindNode, b.Policy, auditNote(b.Mode), b.Verdict)
-		if b.Reason != "" {
-			fmt.Fprintf(tw, ": %s", b.Reason)
-		}
-		if p := casetable.PatchString(b.Labels, b.Annotations); p != "" {
-			fmt.Fprintf(tw, "; would write %s", p)
-		}
-		if b.Refused != "" {
-			fmt.Fprintf(tw, "; refused: %s", b.Refused)
+	if ex.Error != "" {
+		fmt.Fprintf(tw, "\nThe cycle failed: %s\n", ex.Error)
+	}
+	switch len(ex.Best) {
+	case 0:
+	case 1:
+		fmt.Fprintf(tw, "\nBest node: %s\n", ex.Best[0])
+	default:
+		fmt.Fprintf(tw, "\nBest nodes (tied; the scheduler picks one at random): %s\n", strings.Join(ex.Best, ", "))
+	}
+	for _, np := range ex.PreBind {
+		for _, b := range np.Policies {
+			fmt.Fprintf(tw, "\nPreBind on %s, WasmPolicy/%s%s: %s", np.Node, b.Policy, auditNote(b.Mode), b.Verdict)
+			if b.Reason != "" {
+				fmt.Fprintf(tw, ": %s", b.Reason)
+			}
+			if p := casetable.PatchString(b.Labels, b.Annotations); p != "" {
+				fmt.Fprintf(tw, "; would write %s", p)
+			}
+			if b.Refused != "" {
+				fmt.Fprintf(tw, "; refused: %s", b.Refused)
+			}
 		}
 	}
 	if len(ex.PreBind) > 0 {

@@ -29,4 +29,5 @@ type (
 	NodeScoreList       = fwk.NodeScoreList
 	NodeToStatusReader  = fwk.NodeToStatusReader
 	SharedLister        = fwk.SharedLister
+	NodeInfoLister      = fwk.NodeInfoLister
 )

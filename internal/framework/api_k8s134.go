@@ -30,6 +30,7 @@ type (
 	NodeScoreList       = fwk.NodeScoreList
 	NodeToStatusReader  = fwk.NodeToStatusReader
 	SharedLister        = fwk.SharedLister
+	NodeInfoLister      = fwk.NodeInfoLister
 )
 
 // EventRecorder is what Handle.EventRecorder returns on this line.

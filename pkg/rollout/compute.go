@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	k8sframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/schedcycle"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
@@ -121,8 +123,8 @@ func Compute(ctx context.Context, in Input, snap *Snapshot, snapshot *cache.Snap
 		progress("pending pods", i, len(pending))
 		var f [2]Feasibility
 		for k, set := range []*Set{cur, cand} {
-			res, _ := filter(ctx, set.Framework, pod, nodes)
-			f[k] = Feasibility{FeasibleNodes: len(res.feasible), Message: res.message(len(nodes)), PolicyRejects: []ReasonCount{}}
+			res := filteredOf(schedcycle.Run(ctx, set.Framework, intree.NewCycleState(), pod, nodes))
+			f[k] = Feasibility{FeasibleNodes: res.feasible, Message: res.message(len(nodes)), PolicyRejects: []ReasonCount{}}
 			ex := set.Plugin.Explain(ctx, pod, nodes)
 			f[k].PolicyRejects = policyRejects(ex, in.Policy, &costs[k])
 		}
@@ -310,16 +312,36 @@ func recentlyBound(pods []*v1.Pod) []*v1.Pod {
 
 // filtered is one set's Filter over every node.
 type filtered struct {
-	feasible []fwk.NodeInfo
+	feasible int
 	// reasons counts each rejection reason over the nodes; podReason is a
 	// PreFilter rejection of the whole pod.
 	reasons   map[string]int
 	podReason string
 }
 
+// filteredOf reads a cycle's Filter outcome.
+func filteredOf(res schedcycle.Result) filtered {
+	out := filtered{reasons: map[string]int{}, feasible: res.Feasible()}
+	if st := res.PreFilter; st != nil {
+		out.podReason = strings.Join(st.Reasons(), ", ")
+		if out.podReason == "" {
+			out.podReason = st.Message()
+		}
+		return out
+	}
+	for _, n := range res.Nodes {
+		if n.Status != nil {
+			for _, r := range n.Status.Reasons() {
+				out.reasons[r]++
+			}
+		}
+	}
+	return out
+}
+
 // message is FailedScheduling's message when no node is feasible.
 func (f filtered) message(nodes int) string {
-	if len(f.feasible) > 0 {
+	if f.feasible > 0 {
 		return ""
 	}
 	if f.podReason != "" {
@@ -333,73 +355,19 @@ func (f filtered) message(nodes int) string {
 	return fmt.Sprintf("0/%d nodes are available: %s.", nodes, strings.Join(parts, ", "))
 }
 
-// filter runs the framework's PreFilter, then Filter on every node (in
-// parallel, as the scheduler does, but on every node: no
-// percentageOfNodesToScore).
-func filter(ctx context.Context, fw intree.Framework, pod *v1.Pod, nodes []fwk.NodeInfo) (filtered, fwk.CycleState) {
-	state := intree.NewCycleState()
-	out := filtered{reasons: map[string]int{}}
-	res, st, _ := fw.RunPreFilterPlugins(ctx, state, pod)
-	if !st.IsSuccess() {
-		out.podReason = strings.Join(st.Reasons(), ", ")
-		if out.podReason == "" {
-			out.podReason = st.Message()
-		}
-		return out, state
-	}
-	ok := make([]bool, len(nodes))
-	reasons := make([][]string, len(nodes))
-	fw.Parallelizer().Until(ctx, len(nodes), func(i int) {
-		ni := nodes[i]
-		if res != nil && !res.AllNodes() && !res.NodeNames.Has(ni.Node().Name) {
-			reasons[i] = []string{"node(s) didn't satisfy plugin(s) PreFilter's node subset"}
-			return
-		}
-		s := fw.RunFilterPlugins(ctx, state, pod, ni)
-		if s.IsSuccess() {
-			ok[i] = true
-			return
-		}
-		reasons[i] = s.Reasons()
-	}, "rolloutFilter")
-	for i, ni := range nodes {
-		if ok[i] {
-			out.feasible = append(out.feasible, ni)
-			continue
-		}
-		for _, r := range reasons[i] {
-			out.reasons[r]++
-		}
-	}
-	return out, state
-}
-
-// place is a set's choice of node for pod.
+// place is a set's choice of node for pod: its scheduling cycle over
+// every node (schedcycle.Run), and each feasible node's total score.
 func place(ctx context.Context, fw intree.Framework, pod *v1.Pod, nodes []fwk.NodeInfo) (Choice, map[string]int64) {
-	f, state := filter(ctx, fw, pod, nodes)
-	ch := Choice{FeasibleNodes: len(f.feasible)}
+	res := schedcycle.Run(ctx, fw, intree.NewCycleState(), pod, nodes)
+	ch := Choice{FeasibleNodes: res.Feasible(), Nodes: res.Best}
 	scores := map[string]int64{}
-	if len(f.feasible) == 0 {
-		return ch, scores
-	}
-	if st := fw.RunPreScorePlugins(ctx, state, pod, f.feasible); !st.IsSuccess() && !st.IsSkip() {
-		return ch, scores
-	}
-	list, st := fw.RunScorePlugins(ctx, state, pod, f.feasible)
-	if !st.IsSuccess() {
-		return ch, scores
-	}
-	for _, s := range list {
-		scores[s.Name] = s.TotalScore
-		switch {
-		case ch.Node == "" || s.TotalScore > ch.Score:
-			ch.Node, ch.Score, ch.Tied = s.Name, s.TotalScore, 1
-		case s.TotalScore == ch.Score:
-			ch.Tied++
-			if s.Name < ch.Node {
-				ch.Node = s.Name
-			}
+	for _, n := range res.Nodes {
+		if n.Score != nil {
+			scores[n.Name] = *n.Score
 		}
+	}
+	if len(res.Best) > 0 {
+		ch.Score = scores[res.Best[0]]
 	}
 	return ch, scores
 }
@@ -426,14 +394,14 @@ func placeAgain(ctx context.Context, logger klog.Logger, snapshot *cache.Snapsho
 	var curScores, candScores map[string]int64
 	pl.Current, curScores = place(ctx, cur.Framework, unbound, nodes)
 	pl.Candidate, candScores = place(ctx, cand.Framework, unbound, nodes)
-	switch {
-	case pl.Current.Node == "":
-		pl.Moved = pl.Candidate.Node != ""
-	default:
-		s, ok := candScores[pl.Current.Node]
-		pl.Moved = !ok || s < pl.Candidate.Score
-		if ok {
-			d := s - curScores[pl.Current.Node]
+	pl.Moved = !slices.Equal(pl.Current.Nodes, pl.Candidate.Nodes)
+	for _, n := range pl.Current.Nodes {
+		s, ok := candScores[n]
+		if !ok {
+			pl.ScoreDelta = nil
+			break
+		}
+		if d := s - curScores[n]; pl.ScoreDelta == nil || d < *pl.ScoreDelta {
 			pl.ScoreDelta = &d
 		}
 	}

@@ -191,26 +191,24 @@ type Placement struct {
 	BoundNode string `json:"boundNode"`
 	Current   Choice `json:"current"`
 	Candidate Choice `json:"candidate"`
-	// Moved is true when the node the current set chooses is not among
-	// the candidate's best (or not feasible for it).
+	// Moved is true when the candidate's best nodes are not the current
+	// set's: the pod would be placed among other nodes.
 	Moved bool `json:"moved"`
-	// ScoreDelta is the candidate's score of the current set's node minus
-	// the current set's: how far that node's total score moved. Absent
-	// when either set finds no feasible node there.
+	// ScoreDelta is the candidate's total score of the current set's best
+	// nodes minus the current set's (the least over them when they tie):
+	// how far the current choice's score moved. Absent when the current
+	// set finds no feasible node or the candidate rejects one of them.
 	ScoreDelta *int64 `json:"scoreDelta,omitempty"`
 }
 
-// Choice is one set's placement of a pod: the node with the highest total
-// score (the first by name among ties, which the scheduler breaks at
-// random).
+// Choice is one set's placement of a pod: the nodes with the highest total
+// score. The scheduler picks one of them at random.
 type Choice struct {
-	// Node is "" when no node is feasible.
-	Node string `json:"node"`
-	// Score is the node's total score (all score plugins, weighted).
-	Score int64 `json:"score"`
-	// Tied counts the nodes with that same best score.
-	Tied          int `json:"tied"`
-	FeasibleNodes int `json:"feasibleNodes"`
+	// Nodes are the best nodes, by name; empty when no node is feasible.
+	Nodes []string `json:"nodes"`
+	// Score is their total score (all score plugins, weighted).
+	Score         int64 `json:"score"`
+	FeasibleNodes int   `json:"feasibleNodes"`
 }
 
 // Cost is the policy's guest time per node, in each version, over every

@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -22,11 +21,11 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
-	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
 
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/schedcycle"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
@@ -64,9 +63,6 @@ type Env struct {
 // env.Args and opts. It returns the plugins of the profile this tool does
 // not have (they are left out, and named in the report).
 func NewSet(ctx context.Context, env Env, opts ...wasmpolicy.Option) (*Set, []string, error) {
-	// The framework records into the scheduler's metrics (registered
-	// once per process; kube-scheduler does the same at start).
-	schedmetrics.Register()
 	set := &Set{informers: informers.NewSharedInformerFactory(env.Client, 0)}
 	factory := wasmpolicy.Factory(opts...)
 	registry := plugins.NewInTreeRegistry()
@@ -100,18 +96,15 @@ func NewSet(ctx context.Context, env Env, opts ...wasmpolicy.Option) (*Set, []st
 		dra = dynamicresources.NewDRAManager(ctx, claims, tracker, f)
 	}
 	csi := nodevolumelimits.NewCSIManager(set.informers.Storage().V1().CSINodes().Lister())
-	fw, err := frameworkruntime.NewFramework(ctx, registry, profile,
+	fw, err := schedcycle.New(ctx, registry, profile, env.Snapshot,
 		frameworkruntime.WithClientSet(env.Client),
 		frameworkruntime.WithKubeConfig(env.KubeConfig),
 		frameworkruntime.WithInformerFactory(set.informers),
-		frameworkruntime.WithSnapshotSharedLister(env.Snapshot),
 		frameworkruntime.WithSharedDRAManager(dra),
 		frameworkruntime.WithSharedCSIManager(csi),
-		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
-		frameworkruntime.WithParallelism(2),
 	)
 	if err != nil {
-		return nil, nil, fmt.Errorf("profile %s: %w", env.Profile.SchedulerName, err)
+		return nil, nil, err
 	}
 	if set.Plugin == nil {
 		_ = fw.Close()

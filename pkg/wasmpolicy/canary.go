@@ -184,7 +184,7 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 				return candPod
 			}
 			if named != nil && !named[n] {
-				return "not among the nodes its prefilter named (prefilter_nodes)"
+				return verdict.OutsidePreFilterResult
 			}
 			return candNodes[n]
 		}

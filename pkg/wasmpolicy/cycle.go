@@ -86,6 +86,10 @@ type cycleData struct {
 	// policies' prebind (under mu; nil when no policy has one).
 	bindNode     fwk.NodeInfo
 	bindNodeName string
+
+	// record is set when a tool records the cycle (Explain): every policy
+	// is then evaluated on every node, and each verdict written down.
+	record *cycleRecord
 }
 
 // Clone implements fwk.StateData. The pinned modules, the pod and the batch
@@ -162,6 +166,9 @@ func (w *WasmPolicy) cycleFor(state fwk.CycleState, pod *v1.Pod) *cycleData {
 	}
 	c := w.newCycle(pod, true)
 	if state != nil {
+		if r := readRecord(state); r != nil {
+			r.start(c)
+		}
 		state.Write(stateKey, c)
 		w.last.Store(&lastCycle{state, c})
 	}

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/schedcycle"
 	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
@@ -37,11 +37,23 @@ type Explanation struct {
 	// Gates are the verdicts of the policies with a preenqueue: whether
 	// each would let the pod into the scheduling queue.
 	Gates []GateVerdict `json:"gates,omitempty"`
-	// BindNode is the feasible node with the best combined score (the
-	// first on a tie), where PreBind shows what each policy with a prebind
+	// Best are the feasible nodes with the best combined score, by name:
+	// the scheduler binds the pod to one of them, at random when there
+	// are several.
+	Best []string `json:"best,omitempty"`
+	// PreBind shows, for each of Best, what each policy with a prebind
 	// would write on the pod if it were bound there. Nothing is written.
-	BindNode string         `json:"bindNode,omitempty"`
-	PreBind  []PatchVerdict `json:"preBind,omitempty"`
+	PreBind []NodePatches `json:"preBind,omitempty"`
+	// Error is what failed the cycle (a policy's error at PreScore or
+	// Score, with failurePolicy Fail): the scheduler would not place the
+	// pod in this cycle.
+	Error string `json:"error,omitempty"`
+}
+
+// NodePatches are the prebind verdicts for a binding to Node.
+type NodePatches struct {
+	Node     string         `json:"node"`
+	Policies []PatchVerdict `json:"policies"`
 }
 
 // GateVerdict is one policy's preenqueue verdict on the pod.
@@ -128,13 +140,16 @@ type PolicyVerdict struct {
 	ScoreTime  time.Duration `json:"scoreTime,omitempty"`
 }
 
-// Explain evaluates pod on nodes with each policy on its own (so every
-// policy's verdict is known, not only the first rejection's), then scores
-// the nodes that every enforced policy admits, as a scheduling cycle would.
-// Audited policies are evaluated like enforced ones, but do not decide
-// feasibility or the combined score. Other scheduler plugins (resources,
-// taints, affinity) are not part of the explanation. Guests are called the
-// way the scheduler calls them, batches included (see ExplainWith).
+// Explain runs one scheduling cycle of pod on nodes through
+// kube-scheduler's framework, with the plugin as its only plugin, and
+// reports what each policy decided on each node. The cycle is recorded
+// (cycleRecord): each policy is evaluated on every node the framework
+// filters, also after another policy rejected it, and a policy in Audit
+// mode as if it enforced; only enforced policies decide feasibility and
+// the combined score, as in the scheduler. Other scheduler plugins
+// (resources, taints, affinity) are not part of the explanation. Guests
+// are called the way the scheduler calls them, batches included (see
+// ExplainWith).
 func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo) *Explanation {
 	return w.ExplainWith(ctx, pod, nodes, ExplainOptions{})
 }
@@ -143,143 +158,79 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 // that a module's batch forms agree with its single forms.
 func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo, o ExplainOptions) *Explanation {
 	ex := &Explanation{Pod: klog.KObj(pod).String(), Nodes: make([]NodeExplanation, len(nodes)), SingleCalls: o.SingleCalls}
-	c := w.newCycle(pod, !o.SingleCalls)
+	rec := &cycleRecord{singleCalls: o.SingleCalls}
+	res, err := w.runCycle(ctx, pod, nodes, rec)
+	if err != nil {
+		ex.Error = err.Error()
+		return ex
+	}
+	c := rec.c
 	for _, p := range w.current().all {
 		if !slices.Contains(c.policies, p) {
 			ex.OutOfScope = append(ex.OutOfScope, p.cfg.Name)
 		}
 	}
-	for j, ni := range nodes {
-		ex.Nodes[j] = NodeExplanation{Node: ni.Node().Name, Feasible: true, Policies: make([]PolicyVerdict, len(c.policies))}
-	}
-	c.nodes = nodes
-	viewNodes(c, nodes)
-	c.filterBatches = make([][]batch, len(c.policies))
-	defer func() { ex.Policies = w.policyStates(c) }()
 	ex.Gates = w.explainGates(ctx, c)
-	for i, p := range c.policies {
-		mode := string(p.mode())
-		pre := w.preFilterPolicy(ctx, c, i, true)
-		var named sets.Set[string] // the nodes its prefilter_nodes named, if it did
-		if pc := &c.pcs[i]; pc.NodeNamesSet {
-			named = sets.New(pc.NodeNames...)
+	for j, n := range res.Nodes {
+		ne := &ex.Nodes[j]
+		ne.Node, ne.Feasible, ne.Score, ne.Policies = n.Name, n.Status == nil, n.Score, rec.verdictsOn(n.Name)
+		if n.Status != nil {
+			ne.Reason = n.Status.Message()
 		}
-		filters := true
-		if m := c.modules[i]; m != nil {
-			filters = m.Exports().Has(host.CallFilter)
-			if c.batching && m.Exports().Has(host.CallFilterNodes) && len(nodes) > 0 {
-				c.filterBatches[i] = newBatches(len(nodes))
-			}
+	}
+	if res.Err != nil {
+		ex.Error = res.Err.Message()
+	}
+	ex.Best = res.Best
+	if len(res.Best) > 0 {
+		byName := make(map[string]fwk.NodeInfo, len(nodes))
+		for _, ni := range nodes {
+			byName[ni.Node().Name] = ni
 		}
-		for j, ni := range nodes {
-			pv := &ex.Nodes[j].Policies[i]
-			pv.Policy, pv.Mode = p.cfg.Name, mode
-			var v verdict.Verdict
-			point := host.CallFilter
-			switch {
-			case named != nil && !named.Has(ni.Node().Name):
-				pv.Verdict, pv.Reason = fwk.UnschedulableAndUnresolvable.String(), "not among the nodes its prefilter named (prefilter_nodes)"
-				if !p.audit() && ex.Nodes[j].Feasible {
-					ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, "node(s) rejected by WasmPolicy/"+p.cfg.Name+": "+pv.Reason
-				}
-				continue
-			case pre.Rejects(): // a policy without a filter may still reject the pod at PreFilter
-				v, point = pre, host.CallPreFilter
-			case !filters:
-				pv.Verdict, pv.Reason = "Pass", "(the policy does not filter)"
-				continue
-			case c.filterSkipped[i]:
-				pv.Verdict = "Skip"
-				continue
-			default:
-				pos := -1
-				if c.batching {
-					pos = j
-				}
-				start := time.Now()
-				v = w.filterPolicy(ctx, c, i, ni, &pos, true)
-				pv.FilterTime = time.Since(start)
-			}
-			if !v.Rejects() {
-				pv.Verdict = "Pass"
-				continue
-			}
-			msg := p.status(point, v).Message()
-			pv.Verdict, pv.Reason = v.Code.String(), v.Reason
-			if pv.Reason == "" {
-				pv.Reason = msg // the policy gave no reason: say who rejected
-			}
-			if !p.audit() && ex.Nodes[j].Feasible {
-				ex.Nodes[j].Feasible, ex.Nodes[j].Reason = false, msg
+		for _, name := range res.Best {
+			if pb := w.explainPreBind(ctx, c, byName[name]); len(pb) > 0 {
+				ex.PreBind = append(ex.PreBind, NodePatches{Node: name, Policies: pb})
 			}
 		}
 	}
-
-	var feasible []fwk.NodeInfo
-	var at []int
-	for j, ni := range nodes {
-		if ex.Nodes[j].Feasible {
-			feasible = append(feasible, ni)
-			at = append(at, j)
-		}
-	}
-	if len(feasible) == 0 {
-		return ex
-	}
-	w.startScoring(c, feasible)
-	list := make(framework.NodeScoreList, len(feasible))
-	for k, ni := range feasible {
-		list[k] = framework.NodeScore{Name: ni.Node().Name}
-	}
-	sum := newScoreSum(len(feasible))
-	for i, p := range c.policies {
-		if v := w.preScorePolicy(ctx, c, i, true); !v.OK() || c.scoreSkipped[i] {
-			continue // skipped, or failed (an ignored failure skips the policy too)
-		}
-		ok := true
-		for k, ni := range feasible {
-			pv := &ex.Nodes[at[k]].Policies[i]
-			start := time.Now()
-			raw, v := w.scorePolicy(ctx, c, i, ni, c.scoreIndex(ni), true)
-			pv.ScoreTime = time.Since(start)
-			pv.RawScore = &raw
-			if v.Rejects() {
-				pv.Reason = p.status(host.CallScore, v).Message()
-				ok = false
-			}
-		}
-		if !ok {
-			continue
-		}
-		vals, v := w.normalizePolicy(ctx, c, i, list, true)
-		if v.Rejects() {
-			for k := range feasible {
-				ex.Nodes[at[k]].Policies[i].Reason = p.status(host.CallNormalizeScore, v).Message()
-			}
-			continue
-		}
-		if vals == nil {
-			continue // an ignored failure: the policy does not count, as in NormalizeScore
-		}
-		for k := range feasible {
-			s := vals[k]
-			ex.Nodes[at[k]].Policies[i].Score = &s
-		}
-		if !p.audit() {
-			sum.add(p.cfg.Weight, vals)
-		}
-	}
-	best := -1
-	for k := range feasible {
-		s := sum.score(k)
-		ex.Nodes[at[k]].Score = &s
-		if best < 0 || s > *ex.Nodes[at[best]].Score {
-			best = k
-		}
-	}
-	ex.BindNode = feasible[best].Node().Name
-	ex.PreBind = w.explainPreBind(ctx, c, feasible[best])
+	ex.Policies = w.policyStates(c)
 	return ex
+}
+
+// runCycle runs a recorded scheduling cycle of pod on nodes (with the
+// pods they hold) through a framework of this plugin alone, in a snapshot
+// of its own.
+func (w *WasmPolicy) runCycle(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo, rec *cycleRecord) (schedcycle.Result, error) {
+	var pods []*v1.Pod
+	objs := make([]*v1.Node, len(nodes))
+	for i, ni := range nodes {
+		objs[i] = ni.Node()
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			if p.Spec.NodeName != objs[i].Name {
+				p = p.DeepCopy()
+				p.Spec.NodeName = objs[i].Name
+			}
+			pods = append(pods, p)
+		}
+	}
+	lister, list := schedcycle.Snapshot(pods, objs)
+	// The framework's metrics recorder runs until ctx ends.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	registry, profile := schedcycle.OnePlugin(Name, w, schedcycle.CyclePoints...)
+	fw, err := schedcycle.New(ctx, registry, profile, lister)
+	if err != nil {
+		return schedcycle.Result{}, err
+	}
+	// fw is not closed: closing it would close the plugin, which outlives it.
+	state := intree.NewCycleState()
+	state.Write(recordKey, rec)
+	res := schedcycle.Run(ctx, fw, state, pod, list)
+	if rec.c == nil { // PreFilter did not run
+		rec.start(w.newCycle(pod, !rec.singleCalls))
+	}
+	return res, nil
 }
 
 // explainGates runs the preenqueue of the cycle's policies for pod, with

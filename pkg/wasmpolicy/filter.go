@@ -2,6 +2,7 @@ package wasmpolicy
 
 import (
 	"context"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -15,6 +16,9 @@ import (
 // Filter runs each policy's filter in order and stops at the first rejection.
 func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	c := w.cycleFor(state, pod)
+	if c.record != nil {
+		return w.filterRecorded(ctx, c, nodeInfo)
+	}
 	pos := -2 // not looked up yet; -1: not in the PreFilter list
 	for i, p := range c.policies {
 		if c.filterSkipped[i] {
@@ -32,6 +36,51 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		}
 	}
 	return nil
+}
+
+// filterRecorded is Filter in a recorded cycle: every policy's verdict on
+// the node is recorded, and the first enforced rejection is the status.
+func (w *WasmPolicy) filterRecorded(ctx context.Context, c *cycleData, nodeInfo fwk.NodeInfo) *fwk.Status {
+	var st *fwk.Status
+	pos, name := -2, nodeInfo.Node().Name
+	for i, p := range c.policies {
+		var v verdict.Verdict
+		var took time.Duration
+		point := host.CallFilter
+		switch {
+		case c.record.outside(i, name):
+			// An audited policy's prefilter_nodes (an enforced one's
+			// keep the node from Filter): what it would do if it enforced.
+			v = verdict.Verdict{Code: fwk.UnschedulableAndUnresolvable, Reason: verdict.OutsidePreFilterResult}
+		case c.record.pre[i].Rejects(): // read-only after PreFilter
+			v, point = c.record.pre[i], host.CallPreFilter
+		case c.modules[i] != nil && !c.modules[i].Exports().Has(host.CallFilter):
+			c.record.filtered(name, i, "Pass", "(the policy does not filter)", 0)
+			continue
+		case c.filterSkipped[i]:
+			c.record.filtered(name, i, "Skip", "", 0)
+			continue
+		default:
+			start := time.Now()
+			v = w.filterPolicy(ctx, c, i, nodeInfo, &pos, true)
+			took = time.Since(start)
+		}
+		if !v.Rejects() {
+			c.record.filtered(name, i, "Pass", "", took)
+			continue
+		}
+		status := p.status(point, v)
+		reason := v.Reason
+		if reason == "" {
+			reason = status.Message() // the policy gave no reason: say who rejected
+		}
+		c.record.filtered(name, i, v.Code.String(), reason, took)
+		if !p.audit() && st == nil {
+			c.rejectedBy[i].Store(true)
+			st = status
+		}
+	}
+	return st
 }
 
 // filterPolicy runs policy i's filter on one node, from its batch when the

@@ -20,27 +20,56 @@ import (
 func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, scores framework.NodeScoreList) *fwk.Status {
 	c := w.cycleFor(state, pod)
 	sum := newScoreSum(len(scores))
+	var st *fwk.Status // a recorded cycle goes on to the other policies
 	for i, p := range c.policies {
 		if c.rawScores == nil || c.scoreSkipped[i] {
 			continue
 		}
-		vals, v := w.normalizePolicy(ctx, c, i, scores, !p.audit())
+		vals, v := w.normalizePolicy(ctx, c, i, scores, !p.audit() || c.record != nil)
+		if c.record != nil {
+			why := ""
+			if v.Rejects() {
+				why = p.status(host.CallNormalizeScore, v).Message()
+			}
+			c.record.normalized(scoreNames(scores), i, vals, why)
+		}
 		if v.Rejects() {
-			return p.status(host.CallNormalizeScore, v)
+			if !p.audit() && st == nil {
+				st = p.status(host.CallNormalizeScore, v)
+			}
+			if c.record == nil {
+				return st
+			}
+			continue
 		}
 		if vals == nil {
 			continue
 		}
 		if p.audit() {
+			if c.record != nil {
+				continue // no audit events from a tool's cycle
+			}
 			c.auditFor(i).setScores(scores, vals)
 			continue
 		}
 		sum.add(p.cfg.Weight, vals)
 	}
+	if st != nil {
+		return st
+	}
 	for j := range scores {
 		scores[j].Score = sum.score(j)
 	}
 	return nil
+}
+
+// scoreNames are the names of a score list's nodes.
+func scoreNames(scores framework.NodeScoreList) []string {
+	out := make([]string, len(scores))
+	for j := range scores {
+		out[j] = scores[j].Name
+	}
+	return out
 }
 
 // normalizePolicy returns policy i's final scores for the nodes of the list,

@@ -31,13 +31,24 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	c.filterBatches = make([][]batch, len(c.policies))
 	anyFilter := false
 	var subset sets.Set[string] // nil: every node
+	var rejected *fwk.Status    // a recorded cycle goes on to the other policies
 	for i, p := range c.policies {
-		if v := w.preFilterPolicy(ctx, c, i, !p.audit()); v.Rejects() {
-			c.recordPrimary(i, "", v)
-			// Remembered also when a failure rejected it: a new module, or
-			// the breaker letting a probe through, retries the pod at once.
-			w.rememberRejected(p, pod, c.modules[i])
-			return nil, p.status(host.CallPreFilter, v)
+		v := w.preFilterPolicy(ctx, c, i, !p.audit() || c.record != nil)
+		if c.record != nil {
+			c.record.preFilter(i, v)
+		}
+		if v.Rejects() && !p.audit() {
+			if rejected == nil {
+				c.recordPrimary(i, "", v)
+				// Remembered also when a failure rejected it: a new module, or
+				// the breaker letting a probe through, retries the pod at once.
+				w.rememberRejected(p, pod, c.modules[i])
+				rejected = p.status(host.CallPreFilter, v)
+			}
+			if c.record == nil {
+				return nil, rejected
+			}
+			continue
 		}
 		// An enforced policy's prefilter_nodes narrows the nodes the
 		// scheduler filters; several policies' lists intersect.
@@ -51,10 +62,13 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		}
 		if !c.filterSkipped[i] {
 			anyFilter = true
-			if c.modules[i].Exports().Has(host.CallFilterNodes) && c.index != nil {
+			if c.batching && c.modules[i].Exports().Has(host.CallFilterNodes) && c.index != nil {
 				c.filterBatches[i] = newBatches(len(nodes))
 			}
 		}
+	}
+	if rejected != nil {
+		return nil, rejected
 	}
 	if subset != nil {
 		return &framework.PreFilterResult{NodeNames: subset}, nil

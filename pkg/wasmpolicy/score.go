@@ -2,6 +2,7 @@ package wasmpolicy
 
 import (
 	"context"
+	"time"
 	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,11 +20,24 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	viewNodes(c, nodes)
 	w.startScoring(c, nodes)
 	anyScore := false
+	var st *fwk.Status // a recorded cycle goes on to the other policies
 	for i, p := range c.policies {
-		if v := w.preScorePolicy(ctx, c, i, !p.audit()); v.Rejects() {
-			return p.status(host.CallPreScore, v)
+		v := w.preScorePolicy(ctx, c, i, !p.audit() || c.record != nil)
+		if v.Rejects() {
+			if c.record != nil {
+				c.record.normalized(names(nodes), i, nil, p.status(host.CallPreScore, v).Message())
+			}
+			if !p.audit() && st == nil {
+				st = p.status(host.CallPreScore, v)
+			}
+			if c.record == nil {
+				return st
+			}
 		}
 		anyScore = anyScore || !c.scoreSkipped[i]
+	}
+	if st != nil {
+		return st
 	}
 	if !anyScore {
 		return fwk.NewStatus(fwk.Skip)
@@ -142,6 +156,9 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		return 0, nil
 	}
 	slot := c.scoreIndex(nodeInfo)
+	if c.record != nil {
+		return 0, w.scoreRecorded(ctx, c, nodeInfo, slot)
+	}
 	for i, p := range c.policies {
 		if c.scoreSkipped[i] {
 			continue
@@ -151,6 +168,38 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		}
 	}
 	return 0, nil
+}
+
+// scoreRecorded is Score in a recorded cycle: every scoring policy's raw
+// score is recorded, and the first enforced rejection is the status.
+func (w *WasmPolicy) scoreRecorded(ctx context.Context, c *cycleData, nodeInfo fwk.NodeInfo, slot scoreSlot) *fwk.Status {
+	var st *fwk.Status
+	for i, p := range c.policies {
+		if c.scoreSkipped[i] {
+			continue
+		}
+		start := time.Now()
+		raw, v := w.scorePolicy(ctx, c, i, nodeInfo, slot, true)
+		took := time.Since(start)
+		why := ""
+		if v.Rejects() {
+			why = p.status(host.CallScore, v).Message()
+			if !p.audit() && st == nil {
+				st = p.status(host.CallScore, v)
+			}
+		}
+		c.record.scored(nodeInfo.Node().Name, i, raw, why, took)
+	}
+	return st
+}
+
+// names are the nodes' names.
+func names(nodes []fwk.NodeInfo) []string {
+	out := make([]string, len(nodes))
+	for i, ni := range nodes {
+		out[i] = ni.Node().Name
+	}
+	return out
 }
 
 // scorePolicy runs policy i's score on one node (from its batch when the
