@@ -11,6 +11,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +39,7 @@ func New(ctx context.Context, registry frameworkruntime.Registry, profile *sched
 	// once per process; kube-scheduler does the same at start).
 	schedmetrics.Register()
 	all := append([]frameworkruntime.Option{
+		frameworkruntime.WithMetricsRecorder(recorder()),
 		frameworkruntime.WithSnapshotSharedLister(lister),
 		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
 		frameworkruntime.WithParallelism(2),
@@ -47,6 +50,13 @@ func New(ctx context.Context, registry frameworkruntime.Registry, profile *sched
 	}
 	return fw, nil
 }
+
+// recorder is the metrics recorder of every framework New builds: the
+// default one starts a goroutine per framework until its context ends, and
+// tools build a framework per request (the extender) or per explanation.
+var recorder = sync.OnceValue(func() *schedmetrics.MetricAsyncRecorder {
+	return schedmetrics.NewMetricsAsyncRecorder(1000, time.Second, nil)
+})
 
 // OnePlugin is the registry and profile of a framework that runs one
 // plugin, already built, at each of the points named that it implements
@@ -154,6 +164,45 @@ func OutsidePreFilterResult(plugins sets.Set[string]) *fwk.Status {
 // every node (no percentageOfNodesToScore, no nominated pods), and
 // feasible nodes are scored even when there is one.
 func Run(ctx context.Context, fw intree.Framework, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) Result {
+	res := RunFilter(ctx, fw, state, pod, nodes)
+	if res.PreFilter != nil {
+		return res
+	}
+	var feasible []fwk.NodeInfo
+	var at []int
+	for i, ni := range nodes {
+		if res.Nodes[i].Status == nil {
+			feasible = append(feasible, ni)
+			at = append(at, i)
+		}
+	}
+	if len(feasible) == 0 {
+		return res
+	}
+	totals, st := RunScore(ctx, fw, state, pod, feasible)
+	if !st.IsSuccess() {
+		res.Err = st
+		return res
+	}
+	var best int64
+	for k, total := range totals {
+		n := &res.Nodes[at[k]]
+		n.Score = &totals[k]
+		switch {
+		case len(res.Best) == 0 || total > best:
+			best, res.Best = total, []string{n.Name}
+		case total == best:
+			res.Best = append(res.Best, n.Name)
+		}
+	}
+	slices.Sort(res.Best)
+	return res
+}
+
+// RunFilter is the first half of Run: PreFilter, then Filter on every node
+// (in parallel, as the scheduler runs it) but those the PreFilter result
+// leaves out.
+func RunFilter(ctx context.Context, fw intree.Framework, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) Result {
 	res := Result{Nodes: make([]Node, len(nodes))}
 	for i, ni := range nodes {
 		res.Nodes[i].Name = ni.Node().Name
@@ -182,39 +231,30 @@ func Run(ctx context.Context, fw intree.Framework, state fwk.CycleState, pod *v1
 			res.Nodes[i].Status = s
 		}
 	}, "schedcycleFilter")
-	var feasible []fwk.NodeInfo
-	at := map[string]int{}
-	for i, ni := range nodes {
-		if res.Nodes[i].Status == nil {
-			feasible = append(feasible, ni)
-			at[ni.Node().Name] = i
-		}
-	}
-	if len(feasible) == 0 {
-		return res
-	}
-	if s := fw.RunPreScorePlugins(ctx, state, pod, feasible); !s.IsSuccess() {
-		res.Err = s
-		return res
-	}
-	scores, s := fw.RunScorePlugins(ctx, state, pod, feasible)
-	if !s.IsSuccess() {
-		res.Err = s
-		return res
-	}
-	var best int64
-	for _, ns := range scores {
-		total := ns.TotalScore
-		res.Nodes[at[ns.Name]].Score = &total
-		switch {
-		case len(res.Best) == 0 || total > best:
-			best, res.Best = total, []string{ns.Name}
-		case total == best:
-			res.Best = append(res.Best, ns.Name)
-		}
-	}
-	slices.Sort(res.Best)
 	return res
+}
+
+// RunScore is the second half of Run: PreScore and Score (each score plugin's
+// NormalizeScore and weight applied) over nodes, the feasible ones. It
+// returns each node's total score, in the order of nodes, or the status
+// that failed it.
+func RunScore(ctx context.Context, fw intree.Framework, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]int64, *fwk.Status) {
+	if s := fw.RunPreScorePlugins(ctx, state, pod, nodes); !s.IsSuccess() {
+		return nil, s
+	}
+	scores, s := fw.RunScorePlugins(ctx, state, pod, nodes)
+	if !s.IsSuccess() {
+		return nil, s
+	}
+	at := make(map[string]int, len(nodes))
+	for i, ni := range nodes {
+		at[ni.Node().Name] = i
+	}
+	totals := make([]int64, len(nodes))
+	for _, ns := range scores {
+		totals[at[ns.Name]] = ns.TotalScore
+	}
+	return totals, nil
 }
 
 // Snapshot is the scheduler's snapshot of nodes and the pods on them (by

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,11 +21,12 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
-	"github.com/wasmsched/wasmsched/internal/verdict"
+	"github.com/wasmsched/wasmsched/internal/schedcycle"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
@@ -142,17 +142,18 @@ func (s *Server) serve(verb func(context.Context, *extenderv1.ExtenderArgs) (any
 	}
 }
 
-// nodeInfos builds NodeInfos for the request's nodes: the node objects it
-// carries, or (nodeCacheCapable) the names looked up in the informer cache;
-// each with the pods the informer knows on that node.
-func (s *Server) nodeInfos(args *extenderv1.ExtenderArgs) ([]fwk.NodeInfo, error) {
+// snapshot is the scheduler's snapshot of the request's nodes (the node
+// objects it carries, or with nodeCacheCapable the names looked up in the
+// informer cache), each with the pods the informer knows on it, in the
+// request's order.
+func (s *Server) snapshot(args *extenderv1.ExtenderArgs) (framework.SharedLister, []fwk.NodeInfo, error) {
 	var nodes []*v1.Node
 	switch {
 	case args.NodeNames != nil:
 		for _, name := range *args.NodeNames {
 			n, err := s.nodes.Get(name)
 			if err != nil {
-				return nil, fmt.Errorf("node %q: %w", name, err)
+				return nil, nil, fmt.Errorf("node %q: %w", name, err)
 			}
 			nodes = append(nodes, n)
 		}
@@ -161,75 +162,44 @@ func (s *Server) nodeInfos(args *extenderv1.ExtenderArgs) ([]fwk.NodeInfo, error
 			nodes = append(nodes, &args.Nodes.Items[i])
 		}
 	}
-	infos := make([]fwk.NodeInfo, len(nodes))
-	for i, n := range nodes {
+	var pods []*v1.Pod
+	for _, n := range nodes {
 		objs, _ := s.pods.ByIndex(podsByNode, n.Name)
-		pods := make([]*v1.Pod, 0, len(objs))
 		for _, o := range objs {
 			pods = append(pods, o.(*v1.Pod))
 		}
-		ni := intree.NewNodeInfo(pods...)
-		ni.SetNode(n)
-		infos[i] = ni
 	}
-	return infos, nil
+	lister, list := schedcycle.Snapshot(pods, nodes)
+	return lister, list, nil
 }
 
-// each runs f for every index with at most Parallelism goroutines.
-func (s *Server) each(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, s.opts.Parallelism)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f(i)
-		}()
-	}
-	wg.Wait()
+// framework is WasmPolicy alone at points, over the request's snapshot:
+// the verbs run the scheduler's own framework, which applies a PreFilter
+// result, a Skip and the score's normalization as it does in-process.
+func (s *Server) framework(ctx context.Context, lister framework.SharedLister, points ...schedcycle.Point) (intree.Framework, error) {
+	registry, profile := schedcycle.OnePlugin(wasmpolicy.Name, s.plugin, points...)
+	return schedcycle.New(ctx, registry, profile, lister, frameworkruntime.WithParallelism(s.opts.Parallelism))
 }
 
 func (s *Server) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (any, error) {
 	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
-	infos, err := s.nodeInfos(args)
+	lister, infos, err := s.snapshot(args)
 	if err != nil {
 		return res, err
 	}
-	state := intree.NewCycleState()
-	statuses := make([]*fwk.Status, len(infos))
-	subset, pre := s.plugin.PreFilter(ctx, state, args.Pod, infos)
-	switch {
-	case pre.IsSkip(), pre.IsSuccess():
-		// A PreFilterResult names the only nodes the pod may run on, as the
-		// framework enforces it in-process: the other nodes fail without a
-		// Filter call, with the framework's own message.
-		outside := func(i int) bool { return false }
-		if subset != nil && !subset.AllNodes() {
-			outside = func(i int) bool { return !subset.NodeNames.Has(infos[i].Node().Name) }
-		}
-		for i := range infos {
-			if outside(i) {
-				statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, verdict.OutsidePreFilterResult)
-			}
-		}
-		if !pre.IsSkip() {
-			s.each(len(infos), func(i int) {
-				if !outside(i) {
-					statuses[i] = s.plugin.Filter(ctx, state, args.Pod, infos[i])
-				}
-			})
-		}
-	default:
-		for i := range infos {
-			statuses[i] = pre
-		}
+	fw, err := s.framework(ctx, lister, schedcycle.PreFilter, schedcycle.Filter)
+	if err != nil {
+		return res, err
+	}
+	cycle := schedcycle.RunFilter(ctx, fw, intree.NewCycleState(), args.Pod, infos)
+	if cycle.Err != nil {
+		return res, cycle.Err.AsError()
 	}
 	var passed []string
 	var passedNodes []v1.Node
 	for i, ni := range infos {
 		name := ni.Node().Name
-		switch st := statuses[i]; {
+		switch st := cycle.Nodes[i].Status; {
 		case st.IsSuccess():
 			passed = append(passed, name)
 			passedNodes = append(passedNodes, *ni.Node())
@@ -248,42 +218,23 @@ func (s *Server) filter(ctx context.Context, args *extenderv1.ExtenderArgs) (any
 }
 
 func (s *Server) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (any, error) {
-	infos, err := s.nodeInfos(args)
+	lister, infos, err := s.snapshot(args)
 	if err != nil {
 		return nil, err
 	}
+	fw, err := s.framework(ctx, lister, schedcycle.PreScore, schedcycle.Score)
+	if err != nil {
+		return nil, err
+	}
+	totals, st := schedcycle.RunScore(ctx, fw, intree.NewCycleState(), args.Pod, infos)
+	if !st.IsSuccess() {
+		return nil, st.AsError()
+	}
+	// The plugin scores 0..MaxNodeScore (its weight in the tool's profile
+	// is 1); extenders answer 0..MaxExtenderPriority.
 	list := make(extenderv1.HostPriorityList, len(infos))
 	for i, ni := range infos {
-		list[i] = extenderv1.HostPriority{Host: ni.Node().Name}
-	}
-	state := intree.NewCycleState()
-	if st := s.plugin.PreScore(ctx, state, args.Pod, infos); st.IsSkip() {
-		return &list, nil
-	} else if !st.IsSuccess() {
-		return nil, st.AsError()
-	}
-	var mu sync.Mutex
-	var failed *fwk.Status
-	s.each(len(infos), func(i int) {
-		if _, st := s.plugin.Score(ctx, state, args.Pod, infos[i]); !st.IsSuccess() {
-			mu.Lock()
-			failed = st
-			mu.Unlock()
-		}
-	})
-	if failed != nil {
-		return nil, failed.AsError()
-	}
-	scores := make(framework.NodeScoreList, len(infos))
-	for i, ni := range infos {
-		scores[i] = framework.NodeScore{Name: ni.Node().Name}
-	}
-	if st := s.plugin.NormalizeScore(ctx, state, args.Pod, scores); !st.IsSuccess() {
-		return nil, st.AsError()
-	}
-	// The plugin scores 0..MaxNodeScore; extenders answer 0..MaxExtenderPriority.
-	for i := range scores {
-		list[i].Score = scores[i].Score * extenderv1.MaxExtenderPriority / framework.MaxNodeScore
+		list[i] = extenderv1.HostPriority{Host: ni.Node().Name, Score: totals[i] * extenderv1.MaxExtenderPriority / framework.MaxNodeScore}
 	}
 	return &list, nil
 }
