@@ -16,6 +16,7 @@ import (
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/kubemodel"
+	"github.com/wasmsched/wasmsched/internal/kubemodel/modelgen"
 )
 
 // schedulerNodeInfos builds the NodeInfos of a cluster's nodes (with their
@@ -78,7 +79,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("row %s %q (%s %d) has no round trip here: add its reader to TestRoundTrip", f.Object, f.Path, f.Fn, f.Num)
 		}
 	}
-	g := gen{rand.New(rand.NewPCG(40, 2026))}
+	g := newGen(rand.New(rand.NewPCG(40, 2026)))
 	for i := range 400 {
 		c := g.cluster()
 		p := g.pod(fmt.Sprint("web-", i))
@@ -172,7 +173,7 @@ func podLookup(f fields.Field, w *world, native bool) []string {
 		m = p.Annotations
 	}
 	var out []string
-	for _, k := range genKeys {
+	for _, k := range modelgen.Keys {
 		v, ok := m[k]
 		out = append(out, fmt.Sprint(k, "=", v, ok))
 	}
@@ -194,7 +195,7 @@ func podRequest(f fields.Field, w *world, native bool) []string {
 		p = w.kubePod(kubemodel.PodRequests)
 	}
 	var out []string
-	for _, name := range genResources {
+	for _, name := range modelgen.Resources {
 		out = append(out, name+"="+strconv.FormatInt(model.PodRequest(p, name), 10))
 	}
 	return out
@@ -227,7 +228,7 @@ func nodeLookup(f fields.Field, w *world, native bool) []string {
 		m = n.Annotations
 	}
 	var out []string
-	for _, k := range genKeys {
+	for _, k := range modelgen.Keys {
 		v, ok := m[k]
 		out = append(out, fmt.Sprint(k, "=", v, ok))
 	}
@@ -240,7 +241,7 @@ func nodeTaint(f fields.Field, w *world, native bool) []string {
 		n = w.kubeNode(kubemodel.NodeTaints)
 	}
 	var out []string
-	for _, k := range genKeys {
+	for _, k := range modelgen.Keys {
 		b, ok := model.NodeTaint(nil, n, k)
 		out = append(out, fmt.Sprint(string(b), ok))
 	}
@@ -262,7 +263,7 @@ func nodeResource(f fields.Field, w *world, native bool) []string {
 		n = w.kubeNode(kubemodel.ResourcePart(f.Num))
 	}
 	var out []string
-	for _, name := range genResources {
+	for _, name := range modelgen.Resources {
 		v, _ := model.NodeResource(n, f.Num, name)
 		if !native {
 			// The host reads a resource in place; it must be the model's.
@@ -330,7 +331,7 @@ func clusterRead(f fields.Field, w *world, native bool) []string {
 		b, _ := model.EncodeVolumeClaims(vcs, f.Num)
 		return []string{string(b)}
 	case abi.FnNamespaceLabels:
-		for _, ns := range append(genNS, "unknown") {
+		for _, ns := range append(modelgen.Namespaces, "unknown") {
 			var l map[string]string
 			var ok bool
 			if native {
@@ -377,7 +378,7 @@ func objectRoundTrip(t *testing.T, i int, p *model.Pod, n *model.Node) {
 // The taint columns hold the effects of the taints Node.Taints lists (of
 // one key, of all), natively and through Kubernetes.
 func TestTaintColumnsReadAsTaints(t *testing.T) {
-	g := gen{rand.New(rand.NewPCG(43, 2026))}
+	g := newGen(rand.New(rand.NewPCG(43, 2026)))
 	tainted := 0
 	for i := range 200 {
 		w, err := newWorld(g.pod(fmt.Sprint("web-", i)), g.cluster(), nil, schedulerNodeInfos["the scheduler's NodeInfo"])
@@ -424,7 +425,7 @@ func TestResourceColumnsReadAsNodeResource(t *testing.T) {
 			t.Errorf("column %s has no node_resource kind here: add it", tc.Kind)
 		}
 	}
-	g := gen{rand.New(rand.NewPCG(41, 2026))}
+	g := newGen(rand.New(rand.NewPCG(41, 2026)))
 	for i := range 200 {
 		c := g.cluster()
 		w, err := newWorld(g.pod(fmt.Sprint("web-", i)), c, nil, schedulerNodeInfos["the scheduler's NodeInfo"])
@@ -437,7 +438,7 @@ func TestResourceColumnsReadAsNodeResource(t *testing.T) {
 				if !native {
 					n = w.kubeNode(kubemodel.ColumnPart(kind))
 				}
-				for _, name := range genResources {
+				for _, name := range modelgen.Resources {
 					want, _ := model.NodeResource(w.node, num, name)
 					if _, _, ok, v := model.TableColumn(n, kind, name); !ok || int64(v) != want {
 						t.Fatalf("world %d: column %s:%s (native %v) holds %d (ok %v), node_resource(%d) reads %d", i, kind, name, native, int64(v), ok, num, want)

@@ -10,6 +10,7 @@ package casetable
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -168,11 +169,18 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 		if ex.Has(host.CallFilter) || ex.Has(host.CallPreFilter) || c.Filter != nil {
 			filters, ferr = runFilter(ctx, v, pod, pc, nodes)
 		}
+		if !ex.Has(host.CallFilter) && !ex.Has(host.CallPreFilter) {
+			res.Status = fwk.Success.String() // a policy that does not filter passes every node
+		}
 		if ferr != nil {
 			problem("%v", ferr)
 		} else if filters.single != nil {
 			if c.Filter != nil || filters.batch != nil || ex.Has(host.CallFilter) {
 				res.Status, res.FailurePolicyApplied = filters.status(v, f, i)
+			}
+			if pc.NodeNamesSet && !slices.Contains(pc.NodeNames, res.Node) {
+				// The scheduler does not filter a node outside the PreFilter result.
+				res.Status, res.FailurePolicyApplied = fwk.UnschedulableAndUnresolvable.String()+": "+verdict.OutsidePreFilterResult, false
 			}
 			if c.Filter != nil {
 				got := filters.single[i]

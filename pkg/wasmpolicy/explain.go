@@ -116,7 +116,11 @@ type NodeExplanation struct {
 	Node string `json:"node"`
 	// Feasible is true when no enforced policy rejects the node.
 	Feasible bool `json:"feasible"`
-	// Reason is the first enforced rejection, as FailedScheduling shows it.
+	// Status is the code of the node's status when it is not feasible
+	// (Unschedulable, UnschedulableAndUnresolvable, or Error), and Reason
+	// its message, as FailedScheduling shows it: the first enforced
+	// rejection.
+	Status string `json:"status,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	// Score is WasmPolicy's combined score (Σ weight·score / Σ weight over
 	// enforced scoring policies), set for feasible nodes.
@@ -175,7 +179,7 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 		ne := &ex.Nodes[j]
 		ne.Node, ne.Feasible, ne.Score, ne.Policies = n.Name, n.Status == nil, n.Score, rec.verdictsOn(n.Name)
 		if n.Status != nil {
-			ne.Reason = n.Status.Message()
+			ne.Status, ne.Reason = n.Status.Code().String(), n.Status.Message()
 		}
 	}
 	if res.Err != nil {

@@ -149,6 +149,10 @@ func (r *cycleRecord) verdictsOn(node string) []PolicyVerdict {
 			}
 		case r.named[i] != nil && !r.named[i].Has(node):
 			pv.Verdict, pv.Reason = fwk.UnschedulableAndUnresolvable.String(), verdict.OutsidePreFilterResult
+		case r.c.modules[i] != nil && !r.c.modules[i].Exports().Has(host.CallFilter):
+			pv.Verdict, pv.Reason = "Pass", "(the policy does not filter)"
+		case r.c.filterSkipped[i]: // and the framework skipped Filter
+			pv.Verdict = "Skip"
 		default:
 			pv.Verdict = "NotRun"
 		}
