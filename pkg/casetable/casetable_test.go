@@ -82,7 +82,12 @@ func TestScoreDisagreementNamesTheNode(t *testing.T) {
 		{Name: "b", Pod: sdk.PodData{Name: "p"}, Node: sdk.NodeData{Name: "n1"}, Score: &zero},
 		{Name: "c", Pod: sdk.PodData{Name: "p"}, Node: sdk.NodeData{Name: "n2"}, Score: &zero},
 	}}
-	r := Run(context.Background(), v, f)
+	sched, err := newScheduler(context.Background(), host.PolicySpec{Name: "s", Config: "s", Timeout: 5 * time.Second}, wasm, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sched.close()
+	r := run(context.Background(), v, sched, f)
 	for _, c := range r.Cases {
 		if !c.Passed() {
 			t.Errorf("case %s: %v (the single form meets every expectation)", c.Name, c.Problems)

@@ -10,14 +10,13 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
 // runNodes runs a case with several nodes through one cycle, as the
 // scheduler does: prefilter (with its node subset), filter on each node,
 // then prescore, score and normalize_score over the nodes that passed. The
 // batch forms are checked against the single ones on the case's nodes.
-func runNodes(ctx context.Context, v *host.Version, f *casetest.File, c casetest.Case, r *Report) Case {
+func runNodes(ctx context.Context, v *host.Version, sched *scheduler, c casetest.Case, r *Report) Case {
 	res := Case{Name: c.Name}
 	problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
 	var nodes []fwk.NodeInfo
@@ -58,12 +57,13 @@ func runNodes(ctx context.Context, v *host.Version, f *casetest.File, c casetest
 	}
 	var feasible []fwk.NodeInfo
 	outcome := map[string]int{} // node name → index in res.Nodes
+	statuses := sched.statuses(ctx, v1pod, nodes, view)
 	for j, ni := range nodes {
 		got := filters.single[j]
-		status, applied := filters.status(v, f, j)
+		status, applied := statuses[j], filters.policyError(j)
 		if pc.NodeNamesSet && !allowed[names[j]] {
-			got = host.Result{Code: abi.CodeUnschedulableAndUnresolvable}
-			status, applied = fwk.UnschedulableAndUnresolvable.String()+": "+verdict.OutsidePreFilterResult, false
+			// Not filtered: the scheduler's status is the PreFilter result's.
+			got, applied = host.Result{Code: abi.CodeUnschedulableAndUnresolvable}, false
 		}
 		if got.Code == abi.CodeSkip {
 			got = host.Result{}

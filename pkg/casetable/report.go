@@ -55,10 +55,11 @@ type Case struct {
 	// expects none; Score the raw score, when the case expects one.
 	Filter string `json:"filter,omitempty"`
 	Score  *int64 `json:"score,omitempty"`
-	// Status is what the scheduler makes of the filter verdict on the
-	// case's node, read as the WasmPolicy plugin reads it (with the
-	// failurePolicy applied): "Success", or the status's code and message
-	// as the pod's FailedScheduling event shows it.
+	// Status is the case's node's status after a scheduling cycle of the
+	// case's pod through the WasmPolicy plugin with the module as its one
+	// policy (kube-scheduler's framework, the table's failurePolicy, a
+	// PreFilter result applied): "Success", or the status's code and
+	// message as the pod's FailedScheduling event shows it.
 	Status string `json:"status,omitempty"`
 	// FailurePolicyApplied is true when the verdict is the policy's error,
 	// so Status is the failurePolicy's doing.

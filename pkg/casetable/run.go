@@ -1,6 +1,8 @@
 // Package casetable runs a policy's case table (the testdata.json format of
 // guest-sdk/casetest, documented in docs/sdk.md) against a compiled module
 // through the real host: the conformance kit behind `wasmsched test --cases`.
+// Each case's status is the scheduler's: the module runs as the one policy
+// of a WasmPolicy plugin in kube-scheduler's framework (scheduler.go).
 // Any guest, whatever its language, is held to the same table as the Go
 // example, and a module with batch forms is checked twice: each case's
 // verdicts must match the table, and filter_nodes/score_nodes must give
@@ -87,7 +89,13 @@ func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm [
 			_ = p.Close(ctx)
 			return nil, err
 		}
-		r := Run(ctx, v, &sub)
+		sched, err := newScheduler(ctx, gspec, wasm, &sub)
+		if err != nil {
+			_ = p.Close(ctx)
+			return nil, err
+		}
+		r := run(ctx, v, sched, &sub)
+		sched.close()
 		r.Size, r.LoadDuration, r.TableBatches = v.Size(), v.LoadDuration(), v.TableBatches()
 		_ = p.Close(ctx)
 		for j, i := range groups[now] {
@@ -106,12 +114,13 @@ func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm [
 	return out, nil
 }
 
-// Run runs every case of f against v, a loaded module whose policy has the
-// table's config. Each case's pod is evaluated, as one scheduling cycle, on
-// the nodes of all cases, so batches hold more than one node and every
-// (pod, node) pair is checked for agreement; the case's expectations are
-// checked on its own node.
-func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
+// run runs every case of f against v, a loaded module whose policy has the
+// table's config, and sched, the same module in WasmPolicy. Each case's pod
+// is evaluated, as one scheduling cycle, on the nodes of all cases, so
+// batches hold more than one node and every (pod, node) pair is checked for
+// agreement; the case's expectations are checked on its own node, and its
+// Status is the node's in sched's cycle.
+func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.File) *Report {
 	ex := v.Exports()
 	r := &Report{Exports: ex.String(), FailurePolicy: string(failurePolicy(f))}
 	checkFilter, checkScore := ex.Has(host.CallFilterNodes), ex.Has(host.CallScoreNodes)
@@ -138,7 +147,7 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 	i := -1
 	for _, c := range f.Cases {
 		if len(c.Nodes) > 0 {
-			r.Cases = append(r.Cases, runNodes(ctx, v, f, c, r))
+			r.Cases = append(r.Cases, runNodes(ctx, v, sched, c, r))
 			continue
 		}
 		i++
@@ -169,19 +178,12 @@ func Run(ctx context.Context, v *host.Version, f *casetest.File) *Report {
 		if ex.Has(host.CallFilter) || ex.Has(host.CallPreFilter) || c.Filter != nil {
 			filters, ferr = runFilter(ctx, v, pod, pc, nodes)
 		}
-		if !ex.Has(host.CallFilter) && !ex.Has(host.CallPreFilter) {
-			res.Status = fwk.Success.String() // a policy that does not filter passes every node
-		}
+		res.Status = sched.statuses(ctx, v1pod, nodes, view)[i]
 		if ferr != nil {
 			problem("%v", ferr)
 		} else if filters.single != nil {
-			if c.Filter != nil || filters.batch != nil || ex.Has(host.CallFilter) {
-				res.Status, res.FailurePolicyApplied = filters.status(v, f, i)
-			}
-			if pc.NodeNamesSet && !slices.Contains(pc.NodeNames, res.Node) {
-				// The scheduler does not filter a node outside the PreFilter result.
-				res.Status, res.FailurePolicyApplied = fwk.UnschedulableAndUnresolvable.String()+": "+verdict.OutsidePreFilterResult, false
-			}
+			// The scheduler does not filter a node outside the PreFilter result.
+			res.FailurePolicyApplied = filters.policyError(i) && (!pc.NodeNamesSet || slices.Contains(pc.NodeNames, res.Node))
 			if c.Filter != nil {
 				got := filters.single[i]
 				res.Filter = spell(got)
@@ -298,24 +300,15 @@ type filterResults struct {
 	prefilter     bool
 }
 
-// status is what the scheduler makes of node j's verdict (verdict.Read,
-// then the table's failurePolicy for the policy's error), as Case.Status
-// spells it, and whether the failurePolicy decided it.
-func (fr filterResults) status(v *host.Version, f *casetest.File, j int) (string, bool) {
+// policyError reports whether node j's verdict is the policy's error
+// (verdict.Read), so that the failurePolicy decided its status.
+func (fr filterResults) policyError(j int) bool {
 	point := host.CallFilter
 	if fr.prefilter {
 		point = host.CallPreFilter
 	}
-	res := fr.single[j]
-	vd, ok := verdict.Read(point, res.Code, res.Reason)
-	if !ok {
-		vd = verdict.Fail(point, failurePolicy(f) == config.FailurePolicyIgnore, vd.Reason)
-	}
-	st := verdict.Status(point, v.Policy().Name(), vd)
-	if st == nil { // passed, or its prefilter's Skip: the policy does not filter the pod
-		return fwk.Success.String(), !ok
-	}
-	return st.Code().String() + ": " + st.Message(), !ok
+	_, ok := verdict.Read(point, fr.single[j].Code, fr.single[j].Reason)
+	return !ok
 }
 
 // failurePolicy is the table's failurePolicy, Fail by default (casetest.Load

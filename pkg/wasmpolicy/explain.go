@@ -88,6 +88,10 @@ type ExplainOptions struct {
 	// path: batches of BatchSize nodes, where a node's time is its batch's
 	// time (carried by the batch's first node).
 	SingleCalls bool
+	// Cluster, when set, is what the cycle's policies read of the cluster
+	// (docs/abi.md §4.6) instead of the nodes explained: a case table's
+	// cluster.
+	Cluster *host.ClusterView
 }
 
 // PolicyState is what one policy's explained cycle cost and left behind.
@@ -162,7 +166,7 @@ func (w *WasmPolicy) Explain(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeI
 // that a module's batch forms agree with its single forms.
 func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo, o ExplainOptions) *Explanation {
 	ex := &Explanation{Pod: klog.KObj(pod).String(), Nodes: make([]NodeExplanation, len(nodes)), SingleCalls: o.SingleCalls}
-	rec := &cycleRecord{singleCalls: o.SingleCalls}
+	rec := &cycleRecord{singleCalls: o.SingleCalls, cluster: o.Cluster}
 	res, err := w.runCycle(ctx, pod, nodes, rec)
 	if err != nil {
 		ex.Error = err.Error()

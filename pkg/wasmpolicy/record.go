@@ -22,8 +22,10 @@ const recordKey fwk.StateKey = Name + "/record"
 // it enforced: its verdicts are recorded, and only enforced verdicts make
 // the statuses the framework gets, as in the scheduler.
 type cycleRecord struct {
-	// singleCalls gives every node its own guest call.
+	// singleCalls gives every node its own guest call; cluster replaces
+	// the cycle's cluster view (nil: the plugin's).
 	singleCalls bool
+	cluster     *host.ClusterView
 	// c is the recorded cycle (set when it starts).
 	c *cycleData
 
@@ -54,6 +56,9 @@ func (r *cycleRecord) start(c *cycleData) {
 	r.c = c
 	c.record = r
 	c.batching = !r.singleCalls
+	if r.cluster != nil {
+		c.pod.Cluster = r.cluster
+	}
 	r.pre = make([]verdict.Verdict, len(c.policies))
 	r.named = make([]sets.Set[string], len(c.policies))
 	r.nodes = map[string][]PolicyVerdict{}
