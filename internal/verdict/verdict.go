@@ -21,10 +21,6 @@ import (
 // "WasmPolicy/<policy>".
 const Plugin = "WasmPolicy"
 
-// OutsidePreFilterResult is kube-scheduler's message for a node that a
-// PreFilterResult left out (a policy's prefilter_nodes did not name it).
-const OutsidePreFilterResult = "node(s) didn't satisfy plugin(s) [" + Plugin + "]"
-
 // Verdict is one policy's decision at one extension point, before it is
 // phrased as a framework status: the code and the policy's own reason (or
 // why its call failed) without the "WasmPolicy/<policy>" wording Status

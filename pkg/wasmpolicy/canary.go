@@ -184,7 +184,7 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 				return candPod
 			}
 			if named != nil && !named[n] {
-				return verdict.OutsidePreFilterResult
+				return outsidePreFilterResult
 			}
 			return candNodes[n]
 		}

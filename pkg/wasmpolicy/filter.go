@@ -51,7 +51,7 @@ func (w *WasmPolicy) filterRecorded(ctx context.Context, c *cycleData, nodeInfo 
 		case c.record.outside(i, name):
 			// An audited policy's prefilter_nodes (an enforced one's
 			// keep the node from Filter): what it would do if it enforced.
-			v = verdict.Verdict{Code: fwk.UnschedulableAndUnresolvable, Reason: verdict.OutsidePreFilterResult}
+			v = verdict.Verdict{Code: fwk.UnschedulableAndUnresolvable, Reason: outsidePreFilterResult}
 		case c.record.pre[i].Rejects(): // read-only after PreFilter
 			v, point = c.record.pre[i], host.CallPreFilter
 		case c.modules[i] != nil && !c.modules[i].Exports().Has(host.CallFilter):

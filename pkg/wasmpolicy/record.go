@@ -8,6 +8,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/schedcycle"
 	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
@@ -40,6 +41,12 @@ type cycleRecord struct {
 
 // Clone implements fwk.StateData: the record is one for the whole cycle.
 func (r *cycleRecord) Clone() fwk.StateData { return r }
+
+// outsidePreFilterResult is what a policy's own prefilter_nodes make of a
+// node they leave out: kube-scheduler's status for a node outside the
+// plugin's PreFilter result (the plugin's result is its enforced
+// policies' lists intersected).
+var outsidePreFilterResult = schedcycle.OutsidePreFilterResult(sets.New(Name)).Message()
 
 // readRecord returns the record state asks for, or nil.
 func readRecord(state fwk.CycleState) *cycleRecord {
@@ -153,7 +160,7 @@ func (r *cycleRecord) verdictsOn(node string) []PolicyVerdict {
 				pv.Reason = p.status(host.CallPreFilter, v).Message()
 			}
 		case r.named[i] != nil && !r.named[i].Has(node):
-			pv.Verdict, pv.Reason = fwk.UnschedulableAndUnresolvable.String(), verdict.OutsidePreFilterResult
+			pv.Verdict, pv.Reason = fwk.UnschedulableAndUnresolvable.String(), outsidePreFilterResult
 		case r.c.modules[i] != nil && !r.c.modules[i].Exports().Has(host.CallFilter):
 			pv.Verdict, pv.Reason = "Pass", "(the policy does not filter)"
 		case r.c.filterSkipped[i]: // and the framework skipped Filter
