@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tetratelabs/wazero"
@@ -107,6 +109,27 @@ var exportSignatures = func() map[string]signature {
 	}
 	return m
 }()
+
+// entryPoints are the points whose export makes a module a policy
+// (abi.ExtensionPoint.Entry); errNoEntryPoint names them.
+var entryPoints, errNoEntryPoint = func() ([]CallKind, error) {
+	var points []CallKind
+	var exports, names []string
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		if abi.Points[k].Entry {
+			points, exports, names = append(points, k), append(exports, strconv.Quote(abi.Points[k].Export)), append(names, abi.Points[k].Name)
+		}
+	}
+	return points, fmt.Errorf("module exports no entry point: none of %s; register a %s function in the guest SDK", orList(exports), orList(names))
+}()
+
+// orList writes "a, b, c or d".
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
 
 // exportPoints maps an extension point's export name to its point.
 var exportPoints = func() map[string]CallKind {
@@ -237,8 +260,8 @@ func checkModule(cm wazero.CompiledModule) (Exports, error) {
 		return Exports{}, fmt.Errorf("module does not export %q: it was not built against the wasmsched guest SDK (ABI v%d)", abi.ExportAbiVersion, abi.Version)
 	}
 	ex.narrow(ex.Points)
-	if !ex.Has(CallFilter) && !ex.Has(CallScore) && !ex.Has(CallPreEnqueue) && !ex.Has(CallPreBind) {
-		return Exports{}, fmt.Errorf("module exports no entry point: none of %q, %q, %q or %q; register a Filter, Score, PreEnqueue or PreBind function in the guest SDK", abi.ExportFilter, abi.ExportScore, abi.ExportPreEnqueue, abi.ExportPreBind)
+	if !slices.ContainsFunc(entryPoints, ex.Has) {
+		return Exports{}, errNoEntryPoint
 	}
 	if _, ok := fns[abi.ExportInitialize]; ok {
 		ex.Initializer = abi.ExportInitialize

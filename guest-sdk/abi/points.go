@@ -84,6 +84,14 @@ type ExtensionPoint struct {
 	OnSkip, OnReject Meaning
 	// Rejection says what a rejection does at this point, for docs/abi.md.
 	Rejection string
+	// Entry is true when exporting this point makes a module a policy:
+	// the host refuses a module that exports no entry point.
+	Entry bool
+	// ExtenderVerb is the kube-scheduler HTTP extender verb that reaches
+	// this point ("filter" or "prioritize"); "" when the extender protocol
+	// has none, and Without then says what a pod misses when the point is
+	// never called (the extender's warning at load).
+	ExtenderVerb, Without string
 }
 
 // Meaning is what a guest status code means at an extension point.
@@ -132,31 +140,33 @@ var cycleParam = Param{"cycle", I64}
 var Points = [NumPoints]ExtensionPoint{
 	PreFilter: {Name: "PreFilter", Export: ExportPreFilter, Params: []Param{cycleParam},
 		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, before any `filter`",
-		OnSkip: Skips, OnReject: RejectsUnresolvable, Rejection: "the pod is rejected on every node"},
+		OnSkip: Skips, OnReject: RejectsUnresolvable, Rejection: "the pod is rejected on every node", ExtenderVerb: "filter"},
 	Filter: {Name: "Filter", Export: ExportFilter, Params: []Param{cycleParam}, NodeData: true,
 		Batch: FilterNodes, BatchOf: BatchNone, Called: "once per (pod, node), in parallel on different instances",
-		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected"},
+		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected", Entry: true, ExtenderVerb: "filter"},
 	PreScore: {Name: "PreScore", Export: ExportPreScore, Params: []Param{cycleParam},
 		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, before any `score`",
-		OnSkip: Skips, OnReject: Invalid},
+		OnSkip: Skips, OnReject: Invalid, ExtenderVerb: "prioritize"},
 	Score: {Name: "Score", Export: ExportScore, Params: []Param{cycleParam}, Results: []ValType{I64}, NodeData: true,
 		Batch: ScoreNodes, BatchOf: BatchNone, Called: "once per (pod, feasible node), in parallel; returns the raw score",
-		OnSkip: Invalid, OnReject: Invalid},
+		OnSkip: Invalid, OnReject: Invalid, Entry: true, ExtenderVerb: "prioritize"},
 	NormalizeScore: {Name: "NormalizeScore", Export: ExportNormalizeScore, Params: []Param{cycleParam, {"n", I32}},
 		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, after every `score`, with the `n` raw scores (§4.5); `select_node(i)` makes the node of score `i` current",
-		OnSkip: Invalid, OnReject: Invalid},
+		OnSkip: Invalid, OnReject: Invalid, ExtenderVerb: "prioritize"},
 	FilterNodes: {Name: "Filter", Export: ExportFilterNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
 		Batch: BatchNone, BatchOf: Filter, Called: "instead of `n` calls of `filter` (§3.1)",
-		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected"},
+		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected", ExtenderVerb: "filter"},
 	ScoreNodes: {Name: "Score", Export: ExportScoreNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
 		Batch: BatchNone, BatchOf: Score, Called: "instead of `n` calls of `score`; reports the scores with `scores_set` (§3.1)",
-		OnSkip: Invalid, OnReject: Invalid},
+		OnSkip: Invalid, OnReject: Invalid, ExtenderVerb: "prioritize"},
 	PreEnqueue: {Name: "PreEnqueue", Export: ExportPreEnqueue, Params: []Param{cycleParam},
 		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: before the pod enters the scheduling queue, each time it would (§3.3): pod data only, a new `cycle` every call; a rejection gates the pod, `recheck_on` says when to check it again",
-		OnSkip: Passes, OnReject: RejectsUnresolvable, Rejection: "the pod is gated: it stays out of the scheduling queue"},
+		OnSkip: Passes, OnReject: RejectsUnresolvable, Rejection: "the pod is gated: it stays out of the scheduling queue",
+		Entry: true, Without: "pods are never gated"},
 	PreBind: {Name: "PreBind", Export: ExportPreBind, Params: []Param{cycleParam}, NodeData: true,
 		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: once per pod about to be bound, with the chosen node current and the `cycle` of the scheduling cycle that chose it (§3.3); `patch_label` and `patch_annotation` record changes to the pod",
-		OnSkip: Passes, OnReject: RejectsUnresolvable, Rejection: "the pod is not bound to the node; it waits for a cluster event or a new module"},
+		OnSkip: Passes, OnReject: RejectsUnresolvable, Rejection: "the pod is not bound to the node; it waits for a cluster event or a new module",
+		Entry: true, Without: "pods are never patched"},
 }
 
 // Cap is the point's bit in the capabilities bit set.

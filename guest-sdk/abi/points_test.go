@@ -29,6 +29,14 @@ func TestPointsTable(t *testing.T) {
 				t.Errorf("%s: batch form %s must point back (BatchOf %d) and share Name and NodeData", pt.Export, b.Export, b.BatchOf)
 			}
 		}
+		// Every point says whether the extender reaches it, or what is
+		// missed without it; a batch form is reached by its point's verb.
+		if (pt.ExtenderVerb == "") == (pt.Without == "") {
+			t.Errorf("%s: give either the extender verb that reaches it (ExtenderVerb) or what a pod misses without it (Without)", pt.Export)
+		}
+		if pt.BatchOf != BatchNone && (pt.ExtenderVerb != Points[pt.BatchOf].ExtenderVerb || pt.Entry) {
+			t.Errorf("%s: a batch form has its point's ExtenderVerb and is no entry point of its own", pt.Export)
+		}
 		if pt.BatchOf != BatchNone && Points[pt.BatchOf].Batch != p {
 			t.Errorf("%s: the point it batches (%s) does not name it as its Batch", pt.Export, Points[pt.BatchOf].Export)
 		}

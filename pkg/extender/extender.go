@@ -23,6 +23,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
@@ -87,14 +88,20 @@ func New(ctx context.Context, client kubernetes.Interface, recorder framework.Ev
 	return &Server{plugin: plugin, nodes: nodeInf.Lister(), pods: podInf.GetIndexer(), opts: opts}, nil
 }
 
-// Unserved are the extension points the extender protocol has no verb for,
+// Unserved are the extension points the extender protocol has no verb for
+// (abi.ExtensionPoint.ExtenderVerb and Without),
 // with why: a policy implementing them loads, its filter and score run,
 // and its gates and patches do not (the load is logged and reported with
 // a PolicyPointNotServed Event).
-var Unserved = map[host.CallKind]string{
-	host.CallPreEnqueue: "the extender protocol has no PreEnqueue verb, so pods are never gated; run the policy in kube-scheduler's WasmPolicy plugin to gate pods",
-	host.CallPreBind:    "the extender protocol is not called before binding, so pods are never patched; run the policy in kube-scheduler's WasmPolicy plugin to patch pods",
-}
+var Unserved = func() map[host.CallKind]string {
+	out := map[host.CallKind]string{}
+	for k := host.CallKind(0); k < host.NumCallKinds; k++ {
+		if p := abi.Points[k]; p.ExtenderVerb == "" {
+			out[k] = "the extender protocol has no verb that reaches " + p.Name + ", so " + p.Without + "; run the policy in kube-scheduler's WasmPolicy plugin for it"
+		}
+	}
+	return out
+}()
 
 // Unserved lists each policy's extension points the extender cannot call.
 func (s *Server) Unserved() []string { return s.plugin.Unserved() }

@@ -108,8 +108,8 @@ func TestUnservedPointsAreReported(t *testing.T) {
 	defer plugin.Close()
 	got := (&Server{plugin: plugin}).Unserved()
 	want := []string{
-		"freeze-window: PreEnqueue is not called (the extender protocol has no PreEnqueue verb, so pods are never gated; run the policy in kube-scheduler's WasmPolicy plugin to gate pods)",
-		"placement-recorder: PreBind is not called (the extender protocol is not called before binding, so pods are never patched; run the policy in kube-scheduler's WasmPolicy plugin to patch pods)",
+		"freeze-window: PreEnqueue is not called (the extender protocol has no verb that reaches PreEnqueue, so pods are never gated; run the policy in kube-scheduler's WasmPolicy plugin for it)",
+		"placement-recorder: PreBind is not called (the extender protocol has no verb that reaches PreBind, so pods are never patched; run the policy in kube-scheduler's WasmPolicy plugin for it)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("unserved:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
