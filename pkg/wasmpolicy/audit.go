@@ -83,11 +83,12 @@ func (w *WasmPolicy) reportAudit(ctx context.Context, state fwk.CycleState, pod 
 	if c != nil && c.canaries != nil {
 		w.judgeCanaries(klog.FromContext(ctx), c, pod, nodeName)
 	}
-	if c == nil || c.audit == nil {
+	if c == nil {
 		return
 	}
 	var notes auditNotes
-	for i, a := range c.audit {
+	for i := range c.runs {
+		a := c.runs[i].audit
 		if a == nil {
 			continue
 		}

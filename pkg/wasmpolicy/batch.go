@@ -43,7 +43,7 @@ func batchResult(ctx context.Context, p *policy, m module, c *cycleData, i int, 
 			b.scores = make([]int64, end-start)
 		}
 		t := time.Now()
-		b.done, b.err = m.CallNodes(ctx, kind, c.pod, list[start:end], &c.pcs[i], b.results, b.scores)
+		b.done, b.err = m.CallNodes(ctx, kind, c.pod, list[start:end], &c.runs[i].pc, b.results, b.scores)
 		p.observe(c, kind, t, b.err)
 		if b.err == nil || kind != host.CallScore { // a failed score batch's nodes are called again, and counted then
 			p.countBatch(kind, b.results[:b.done])
@@ -84,7 +84,7 @@ func (p *policy) countBatch(kind host.CallKind, results []host.Result) {
 // call runs one single guest call and records its duration.
 func (p *policy) call(ctx context.Context, m module, kind host.CallKind, c *cycleData, i int, node fwk.NodeInfo, scores []int64) (int64, host.Result, *host.CallError) {
 	start := time.Now()
-	s, res, cerr := m.Call(ctx, kind, c.pod, node, &c.pcs[i], scores)
+	s, res, cerr := m.Call(ctx, kind, c.pod, node, &c.runs[i].pc, scores)
 	p.observe(c, kind, start, cerr)
 	return s, res, cerr
 }

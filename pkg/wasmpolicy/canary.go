@@ -75,11 +75,9 @@ func (c *cycleData) pairCanaries() {
 		}
 		for j, q := range c.policies {
 			if q.cfg.Name == p.canary.of && q.canary == nil {
-				if c.primaryOf == nil {
-					c.primaryOf = make([]*canaryPair, len(c.policies))
-				}
+				c.hasPrimaries = true
 				pair := &canaryPair{cand: i, prim: j, nodes: map[string]string{}}
-				c.primaryOf[j] = pair
+				c.runs[j].primary = pair
 				c.canaries = append(c.canaries, pair)
 			}
 		}
@@ -91,10 +89,10 @@ func (c *cycleData) pairCanaries() {
 // failurePolicy's) is not the primary's decision and is not kept; a call
 // that got no CPU leaves the cycle unjudged.
 func (c *cycleData) recordPrimary(i int, node string, v verdict.Verdict) {
-	if c.primaryOf == nil || c.primaryOf[i] == nil {
+	if !c.hasPrimaries || c.runs[i].primary == nil {
 		return
 	}
-	pair := c.primaryOf[i]
+	pair := c.runs[i].primary
 	if v == notStartedVerdict {
 		pair.incomplete.Store(true)
 		return
@@ -132,8 +130,8 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 		j := cand.canary
 		var candPod string
 		candNodes := map[string]string{}
-		if c.audit != nil && c.audit[pair.cand] != nil {
-			a := c.audit[pair.cand]
+		if c.runs[pair.cand].audit != nil {
+			a := c.runs[pair.cand].audit
 			a.mu.Lock()
 			candPod = a.podRejected
 			for n, r := range a.rejected {
@@ -149,8 +147,8 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 		pair.mu.Unlock()
 		// A primary in Audit mode passes every node it judged; its
 		// rejections are in its audit state.
-		if prim.audit() && c.audit != nil && c.audit[pair.prim] != nil {
-			a := c.audit[pair.prim]
+		if prim.audit() && c.runs[pair.prim].audit != nil {
+			a := c.runs[pair.prim].audit
 			a.mu.Lock()
 			if a.podRejected != "" {
 				primPod = a.podRejected
@@ -166,14 +164,14 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 		// the pod's quarantine) or without a module failed: a cycle
 		// against it.
 		candFailed := c.stopReason(pair.cand)
-		if c.modules[pair.cand] == nil {
+		if c.runs[pair.cand].module == nil {
 			candFailed = "its module is not loaded"
 		}
 		// The candidate's verdict on a node: its own rejection, its
 		// rejection of the whole pod, or a node its prefilter_nodes left
 		// out (enforced, the scheduler would not filter it).
 		var named map[string]bool
-		if pc := &c.pcs[pair.cand]; pc.NodeNamesSet {
+		if pc := &c.runs[pair.cand].pc; pc.NodeNamesSet {
 			named = make(map[string]bool, len(pc.NodeNames))
 			for _, n := range pc.NodeNames {
 				named[n] = true
@@ -195,7 +193,7 @@ func (w *WasmPolicy) judgeCanaries(logger klog.Logger, c *cycleData, pod *v1.Pod
 		for n, r := range primNodes {
 			judged[n] = r
 		}
-		if c.filterSkipped[pair.prim] && primPod == "" {
+		if c.runs[pair.prim].filterSkipped && primPod == "" {
 			for n := range candNodes {
 				if _, ok := judged[n]; !ok {
 					judged[n] = ""

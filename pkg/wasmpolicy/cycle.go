@@ -15,28 +15,14 @@ import (
 
 // cycleData is the plugin's entry in the framework's CycleState: everything
 // it knows about one scheduling cycle (one pod, from PreFilter to Reserve or
-// PostFilter). Slices indexed by policy have one element per policy.
+// PostFilter): what the cycle shares, and each policy's run of it (runs,
+// one per policy, in the order of policies).
 type cycleData struct {
 	pod *host.PodState
 	// policies are the policies this cycle runs: those of the set
 	// published when it started whose scope takes the pod.
 	policies []*policy
-	// modules are the module versions the policies run for this whole cycle.
-	modules []module
-	// pcs are each policy's state for the cycle: what its guest stored with
-	// cycle_state_set, and its cycle budget.
-	pcs []host.PolicyCycle
-	// stopped is why each policy is not called again in this cycle ("" while
-	// it may be called): its open circuit breaker, or the first failed call
-	// of the cycle. Under mu; one reason per policy and cycle, so that the
-	// nodes left get one status the scheduler can aggregate.
-	stopped []string
-	// filterSkipped and scoreSkipped mark the policies that do not filter
-	// (or score) this pod: no module, no such export, Skip, or an ignored failure.
-	filterSkipped []bool
-	scoreSkipped  []bool
-	// rejectedBy marks the policies that rejected the pod on some node.
-	rejectedBy []atomic.Bool
+	runs     []policyRun
 	// notEvaluated is set when a policy rejected a node (or the pod at
 	// PreFilter) only because its call could not start in time: if no node
 	// fits, PostFilter has the pod retried soon.
@@ -48,11 +34,12 @@ type cycleData struct {
 	shareWait time.Duration
 
 	// Filter batches over the node list given to PreFilter.
-	nodes         []fwk.NodeInfo
-	index         *nodeIndex
-	filterBatches [][]batch // per policy, per batch of BatchSize nodes
+	nodes []fwk.NodeInfo
+	index *nodeIndex
 
-	// Score batches over the feasible nodes given to PreScore.
+	// Score batches over the feasible nodes given to PreScore; scoring is
+	// set once PreScore has started.
+	scoring    bool
 	scoreNodes []fwk.NodeInfo
 	// scoreOf maps a node's position in the PreFilter list to 1 + its
 	// position in scoreNodes (0: not scored); when some scored node is not
@@ -67,20 +54,14 @@ type cycleData struct {
 	// every cycle, and the memo's whole batches, which a batch's first
 	// node finds, were never found again (BenchmarkManyPolicies: a quarter
 	// of the batches stored anew each cycle, 1.6 MB).
-	batchNodes   []fwk.NodeInfo
-	batchOf      []int32
-	scoreBatches [][]batch
-	rawScores    [][]int64 // per policy, per node of scoreNodes
-	mu           sync.Mutex
-	// rawScoresOffList holds scores of nodes outside scoreNodes, by name (under mu).
-	rawScoresOffList []map[string]int64
+	batchNodes []fwk.NodeInfo
+	batchOf    []int32
+	mu         sync.Mutex
 
-	// audit holds the verdicts of policies in Audit mode (under mu).
-	audit []*auditState
 	// canaries pair the cycle's canary policies with their primaries;
-	// primaryOf is a primary's pair by policy index (nil without canaries).
-	canaries  []*canaryPair
-	primaryOf []*canaryPair
+	// hasPrimaries says some run has a primary's pair.
+	canaries     []*canaryPair
+	hasPrimaries bool
 
 	// bindNode is a copy of the chosen node, taken at Reserve for the
 	// policies' prebind (under mu; nil when no policy has one).
@@ -92,6 +73,37 @@ type cycleData struct {
 	record *cycleRecord
 }
 
+// policyRun is one policy's part of a cycle.
+type policyRun struct {
+	// module is the module version the policy runs for this whole cycle.
+	module module
+	// pc is the policy's state for the cycle: what its guest stored with
+	// cycle_state_set, and its cycle budget.
+	pc host.PolicyCycle
+	// stopped is why the policy is not called again in this cycle ("" while
+	// it may be called): its open circuit breaker, or the first failed call
+	// of the cycle. Under cycleData.mu; one reason per policy and cycle, so
+	// that the nodes left get one status the scheduler can aggregate.
+	stopped string
+	// filterSkipped and scoreSkipped mark a policy that does not filter (or
+	// score) this pod: no module, no such export, Skip, or an ignored failure.
+	filterSkipped, scoreSkipped bool
+	// rejectedBy is set when the policy rejected the pod on some node.
+	rejectedBy atomic.Bool
+	// filterBatches are its Filter batches of BatchSize nodes over the
+	// PreFilter list; scoreBatches its Score batches (nil: single calls).
+	filterBatches, scoreBatches []batch
+	// rawScores are its raw scores, per node of scoreNodes;
+	// rawScoresOffList those of nodes outside scoreNodes, by name (under
+	// cycleData.mu).
+	rawScores        []int64
+	rawScoresOffList map[string]int64
+	// audit holds its verdicts in Audit mode (under cycleData.mu).
+	audit *auditState
+	// primary is its canary pair when the policy is a primary.
+	primary *canaryPair
+}
+
 // Clone implements fwk.StateData. The pinned modules, the pod and the batch
 // results are shared: results are keyed by NodeInfo identity, and the
 // preemption's cloned NodeInfos never match them, so they are evaluated anew.
@@ -100,37 +112,31 @@ func (c *cycleData) Clone() fwk.StateData { return c }
 // newCycle pins every policy's serving module for a new cycle of pod.
 func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
 	policies := w.current().forPod(pod, w.nsLabels)
-	n := len(policies)
 	c := &cycleData{
-		pod:           host.NewPodState(pod),
-		policies:      policies,
-		modules:       make([]module, n),
-		pcs:           make([]host.PolicyCycle, n),
-		stopped:       make([]string, n),
-		filterSkipped: make([]bool, n),
-		scoreSkipped:  make([]bool, n),
-		rejectedBy:    make([]atomic.Bool, n),
-		batching:      batching,
+		pod:      host.NewPodState(pod),
+		policies: policies,
+		runs:     make([]policyRun, len(policies)),
+		batching: batching,
 	}
 	c.pod.Cluster = w.clusterView(policies)
 	for i, p := range policies {
-		c.modules[i] = p.runtime.Current()
-		c.pcs[i].Budget = host.NewBudget(p.budget)
-		w.chargeTo(p, &c.pcs[i])
-		if c.modules[i] == nil {
+		c.runs[i].module = p.runtime.Current()
+		c.runs[i].pc.Budget = host.NewBudget(p.budget)
+		w.chargeTo(p, &c.runs[i].pc)
+		if c.runs[i].module == nil {
 			continue
 		}
 		// A quarantined pod is answered without a call, and never takes
 		// the breaker's half-open probe.
 		if why, _ := p.quarantine.holds(pod); why != "" {
-			c.pcs[i].Budget.Stop(&host.CallError{Outcome: host.OutcomeStopped, Err: errors.New(why)})
-			c.stopped[i] = why + "; fix the policy for pods like this one, or raise its timeout; the pod is retried when the quarantine ends or a new module loads"
+			c.runs[i].pc.Budget.Stop(&host.CallError{Outcome: host.OutcomeStopped, Err: errors.New(why)})
+			c.runs[i].stopped = why + "; fix the policy for pods like this one, or raise its timeout; the pod is retried when the quarantine ends or a new module loads"
 			p.m.stoppedCycle(reasonQuarantined)
 			continue
 		}
 		if why := p.breaker.admit(pod); why != "" {
-			c.pcs[i].Budget.Stop(&host.CallError{Outcome: host.OutcomeStopped, Err: errors.New(why)})
-			c.stopped[i] = why + "; fix the policy and push a new module (a new version closes the breaker)"
+			c.runs[i].pc.Budget.Stop(&host.CallError{Outcome: host.OutcomeStopped, Err: errors.New(why)})
+			c.runs[i].stopped = why + "; fix the policy and push a new module (a new version closes the breaker)"
 			p.m.stoppedCycle(reasonBreakerOpen)
 		}
 	}
@@ -147,7 +153,7 @@ func (w *WasmPolicy) newCycle(pod *v1.Pod, batching bool) *cycleData {
 func (c *cycleData) stopReason(i int) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stopped[i]
+	return c.runs[i].stopped
 }
 
 // cycleFor returns the pod's cycle from CycleState, starting one when there
@@ -250,11 +256,8 @@ func (w *WasmPolicy) indexFor(nodes []fwk.NodeInfo) *nodeIndex {
 func (c *cycleData) auditFor(i int) *auditState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.audit == nil {
-		c.audit = make([]*auditState, len(c.modules))
+	if c.runs[i].audit == nil {
+		c.runs[i].audit = &auditState{}
 	}
-	if c.audit[i] == nil {
-		c.audit[i] = &auditState{}
-	}
-	return c.audit[i]
+	return c.runs[i].audit
 }

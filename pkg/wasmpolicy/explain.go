@@ -246,7 +246,7 @@ func (w *WasmPolicy) runCycle(ctx context.Context, pod *v1.Pod, nodes []fwk.Node
 func (w *WasmPolicy) explainGates(ctx context.Context, c *cycleData) []GateVerdict {
 	var out []GateVerdict
 	for i, p := range c.policies {
-		m := c.modules[i]
+		m := c.runs[i].module
 		if m == nil || !m.Exports().Has(host.CallPreEnqueue) {
 			continue
 		}
@@ -296,19 +296,19 @@ func describeRecheck(r host.Recheck) string {
 func (w *WasmPolicy) explainPreBind(ctx context.Context, c *cycleData, node fwk.NodeInfo) []PatchVerdict {
 	var records [][3]string
 	for i, p := range c.policies {
-		if m := c.modules[i]; m != nil {
+		if m := c.runs[i].module; m != nil {
 			records = append(records, [3]string{p.cfg.Name, m.SHA256(), string(p.mode())})
 		}
 	}
 	var out []PatchVerdict
 	for i, p := range c.policies {
-		m := c.modules[i]
+		m := c.runs[i].module
 		if m == nil || !m.Exports().Has(host.CallPreBind) {
 			continue
 		}
 		pv := PatchVerdict{Policy: p.cfg.Name, Mode: string(p.mode()), Verdict: "Success"}
 		pc := &host.PolicyCycle{}
-		pc.State, pc.Policies = c.pcs[i].State, host.EncodeCyclePolicies(records)
+		pc.State, pc.Policies = c.runs[i].pc.State, host.EncodeCyclePolicies(records)
 		_, res, cerr := m.Call(ctx, host.CallPreBind, c.pod, node, pc, nil)
 		v, ok := verdict.Read(host.CallPreBind, res.Code, res.Reason)
 		switch {
@@ -332,7 +332,7 @@ func (w *WasmPolicy) policyStates(c *cycleData) []PolicyState {
 	out := make([]PolicyState, len(c.policies))
 	for i, p := range c.policies {
 		state, failures := p.breaker.snapshot()
-		b := c.pcs[i].Budget
+		b := c.runs[i].pc.Budget
 		out[i] = PolicyState{Policy: p.cfg.Name, Breaker: state.String(), ConsecutiveFailures: failures, Quarantined: p.quarantine.size(),
 			BudgetSpent: b.Spent(), Budget: b.Limit(), Stopped: c.stopReason(i)}
 	}

@@ -159,11 +159,11 @@ func (p *policy) callFailed(ctx context.Context, c *cycleData, i int, point host
 		p.m.evaluated(point, resultOfOutcome(err.Outcome))
 	}
 	c.mu.Lock()
-	why := c.stopped[i]
+	why := c.runs[i].stopped
 	first := why == ""
 	if first {
 		why = p.stopReason(cause, c.pod.Pod, p.replacedSince(c, i))
-		c.stopped[i] = why
+		c.runs[i].stopped = why
 	}
 	c.mu.Unlock()
 	if first {
@@ -197,7 +197,7 @@ func (p *policy) stopReason(cause *host.CallError, pod *v1.Pod, replaced bool) s
 // cycle c runs.
 func (p *policy) replacedSince(c *cycleData, i int) bool {
 	cur := p.runtime.Current()
-	return c.modules[i] != nil && cur != nil && c.modules[i].SHA256() != cur.SHA256()
+	return c.runs[i].module != nil && cur != nil && c.runs[i].module.SHA256() != cur.SHA256()
 }
 
 // quarantineFor quarantines pod after the policy failed on it with what,

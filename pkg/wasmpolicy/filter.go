@@ -21,16 +21,16 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	}
 	pos := -2 // not looked up yet; -1: not in the PreFilter list
 	for i, p := range c.policies {
-		if c.filterSkipped[i] {
+		if c.runs[i].filterSkipped {
 			continue
 		}
 		v := w.filterPolicy(ctx, c, i, nodeInfo, &pos, !p.audit())
-		if c.primaryOf != nil {
+		if c.hasPrimaries {
 			c.recordPrimary(i, nodeInfo.Node().Name, v)
 		}
 		if v.Rejects() {
-			if !c.rejectedBy[i].Load() { // one write per cycle, not a shared line written per node
-				c.rejectedBy[i].Store(true)
+			if !c.runs[i].rejectedBy.Load() { // one write per cycle, not a shared line written per node
+				c.runs[i].rejectedBy.Store(true)
 			}
 			return p.status(host.CallFilter, v)
 		}
@@ -54,10 +54,10 @@ func (w *WasmPolicy) filterRecorded(ctx context.Context, c *cycleData, nodeInfo 
 			v = verdict.Verdict{Code: fwk.UnschedulableAndUnresolvable, Reason: outsidePreFilterResult}
 		case c.record.pre[i].Rejects(): // read-only after PreFilter
 			v, point = c.record.pre[i], host.CallPreFilter
-		case c.modules[i] != nil && !c.modules[i].Exports().Has(host.CallFilter):
+		case c.runs[i].module != nil && !c.runs[i].module.Exports().Has(host.CallFilter):
 			c.record.filtered(name, i, "Pass", "(the policy does not filter)", 0)
 			continue
-		case c.filterSkipped[i]:
+		case c.runs[i].filterSkipped:
 			c.record.filtered(name, i, "Skip", "", 0)
 			continue
 		default:
@@ -76,7 +76,7 @@ func (w *WasmPolicy) filterRecorded(ctx context.Context, c *cycleData, nodeInfo 
 		}
 		c.record.filtered(name, i, v.Code.String(), reason, took)
 		if !p.audit() && st == nil {
-			c.rejectedBy[i].Store(true)
+			c.runs[i].rejectedBy.Store(true)
 			st = status
 		}
 	}
@@ -87,19 +87,19 @@ func (w *WasmPolicy) filterRecorded(ctx context.Context, c *cycleData, nodeInfo 
 // cycle batches and the node is in the PreFilter list. *pos caches the
 // node's position across the policies (-2: not looked up yet).
 func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, pos *int, enforce bool) verdict.Verdict {
-	p, m := c.policies[i], c.modules[i]
+	p, m := c.policies[i], c.runs[i].module
 	if m == nil {
 		return p.onFailure(host.CallFilter, notLoaded(p), enforce)
 	}
 	var res host.Result
 	var cerr *host.CallError
 	batched := false
-	if c.filterBatches != nil && c.filterBatches[i] != nil {
+	if c.runs[i].filterBatches != nil {
 		if *pos == -2 {
 			*pos = c.position(nodeInfo)
 		}
 		if *pos >= 0 {
-			res, _, cerr, batched = batchResult(ctx, p, m, c, i, host.CallFilter, c.filterBatches[i], c.nodes, *pos)
+			res, _, cerr, batched = batchResult(ctx, p, m, c, i, host.CallFilter, c.runs[i].filterBatches, c.nodes, *pos)
 		}
 	}
 	if !batched {
@@ -130,9 +130,9 @@ func (w *WasmPolicy) PostFilter(ctx context.Context, state fwk.CycleState, pod *
 			klog.FromContext(ctx).V(2).Info("Pod not evaluated by every policy for lack of CPU; retrying it", "pod", klog.KObj(pod), "after", busyRecheck.After)
 			w.gates.retry(pod, busyRecheck.After)
 		}
-		for i := range c.rejectedBy {
-			if c.rejectedBy[i].Load() {
-				w.rememberRejected(c.policies[i], pod, c.modules[i])
+		for i := range c.runs {
+			if c.runs[i].rejectedBy.Load() {
+				w.rememberRejected(c.policies[i], pod, c.runs[i].module)
 			}
 		}
 	}

@@ -194,7 +194,7 @@ func TestPreBindCollects(t *testing.T) {
 		var pp podPatch
 		var st *fwk.Status
 		for i, p := range c.policies {
-			if st = w.preBindPolicy(context.Background(), p, c.modules[i], c.pod, ni, &host.PolicyCycle{}, &pp); st != nil {
+			if st = w.preBindPolicy(context.Background(), p, c.runs[i].module, c.pod, ni, &host.PolicyCycle{}, &pp); st != nil {
 				break
 			}
 		}
@@ -293,7 +293,7 @@ func TestPreBindRefusal(t *testing.T) {
 		w := fakePlugin(p)
 		c := w.newCycle(fakePod(), true)
 		var pp podPatch
-		st := w.preBindPolicy(context.Background(), p, c.modules[0], c.pod, fakeNodes(1)[0], &host.PolicyCycle{}, &pp)
+		st := w.preBindPolicy(context.Background(), p, c.runs[0].module, c.pod, fakeNodes(1)[0], &host.PolicyCycle{}, &pp)
 		if st == nil || st.Code() != fwk.UnschedulableAndUnresolvable || st.Message() != "WasmPolicy/p refused the binding to this node: not this node" {
 			t.Errorf("%s: %v", fp, st)
 		}

@@ -22,7 +22,7 @@ func (w *WasmPolicy) NormalizeScore(ctx context.Context, state fwk.CycleState, p
 	sum := newScoreSum(len(scores))
 	var st *fwk.Status // a recorded cycle goes on to the other policies
 	for i, p := range c.policies {
-		if c.rawScores == nil || c.scoreSkipped[i] {
+		if !c.scoring || c.runs[i].scoreSkipped {
 			continue
 		}
 		vals, v := w.normalizePolicy(ctx, c, i, scores, !p.audit() || c.record != nil)
@@ -78,7 +78,7 @@ func scoreNames(scores framework.NodeScoreList) []string {
 // scores do not count (a failure that its failurePolicy ignores, or that
 // rejects, in which case the verdict says so).
 func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, scores framework.NodeScoreList, enforce bool) ([]int64, verdict.Verdict) {
-	p, m := c.policies[i], c.modules[i]
+	p, m := c.policies[i], c.runs[i].module
 	if why := c.stopReason(i); why != "" {
 		// Stopped while scoring: the scores it gave some nodes do not count.
 		return nil, p.onFailure(host.CallNormalizeScore, why, enforce)
@@ -88,7 +88,7 @@ func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, s
 		vals[j] = c.rawScore(i, j, scores[j].Name)
 	}
 	if m.Exports().Has(host.CallNormalizeScore) {
-		c.pcs[i].Scored = c.scoredNodes(scores)
+		c.runs[i].pc.Scored = c.scoredNodes(scores)
 		_, res, cerr := p.call(ctx, m, host.CallNormalizeScore, c, i, nil, vals)
 		if cerr != nil {
 			return nil, p.callFailed(ctx, c, i, host.CallNormalizeScore, cerr, enforce)
@@ -111,16 +111,16 @@ func (w *WasmPolicy) normalizePolicy(ctx context.Context, c *cycleData, i int, s
 // list, which the framework builds in the order of the nodes given to PreScore.
 func (c *cycleData) rawScore(i, j int, name string) int64 {
 	if j < len(c.scoreNodes) && c.scoreNodes[j].Node().Name == name {
-		return c.rawScores[i][j]
+		return c.runs[i].rawScores[j]
 	}
 	for k, ni := range c.scoreNodes {
 		if ni.Node().Name == name {
-			return c.rawScores[i][k]
+			return c.runs[i].rawScores[k]
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.rawScoresOffList[i][name]
+	return c.runs[i].rawScoresOffList[name]
 }
 
 // scoredNodes are the NodeInfos of the score list's entries, in its order,

@@ -27,7 +27,7 @@ import (
 // hasPreBind reports whether a policy of the cycle implements prebind.
 func (c *cycleData) hasPreBind() bool {
 	for i := range c.policies {
-		if m := c.modules[i]; m != nil && m.Exports().Has(host.CallPreBind) {
+		if m := c.runs[i].module; m != nil && m.Exports().Has(host.CallPreBind) {
 			return true
 		}
 	}
@@ -200,7 +200,7 @@ func (w *WasmPolicy) collectPatch(ctx context.Context, c *cycleData, nodeName st
 	}
 	var records [][3]string
 	for i, p := range c.policies {
-		if m := c.modules[i]; m != nil {
+		if m := c.runs[i].module; m != nil {
 			records = append(records, [3]string{p.cfg.Name, m.SHA256(), string(p.mode())})
 		}
 	}
@@ -208,12 +208,12 @@ func (w *WasmPolicy) collectPatch(ctx context.Context, c *cycleData, nodeName st
 	pp := &podPatch{}
 	defer func() { pp.audits.report(w, c.pod.Pod, "PreBind") }()
 	for i, p := range c.policies {
-		m := c.modules[i]
+		m := c.runs[i].module
 		if m == nil || !m.Exports().Has(host.CallPreBind) {
 			continue
 		}
 		pc := &host.PolicyCycle{}
-		pc.State, pc.Policies = c.pcs[i].State, policies
+		pc.State, pc.Policies = c.runs[i].pc.State, policies
 		if st := w.preBindPolicy(ctx, p, m, c.pod, node, pc, pp); st != nil {
 			return nil, st
 		}

@@ -28,7 +28,9 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	w.cycleStarted(c.policies)
 	c.nodes, c.index = nodes, w.indexFor(nodes)
 	viewNodes(c, nodes)
-	c.filterBatches = make([][]batch, len(c.policies))
+	for i := range c.runs {
+		c.runs[i].filterBatches = nil
+	}
 	anyFilter := false
 	var subset sets.Set[string] // nil: every node
 	var rejected *fwk.Status    // a recorded cycle goes on to the other policies
@@ -42,7 +44,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 				c.recordPrimary(i, "", v)
 				// Remembered also when a failure rejected it: a new module, or
 				// the breaker letting a probe through, retries the pod at once.
-				w.rememberRejected(p, pod, c.modules[i])
+				w.rememberRejected(p, pod, c.runs[i].module)
 				rejected = p.status(host.CallPreFilter, v)
 			}
 			if c.record == nil {
@@ -52,7 +54,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		}
 		// An enforced policy's prefilter_nodes narrows the nodes the
 		// scheduler filters; several policies' lists intersect.
-		if pc := &c.pcs[i]; pc.NodeNamesSet && !p.audit() {
+		if pc := &c.runs[i].pc; pc.NodeNamesSet && !p.audit() {
 			named := sets.New(pc.NodeNames...)
 			if subset == nil {
 				subset = named
@@ -60,10 +62,10 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 				subset = subset.Intersection(named)
 			}
 		}
-		if !c.filterSkipped[i] {
+		if !c.runs[i].filterSkipped {
 			anyFilter = true
-			if c.batching && c.modules[i].Exports().Has(host.CallFilterNodes) && c.index != nil {
-				c.filterBatches[i] = newBatches(len(nodes))
+			if c.batching && c.runs[i].module.Exports().Has(host.CallFilterNodes) && c.index != nil {
+				c.runs[i].filterBatches = newBatches(len(nodes))
 			}
 		}
 	}
@@ -83,9 +85,9 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 // filterSkipped when it will not filter this pod. Only a rejecting verdict
 // matters to the caller; an audited rejection is recorded and passes.
 func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict.Verdict {
-	p, m := c.policies[i], c.modules[i]
+	p, m := c.policies[i], c.runs[i].module
 	if m == nil {
-		c.filterSkipped[i] = true
+		c.runs[i].filterSkipped = true
 		if enforce && !p.settled.Load() {
 			// Still loading its first module: the pod waits (and is woken
 			// when the load ends) rather than getting the failurePolicy.
@@ -94,26 +96,26 @@ func (w *WasmPolicy) preFilterPolicy(ctx context.Context, c *cycleData, i int, e
 		return p.onFailure(host.CallPreFilter, notLoaded(p), enforce)
 	}
 	if why := c.stopReason(i); why != "" { // its circuit breaker is open
-		c.filterSkipped[i] = true
+		c.runs[i].filterSkipped = true
 		p.m.evaluated(host.CallPreFilter, rNotCalled)
 		return p.onFailure(host.CallPreFilter, why, enforce)
 	}
 	ex := m.Exports()
 	if !ex.Has(host.CallFilter) {
-		c.filterSkipped[i] = true
+		c.runs[i].filterSkipped = true
 	}
 	if !ex.Has(host.CallPreFilter) {
 		return verdict.Pass
 	}
 	_, res, cerr := p.call(ctx, m, host.CallPreFilter, c, i, nil, nil)
 	if cerr != nil {
-		c.filterSkipped[i] = true
+		c.runs[i].filterSkipped = true
 		return p.callFailed(ctx, c, i, host.CallPreFilter, cerr, enforce)
 	}
 	if res.Code != abi.CodeSuccess {
 		// Skipped, rejected (in Audit mode too) or failed: its filter has
 		// nothing to add.
-		c.filterSkipped[i] = true
+		c.runs[i].filterSkipped = true
 	}
 	return p.read(ctx, host.CallPreFilter, res, enforce, c.auditFor(i).rejectPod)
 }

@@ -76,7 +76,7 @@ func (r *cycleRecord) preFilter(i int, v verdict.Verdict) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pre[i] = v
-	if pc := &r.c.pcs[i]; pc.NodeNamesSet {
+	if pc := &r.c.runs[i].pc; pc.NodeNamesSet {
 		r.named[i] = sets.New(pc.NodeNames...)
 	}
 }
@@ -161,9 +161,9 @@ func (r *cycleRecord) verdictsOn(node string) []PolicyVerdict {
 			}
 		case r.named[i] != nil && !r.named[i].Has(node):
 			pv.Verdict, pv.Reason = fwk.UnschedulableAndUnresolvable.String(), outsidePreFilterResult
-		case r.c.modules[i] != nil && !r.c.modules[i].Exports().Has(host.CallFilter):
+		case r.c.runs[i].module != nil && !r.c.runs[i].module.Exports().Has(host.CallFilter):
 			pv.Verdict, pv.Reason = "Pass", "(the policy does not filter)"
-		case r.c.filterSkipped[i]: // and the framework skipped Filter
+		case r.c.runs[i].filterSkipped: // and the framework skipped Filter
 			pv.Verdict = "Skip"
 		default:
 			pv.Verdict = "NotRun"

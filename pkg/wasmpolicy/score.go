@@ -34,7 +34,7 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 				return st
 			}
 		}
-		anyScore = anyScore || !c.scoreSkipped[i]
+		anyScore = anyScore || !c.runs[i].scoreSkipped
 	}
 	if st != nil {
 		return st
@@ -47,9 +47,11 @@ func (w *WasmPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 
 // startScoring prepares the cycle for scoring nodes (the feasible ones).
 func (w *WasmPolicy) startScoring(c *cycleData, nodes []fwk.NodeInfo) {
-	c.rawScores = make([][]int64, len(c.policies))
-	c.rawScoresOffList = make([]map[string]int64, len(c.policies))
-	c.scoreBatches = make([][]batch, len(c.policies))
+	c.scoring = true
+	for i := range c.runs {
+		r := &c.runs[i]
+		r.rawScores, r.rawScoresOffList, r.scoreBatches = nil, nil, nil
+	}
 	c.scoreNodes, c.scoreOf, c.scorePos, c.batchNodes, c.batchOf = nodes, nil, nil, nil, nil
 	if c.index != nil {
 		of := make([]int32, len(c.nodes))
@@ -118,32 +120,32 @@ func (c *cycleData) scoreIndex(ni fwk.NodeInfo) scoreSlot {
 // scoreSkipped when it will not score this pod; otherwise it makes room for
 // the policy's raw scores.
 func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, enforce bool) verdict.Verdict {
-	p, m := c.policies[i], c.modules[i]
+	p, m := c.policies[i], c.runs[i].module
 	if m == nil || !m.Exports().Has(host.CallScore) || p.cfg.Weight == 0 {
-		c.scoreSkipped[i] = true
+		c.runs[i].scoreSkipped = true
 		return verdict.Skip
 	}
 	if why := c.stopReason(i); why != "" { // stopped during Filter, or its breaker is open
-		c.scoreSkipped[i] = true
+		c.runs[i].scoreSkipped = true
 		p.m.evaluated(host.CallPreScore, rNotCalled)
 		return p.onFailure(host.CallPreScore, why, enforce)
 	}
 	if m.Exports().Has(host.CallPreScore) {
 		_, res, cerr := p.call(ctx, m, host.CallPreScore, c, i, nil, nil)
 		if cerr != nil {
-			c.scoreSkipped[i] = true
+			c.runs[i].scoreSkipped = true
 			return p.callFailed(ctx, c, i, host.CallPreScore, cerr, enforce)
 		}
 		// Skipped, or failed (an ignored failure skips the policy too).
 		if v := p.read(ctx, host.CallPreScore, res, enforce, nil); res.Code != abi.CodeSuccess {
-			c.scoreSkipped[i] = true
+			c.runs[i].scoreSkipped = true
 			return v
 		}
 	}
-	c.rawScores[i] = make([]int64, len(c.scoreNodes))
-	c.rawScoresOffList[i] = map[string]int64{}
+	c.runs[i].rawScores = make([]int64, len(c.scoreNodes))
+	c.runs[i].rawScoresOffList = map[string]int64{}
 	if c.batching && m.Exports().Has(host.CallScoreNodes) {
-		c.scoreBatches[i] = newBatches(len(c.scoreNodes))
+		c.runs[i].scoreBatches = newBatches(len(c.scoreNodes))
 	}
 	return verdict.Pass
 }
@@ -152,7 +154,7 @@ func (w *WasmPolicy) preScorePolicy(ctx context.Context, c *cycleData, i int, en
 // them into the plugin's 0..100 score.
 func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	c := w.cycleFor(state, pod)
-	if c.rawScores == nil {
+	if !c.scoring {
 		return 0, nil
 	}
 	slot := c.scoreIndex(nodeInfo)
@@ -160,7 +162,7 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		return 0, w.scoreRecorded(ctx, c, nodeInfo, slot)
 	}
 	for i, p := range c.policies {
-		if c.scoreSkipped[i] {
+		if c.runs[i].scoreSkipped {
 			continue
 		}
 		if _, v := w.scorePolicy(ctx, c, i, nodeInfo, slot, !p.audit()); v.Rejects() {
@@ -175,7 +177,7 @@ func (w *WasmPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 func (w *WasmPolicy) scoreRecorded(ctx context.Context, c *cycleData, nodeInfo fwk.NodeInfo, slot scoreSlot) *fwk.Status {
 	var st *fwk.Status
 	for i, p := range c.policies {
-		if c.scoreSkipped[i] {
+		if c.runs[i].scoreSkipped {
 			continue
 		}
 		start := time.Now()
@@ -206,14 +208,14 @@ func names(nodes []fwk.NodeInfo) []string {
 // node is one of the scored nodes; slot is scoreIndex's for the node) and records the raw score for
 // NormalizeScore: 0 when the call failed or the guest returned an error.
 func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeInfo fwk.NodeInfo, slot scoreSlot, enforce bool) (int64, verdict.Verdict) {
-	p, m := c.policies[i], c.modules[i]
+	p, m := c.policies[i], c.runs[i].module
 	pos, indexed := slot.pos, slot.indexed
 	var s int64
 	var res host.Result
 	var cerr *host.CallError
 	batched := false
-	if indexed && c.scoreBatches[i] != nil {
-		res, s, cerr, batched = batchResult(ctx, p, m, c, i, host.CallScore, c.scoreBatches[i], slot.list, slot.at)
+	if indexed && c.runs[i].scoreBatches != nil {
+		res, s, cerr, batched = batchResult(ctx, p, m, c, i, host.CallScore, c.runs[i].scoreBatches, slot.list, slot.at)
 	}
 	if !batched {
 		s, res, cerr = p.call(ctx, m, host.CallScore, c, i, nodeInfo, nil)
@@ -233,10 +235,10 @@ func (w *WasmPolicy) scorePolicy(ctx context.Context, c *cycleData, i int, nodeI
 		return 0, v
 	}
 	if indexed {
-		c.rawScores[i][pos] = s // each position is written by one Score call only
+		c.runs[i].rawScores[pos] = s // each position is written by one Score call only
 	} else {
 		c.mu.Lock()
-		c.rawScoresOffList[i][nodeInfo.Node().Name] = s
+		c.runs[i].rawScoresOffList[nodeInfo.Node().Name] = s
 		c.mu.Unlock()
 	}
 	return s, v
