@@ -5,8 +5,9 @@
 
 // Package policytest runs a compiled policy module against pods and nodes
 // built in Go, inside a plain `go test`, through the same host and plugin
-// code as the scheduler: PreFilter, Filter, PreScore, Score and
-// NormalizeScore, with the module's real imports, limits and ABI.
+// code as the scheduler, in kube-scheduler's framework: PreFilter, Filter,
+// PreScore, Score and NormalizeScore, with the module's real imports,
+// limits and ABI.
 //
 //	func TestTeamIsolation(t *testing.T) {
 //		p := policytest.Load(t, policytest.Build(t, policytest.TinyGo, "."), policytest.Config("key=team"))
@@ -15,9 +16,10 @@
 //		if v.Passed() { t.Fatal("a team-b node admitted a team-a pod") }
 //	}
 //
-// The module is built once per test binary. policytest needs no
-// k8s.io/kubernetes: a policy's own module requires github.com/wasmsched/wasmsched
-// and the guest SDK, without the staging replace lines kube-scheduler needs.
+// The module is built once per test binary, and runs in kube-scheduler's
+// own framework as the scheduler runs it (WasmPolicy.Explain). A policy's
+// own module requires github.com/wasmsched/wasmsched and the guest SDK,
+// without the staging replace lines kube-scheduler's own build needs.
 package policytest
 
 import (
