@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
@@ -306,7 +307,7 @@ func (m *verdictMemo) drop(engine *atomic.Int64) {
 // remembers reports whether the version may remember kind's verdicts for
 // calls of this pod.
 func (v *Version) remembers(kind CallKind, pod *PodState) bool {
-	return (kind == CallFilter || kind == CallScore) && pod != nil && v.reusable() &&
+	return abi.Points[kind].JudgesNodes && pod != nil && v.reusable() &&
 		!v.variesByPod.Load() && !v.p.realClock && !v.p.realRandom && v.layout.Load() != nil
 }
 

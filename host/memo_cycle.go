@@ -3,6 +3,7 @@ package host
 import (
 	"unsafe"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
@@ -60,7 +61,7 @@ func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *
 // random source stop it (time passes between a cycle's batches, as it does
 // not within one call).
 func (v *Version) sharesInCycle(kind CallKind, pod *PodState, pc *PolicyCycle) bool {
-	return pc != nil && (kind == CallFilter || kind == CallScore) && pod != nil && v.reusable() &&
+	return pc != nil && abi.Points[kind].JudgesNodes && pod != nil && v.reusable() &&
 		!v.p.realClock && !v.p.realRandom && v.layout.Load() != nil
 }
 

@@ -84,6 +84,10 @@ type ExtensionPoint struct {
 	OnSkip, OnReject Meaning
 	// Rejection says what a rejection does at this point, for docs/abi.md.
 	Rejection string
+	// JudgesNodes is true when the point's verdict is about one node for
+	// the pod (Filter, Score and their batch forms): the host may remember
+	// it for nodes whose rows read the same (§3.4).
+	JudgesNodes bool
 	// Entry is true when exporting this point makes a module a policy:
 	// the host refuses a module that exports no entry point.
 	Entry bool
@@ -143,22 +147,22 @@ var Points = [NumPoints]ExtensionPoint{
 		OnSkip: Skips, OnReject: RejectsUnresolvable, Rejection: "the pod is rejected on every node", ExtenderVerb: "filter"},
 	Filter: {Name: "Filter", Export: ExportFilter, Params: []Param{cycleParam}, NodeData: true,
 		Batch: FilterNodes, BatchOf: BatchNone, Called: "once per (pod, node), in parallel on different instances",
-		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected", Entry: true, ExtenderVerb: "filter"},
+		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected", JudgesNodes: true, Entry: true, ExtenderVerb: "filter"},
 	PreScore: {Name: "PreScore", Export: ExportPreScore, Params: []Param{cycleParam},
 		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, before any `score`",
 		OnSkip: Skips, OnReject: Invalid, ExtenderVerb: "prioritize"},
 	Score: {Name: "Score", Export: ExportScore, Params: []Param{cycleParam}, Results: []ValType{I64}, NodeData: true,
 		Batch: ScoreNodes, BatchOf: BatchNone, Called: "once per (pod, feasible node), in parallel; returns the raw score",
-		OnSkip: Invalid, OnReject: Invalid, Entry: true, ExtenderVerb: "prioritize"},
+		OnSkip: Invalid, OnReject: Invalid, JudgesNodes: true, Entry: true, ExtenderVerb: "prioritize"},
 	NormalizeScore: {Name: "NormalizeScore", Export: ExportNormalizeScore, Params: []Param{cycleParam, {"n", I32}},
 		Batch: BatchNone, BatchOf: BatchNone, Called: "once per cycle, after every `score`, with the `n` raw scores (§4.5); `select_node(i)` makes the node of score `i` current",
 		OnSkip: Invalid, OnReject: Invalid, ExtenderVerb: "prioritize"},
 	FilterNodes: {Name: "Filter", Export: ExportFilterNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
 		Batch: BatchNone, BatchOf: Filter, Called: "instead of `n` calls of `filter` (§3.1)",
-		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected", ExtenderVerb: "filter"},
+		OnSkip: Passes, OnReject: Rejects, Rejection: "the node is rejected", JudgesNodes: true, ExtenderVerb: "filter"},
 	ScoreNodes: {Name: "Score", Export: ExportScoreNodes, Params: []Param{cycleParam, {"n", I32}}, NodeData: true,
 		Batch: BatchNone, BatchOf: Score, Called: "instead of `n` calls of `score`; reports the scores with `scores_set` (§3.1)",
-		OnSkip: Invalid, OnReject: Invalid, ExtenderVerb: "prioritize"},
+		OnSkip: Invalid, OnReject: Invalid, JudgesNodes: true, ExtenderVerb: "prioritize"},
 	PreEnqueue: {Name: "PreEnqueue", Export: ExportPreEnqueue, Params: []Param{cycleParam},
 		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: before the pod enters the scheduling queue, each time it would (§3.3): pod data only, a new `cycle` every call; a rejection gates the pod, `recheck_on` says when to check it again",
 		OnSkip: Passes, OnReject: RejectsUnresolvable, Rejection: "the pod is gated: it stays out of the scheduling queue",

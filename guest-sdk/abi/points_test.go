@@ -34,8 +34,11 @@ func TestPointsTable(t *testing.T) {
 		if (pt.ExtenderVerb == "") == (pt.Without == "") {
 			t.Errorf("%s: give either the extender verb that reaches it (ExtenderVerb) or what a pod misses without it (Without)", pt.Export)
 		}
-		if pt.BatchOf != BatchNone && (pt.ExtenderVerb != Points[pt.BatchOf].ExtenderVerb || pt.Entry) {
-			t.Errorf("%s: a batch form has its point's ExtenderVerb and is no entry point of its own", pt.Export)
+		if pt.BatchOf != BatchNone && (pt.ExtenderVerb != Points[pt.BatchOf].ExtenderVerb || pt.JudgesNodes != Points[pt.BatchOf].JudgesNodes || pt.Entry) {
+			t.Errorf("%s: a batch form has its point's ExtenderVerb and JudgesNodes and is no entry point of its own", pt.Export)
+		}
+		if pt.JudgesNodes && !pt.NodeData {
+			t.Errorf("%s judges nodes without node data", pt.Export)
 		}
 		if pt.BatchOf != BatchNone && Points[pt.BatchOf].Batch != p {
 			t.Errorf("%s: the point it batches (%s) does not name it as its Batch", pt.Export, Points[pt.BatchOf].Export)

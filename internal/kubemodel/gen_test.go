@@ -12,7 +12,6 @@ type gen struct{ g *modelgen.Gen }
 
 func newGen(r *rand.Rand) gen { return gen{modelgen.New(r)} }
 
-func (g gen) pod(name string) *model.Pod   { return g.g.Pod(name) }
-func (g gen) node(name string) *model.Node { return g.g.Node(name) }
-func (g gen) cluster() *model.Cluster      { return g.g.Cluster() }
-func (g gen) countTerm() model.CountTerm   { return g.g.CountTerm() }
+func (g gen) pod(name string) *model.Pod { return g.g.Pod(name) }
+func (g gen) cluster() *model.Cluster    { return g.g.Cluster() }
+func (g gen) countTerm() model.CountTerm { return g.g.CountTerm() }

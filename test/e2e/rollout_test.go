@@ -172,12 +172,12 @@ func TestRolloutReportMatchesEnforcement(t *testing.T) {
 	// A moved placement: the pod, placed anew, goes where the report said.
 	checked := false
 	for _, pl := range r.Placements.Pods {
-		if !pl.Moved || pl.Candidate.Node == "" || pl.Candidate.Tied != 1 {
+		if !pl.Moved || len(pl.Candidate.Nodes) != 1 {
 			continue
 		}
 		uid := e.replacePod(pl.Name, specs[pl.Name].team, specs[pl.Name].cpu, "")
-		if got, want := e.boundOrRejected(pl.Name, uid), strings.TrimPrefix(pl.Candidate.Node, e.name+"-"); got != want {
-			t.Errorf("%s placed anew under the candidate: %s; the report says %s (current choice %s)", pl.Name, got, want, pl.Current.Node)
+		if got, want := e.boundOrRejected(pl.Name, uid), strings.TrimPrefix(pl.Candidate.Nodes[0], e.name+"-"); got != want {
+			t.Errorf("%s placed anew under the candidate: %s; the report says %s (current choice %v)", pl.Name, got, want, pl.Current.Nodes)
 		}
 		checked = true
 		break
