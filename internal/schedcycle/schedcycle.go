@@ -11,13 +11,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -33,13 +32,19 @@ import (
 // New builds the framework of profile from registry over the nodes and pods
 // lister holds, with kube-scheduler's runtime. opts come after the ones New
 // sets (a fake event recorder, parallelism 2), so they can replace them.
-// It is the one place a wasmsched tool builds a framework.
+// It is the one place a wasmsched tool builds a framework. The framework's
+// metrics recorder runs until ctx ends: a tool that builds one per call or
+// request gives it a context that ends with the call (a recorder shared
+// by all of them would outlive every test's goroutine leak check, as
+// kube-scheduler's integration framework runs it).
 func New(ctx context.Context, registry frameworkruntime.Registry, profile *schedconfig.KubeSchedulerProfile, lister framework.SharedLister, opts ...frameworkruntime.Option) (intree.Framework, error) {
 	// The framework records into the scheduler's metrics (registered
 	// once per process; kube-scheduler does the same at start).
 	schedmetrics.Register()
 	all := append([]frameworkruntime.Option{
-		frameworkruntime.WithMetricsRecorder(recorder()),
+		// Building a framework logs its plugins at V(2): the extender
+		// builds one per request, so those lines come four levels later.
+		frameworkruntime.WithLogger(klog.FromContext(ctx).V(4)),
 		frameworkruntime.WithSnapshotSharedLister(lister),
 		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
 		frameworkruntime.WithParallelism(2),
@@ -50,13 +55,6 @@ func New(ctx context.Context, registry frameworkruntime.Registry, profile *sched
 	}
 	return fw, nil
 }
-
-// recorder is the metrics recorder of every framework New builds: the
-// default one starts a goroutine per framework until its context ends, and
-// tools build a framework per request (the extender) or per explanation.
-var recorder = sync.OnceValue(func() *schedmetrics.MetricAsyncRecorder {
-	return schedmetrics.NewMetricsAsyncRecorder(1000, time.Second, nil)
-})
 
 // OnePlugin is the registry and profile of a framework that runs one
 // plugin, already built, at each of the points named that it implements
