@@ -4,6 +4,8 @@ import (
 	"unsafe"
 
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 )
 
 // memoBatch is a batch whose every node had a remembered verdict, kept
@@ -13,10 +15,10 @@ import (
 // row lookups were 15% of a 1000-node cycle). A NodeInfo's generation
 // comes from kube-scheduler's process-wide counter, taken anew on every
 // change, so a node at the generation seen is the node whose rows gave
-// these verdicts (as the node cache, hostabi, assumes too). The one
-// exception is the pod-group cycles of the GenericWorkload gate, whose
-// snapshot puts a member into a NodeInfo and restores its generation;
-// docs/kubernetes.md says not to combine that gate with WasmPolicy.
+// these verdicts (as the node cache, hostabi, assumes too). A pod-group
+// cycle's snapshot puts a member into a NodeInfo and restores its
+// generation; hostabi.Generation gives such a node a generation of its own
+// while the member is in it, and this memo keys on that one.
 // Entries are not changed once stored.
 type memoBatch struct {
 	nodes  []uintptr // the NodeInfos' pointers (identity, not kept alive)
@@ -46,7 +48,7 @@ func (t *memoTable) batch(nodes []fwk.NodeInfo, results []Result, scores []int64
 		return false
 	}
 	for i, ni := range nodes {
-		if nodeIdentity(ni) != b.nodes[i] || ni.GetGeneration() != b.gens[i] {
+		if nodeIdentity(ni) != b.nodes[i] || hostabi.Generation(ni) != b.gens[i] {
 			return false
 		}
 	}
@@ -62,7 +64,7 @@ func (t *memoTable) batch(nodes []fwk.NodeInfo, results []Result, scores []int64
 func newMemoBatch(nodes []fwk.NodeInfo, results []Result, scores []int64) *memoBatch {
 	b := &memoBatch{nodes: make([]uintptr, len(nodes)), gens: make([]int64, len(nodes)), res: append([]Result(nil), results...)}
 	for i, ni := range nodes {
-		if b.gens[i] = ni.GetGeneration(); b.gens[i] == 0 {
+		if b.gens[i] = hostabi.Generation(ni); b.gens[i] == 0 {
 			return nil
 		}
 		b.nodes[i] = nodeIdentity(ni)

@@ -63,8 +63,16 @@ func resultName(code int32) string { return results[resultOf(code)] }
 
 // Reserve implements framework.ReservePlugin. It never fails: it reports
 // what audited policies would have decided about the chosen node, and keeps
-// a copy of the node for the policies' prebind.
+// a copy of the node for the policies' prebind. In a pod-group cycle the
+// placement is a trial that the cycle may undo: Reserve then only marks
+// the node for the host's caches (podgroup.go), and the report waits for
+// the Reserve of the placement that stands, which kube-scheduler runs on
+// the same CycleState once the group's cycle is over.
 func (w *WasmPolicy) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if framework.InPodGroupCycle(state) {
+		w.podGroupAssumed(pod, nodeName)
+		return nil
+	}
 	w.reportAudit(ctx, state, pod, nodeName)
 	if c := readCycle(state); c != nil {
 		w.keepBindNode(c, nodeName)
@@ -72,8 +80,14 @@ func (w *WasmPolicy) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 	return nil
 }
 
-// Unreserve implements framework.ReservePlugin; there is nothing to undo.
-func (w *WasmPolicy) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
+// Unreserve implements framework.ReservePlugin. Outside a pod-group cycle
+// there is nothing to undo; in one, the node's mark comes off before the
+// cycle takes the pod out of it.
+func (w *WasmPolicy) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if framework.InPodGroupCycle(state) {
+		w.podGroupForgotten(pod, nodeName)
+	}
+}
 
 // reportAudit logs a line per audited policy that had something to say in
 // this cycle, and emits one Event with all of them (auditNotes). nodeName

@@ -54,11 +54,15 @@ const stateKey fwk.StateKey = Name
 // WasmPolicy runs wasm policies inside kube-scheduler.
 type WasmPolicy struct {
 	handle framework.Handle
-	engine *host.Engine
-	args   *config.WasmPolicyArgs
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	opts   options
+	// reserveOnce asks once whether the profile runs WasmPolicy at
+	// Reserve (atReserve), as pod-group cycles need.
+	reserveOnce sync.Once
+	reserveOK   bool
+	engine      *host.Engine
+	args        *config.WasmPolicyArgs
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	opts        options
 
 	// static are the policies of the args, in their order.
 	static []*policy

@@ -56,6 +56,13 @@ func newClusterWithPods(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.N
 // newClusterWithOptions builds the plugin with options.
 func newClusterWithOptions(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, pods []*v1.Pod, opts []Option, objs ...*v1.ConfigMap) *cluster {
 	t.Helper()
+	return newClusterProfile(t, args, nodes, pods, opts, nil, objs...)
+}
+
+// newClusterProfile is newClusterWithOptions with the profile's plugins
+// changed by edit (when not nil) before the framework is built.
+func newClusterProfile(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, pods []*v1.Pod, opts []Option, edit func(*schedconfig.Plugins), objs ...*v1.ConfigMap) *cluster {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if args.CompilationCacheDir == "" {
@@ -103,6 +110,9 @@ func newClusterWithOptions(t *testing.T, args *config.WasmPolicyArgs, nodes []*v
 			PreFilter: enabled, Filter: enabled, PostFilter: enabled, PreScore: enabled, Reserve: enabled, Score: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name, Weight: 1}}},
 		},
 		PluginConfig: []schedconfig.PluginConfig{{Name: Name, Args: args}},
+	}
+	if edit != nil {
+		edit(profile.Plugins)
 	}
 	fw, err := frameworkruntime.NewFramework(ctx, frameworkruntime.Registry{Name: Factory(opts...), queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New}, profile,
 		frameworkruntime.WithClientSet(client),

@@ -16,6 +16,9 @@ import (
 // PreFilter pins the module versions for the cycle and runs each policy's
 // prefilter. A policy rejecting the pod here rejects it for every node.
 func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+	if st := w.podGroupStatus(state); st != nil {
+		return nil, st
+	}
 	c := w.cycleFor(state, pod)
 	if d, why := w.shareHeld(pod, c.policies, false); d > 0 {
 		// No guest is called: the namespace's policies have had their

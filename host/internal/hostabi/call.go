@@ -237,7 +237,7 @@ func (c *Call) NodeModel(part kubemodel.NodePart) *model.Node {
 		kubemodel.FillNode(&c.nodeScratch, c.Node, part)
 		return &c.nodeScratch
 	}
-	if c.nodeEnt == nil || c.nodeEntFor != c.Node || c.nodeEnt.gen != c.Node.GetGeneration() {
+	if c.nodeEnt == nil || c.nodeEntFor != c.Node || c.nodeEnt.gen != Generation(c.Node) {
 		c.nodeEnt, c.nodeEntFor = c.Caches.nodes.entry(c.Node), c.Node
 	}
 	return c.nodeEnt.model(c.Node, part)

@@ -99,7 +99,7 @@ func (tc *termCounts) size(n int) {
 // get reports whether node i of the list is kept as ni was counted (its
 // count and value are then current). The caller holds the cache's lock.
 func (tc *termCounts) get(c *NodeCountCache, i int, ni fwk.NodeInfo, name string) bool {
-	if gen := ni.GetGeneration(); gen != 0 && tc.gens[i] == gen && tc.names[i] == name {
+	if gen := Generation(ni); gen != 0 && tc.gens[i] == gen && tc.names[i] == name {
 		c.hits++
 		return true
 	}

@@ -90,7 +90,7 @@ func (c *ClusterView) countPodsKept(t *CountTerm, pod *v1.Pod, termKey string) [
 				n++
 			}
 		}
-		tc.put(i, ni.GetGeneration(), node.Name, n, value, hasValue)
+		tc.put(i, Generation(ni), node.Name, n, value, hasValue)
 	}
 	return tc.sorted(c.Nodes, include)
 }

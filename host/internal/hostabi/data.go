@@ -365,7 +365,7 @@ func newNodeCache() *nodeCache {
 const maxNodeCacheEntries = 50000
 
 func (c *nodeCache) entry(ni fwk.NodeInfo) *nodeEntry {
-	gen, addr := ni.GetGeneration(), nodeInfoAddr(ni)
+	gen, addr := Generation(ni), nodeInfoAddr(ni)
 	slot := &c.recent[uint64(gen)%recentSlots]
 	e := slot.Load()
 	if e != nil && e.gen == gen {

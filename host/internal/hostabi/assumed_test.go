@@ -1,0 +1,51 @@
+package hostabi
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+)
+
+// TestGenerationUnderAssumedPods follows a pod-group cycle's marks on one
+// NodeInfo whose own generation does not move: each mark gives a
+// generation never seen before, taking it off gives back the one under
+// it, and a real change of the NodeInfo ends the marks' say.
+func TestGenerationUnderAssumedPods(t *testing.T) {
+	ni := intree.NewNodeInfo()
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
+	real := ni.GetGeneration()
+	if got := Generation(ni); got != real {
+		t.Fatalf("unmarked: %d, want the NodeInfo's %d", got, real)
+	}
+	Assumed(ni, "a")
+	ga := Generation(ni)
+	Assumed(ni, "b")
+	gb := Generation(ni)
+	if ga == real || gb == real || ga == gb || ga >= 0 || gb >= 0 {
+		t.Fatalf("generations %d (a), %d (a, b): want two new negative ones besides %d", ga, gb, real)
+	}
+	if !Forgotten(ni, "b") || Generation(ni) != ga {
+		t.Fatalf("after b is forgotten: %d, want a's %d", Generation(ni), ga)
+	}
+	if Forgotten(ni, "b") {
+		t.Fatal("b forgotten twice")
+	}
+	Assumed(ni, "c")
+	if gc := Generation(ni); gc == gb || gc == ga {
+		t.Fatalf("c's generation %d reuses an earlier one", gc)
+	}
+	// The node changes for real (a new snapshot): its own generation is
+	// new and the marks, made at the old one, no longer apply.
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"x": "y"}}})
+	if got := Generation(ni); got != ni.GetGeneration() || got == real {
+		t.Fatalf("after a real change: %d, want the NodeInfo's new %d", got, ni.GetGeneration())
+	}
+	Forgotten(ni, "c")
+	Forgotten(ni, "a")
+	if n := AssumedMarks(); n != 0 {
+		t.Fatalf("%d marks left", n)
+	}
+}
