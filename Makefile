@@ -362,6 +362,8 @@ BENCH_PAIRS_500 ?= 16
 # The per-node and cycle benchmarks the targets table judges run this many
 # more times; the table takes each one's median over all its runs.
 BENCH_REPEAT ?= 4
+# Alternated runs of each pod-group case per profile (make bench).
+BENCH_PAIRS_PODGROUP ?= 6
 BENCH_REPEATED := BenchmarkShapes|BenchmarkCycle/nodes=1000/|BenchmarkManyPolicies/policies=200/
 bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	mkdir -p $(BENCH_OUT)
@@ -390,6 +392,19 @@ bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 		done; \
 	done
 	rm -f $(BENCH_OUT)/pairs500/cluster.test
+	@# Pod-group cycles: each of upstream's pod-group cases at 500 nodes under
+	@# the default profile and the two with WasmPolicy, in its own process,
+	@# the order rotated every pair.
+	rm -rf $(BENCH_OUT)/pairspg $(BENCH_OUT)/pairspg.txt && mkdir -p $(BENCH_OUT)/pairspg
+	$(GO) test -c -o $(BENCH_OUT)/pairspg/cluster.test ./test/perf/cluster/
+	set -o pipefail; cd test/perf/cluster && for i in $$(seq $(BENCH_PAIRS_PODGROUP)); do \
+		order="Default DefaultWasm PortsTinyGo"; if [ $$((i % 2)) = 0 ]; then order="PortsTinyGo DefaultWasm Default"; fi; \
+		for p in $$order; do \
+			PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(BENCH_OUT)/pairspg/cluster.test -test.run XXX -test.bench 'BenchmarkPerfSchedulingPodGroups/.*/^'$$p'$$/^500Nodes_225Groups$$' -test.benchtime 1ns -test.timeout 20m \
+				-perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/pairspg/$$i 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)|placement:' | tee -a $(BENCH_OUT)/pairspg.txt || exit 1; \
+		done; \
+	done
+	rm -f $(BENCH_OUT)/pairspg/cluster.test
 	$(MAKE) --no-print-directory bench-rollout
 	$(GO) run ./hack/benchreport
 

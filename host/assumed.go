@@ -18,6 +18,7 @@ func NodeAssumed(ni fwk.NodeInfo, uid types.UID) { hostabi.Assumed(ni, uid) }
 // ni again; false when ni held no such mark.
 func NodeForgotten(ni fwk.NodeInfo, uid types.UID) bool { return hostabi.Forgotten(ni, uid) }
 
-// AssumedMarks is the number of NodeAssumed marks not yet taken off: 0
-// whenever no pod-group cycle is under way.
-func AssumedMarks() int64 { return hostabi.AssumedMarks() }
+// AssumedMarks is the number of NodeAssumed marks not yet taken off (0
+// whenever no pod-group cycle is under way), and the number ever made in
+// this process.
+func AssumedMarks() (held, made int64) { return hostabi.AssumedMarks() }

@@ -97,6 +97,20 @@ func (rep *report) targets() error {
 			rep.w("| Filter p99 ≤ 2× native (%s) | %.2f vs %.2f ms: %s | %s | same |\n", wl, t.filterP99, n.filterP99, ratio(t.filterP99, n.filterP99), met(t.filterP99 <= 2*n.filterP99))
 			rep.w("| Score p99 ≤ 2× native (%s) | %.2f vs %.2f ms: %s | %s | same |\n", wl, t.scoreP99, n.scoreP99, ratio(t.scoreP99, n.scoreP99), met(t.scoreP99 <= 2*n.scoreP99))
 		}
+		// Pod-group cycles (GenericWorkload): each profile with WasmPolicy
+		// against the default profile, alternated in pairs.
+		for _, c := range []string{"GangScheduling", "BasicScheduling", "TopologyAwareScheduling"} {
+			for _, p := range []string{"DefaultWasm", "PortsTinyGo"} {
+				wl := "/500Nodes_225Groups"
+				watch, _ := watchPairRatios(filepath.Join(rep.root, "_output/bench/pairspg"), c+"/"+p+wl, c+"/Default"+wl)
+				need(float64(len(watch)))
+				measured := "no pairs"
+				if len(watch) > 0 {
+					measured = fmt.Sprintf("%d pairs, pod watch: median %.0f%%, spread %.0f%%-%.0f%% (%s)", len(watch), 100*median(watch), 100*slices.Min(watch), 100*slices.Max(watch), percents(watch))
+				}
+				rep.w("| pod groups, %s, %s ≥ 90%% of the default profile's pods/s (500 nodes, GenericWorkload) | %s | %s | `make bench` (BENCH_PAIRS_PODGROUP) |\n", c, p, measured, met(len(watch) >= 5 && median(watch) >= 0.90))
+			}
+		}
 	} else {
 		rep.w("| scheduler_perf targets | not measured: %v | – | `make bench` |\n", rep.clusterErr)
 	}

@@ -90,7 +90,7 @@ func TestPodGroupMembersSeeTheirSiblings(t *testing.T) {
 			if err := c.snapshot.ForgetPod(klogger(t), m1); err != nil {
 				t.Fatal(err)
 			}
-			if n := host.AssumedMarks(); n != 0 {
+			if n, _ := host.AssumedMarks(); n != 0 {
 				t.Errorf("%d node marks left after the placement was undone", n)
 			}
 			if got := filterAll(t, c, podGroupState(), m2); !got["n1"].IsSuccess() {

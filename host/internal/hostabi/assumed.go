@@ -45,6 +45,8 @@ var (
 	// NodeInfo's own.
 	assumedCount atomic.Int64
 	assumedMu    sync.Mutex
+	// assumedTotal counts every mark ever made.
+	assumedTotal atomic.Int64
 	// lastStamp issues the stand-in generations, counting down from -1.
 	lastStamp atomic.Int64
 )
@@ -82,6 +84,7 @@ func Assumed(ni fwk.NodeInfo, uid types.UID) {
 	frames = append(frames[:len(frames):len(frames)], assumedFrame{uid: uid, gen: ni.GetGeneration(), stamp: lastStamp.Add(-1)})
 	assumedNodes.Store(addr, frames)
 	assumedCount.Add(1)
+	assumedTotal.Add(1)
 }
 
 // Forgotten takes off the mark Assumed put on ni for uid, and reports
@@ -112,5 +115,5 @@ func Forgotten(ni fwk.NodeInfo, uid types.UID) bool {
 	return false
 }
 
-// AssumedMarks is the number of marks held (a test's and a metric's view).
-func AssumedMarks() int64 { return assumedCount.Load() }
+// AssumedMarks is the number of marks held, and the number ever made.
+func AssumedMarks() (held, made int64) { return assumedCount.Load(), assumedTotal.Load() }
