@@ -162,6 +162,10 @@ func registered(p abi.Point) bool {
 		return preEnqueueFn != nil
 	case abi.PreBind:
 		return preBindFn != nil
+	case abi.PostFilter:
+		return postFilterFn != nil
+	case abi.PostBind:
+		return postBindFn != nil
 	}
 	return false
 }

@@ -119,3 +119,30 @@ func cyclePolicies() []byte {
 	}
 	return model.EncodeCyclePolicies(ps)
 }
+
+// RunPostFilter runs the registered PostFilter natively in the pod's
+// current cycle (its filters have run), and returns its status; Success
+// when none is registered.
+func RunPostFilter(pod *PodData) Status {
+	enterCycle(pod)
+	if st, ok := use(pod, nil); !ok {
+		return st
+	}
+	if postFilterFn == nil {
+		return Success()
+	}
+	return asReported(postFilterFn(Pod{}))
+}
+
+// RunPostBind runs the registered PostBind natively for pod, bound to
+// node, in the pod's current cycle. Its status is Success unless reading
+// the pod or node failed (as a read the policy does not declare does).
+func RunPostBind(pod *PodData, node *NodeData) Status {
+	enterCycle(pod)
+	st, ok := use(pod, node)
+	if !ok || postBindFn == nil {
+		return st
+	}
+	postBindFn(Pod{}, Node{})
+	return Success()
+}

@@ -120,9 +120,13 @@ func TestCapabilitiesCoverPoints(t *testing.T) {
 	RegisterNormalizeScore(func(Pod, []int64) Status { return Success() })
 	RegisterPreEnqueue(func(Pod) Status { return Success() })
 	RegisterPreBind(func(Pod, Node) Status { return Success() })
+	RegisterPostFilter(func(Pod) Status { return Success() })
+	RegisterPostBind(func(Pod, Node) {})
 	defer func() {
 		RegisterPreEnqueue(nil)
 		RegisterPreBind(nil)
+		RegisterPostFilter(nil)
+		RegisterPostBind(nil)
 		RegisterPreFilter(nil)
 		RegisterFilter(nil)
 		RegisterPreScore(nil)

@@ -236,6 +236,23 @@ func exportPreBind(cycle int64) {
 	}
 }
 
+//go:wasmexport postfilter
+func exportPostFilter(cycle int64) {
+	begin(cycle)
+	if postFilterFn != nil {
+		report(postFilterFn(Pod{}))
+	}
+}
+
+//go:wasmexport postbind
+func exportPostBind(cycle int64) {
+	begin(cycle)
+	cycleNodes = -1 // postbind, as prebind, has its cycle's id but no cluster
+	if postBindFn != nil {
+		postBindFn(Pod{}, Node{})
+	}
+}
+
 //go:wasmexport normalize_score
 func exportNormalizeScore(cycle int64, n int32) {
 	begin(cycle)

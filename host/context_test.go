@@ -21,7 +21,7 @@ import (
 )
 
 // The contexts of the matrix, in the fixture's order.
-var contextNames = []string{"_initialize", "prefilter", "filter", "prescore", "score", "normalize_score", "filter_nodes", "score_nodes", "filter_nodes before select_node"}
+var contextNames = []string{"_initialize", "prefilter", "filter", "prescore", "score", "normalize_score", "filter_nodes", "score_nodes", "filter_nodes before select_node", "postfilter", "postbind"}
 
 const (
 	ctxInit = iota
@@ -36,6 +36,8 @@ const (
 	// node yet for the good row; the probe's select_node(0) comes before
 	// the bad row, which so sees node 0.
 	ctxBeforeSelect
+	ctxPostFilter
+	ctxPostBind
 )
 
 // contextFns are the value-returning host functions in the order of
@@ -158,11 +160,11 @@ func podQuantity(v int64) func(int) int64 {
 }
 
 // node answers v where there is a node: filter, score and their batches
-// after select_node (in ctxBeforeSelect, only v == badArgs: the bad row).
+// after select_node, postbind (in ctxBeforeSelect, only v == badArgs: the bad row).
 func node(v int64) func(int) int64 {
 	return func(c int) int64 {
 		switch c {
-		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes:
+		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind:
 			return v
 		case ctxBeforeSelect, ctxNormalize:
 			if v == badArgs {
@@ -176,7 +178,7 @@ func node(v int64) func(int) int64 {
 func nodeQuantity(v int64) func(int) int64 {
 	return func(c int) int64 {
 		switch c {
-		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes:
+		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind:
 			return v
 		case ctxBeforeSelect, ctxNormalize:
 			if v == abi.MissingQuantity {
@@ -227,6 +229,8 @@ func TestHostFunctionContexts(t *testing.T) {
 	}
 	call(CallPreFilter, nil, nil)
 	call(CallFilter, ni, nil)
+	call(CallPostFilter, nil, nil)
+	call(CallPostBind, ni, nil)
 	call(CallPreScore, nil, nil)
 	call(CallScore, ni, nil)
 	// normalize_score with its scored nodes: the probe's select_node(0)

@@ -193,7 +193,7 @@ func TestLoadRejections(t *testing.T) {
 		src                []byte
 	}{
 		{"not wasm", "Decode", "not a wasm module", []byte("#!/bin/sh\necho hi\n")},
-		{"abi v4", "ABIVersion", "ABI v4", testguests.Fixture(t, "abiv4")},
+		{"abi v5", "ABIVersion", "ABI v5", testguests.Fixture(t, "abiv5")},
 		{"no entry points", "Validate", `exports no entry point: none of "filter", "score", "preenqueue" or "prebind"`, testguests.Fixture(t, "noentry")},
 		{"bad signature", "Validate", `export "filter" has signature (i32)->(i32)`, testguests.Fixture(t, "badsig")},
 		{"init loops", "Instantiate", "_initialize did not finish within", testguests.Fixture(t, "initloop")},
@@ -269,7 +269,7 @@ func TestSHA256PinAndGzip(t *testing.T) {
 func TestReloadKeepsLastGood(t *testing.T) {
 	p := newPolicy(t, newEngine(t), PolicySpec{})
 	good := load(t, p, testguests.Fixture(t, "ok"))
-	for _, bad := range [][]byte{[]byte("garbage"), testguests.Fixture(t, "pathopen"), testguests.Fixture(t, "abiv4")} {
+	for _, bad := range [][]byte{[]byte("garbage"), testguests.Fixture(t, "pathopen"), testguests.Fixture(t, "abiv5")} {
 		if _, err := p.Load(context.Background(), bad, ""); err == nil {
 			t.Fatal("bad module loaded")
 		}

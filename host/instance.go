@@ -166,6 +166,9 @@ const (
 	// PreEnqueue and PreBind (ABI v3), outside the scheduling cycle.
 	CallPreEnqueue = abi.PreEnqueue
 	CallPreBind    = abi.PreBind
+	// PostFilter and PostBind (ABI v4), after the cycle's outcome.
+	CallPostFilter = abi.PostFilter
+	CallPostBind   = abi.PostBind
 	// NumCallKinds sizes arrays indexed by CallKind.
 	NumCallKinds = abi.NumPoints
 )

@@ -63,7 +63,7 @@ func TestValidate(t *testing.T) {
 	}
 	bad := map[string]string{
 		"pathopen":      "outside the sandbox allow-list: wasi_snapshot_preview1.path_open",
-		"abiv4":         "abi",
+		"abiv5":         "abi",
 		"noentry":       "no entry point",
 		"unknownimport": "outside the sandbox allow-list",
 	}

@@ -1,4 +1,4 @@
-// Package abi holds the names and numbers of the wasmsched guest ABI, version 3.
+// Package abi holds the names and numbers of the wasmsched guest ABI, version 4.
 //
 // It is the single source of truth shared by the host (which imports it from the
 // main module) and the guest SDK, so the two can never disagree about a function
@@ -10,9 +10,10 @@ package abi
 // Version is the ABI version this package describes. A guest reports the
 // version it was built for from the AbiVersion export; the host accepts
 // MinVersion to Version and refuses any other. Version 2 adds node tables
-// (table.go), version 3 PreEnqueue gates and PreBind patches (gates.go); a
+// (table.go), version 3 PreEnqueue gates and PreBind patches (gates.go),
+// version 4 the points after a cycle's outcome (PostFilter, PostBind); a
 // guest of an older version never uses them and runs as it always did.
-const Version = 3
+const Version = 4
 
 // MinVersion is the oldest ABI version the host still runs.
 const MinVersion = 1
@@ -44,6 +45,12 @@ const (
 	ExportScoreNodes = "score_nodes"
 	// ExportNormalizeScore is `normalize_score(cycle i64, n i32)`, optional.
 	ExportNormalizeScore = "normalize_score"
+	// ExportPostFilter is `postfilter(cycle i64)`, optional (ABI v4): once
+	// per cycle in which no node fit.
+	ExportPostFilter = "postfilter"
+	// ExportPostBind is `postbind(cycle i64)`, optional (ABI v4): once per
+	// pod bound.
+	ExportPostBind = "postbind"
 	// ExportInitialize is the reactor initializer that compilers emit for
 	// -buildmode=c-shared; the host calls it once per instance.
 	ExportInitialize = "_initialize"

@@ -28,6 +28,10 @@ const (
 	// before the pod enters the queue, and after the cycle chose its node.
 	PreEnqueue
 	PreBind
+	// PostFilter and PostBind (ABI v4) follow a cycle's outcome: no node
+	// fit, or the pod was bound.
+	PostFilter
+	PostBind
 	// NumPoints is the number of extension points; arrays indexed by Point
 	// are sized with it.
 	NumPoints
@@ -116,6 +120,9 @@ const (
 	// RejectsUnresolvable: either rejecting code is read as
 	// UnschedulableAndUnresolvable: no node, and no preemption, can help.
 	RejectsUnresolvable
+	// Informs: either rejecting code adds its reason to the pod's message
+	// and changes nothing else (PostFilter: no node fit already).
+	Informs
 )
 
 // Read is what status code means at point p.
@@ -171,6 +178,13 @@ var Points = [NumPoints]ExtensionPoint{
 		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v3: once per pod about to be bound, with the chosen node current and the `cycle` of the scheduling cycle that chose it (§3.3); `patch_label` and `patch_annotation` record changes to the pod",
 		OnSkip: Passes, OnReject: RejectsUnresolvable, Rejection: "the pod is not bound to the node; it waits for a cluster event or a new module",
 		Entry: true, Without: "pods are never patched"},
+	PostFilter: {Name: "PostFilter", Export: ExportPostFilter, Params: []Param{cycleParam},
+		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v4: once per cycle in which no node fit the pod and preemption found none either, after every `filter` (§3.5); not for a member of a pod group, whose cycles kube-scheduler runs without a pod's PostFilter",
+		OnSkip: Passes, OnReject: Informs, Rejection: "its reason is added to the pod's unschedulable message (the pod stays Unschedulable); no node is nominated and no pod evicted",
+		Without: "no message of the policy's own is added when no node fits"},
+	PostBind: {Name: "PostBind", Export: ExportPostBind, Params: []Param{cycleParam}, NodeData: true,
+		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v4: once per pod bound, after the binding, with its node current and the `cycle` of the scheduling cycle that chose it (§3.5); informational: its status is only logged",
+		OnSkip: Passes, OnReject: Invalid, Without: "bindings are never reported to the policy"},
 }
 
 // Cap is the point's bit in the capabilities bit set.
@@ -196,6 +210,8 @@ const (
 	CapScoreNodes     int32 = 1 << ScoreNodes
 	CapPreEnqueue     int32 = 1 << PreEnqueue
 	CapPreBind        int32 = 1 << PreBind
+	CapPostFilter     int32 = 1 << PostFilter
+	CapPostBind       int32 = 1 << PostBind
 
 	// CapKeepsState is not a point: a guest sets it when its verdicts
 	// depend on state it keeps across calls, so that the host never gives

@@ -43,7 +43,7 @@ func TestPointsTable(t *testing.T) {
 		if pt.BatchOf != BatchNone && Points[pt.BatchOf].Batch != p {
 			t.Errorf("%s: the point it batches (%s) does not name it as its Batch", pt.Export, Points[pt.BatchOf].Export)
 		}
-		if (pt.OnReject == Rejects || pt.OnReject == RejectsUnresolvable) != (pt.Rejection != "") {
+		if (pt.OnReject == Rejects || pt.OnReject == RejectsUnresolvable || pt.OnReject == Informs) != (pt.Rejection != "") {
 			t.Errorf("%s: a point whose rejections stand says what they do (Rejection), and only such a point", pt.Export)
 		}
 		if pt.OnSkip == Skips && (p+1 >= NumPoints || Points[p+1].Batch == BatchNone && Points[p+1].BatchOf == BatchNone) {

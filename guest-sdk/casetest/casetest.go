@@ -75,6 +75,19 @@ type Case struct {
 	// sdk.CyclePolicies returns there.
 	PreBind       *ExpectPreBind    `json:"preBind,omitempty"`
 	CyclePolicies []sdk.CyclePolicy `json:"cyclePolicies,omitempty"`
+	// PostFilter is the expected postfilter verdict of the case's pod in
+	// its cycle, after its prefilter: what the policy adds to the message
+	// of a pod that fits no node (Unschedulable and the reason).
+	PostFilter *Expect `json:"postFilter,omitempty"`
+	// PostBind is the expected postbind status once the pod is bound to
+	// the case's node (the scheduler only logs it).
+	PostBind *Expect `json:"postBind,omitempty"`
+}
+
+// HasGates reports whether the case expects anything of the points
+// outside its filters and scores.
+func (c *Case) HasGates() bool {
+	return c.PreEnqueue != nil || c.PreBind != nil || c.PostFilter != nil || c.PostBind != nil
 }
 
 // ExpectRecheck is what a gate is expected to ask with sdk.Recheck: the
@@ -213,8 +226,8 @@ func (c *Case) check() error {
 			return fmt.Errorf("recheck.after: %w", err)
 		}
 	}
-	if len(c.Nodes) > 0 && c.PreBind != nil {
-		return fmt.Errorf("preBind binds the pod to node; it does not take nodes")
+	if len(c.Nodes) > 0 && (c.PreBind != nil || c.PostBind != nil) {
+		return fmt.Errorf("preBind and postBind bind the pod to node; they do not take nodes")
 	}
 	if len(c.Nodes) == 0 {
 		if c.Filters != nil || c.Scores != nil {

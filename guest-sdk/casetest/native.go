@@ -29,7 +29,7 @@ func RunNative(t *testing.T, path string) {
 	for _, c := range f.Cases {
 		clock, _ := c.Clock() // Load checked it
 		sdk.SetNow(clock)
-		if c.PreEnqueue != nil || c.PreBind != nil {
+		if c.HasGates() {
 			t.Run(c.Name+"/gates", func(t *testing.T) { runGates(t, &c) })
 		}
 		if len(c.Nodes) > 0 {
@@ -87,6 +87,21 @@ func runGates(t *testing.T, c *Case) {
 		st, p := sdk.RunPreBind(&pod, &node)
 		if problem := CheckPreBind(c.PreBind, int32(st.Code), st.Reason, p.Labels, p.Annotations); problem != "" {
 			t.Error(problem)
+		}
+	}
+	if want := c.PostFilter; want != nil {
+		// In the pod's own cycle, after its prefilter, as the scheduler
+		// calls it once every filter has rejected the pod.
+		sdk.SetCluster(c.ClusterData())
+		defer sdk.SetCluster(nil)
+		sdk.RunPreFilter(&pod)
+		if st := sdk.RunPostFilter(&pod); int32(st.Code) != want.Code || (want.Reason != "" && st.Reason != want.Reason) {
+			t.Errorf("postFilter = %d %q, want %d %q", st.Code, st.Reason, want.Code, want.Reason)
+		}
+	}
+	if want := c.PostBind; want != nil {
+		if st := sdk.RunPostBind(&pod, &node); int32(st.Code) != want.Code || (want.Reason != "" && st.Reason != want.Reason) {
+			t.Errorf("postBind = %d %q, want %d %q", st.Code, st.Reason, want.Code, want.Reason)
 		}
 	}
 }

@@ -138,6 +138,8 @@ func meaning(p abi.Point, c int32) string {
 			return pt.Rejection + "; preemption may help"
 		}
 		return pt.Rejection + "; preemption will not help"
+	case abi.Informs:
+		return pt.Rejection
 	case abi.RejectsUnresolvable:
 		if c == abi.CodeUnschedulable {
 			return pt.Rejection + " (read as UnschedulableAndUnresolvable)"

@@ -4,7 +4,7 @@
 ;; unknown field or kind), and store every result as an i64 for the test:
 ;; context c (0 _initialize, 1 prefilter, 2 filter, 3 prescore, 4 score,
 ;; 5 normalize_score, 6 filter_nodes, 7 score_nodes, 8 filter_nodes before
-;; its first select_node), function f (the order
+;; its first select_node, 9 postfilter, 10 postbind), function f (the order
 ;; of the imports), good row at 4096 + c*512 + f*8, bad row 256 bytes after.
 ;; Batch entry points probe after selecting node 0. Keep the imports in step with
 ;; contextFns in context_test.go.
@@ -125,5 +125,7 @@
   ;; Context 8 is filter_nodes before its first select_node (the probe's
   ;; own good select_node(0) selects node 0 before the bad row is probed).
   (func (export "filter_nodes") (param i64 i32) (call $probe (i32.const 8)) (drop (call $select_node (i32.const 0))) (call $probe (i32.const 6)))
+  (func (export "postfilter") (param i64) (call $probe (i32.const 9)))
+  (func (export "postbind") (param i64) (call $probe (i32.const 10)))
   (func (export "score_nodes") (param i64 i32) (drop (call $select_node (i32.const 0))) (call $probe (i32.const 7))
     (drop (call $scores_set (i32.const 3072) (local.get 1)))))

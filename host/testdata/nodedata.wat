@@ -10,7 +10,7 @@
   (func $probe
     (if (i32.eq (call $node_string (i32.const 0) (i32.const 64) (i32.const 64)) (i32.const -3))
       (then (call $status (i32.const 2) (i32.const 0) (i32.const 0)))))
-  (func (export "abi_version") (result i32) (i32.const 3))
+  (func (export "abi_version") (result i32) (i32.const 4))
   (func (export "prefilter") (param i64) (call $probe))
   (func (export "filter") (param i64) (call $probe))
   (func (export "prescore") (param i64) (call $probe))
@@ -21,4 +21,6 @@
   (func (export "score_nodes") (param i64 i32)
     (drop (call $select (i32.const 0))) (call $probe))
   (func (export "preenqueue") (param i64) (call $probe))
-  (func (export "prebind") (param i64) (call $probe)))
+  (func (export "prebind") (param i64) (call $probe))
+  (func (export "postfilter") (param i64) (call $probe))
+  (func (export "postbind") (param i64) (call $probe)))

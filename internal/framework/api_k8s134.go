@@ -24,6 +24,7 @@ type (
 	ReservePlugin       = fwk.ReservePlugin
 	PreEnqueuePlugin    = fwk.PreEnqueuePlugin
 	PreBindPlugin       = fwk.PreBindPlugin
+	PostBindPlugin      = fwk.PostBindPlugin
 	QueueSortPlugin     = fwk.QueueSortPlugin
 	EnqueueExtensions   = fwk.EnqueueExtensions
 	NodeScore           = fwk.NodeScore

@@ -78,6 +78,11 @@ var Points = [abi.NumPoints]Point{
 	// A failed prebind fails the binding, which kube-scheduler retries.
 	abi.PreBind: {Suffix: " refused the binding to this node", SaysNoReason: true, FailCode: fwk.Error,
 		FailNote: "; the pod is not bound and will be retried (failurePolicy Fail)"},
+	// No node fit already: a rejection is a message added to the pod's,
+	// and so is a failure under failurePolicy Fail.
+	abi.PostFilter: {FailCode: fwk.Unschedulable},
+	// The pod is bound: nothing can change, and a failure is only logged.
+	abi.PostBind: {FailCode: fwk.Error},
 }
 
 // Read turns a guest's status code and reason at point into a verdict.
@@ -96,6 +101,8 @@ func Read(point abi.Point, code int32, reason string) (v Verdict, ok bool) {
 			return Verdict{Code: fwk.Unschedulable, Reason: reason}, true
 		}
 		return Verdict{Code: fwk.UnschedulableAndUnresolvable, Reason: reason}, true
+	case abi.Informs:
+		return Verdict{Code: fwk.Unschedulable, Reason: reason}, true
 	case abi.RejectsUnresolvable:
 		// Before any node (prefilter), out of the queue (preenqueue) or
 		// after the node was chosen (prebind): preemption cannot help.

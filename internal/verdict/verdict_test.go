@@ -33,6 +33,8 @@ func TestRead(t *testing.T) {
 		abi.NormalizeScore: {pass, policy, policy, policy, policy, policy, policy},
 		abi.PreEnqueue:     {pass, policy, unres, unres, pass, policy, policy},
 		abi.PreBind:        {pass, policy, unres, unres, pass, policy, policy},
+		abi.PostFilter:     {pass, policy, unsch, unsch, pass, policy, policy},
+		abi.PostBind:       {pass, policy, policy, policy, pass, policy, policy},
 	}
 	if len(table) != int(abi.NumPoints) {
 		t.Fatalf("the test covers %d of %d points", len(table), abi.NumPoints)
@@ -67,6 +69,8 @@ func TestFail(t *testing.T) {
 		switch point {
 		case abi.PreFilter, abi.Filter, abi.FilterNodes, abi.PreEnqueue:
 			want = fwk.UnschedulableAndUnresolvable // the pod waits for a node, or in front of the queue
+		case abi.PostFilter:
+			want = fwk.Unschedulable // no node fit already: the failure is a message
 		}
 		if v.Code != want || !v.Failure || v.Reason != "boom" {
 			t.Errorf("%s: Fail gives %+v, want code %s", abi.Points[point].Export, v, want)
@@ -93,6 +97,7 @@ func TestStatus(t *testing.T) {
 		{abi.PreBind, reject, "WasmPolicy/p refused the binding to this node: no"},
 		{abi.PreBind, Verdict{Code: fwk.UnschedulableAndUnresolvable}, "WasmPolicy/p refused the binding to this node: (no reason given)"},
 		{abi.PreBind, failed, "WasmPolicy/p: trap; the pod is not bound and will be retried (failurePolicy Fail)"},
+		{abi.PostFilter, reject, "WasmPolicy/p: no"},
 	} {
 		st := Status(c.point, "p", c.v)
 		if st == nil || st.Code() != c.v.Code || st.Message() != c.want {

@@ -71,6 +71,8 @@ type Case struct {
 	// and patch, when the case expects them.
 	PreEnqueue string `json:"preEnqueue,omitempty"`
 	PreBind    string `json:"preBind,omitempty"`
+	PostFilter string `json:"postFilter,omitempty"`
+	PostBind   string `json:"postBind,omitempty"`
 	// Problems say how the case failed; empty when it passed.
 	Problems []string `json:"problems,omitempty"`
 }

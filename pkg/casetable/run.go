@@ -290,6 +290,33 @@ func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.
 			problem("%s", p)
 		}
 	}
+	// postfilter in the case's cycle (after its prefilter), postbind on
+	// its node, each with the cycle's state.
+	for _, after := range []struct {
+		want  *casetest.Expect
+		point host.CallKind
+		node  fwk.NodeInfo
+		out   *string
+	}{{c.PostFilter, host.CallPostFilter, nil, &res.PostFilter}, {c.PostBind, host.CallPostBind, node, &res.PostBind}} {
+		if after.want == nil {
+			continue
+		}
+		got := host.Result{}
+		apc := &host.PolicyCycle{}
+		apc.State = pc.State
+		if ex.Has(after.point) {
+			_, r, cerr := v.Call(ctx, after.point, pod, after.node, apc, nil)
+			if cerr != nil {
+				problem("%s: %v", abi.Points[after.point].Export, cerr)
+				return
+			}
+			got = r
+		}
+		*after.out = spell(got)
+		if got.Code != after.want.Code || (after.want.Reason != "" && got.Reason != after.want.Reason) {
+			problem("%s: got %s, want %s", abi.Points[after.point].Name, spell(got), spell(host.Result{Code: after.want.Code, Reason: after.want.Reason}))
+		}
+	}
 }
 
 // filterResults are one pod's filter verdicts on every node: single calls,

@@ -26,6 +26,13 @@ type auditState struct {
 	podRejected string            // PreFilter rejection reason, if any
 	rejected    map[string]string // node → reason
 	scores      map[string]int64  // node → normalized score
+	message     string            // what its postfilter would have added
+}
+
+func (a *auditState) postFilter(reason string) {
+	a.mu.Lock()
+	a.message = orUnspecified(reason)
+	a.mu.Unlock()
 }
 
 func (a *auditState) rejectPod(reason string) {
@@ -120,6 +127,9 @@ func (a *auditState) summary(nodeName string) string {
 	var parts []string
 	if a.podRejected != "" {
 		parts = append(parts, "would have rejected the pod: "+a.podRejected)
+	}
+	if a.message != "" && nodeName == "" {
+		parts = append(parts, "would have added to the pod's message: "+a.message)
 	}
 	if n := len(a.rejected); n > 0 {
 		if r, ok := a.rejected[nodeName]; ok && nodeName != "" {

@@ -72,7 +72,7 @@ func TestExplainIgnoredPreScoreFailure(t *testing.T) {
 // abi.Points says node data is available.
 func TestNodeDataMatchesPoints(t *testing.T) {
 	m := &fakeModule{batch: true, normalize: func([]int64) host.Result { return host.Result{} }}
-	for _, k := range []host.CallKind{host.CallPreFilter, host.CallFilter, host.CallPreScore, host.CallScore, host.CallPreEnqueue, host.CallPreBind} {
+	for _, k := range []host.CallKind{host.CallPreFilter, host.CallFilter, host.CallPreScore, host.CallScore, host.CallPreEnqueue, host.CallPreBind, host.CallPostFilter, host.CallPostBind} {
 		m.fns[k] = succeed
 	}
 	w := fakePlugin(fakePolicy("p", m, nil))
@@ -86,6 +86,14 @@ func TestNodeDataMatchesPoints(t *testing.T) {
 	}
 	// Explain also runs the gate and the prebind (on its best node).
 	w.ExplainWith(context.Background(), fakePod(), fakeNodes(2), ExplainOptions{SingleCalls: true})
+	// A cycle's outcome: no node (PostFilter), then bound (PostBind).
+	ctx, state, nodes := context.Background(), intree.NewCycleState(), fakeNodes(2)
+	if _, st := w.PreFilter(ctx, state, fakePod(), nodes); st != nil {
+		t.Fatal(st)
+	}
+	w.PostFilter(ctx, state, fakePod(), nil)
+	w.Reserve(ctx, state, fakePod(), nodes[0].Node().Name)
+	w.PostBind(ctx, state, fakePod(), nodes[0].Node().Name)
 	for k := host.CallKind(0); k < host.NumCallKinds; k++ {
 		with, without := m.withNode.Load()&k.Cap() != 0, m.withoutNode.Load()&k.Cap() != 0
 		if !with && !without {

@@ -5,11 +5,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
@@ -113,28 +111,4 @@ func (w *WasmPolicy) filterPolicy(ctx context.Context, c *cycleData, i int, node
 		return p.readCounted(ctx, host.CallFilter, res, enforce, audit)
 	}
 	return p.read(ctx, host.CallFilter, res, enforce, audit)
-}
-
-// PostFilter runs when no node fits. It cannot make the pod fit (that is
-// preemption's job), but it remembers which policies rejected it, so that a
-// new version of such a policy requeues the pod immediately, and it has a
-// pod that some node rejected only because a policy found no CPU in time
-// retried soon: no cluster event may come to retry it.
-func (w *WasmPolicy) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
-	w.reportAudit(ctx, state, pod, "")
-	if c := readCycle(state); c != nil {
-		if c.shareWait > 0 {
-			w.gates.retry(pod, c.shareWait)
-		}
-		if c.notEvaluated.Load() {
-			klog.FromContext(ctx).V(2).Info("Pod not evaluated by every policy for lack of CPU; retrying it", "pod", klog.KObj(pod), "after", busyRecheck.After)
-			w.gates.retry(pod, busyRecheck.After)
-		}
-		for i := range c.runs {
-			if c.runs[i].rejectedBy.Load() {
-				w.rememberRejected(c.policies[i], pod, c.runs[i].module)
-			}
-		}
-	}
-	return nil, fwk.NewStatus(fwk.Unschedulable)
 }

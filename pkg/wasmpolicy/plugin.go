@@ -234,6 +234,7 @@ var (
 	_ framework.ReservePlugin     = &WasmPolicy{}
 	_ framework.PreEnqueuePlugin  = &WasmPolicy{}
 	_ framework.PreBindPlugin     = &WasmPolicy{}
+	_ framework.PostBindPlugin    = &WasmPolicy{}
 	_ framework.EnqueueExtensions = &WasmPolicy{}
 	_ interface{ Close() error }  = &WasmPolicy{}
 )

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -107,7 +108,7 @@ func newClusterProfile(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.No
 		Plugins: &schedconfig.Plugins{
 			QueueSort: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: queuesort.Name}}},
 			Bind:      schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: defaultbinder.Name}}},
-			PreFilter: enabled, Filter: enabled, PostFilter: enabled, PreScore: enabled, Reserve: enabled, Score: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name, Weight: 1}}},
+			PreFilter: enabled, Filter: enabled, PostFilter: enabled, PreScore: enabled, Reserve: enabled, PostBind: enabled, Score: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name, Weight: 1}}},
 		},
 		PluginConfig: []schedconfig.PluginConfig{{Name: Name, Args: args}},
 	}
@@ -416,6 +417,37 @@ func TestEveryExtensionPoint(t *testing.T) {
 			f, scores, st = c.schedule(t, pod("r", map[string]string{"score": "off"}, 10))
 			if st != nil || !f["b1"].IsSuccess() || scores["a2"] != 0 || scores["b1"] != 0 {
 				t.Fatalf("skips: %v %v %v", st, f["b1"], scores)
+			}
+			// No node in zone c: PostFilter adds the guest's message, and
+			// the status stays Unschedulable (preemption may still run).
+			ctx := context.Background()
+			state := intree.NewCycleState()
+			zc := pod("s", map[string]string{"zone": "c"}, 10)
+			if _, st, _ := c.fw.RunPreFilterPlugins(ctx, state, zc); !st.IsSuccess() {
+				t.Fatal(st)
+			}
+			infos, _ := c.snapshot.NodeInfos().List()
+			for _, ni := range infos {
+				if c.fw.RunFilterPlugins(ctx, state, zc, ni).IsSuccess() {
+					t.Fatalf("zone c fits %s", ni.Node().Name)
+				}
+			}
+			if _, st := c.fw.RunPostFilterPlugins(ctx, state, zc, nil); st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "WasmPolicy/ep: no node in zone c") {
+				t.Fatalf("postfilter = %v %q, want Unschedulable with the guest's message", st.Code(), st.Message())
+			}
+			// PostBind is called with the bound node, and counted.
+			before, _ := testutil.GetCounterMetricValue(evaluations.WithLabelValues("ep", "PostBind", ResultSuccess))
+			za := pod("u", map[string]string{"zone": "a"}, 10)
+			state = intree.NewCycleState()
+			if _, st, _ := c.fw.RunPreFilterPlugins(ctx, state, za); !st.IsSuccess() {
+				t.Fatal(st)
+			}
+			if st := c.fw.RunReservePluginsReserve(ctx, state, za, "a1"); !st.IsSuccess() {
+				t.Fatal(st)
+			}
+			c.fw.RunPostBindPlugins(ctx, state, za, "a1")
+			if after, _ := testutil.GetCounterMetricValue(evaluations.WithLabelValues("ep", "PostBind", ResultSuccess)); after != before+1 {
+				t.Fatalf("postbind evaluations went from %v to %v, want +1", before, after)
 			}
 		})
 	}

@@ -25,9 +25,12 @@ import (
 )
 
 // hasPreBind reports whether a policy of the cycle implements prebind.
-func (c *cycleData) hasPreBind() bool {
+func (c *cycleData) hasPreBind() bool { return c.has(host.CallPreBind) }
+
+// has reports whether a policy of the cycle exports point.
+func (c *cycleData) has(point host.CallKind) bool {
 	for i := range c.policies {
-		if m := c.runs[i].module; m != nil && m.Exports().Has(host.CallPreBind) {
+		if m := c.runs[i].module; m != nil && m.Exports().Has(point) {
 			return true
 		}
 	}
@@ -47,7 +50,7 @@ func (w *WasmPolicy) preBindPreFlight(state fwk.CycleState) *fwk.Status {
 // the binding cycle runs beside the next scheduling cycles, which update
 // the snapshot's NodeInfos in place.
 func (w *WasmPolicy) keepBindNode(c *cycleData, nodeName string) {
-	if !c.hasPreBind() {
+	if !c.hasPreBind() && !c.has(host.CallPostBind) {
 		return
 	}
 	var ni fwk.NodeInfo

@@ -9,6 +9,9 @@
 //   - PreEnqueue gates pods labelled gate=closed.
 //   - PreBind annotates the pod with the zone PreFilter stored
 //     (ep.example.com/zone), which needs patchPrefixes [ep.example.com/].
+//   - PostFilter, when no node fit, adds "no node in zone <zone>" with the
+//     zone PreFilter stored.
+//   - PostBind reads the pod's zone and the node's (its call is counted).
 package main
 
 import sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -21,6 +24,20 @@ func init() {
 	sdk.RegisterNormalizeScore(normalize)
 	sdk.RegisterPreEnqueue(preEnqueue)
 	sdk.RegisterPreBind(preBind)
+	sdk.RegisterPostFilter(postFilter)
+	sdk.RegisterPostBind(postBind)
+}
+
+func postFilter(pod sdk.Pod) sdk.Status {
+	if zone := sdk.CycleState(); zone != nil {
+		return sdk.Unschedulable("no node in zone " + string(zone))
+	}
+	return sdk.Success()
+}
+
+func postBind(pod sdk.Pod, node sdk.Node) {
+	_, _ = pod.Label("zone")
+	_, _ = node.Label("zone")
 }
 
 func preEnqueue(pod sdk.Pod) sdk.Status {

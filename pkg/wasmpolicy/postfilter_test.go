@@ -1,0 +1,71 @@
+package wasmpolicy
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+)
+
+// TestPostFilterMessages: what a policy's postfilter adds to the message
+// of a pod no node fits, by its result and its failurePolicy and mode. The
+// status is Unschedulable whatever the guest says, so the PostFilter
+// plugins after WasmPolicy still run.
+func TestPostFilterMessages(t *testing.T) {
+	says := func(code int32, reason string) guestFunc {
+		return func(string) (int64, host.Result, *host.CallError) {
+			return 0, host.Result{Code: code, Reason: reason}, nil
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		fn     guestFunc
+		mode   string // "", Ignore or Audit
+		reason string // the reason added; "" for none
+	}{
+		{"success", succeed, "", ""},
+		{"skip", says(abi.CodeSkip, "nothing"), "", ""},
+		{"unschedulable", says(abi.CodeUnschedulable, "gang g: 3 of 4 fit"), "", "WasmPolicy/p: gang g: 3 of 4 fit"},
+		{"unresolvable reads as a message too", says(abi.CodeUnschedulableAndUnresolvable, "no licence left"), "", "WasmPolicy/p: no licence left"},
+		{"error under Fail", errorOut, "", "WasmPolicy/p: policy error: no data"},
+		{"error under Ignore", errorOut, "Ignore", ""},
+		{"timeout under Fail", timeout, "", "WasmPolicy/p: policy call exceeded its timeout of 100ms"},
+		{"message in Audit mode", says(abi.CodeUnschedulable, "gang g: 3 of 4 fit"), "Audit", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := &fakeModule{}
+			m.fns[host.CallFilter] = says(abi.CodeUnschedulable, "no")
+			m.fns[host.CallPostFilter] = c.fn
+			p := fakePolicy("p", m, func(cfg *config.Policy) {
+				switch c.mode {
+				case "Ignore":
+					cfg.FailurePolicy = config.FailurePolicyIgnore
+				case "Audit":
+					cfg.Mode = config.ModeAudit
+				}
+			})
+			w := fakePlugin(p)
+			ctx, state, nodes := context.Background(), intree.NewCycleState(), fakeNodes(2)
+			if _, st := w.PreFilter(ctx, state, fakePod(), nodes); st != nil {
+				t.Fatal(st)
+			}
+			for _, ni := range nodes {
+				w.Filter(ctx, state, fakePod(), ni)
+			}
+			_, st := w.PostFilter(ctx, state, fakePod(), nil)
+			if st.Code() != fwk.Unschedulable {
+				t.Fatalf("status %v, want Unschedulable", st)
+			}
+			got := strings.Join(st.Reasons(), "; ")
+			if (c.reason == "") != (got == "") || !strings.HasPrefix(got, c.reason) {
+				t.Errorf("reasons %q, want %q", got, c.reason)
+			}
+		})
+	}
+}
