@@ -60,11 +60,13 @@ func (t *memoTable) batch(nodes []fwk.NodeInfo, results []Result, scores []int64
 }
 
 // newMemoBatch records a batch answered from rows; nil when some node has
-// no generation (a NodeInfo made outside kube-scheduler's counter).
+// no generation (a NodeInfo made outside kube-scheduler's counter) or one
+// of a pod-group cycle's trial placements (a negative one, which ends with
+// the trial: the batch kept for the node as it was stays).
 func newMemoBatch(nodes []fwk.NodeInfo, results []Result, scores []int64) *memoBatch {
 	b := &memoBatch{nodes: make([]uintptr, len(nodes)), gens: make([]int64, len(nodes)), res: append([]Result(nil), results...)}
 	for i, ni := range nodes {
-		if b.gens[i] = hostabi.Generation(ni); b.gens[i] == 0 {
+		if b.gens[i] = hostabi.Generation(ni); b.gens[i] <= 0 {
 			return nil
 		}
 		b.nodes[i] = nodeIdentity(ni)

@@ -382,7 +382,15 @@ func (c *nodeCache) entry(ni fwk.NodeInfo) *nodeEntry {
 			return e
 		}
 	}
-	e = c.lookup(ni.Node().Name, gen)
+	if gen < 0 {
+		// A node a pod-group cycle placed a member into (Generation): its
+		// entry lives in recent only, for as long as the mark is on, and
+		// m keeps the node's entry of its real generation, which is good
+		// again once the mark comes off.
+		e = &nodeEntry{name: ni.Node().Name, gen: gen}
+	} else {
+		e = c.lookup(ni.Node().Name, gen)
+	}
 	e.seen.Store(addr)
 	slot.Store(e)
 	return e
