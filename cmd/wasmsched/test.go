@@ -427,6 +427,15 @@ func explanationTable(tw *tabwriter.Writer, ex *wasmpolicy.Explanation) {
 	if ex.Error != "" {
 		fmt.Fprintf(tw, "\nThe cycle failed: %s\n", ex.Error)
 	}
+	for _, m := range ex.PostFilter {
+		fmt.Fprintf(tw, "\nPostFilter WasmPolicy/%s%s: %s", m.Policy, auditNote(m.Mode), m.Verdict)
+		if m.Reason != "" {
+			fmt.Fprintf(tw, ": %s", m.Reason)
+		}
+	}
+	if len(ex.PostFilter) > 0 {
+		fmt.Fprintln(tw)
+	}
 	switch len(ex.Best) {
 	case 0:
 	case 1:

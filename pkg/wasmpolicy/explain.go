@@ -48,6 +48,9 @@ type Explanation struct {
 	// Score, with failurePolicy Fail): the scheduler would not place the
 	// pod in this cycle.
 	Error string `json:"error,omitempty"`
+	// PostFilter, when no node fits, is what each policy with a
+	// postfilter would add to the pod's unschedulable message.
+	PostFilter []MessageVerdict `json:"postFilter,omitempty"`
 }
 
 // NodePatches are the prebind verdicts for a binding to Node.
@@ -190,6 +193,9 @@ func (w *WasmPolicy) ExplainWith(ctx context.Context, pod *v1.Pod, nodes []fwk.N
 		ex.Error = res.Err.Message()
 	}
 	ex.Best = res.Best
+	if len(res.Best) == 0 && res.Err == nil {
+		ex.PostFilter = w.explainPostFilter(ctx, c)
+	}
 	if len(res.Best) > 0 {
 		byName := make(map[string]fwk.NodeInfo, len(nodes))
 		for _, ni := range nodes {

@@ -69,3 +69,27 @@ func TestPostFilterMessages(t *testing.T) {
 		})
 	}
 }
+
+// Explain shows what each postfilter would add when no node fits, and
+// nothing when a node does.
+func TestExplainPostFilter(t *testing.T) {
+	m := &fakeModule{}
+	m.fns[host.CallFilter] = func(node string) (int64, host.Result, *host.CallError) {
+		if node == "n1" {
+			return 0, host.Result{}, nil
+		}
+		return 0, host.Result{Code: abi.CodeUnschedulable, Reason: "no"}, nil
+	}
+	m.fns[host.CallPostFilter] = func(string) (int64, host.Result, *host.CallError) {
+		return 0, host.Result{Code: abi.CodeUnschedulable, Reason: "gang g: 3 of 4 fit"}, nil
+	}
+	w := fakePlugin(fakePolicy("p", m, nil))
+	ex := w.Explain(context.Background(), fakePod(), fakeNodes(1))
+	want := []MessageVerdict{{Policy: "p", Mode: "Enforce", Verdict: "Message", Reason: "gang g: 3 of 4 fit"}}
+	if len(ex.PostFilter) != 1 || ex.PostFilter[0] != want[0] {
+		t.Errorf("no node fits: postFilter %+v, want %+v", ex.PostFilter, want)
+	}
+	if ex := w.Explain(context.Background(), fakePod(), fakeNodes(2)); len(ex.PostFilter) != 0 || len(ex.Best) != 1 {
+		t.Errorf("n1 fits: postFilter %+v, best %v; want none and n1", ex.PostFilter, ex.Best)
+	}
+}
