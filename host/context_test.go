@@ -88,11 +88,11 @@ var contextFns = []struct {
 	// 15 bytes); the namespace's labels (46 bytes); no placed pod's terms
 	// (an empty list: 4 bytes). Bad: node 99, terms and names outside
 	// memory, existing_terms kind 99.
-	{"cluster_nodes", pod(1), nil},
-	{"cluster_node", pod(2), pod(badArgs)},
-	{"count_pods", pod(15), pod(badArgs)},
-	{"namespace_labels", pod(46), pod(badArgs)},
-	{"existing_terms", pod(4), pod(badArgs)},
+	{"cluster_nodes", cluster(1), nil},
+	{"cluster_node", cluster(2), cluster(badArgs)},
+	{"count_pods", cluster(15), cluster(badArgs)},
+	{"namespace_labels", cluster(46), cluster(badArgs)},
+	{"existing_terms", cluster(4), cluster(badArgs)},
 	// ABI v2 (§3.2). node_table: the row size of one column (24) anywhere;
 	// bad: an unknown column. reason_register: "team" is id 1 on every
 	// instance; bad: a reason outside memory. intern_string: the pod's
@@ -106,7 +106,7 @@ var contextFns = []struct {
 	{"pod_label_id", pod(1), pod(badArgs)},
 	// volume_claims: the pod has no claims, an empty list (4 bytes) of
 	// kind 0 wherever there is a pod; bad: kind 99.
-	{"volume_claims", pod(4), pod(badArgs)},
+	{"volume_claims", cluster(4), cluster(badArgs)},
 }
 
 // podOr answers v where there is a pod and none in _initialize.
@@ -146,6 +146,17 @@ func pod(v int64) func(int) int64 {
 			return notAvailable
 		}
 		return v
+	}
+}
+
+// cluster answers v wherever the pod is but in postbind (and prebind),
+// which run after the cycle, outside its snapshot.
+func cluster(v int64) func(int) int64 {
+	return func(c int) int64 {
+		if c == ctxPostBind {
+			return notAvailable
+		}
+		return pod(v)(c)
 	}
 }
 

@@ -88,6 +88,9 @@ type ExtensionPoint struct {
 	OnSkip, OnReject Meaning
 	// Rejection says what a rejection does at this point, for docs/abi.md.
 	Rejection string
+	// Informational is true at a point whose status changes nothing: a
+	// rejection or an error there is only logged (PostBind).
+	Informational bool
 	// JudgesNodes is true when the point's verdict is about one node for
 	// the pod (Filter, Score and their batch forms): the host may remember
 	// it for nodes whose rows read the same (§3.4).
@@ -184,7 +187,7 @@ var Points = [NumPoints]ExtensionPoint{
 		Without: "no message of the policy's own is added when no node fits"},
 	PostBind: {Name: "PostBind", Export: ExportPostBind, Params: []Param{cycleParam}, NodeData: true,
 		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v4: once per pod bound, after the binding, with its node current and the `cycle` of the scheduling cycle that chose it (§3.5); informational: its status is only logged",
-		OnSkip: Passes, OnReject: Invalid, Without: "bindings are never reported to the policy"},
+		OnSkip: Passes, OnReject: Invalid, Informational: true, Without: "bindings are never reported to the policy"},
 }
 
 // Cap is the point's bit in the capabilities bit set.

@@ -22,6 +22,7 @@ profiles:
     postFilter: {enabled: [{name: WasmPolicy}]}
     reserve: {enabled: [{name: WasmPolicy}]}
     preBind: {enabled: [{name: WasmPolicy}]}
+    postBind: {enabled: [{name: WasmPolicy}]}
     preScore: {enabled: [{name: WasmPolicy}]}
     score:
       disabled: [{name: "*"}]

@@ -26,7 +26,7 @@ func (w *WasmPolicy) explainPostFilter(ctx context.Context, c *cycleData) []Mess
 	var out []MessageVerdict
 	for i, p := range c.policies {
 		m := c.runs[i].module
-		if m == nil || !m.Exports().Has(host.CallPostFilter) {
+		if m == nil || !m.Exports().Has(host.CallPostFilter) || c.stopReason(i) != "" {
 			continue
 		}
 		mv := MessageVerdict{Policy: p.cfg.Name, Mode: string(p.mode()), Verdict: "Pass"}

@@ -8,6 +8,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/verdict"
 )
 
@@ -29,6 +30,11 @@ func (w *WasmPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		if v.Rejects() {
 			if !c.runs[i].rejectedBy.Load() { // one write per cycle, not a shared line written per node
 				c.runs[i].rejectedBy.Store(true)
+				if framework.InPodGroupCycle(state) {
+					// No PostFilter comes for a pod-group member: a new
+					// module of the policy requeues it from here.
+					w.rememberRejected(p, pod, c.runs[i].module)
+				}
 			}
 			return p.status(host.CallFilter, v)
 		}

@@ -2,10 +2,11 @@ package wasmpolicy
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
-	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
@@ -56,23 +57,41 @@ func (w *WasmPolicy) podGroupForgotten(pod *v1.Pod, nodeName string) {
 // the plugin.
 func (w *WasmPolicy) atReserve() bool {
 	w.reserveOnce.Do(func() {
-		w.reserveOK = true
-		l, ok := w.handle.(interface{ ListPlugins() *schedconfig.Plugins })
-		if !ok {
-			return
-		}
-		ps := l.ListPlugins()
-		if ps == nil {
-			return
-		}
-		w.reserveOK = false
-		for _, p := range ps.Reserve.Enabled {
-			if p.Name == Name {
-				w.reserveOK = true
-			}
-		}
+		names, ok := reservePlugins(w.handle)
+		w.reserveOK = !ok || slices.Contains(names, Name)
 	})
 	return w.reserveOK
+}
+
+// reservePlugins are the Reserve plugins of the framework h, when h is
+// kube-scheduler's (its ListPlugins). Read by reflection: the type it
+// returns is in k8s.io/kubernetes, which the plugin does not import
+// (docs/architecture.md), and a Handle does not have the method.
+func reservePlugins(h any) ([]string, bool) {
+	m := reflect.ValueOf(h).MethodByName("ListPlugins")
+	if !m.IsValid() || m.Type().NumIn() != 0 || m.Type().NumOut() != 1 {
+		return nil, false
+	}
+	ps := m.Call(nil)[0]
+	if ps.Kind() != reflect.Pointer || ps.IsNil() || ps.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	enabled := ps.Elem().FieldByName("Reserve")
+	if enabled.IsValid() && enabled.Kind() == reflect.Struct {
+		enabled = enabled.FieldByName("Enabled")
+	}
+	if !enabled.IsValid() || enabled.Kind() != reflect.Slice {
+		return nil, false
+	}
+	names := []string{}
+	for i := range enabled.Len() {
+		if p := enabled.Index(i); p.Kind() == reflect.Struct {
+			if n := p.FieldByName("Name"); n.IsValid() && n.Kind() == reflect.String {
+				names = append(names, n.String())
+			}
+		}
+	}
+	return names, true
 }
 
 // podGroupStatus is PreFilter's answer in a pod-group cycle of a profile

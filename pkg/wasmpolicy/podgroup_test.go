@@ -85,6 +85,20 @@ func TestPodGroupMembersSeeTheirSiblings(t *testing.T) {
 			if !got["n2"].IsSuccess() {
 				t.Errorf("member two on n2: %v, want success", got["n2"])
 			}
+			// The framework filters a node with nominated pods through a
+			// copy of its NodeInfo (NodeInfo.Snapshot): the copy holds
+			// member one too.
+			n1, err := c.snapshot.NodeInfos().Get("n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s2 := podGroupState()
+			if _, st, _ := c.fw.RunPreFilterPlugins(ctx, s2, m2); !st.IsSuccess() {
+				t.Fatal(st)
+			}
+			if st := c.fw.RunFilterPlugins(ctx, s2, m2, n1.Snapshot()); st.IsSuccess() {
+				t.Errorf("member two on a copy of n1: success, want team-pod-cap's rejection")
+			}
 
 			c.fw.RunReservePluginsUnreserve(ctx, s1, m1, "n1")
 			if err := c.snapshot.ForgetPod(klogger(t), m1); err != nil {

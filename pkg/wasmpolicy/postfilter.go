@@ -26,7 +26,9 @@ import (
 func (w *WasmPolicy) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	c := readCycle(state)
 	var reasons []string
-	if c != nil {
+	if c != nil && c.shareWait == 0 {
+		// Not for a pod its namespace's share held at PreFilter: no
+		// guest is called for it in this cycle.
 		reasons = w.postFilterGuests(ctx, c)
 	}
 	w.reportAudit(ctx, state, pod, "")

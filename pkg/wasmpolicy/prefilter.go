@@ -26,6 +26,10 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		// Unresolvable: preempting other pods cannot help it (and
 		// preemption's search over every node is not spent on it).
 		c.shareWait = d
+		if framework.InPodGroupCycle(state) {
+			// No PostFilter comes for a pod-group member.
+			w.gates.retry(pod, d)
+		}
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	w.cycleStarted(c.policies)

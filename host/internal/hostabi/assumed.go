@@ -19,13 +19,19 @@ import (
 //
 // WasmPolicy's Reserve and Unreserve run right after each such assume and
 // right before each forget, with no Filter or Score in between, so they
-// mark the NodeInfo (Assumed, Forgotten): while a mark is on, the node's
+// mark the node (Assumed, Forgotten): while a mark is on, the node's
 // generation as the caches see it (Generation) is a number of its own,
 // never issued by kube-scheduler's counter (which counts up from 1) and
 // never reused, so an entry filled while the node held the member is
 // found only while it holds it. Taking the mark off gives the node its
-// real generation back, and the entries filled before the member came
-// are good again, as they are.
+// real generation back, and the node cache's entries and the memo's
+// batches filled before the member came are good again (count_pods
+// counts the node once more).
+//
+// A mark is the node's, by name, at the generation the NodeInfo had: the
+// framework filters some nodes through a copy of their NodeInfo (one with
+// nominated pods: NodeInfo.Snapshot, at another address and the same
+// generation), and the copy holds the member too.
 
 // assumedFrame is one mark: the pod that was placed, the NodeInfo's real
 // generation then, and the generation the caches see instead.
@@ -36,10 +42,10 @@ type assumedFrame struct {
 }
 
 var (
-	// assumedNodes holds each marked NodeInfo's marks, oldest first, by
-	// its address. A value is never changed once stored, so Generation
+	// assumedNodes holds each marked node's marks, oldest first, by the
+	// node's name. A value is never changed once stored, so Generation
 	// reads it without a lock.
-	assumedNodes sync.Map // uintptr → []assumedFrame
+	assumedNodes sync.Map // string → []assumedFrame
 	// assumedCount is the number of marks held: 0 outside pod-group
 	// cycles, where Generation costs one atomic load more than the
 	// NodeInfo's own.
@@ -59,7 +65,11 @@ func Generation(ni fwk.NodeInfo) int64 {
 	if assumedCount.Load() == 0 {
 		return gen
 	}
-	v, ok := assumedNodes.Load(nodeInfoAddr(ni))
+	node := ni.Node()
+	if node == nil {
+		return gen
+	}
+	v, ok := assumedNodes.Load(node.Name)
 	if !ok {
 		return gen
 	}
@@ -72,28 +82,35 @@ func Generation(ni fwk.NodeInfo) int64 {
 	return gen
 }
 
-// Assumed marks ni as holding the pod uid beyond what its generation says.
+// Assumed marks ni's node as holding the pod uid beyond what its
+// generation says.
 func Assumed(ni fwk.NodeInfo, uid types.UID) {
-	addr := nodeInfoAddr(ni)
+	if ni.Node() == nil {
+		return
+	}
+	name := ni.Node().Name
 	assumedMu.Lock()
 	defer assumedMu.Unlock()
 	var frames []assumedFrame
-	if v, ok := assumedNodes.Load(addr); ok {
+	if v, ok := assumedNodes.Load(name); ok {
 		frames = v.([]assumedFrame)
 	}
 	frames = append(frames[:len(frames):len(frames)], assumedFrame{uid: uid, gen: ni.GetGeneration(), stamp: lastStamp.Add(-1)})
-	assumedNodes.Store(addr, frames)
+	assumedNodes.Store(name, frames)
 	assumedCount.Add(1)
 	assumedTotal.Add(1)
 }
 
-// Forgotten takes off the mark Assumed put on ni for uid, and reports
-// whether there was one.
+// Forgotten takes off the mark Assumed put on ni's node for uid, and
+// reports whether there was one.
 func Forgotten(ni fwk.NodeInfo, uid types.UID) bool {
-	addr := nodeInfoAddr(ni)
+	if ni.Node() == nil {
+		return false
+	}
+	name := ni.Node().Name
 	assumedMu.Lock()
 	defer assumedMu.Unlock()
-	v, ok := assumedNodes.Load(addr)
+	v, ok := assumedNodes.Load(name)
 	if !ok {
 		return false
 	}
@@ -104,10 +121,15 @@ func Forgotten(ni fwk.NodeInfo, uid types.UID) bool {
 			continue
 		}
 		rest := append(append([]assumedFrame(nil), frames[:i]...), frames[i+1:]...)
+		if i != len(frames)-1 {
+			// Not the newest: the stand-in generation of the newest was
+			// issued while the node held this pod too.
+			rest[len(rest)-1].stamp = lastStamp.Add(-1)
+		}
 		if len(rest) == 0 {
-			assumedNodes.Delete(addr)
+			assumedNodes.Delete(name)
 		} else {
-			assumedNodes.Store(addr, rest)
+			assumedNodes.Store(name, rest)
 		}
 		assumedCount.Add(-1)
 		return true

@@ -27,6 +27,11 @@ func TestGenerationUnderAssumedPods(t *testing.T) {
 	if ga == real || gb == real || ga == gb || ga >= 0 || gb >= 0 {
 		t.Fatalf("generations %d (a), %d (a, b): want two new negative ones besides %d", ga, gb, real)
 	}
+	// A copy of the NodeInfo (the framework filters one when the node has
+	// nominated pods) holds b too: it gets b's generation.
+	if cp := ni.Snapshot(); Generation(cp) != gb {
+		t.Fatalf("a copy of the marked NodeInfo: %d, want b's %d", Generation(cp), gb)
+	}
 	if !Forgotten(ni, "b") || Generation(ni) != ga {
 		t.Fatalf("after b is forgotten: %d, want a's %d", Generation(ni), ga)
 	}
@@ -34,9 +39,18 @@ func TestGenerationUnderAssumedPods(t *testing.T) {
 		t.Fatal("b forgotten twice")
 	}
 	Assumed(ni, "c")
-	if gc := Generation(ni); gc == gb || gc == ga {
+	gc := Generation(ni)
+	if gc == gb || gc == ga {
 		t.Fatalf("c's generation %d reuses an earlier one", gc)
 	}
+	// a out of turn: c's mark stays, with a generation issued without a.
+	Assumed(ni, "a2")
+	ga2 := Generation(ni)
+	if !Forgotten(ni, "c") || Generation(ni) == ga2 || Generation(ni) == gc || Generation(ni) == ga {
+		t.Fatalf("after c is forgotten out of turn: %d, want a new one (a2's was %d)", Generation(ni), ga2)
+	}
+	Forgotten(ni, "a2")
+	Assumed(ni, "c")
 	// The node changes for real (a new snapshot): its own generation is
 	// new and the marks, made at the old one, no longer apply.
 	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"x": "y"}}})

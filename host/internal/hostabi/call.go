@@ -244,8 +244,11 @@ func (c *Call) NodeModel(part kubemodel.NodePart) *model.Node {
 }
 
 // cluster is the cycle's cluster view, nil outside a scheduling cycle.
+// prebind and postbind run in the binding goroutine, after the cycle,
+// while the next cycle updates the snapshot's NodeInfos the view holds in
+// place: they read no cluster.
 func (c *Call) cluster() *ClusterView {
-	if c.Pod == nil {
+	if c.Pod == nil || c.Kind == abi.PreBind || c.Kind == abi.PostBind {
 		return nil
 	}
 	c.VariesByPod = true
