@@ -93,3 +93,36 @@ func TestExplainPostFilter(t *testing.T) {
 		t.Errorf("n1 fits: postFilter %+v, best %v; want none and n1", ex.PostFilter, ex.Best)
 	}
 }
+
+// A team's namespaced policy adds its postfilter message to its own
+// namespace's pods only, and its postbind sees only them: another team's
+// pod that fits nowhere gets no word from it.
+func TestPostFilterStaysInItsNamespace(t *testing.T) {
+	called := map[host.CallKind]int{}
+	m := &fakeModule{}
+	m.fns[host.CallFilter] = func(string) (int64, host.Result, *host.CallError) {
+		return 0, host.Result{Code: abi.CodeUnschedulable, Reason: "no"}, nil
+	}
+	m.fns[host.CallPostFilter] = func(string) (int64, host.Result, *host.CallError) {
+		called[host.CallPostFilter]++
+		return 0, host.Result{Code: abi.CodeUnschedulable, Reason: "team-a says no"}, nil
+	}
+	w := fakePlugin(fakePolicy("team-a-policy", m, func(c *config.Policy) { c.Scope.Namespace = "team-a" }))
+	for _, tc := range []struct {
+		ns   string
+		want string
+	}{{"team-b", ""}, {"team-a", "WasmPolicy/team-a-policy: team-a says no"}} {
+		pod := fakePod()
+		pod.Namespace = tc.ns
+		ctx, state, nodes := context.Background(), intree.NewCycleState(), fakeNodes(1)
+		w.PreFilter(ctx, state, pod, nodes)
+		w.Filter(ctx, state, pod, nodes[0])
+		_, st := w.PostFilter(ctx, state, pod, nil)
+		if got := strings.Join(st.Reasons(), "; "); got != tc.want {
+			t.Errorf("pod in %s: reasons %q, want %q", tc.ns, got, tc.want)
+		}
+	}
+	if called[host.CallPostFilter] != 1 {
+		t.Errorf("postfilter called %d times, want once (for team-a's pod)", called[host.CallPostFilter])
+	}
+}
