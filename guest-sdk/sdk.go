@@ -166,6 +166,10 @@ func registered(p abi.Point) bool {
 		return postFilterFn != nil
 	case abi.PostBind:
 		return postBindFn != nil
+	case abi.Reserve:
+		return reserveFn != nil
+	case abi.Unreserve:
+		return unreserveFn != nil
 	}
 	return false
 }

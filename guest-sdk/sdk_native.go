@@ -117,10 +117,11 @@ func RunPreFilter(pod *PodData) Status {
 	return asReported(preFilterFn(Pod{}))
 }
 
-// RunFilter runs the registered Filter natively. It panics when none is registered.
+// RunFilter runs the registered Filter natively, or returns Success (as
+// the scheduler treats a policy without one: its PreFilter judges the pod).
 func RunFilter(pod *PodData, node *NodeData) Status {
 	enterCycle(pod)
-	if st, ok := use(pod, node); !ok {
+	if st, ok := use(pod, node); !ok || filterFn == nil {
 		return st
 	}
 	return asReported(filterFn(Pod{}, Node{}))

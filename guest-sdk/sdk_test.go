@@ -122,7 +122,11 @@ func TestCapabilitiesCoverPoints(t *testing.T) {
 	RegisterPreBind(func(Pod, Node) Status { return Success() })
 	RegisterPostFilter(func(Pod) Status { return Success() })
 	RegisterPostBind(func(Pod, Node) {})
+	RegisterReserve(func(Pod, Node) Status { return Success() })
+	RegisterUnreserve(func(Pod, Node) {})
 	defer func() {
+		RegisterReserve(nil)
+		RegisterUnreserve(nil)
 		RegisterPreEnqueue(nil)
 		RegisterPreBind(nil)
 		RegisterPostFilter(nil)

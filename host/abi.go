@@ -34,6 +34,9 @@ type (
 	Recheck = hostabi.Recheck
 	// Patch is what a prebind call wrote on the pod.
 	Patch = hostabi.Patch
+	// Counters are a policy's counts (docs/abi.md §3.6), kept across its
+	// versions by whoever makes the Policy.
+	Counters = hostabi.Counters
 )
 
 // NewPodState wraps a cycle's pod for its policies (hostabi.NewPodState).

@@ -331,6 +331,13 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 		return 0, Result{}, cerr
 	}
 	in.Pod, in.Node, in.Cycle, in.Scores, in.Unkeyable, in.VariesByPod, in.Random = pod, node, abiCycle(pc), scores, false, false, false
+	// A reserve that does not pass keeps none of the counts it took: a
+	// failed one may never see an Unreserve (failurePolicy Ignore lets
+	// its pod go on).
+	counters, mark := in.Counters, 0
+	if kind == CallReserve && counters != nil && pod != nil {
+		mark = counters.Held(string(pod.Pod.UID))
+	}
 	if kind == CallNormalizeScore && pc != nil && len(pc.Scored) == len(scores) {
 		in.Batch, in.Cur = pc.Scored, -1 // select_node picks a scored node
 	}
@@ -349,7 +356,12 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 		v.random.Store(true)
 	}
 	res := Result{Code: in.Code, Reason: in.Reason}
-	if cerr = v.end(in, pc, cerr); cerr != nil {
+	if cerr = v.end(in, pc, cerr); cerr != nil || kind.Read(res.Code) != abi.Passes {
+		if kind == CallReserve && counters != nil && pod != nil {
+			counters.RollBack(string(pod.Pod.UID), mark)
+		}
+	}
+	if cerr != nil {
 		return 0, Result{}, cerr
 	}
 	return int64(ret), res, nil

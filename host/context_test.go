@@ -21,7 +21,7 @@ import (
 )
 
 // The contexts of the matrix, in the fixture's order.
-var contextNames = []string{"_initialize", "prefilter", "filter", "prescore", "score", "normalize_score", "filter_nodes", "score_nodes", "filter_nodes before select_node", "postfilter", "postbind"}
+var contextNames = []string{"_initialize", "prefilter", "filter", "prescore", "score", "normalize_score", "filter_nodes", "score_nodes", "filter_nodes before select_node", "postfilter", "postbind", "reserve", "unreserve"}
 
 const (
 	ctxInit = iota
@@ -38,6 +38,8 @@ const (
 	ctxBeforeSelect
 	ctxPostFilter
 	ctxPostBind
+	ctxReserve
+	ctxUnreserve
 )
 
 // contextFns are the value-returning host functions in the order of
@@ -107,6 +109,28 @@ var contextFns = []struct {
 	// volume_claims: the pod has no claims, an empty list (4 bytes) of
 	// kind 0 wherever there is a pod; bad: kind 99.
 	{"volume_claims", cluster(4), cluster(badArgs)},
+	// ABI v4 counters (the fixture declares KeepsState): counter_add
+	// takes 1 of "team" in reserve only (bad: a key outside memory);
+	// counter_get reads it wherever there is a pod, 0 before reserve ran
+	// (the test calls reserve after every point but unreserve).
+	{"counter_add", only(ctxReserve, 1), only(ctxReserve, badArgs)},
+	{"counter_get", func(c int) int64 {
+		switch c {
+		case ctxReserve, ctxUnreserve:
+			return 1
+		}
+		return pod(0)(c)
+	}, pod(badArgs)},
+}
+
+// only answers v in context at and NotAvailable everywhere else.
+func only(at int, v int64) func(int) int64 {
+	return func(c int) int64 {
+		if c == at {
+			return v
+		}
+		return notAvailable
+	}
 }
 
 // podOr answers v where there is a pod and none in _initialize.
@@ -149,11 +173,11 @@ func pod(v int64) func(int) int64 {
 	}
 }
 
-// cluster answers v wherever the pod is but in postbind (and prebind),
-// which run after the cycle, outside its snapshot.
+// cluster answers v wherever the pod is but in postbind and unreserve
+// (and prebind), which may run after the cycle, outside its snapshot.
 func cluster(v int64) func(int) int64 {
 	return func(c int) int64 {
-		if c == ctxPostBind {
+		if c == ctxPostBind || c == ctxUnreserve {
 			return notAvailable
 		}
 		return pod(v)(c)
@@ -175,7 +199,7 @@ func podQuantity(v int64) func(int) int64 {
 func node(v int64) func(int) int64 {
 	return func(c int) int64 {
 		switch c {
-		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind:
+		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind, ctxReserve, ctxUnreserve:
 			return v
 		case ctxBeforeSelect, ctxNormalize:
 			if v == badArgs {
@@ -189,7 +213,7 @@ func node(v int64) func(int) int64 {
 func nodeQuantity(v int64) func(int) int64 {
 	return func(c int) int64 {
 		switch c {
-		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind:
+		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind, ctxReserve, ctxUnreserve:
 			return v
 		case ctxBeforeSelect, ctxNormalize:
 			if v == abi.MissingQuantity {
@@ -255,6 +279,8 @@ func TestHostFunctionContexts(t *testing.T) {
 	if _, err := v.CallNodes(ctx, CallScore, ps, []fwk.NodeInfo{ni}, pc, make([]Result, 1), make([]int64, 1)); err != nil {
 		t.Fatalf("score_nodes: %v", err)
 	}
+	call(CallReserve, ni, nil)
+	call(CallUnreserve, ni, nil)
 	in := <-v.idle // the one instance served every call
 	defer func() { v.idle <- in }()
 	var wrong []string
@@ -264,7 +290,7 @@ func TestHostFunctionContexts(t *testing.T) {
 				if want == nil {
 					continue
 				}
-				got, ok := in.mod.Memory().ReadUint64Le(uint32(4096 + c*512 + bad*256 + f*8))
+				got, ok := in.mod.Memory().ReadUint64Le(uint32(4096 + c*1024 + bad*512 + f*8))
 				if !ok || int64(got) != want(c) {
 					args := "good"
 					if bad == 1 {

@@ -169,6 +169,9 @@ const (
 	// PostFilter and PostBind (ABI v4), after the cycle's outcome.
 	CallPostFilter = abi.PostFilter
 	CallPostBind   = abi.PostBind
+	// Reserve and Unreserve (ABI v4), around a placement.
+	CallReserve   = abi.Reserve
+	CallUnreserve = abi.Unreserve
 	// NumCallKinds sizes arrays indexed by CallKind.
 	NumCallKinds = abi.NumPoints
 )
@@ -186,6 +189,9 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{v: v}
 	in.Call.Policy, in.Call.Runtime, in.Call.Caches, in.Call.PodReads = abiPolicy{v.p}, in, v.p.e.caches, &v.podReads
 	in.Call.Tenant = v.p.tenant
+	if v.exports.KeepsState {
+		in.Call.Counters = v.p.counters
+	}
 	v.created.Add(1)
 	in.cctx = callCtx{in: in}
 	if v.p.e.interruption == InterruptCloseOnDone {

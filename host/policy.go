@@ -73,6 +73,11 @@ type PolicySpec struct {
 	// instantiate and initialize (inline or in the background): the
 	// Tenant namespace's share of scheduling time is charged for it.
 	OnInstance func(time.Duration)
+	// Counters are the policy's counts when a version declares
+	// KeepsState: the caller keeps them by policy name, so that a new
+	// config (a new Policy) keeps what pods hold. nil: the Policy makes
+	// its own.
+	Counters *Counters
 	// OutputBurst and OutputRate bound the log lines the policy produces
 	// (stdout, stderr and log calls together): a burst, then a steady rate
 	// in lines per second. 0 means DefaultOutputBurst, DefaultOutputRate.
@@ -124,6 +129,8 @@ type Policy struct {
 	tenant     string
 	acct       *account
 	onInstance func(time.Duration)
+	// counters are given to the instances of versions that keep state.
+	counters *Counters
 
 	pages        uint32
 	moduleConfig wazero.ModuleConfig
@@ -149,6 +156,9 @@ type Policy struct {
 	// versions are the loaded versions not yet freed (under replaceMu).
 	versions map[*Version]struct{}
 }
+
+// Counters are the policy's counts (docs/abi.md §3.6).
+func (p *Policy) Counters() *Counters { return p.counters }
 
 // RowStats reports the batch rows the policy's guests evaluated, the nodes
 // that got the verdict of an equal row of their batch instead, and those
@@ -225,6 +235,10 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		timeouts[k] = spec.Timeout
 	}
 	timeouts[CallPreEnqueue] = spec.PreEnqueueTimeout
+	counters := spec.Counters
+	if counters == nil {
+		counters = new(Counters)
+	}
 	return &Policy{
 		e:             e,
 		timeouts:      timeouts,
@@ -232,6 +246,7 @@ func (e *Engine) NewPolicy(ctx context.Context, spec PolicySpec) (*Policy, error
 		reads:         reads,
 		tenant:        spec.Tenant,
 		onInstance:    spec.OnInstance,
+		counters:      counters,
 		acct:          e.budget.accountFor(spec.Tenant, spec.TenantMemoryBudget),
 		name:          spec.Name,
 		config:        []byte(spec.Config),

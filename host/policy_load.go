@@ -105,6 +105,12 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	if err := applyCapabilities(in, &v.exports); err != nil {
 		return fail(in, "Validate", err)
 	}
+	if err := checkKeepsState(v.exports); err != nil {
+		return fail(in, "Validate", err)
+	}
+	if v.exports.KeepsState {
+		in.Call.Counters = p.counters // the first instance was made before its capabilities were known
+	}
 	v.instCost = in.cost()
 	if why := p.e.budget.admitTenant(v); why != "" {
 		return fail(in, "MemoryBudget", errors.New(why))
@@ -172,6 +178,22 @@ func applyCapabilities(in *instance, ex *Exports) error {
 	ex.narrow(int32(res[0]))
 	if ex.Points == 0 {
 		return fmt.Errorf("the policy registers no function at any extension point (capabilities=%d): register at least one of Filter, Score, PreEnqueue or PreBind", int32(res[0]))
+	}
+	return nil
+}
+
+// checkKeepsState refuses a module that exports a point only a policy
+// keeping state may export (Reserve, Unreserve) without declaring that it
+// does: its counts would make its verdicts depend on more than the pod and
+// node, and the host would share and remember them.
+func checkKeepsState(ex Exports) error {
+	if ex.KeepsState {
+		return nil
+	}
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		if abi.Points[k].KeepsState && ex.Has(k) {
+			return fmt.Errorf("the policy implements %s (export %q) but does not declare that it keeps state: call sdk.KeepsState() in main or init, with its Register calls (or set capability bit %#x in the capabilities export), so that its counts stay its own and its verdicts are never shared between nodes", abi.Points[k].Name, abi.Points[k].Export, abi.CapKeepsState)
+		}
 	}
 	return nil
 }

@@ -11,8 +11,10 @@ package abi
 // version it was built for from the AbiVersion export; the host accepts
 // MinVersion to Version and refuses any other. Version 2 adds node tables
 // (table.go), version 3 PreEnqueue gates and PreBind patches (gates.go),
-// version 4 the points after a cycle's outcome (PostFilter, PostBind); a
-// guest of an older version never uses them and runs as it always did.
+// version 4 the points after a cycle's outcome (PostFilter, PostBind) and
+// around a placement (Reserve, Unreserve) with host-kept counters
+// (counters.go); a guest of an older version never uses them and runs as
+// it always did.
 const Version = 4
 
 // MinVersion is the oldest ABI version the host still runs.
@@ -51,6 +53,12 @@ const (
 	// ExportPostBind is `postbind(cycle i64)`, optional (ABI v4): once per
 	// pod bound.
 	ExportPostBind = "postbind"
+	// ExportReserve is `reserve(cycle i64)`, optional (ABI v4): once per
+	// pod given a node, before it is bound; counts taken with counter_add.
+	ExportReserve = "reserve"
+	// ExportUnreserve is `unreserve(cycle i64)`, optional (ABI v4): when a
+	// reserved placement is undone, after the host gave back its counts.
+	ExportUnreserve = "unreserve"
 	// ExportInitialize is the reactor initializer that compilers emit for
 	// -buildmode=c-shared; the host calls it once per instance.
 	ExportInitialize = "_initialize"

@@ -13,6 +13,7 @@ const (
 	SectionScores
 	SectionCluster
 	SectionGates
+	SectionCounters
 )
 
 // SectionTitles are the headings of the sections in docs/abi.md.
@@ -25,6 +26,7 @@ var SectionTitles = map[Section]string{
 	SectionScores:     "4.5 Scores (in `normalize_score` and `score_nodes`)",
 	SectionCluster:    "4.6 The cluster (wherever the pod is; declared with `reads: [Cluster]` or `[Namespaces]`)",
 	SectionGates:      "4.7 Gates and patches (ABI v3: in `preenqueue` and `prebind`)",
+	SectionCounters:   "4.8 Counters (ABI v4: policies that declare KeepsState)",
 }
 
 // HostFunction describes one function of module HostModule.
@@ -130,4 +132,9 @@ var HostFunctions = []HostFunction{
 		"in `prebind`: set the pod's annotation `key`, as `patch_label` does (any value)"},
 	{FnCyclePolicies, SectionGates, bufParams, i32Result,
 		"in `prebind`: the policies of the scheduling cycle that placed the pod, as records of 3 strings: name, the sha256 of the module version the cycle ran, mode (`Enforce` or `Audit`); -3 elsewhere"},
+
+	{FnCounterAdd, SectionCounters, []Param{{"key_ptr", I32}, {"key_len", I32}, {"n", I64}}, []ValType{I64},
+		"in `reserve`: takes `n` (1..2^53) of the count `key` (1..253 bytes) for the pod being placed and returns the key's new count. The pod holds what it took until its placement is undone or it is deleted or finishes (§3.6). -2 for a bad key or `n`; -3 outside `reserve`; -4 for a policy that does not declare KeepsState; -6 past 2^53, 1024 keys in use or 64 takes for one pod"},
+	{FnCounterGet, SectionCounters, []Param{{"key_ptr", I32}, {"key_len", I32}}, []ValType{I64},
+		"the count `key`: what the pods holding it took, 0 if none; wherever there is a pod. -2 for a bad key; -3 in `_initialize`; -4 for a policy that does not declare KeepsState"},
 }

@@ -32,6 +32,10 @@ const (
 	// fit, or the pod was bound.
 	PostFilter
 	PostBind
+	// Reserve and Unreserve (ABI v4) bracket a placement: counts a policy
+	// takes for the pod when it gets a node, given back if it is undone.
+	Reserve
+	Unreserve
 	// NumPoints is the number of extension points; arrays indexed by Point
 	// are sized with it.
 	NumPoints
@@ -95,6 +99,9 @@ type ExtensionPoint struct {
 	// the pod (Filter, Score and their batch forms): the host may remember
 	// it for nodes whose rows read the same (§3.4).
 	JudgesNodes bool
+	// KeepsState is true at a point only a policy that declares
+	// CapKeepsState may export: the host refuses the module otherwise.
+	KeepsState bool
 	// Entry is true when exporting this point makes a module a policy:
 	// the host refuses a module that exports no entry point.
 	Entry bool
@@ -188,6 +195,13 @@ var Points = [NumPoints]ExtensionPoint{
 	PostBind: {Name: "PostBind", Export: ExportPostBind, Params: []Param{cycleParam}, NodeData: true,
 		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v4: once per pod bound, after the binding, with its node current and the `cycle` of the scheduling cycle that chose it (§3.5); informational: its status is only logged",
 		OnSkip: Passes, OnReject: Invalid, Informational: true, Without: "bindings are never reported to the policy"},
+	Reserve: {Name: "Reserve", Export: ExportReserve, Params: []Param{cycleParam}, NodeData: true,
+		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v4: once per pod given a node, before it is bound, with the node current (§3.6); `counter_add` takes counts for the pod. Also for each trial placement of a pod-group cycle, which Unreserve then undoes",
+		OnSkip: Passes, OnReject: Rejects, Rejection: "the pod is not placed: every policy's reservation is undone (Unreserve) and the pod is tried again later",
+		KeepsState: true, Entry: true, Without: "no counts are taken as pods are placed"},
+	Unreserve: {Name: "Unreserve", Export: ExportUnreserve, Params: []Param{cycleParam}, NodeData: true,
+		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v4: when a pod's reserved placement is undone (a later Reserve or Permit refused it, binding failed, or a pod-group trial is reverted), after the host gave back every count the pod holds at this policy (§3.6); informational: its status is only logged",
+		OnSkip: Passes, OnReject: Invalid, Informational: true, KeepsState: true, Without: "undone placements are never reported to the policy (its counts are given back all the same)"},
 }
 
 // Cap is the point's bit in the capabilities bit set.
@@ -215,6 +229,8 @@ const (
 	CapPreBind        int32 = 1 << PreBind
 	CapPostFilter     int32 = 1 << PostFilter
 	CapPostBind       int32 = 1 << PostBind
+	CapReserve        int32 = 1 << Reserve
+	CapUnreserve      int32 = 1 << Unreserve
 
 	// CapKeepsState is not a point: a guest sets it when its verdicts
 	// depend on state it keeps across calls, so that the host never gives

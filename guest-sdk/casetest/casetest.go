@@ -82,12 +82,70 @@ type Case struct {
 	// PostBind is the expected postbind status once the pod is bound to
 	// the case's node (the scheduler only logs it).
 	PostBind *Expect `json:"postBind,omitempty"`
+	// Reserved are pods placed before the case's pod is evaluated: each
+	// is reserved on its node, in order (its reserve must pass), so the
+	// counts they take are held while the case runs (sdk.AddCount). Every
+	// count is given back after the case.
+	Reserved []Placed `json:"reserved,omitempty"`
+	// Reserve is the expected reserve verdict of the case's pod on its
+	// node, with the counts after it (when Counts is set).
+	Reserve *ExpectReserve `json:"reserve,omitempty"`
+	// Unreserve, with Reserve, undoes the case pod's placement after its
+	// reserve and expects the counts after that.
+	Unreserve *ExpectCounts `json:"unreserve,omitempty"`
+}
+
+// Placed is a pod reserved on a node before a case runs.
+type Placed struct {
+	Pod  sdk.PodData  `json:"pod"`
+	Node sdk.NodeData `json:"node"`
+}
+
+// ExpectReserve is an expected reserve verdict and the counts after it
+// (nil: not checked; empty: no count held).
+type ExpectReserve struct {
+	Code   int32            `json:"code"`
+	Reason string           `json:"reason,omitempty"`
+	Counts map[string]int64 `json:"counts,omitempty"`
+}
+
+// ExpectCounts are the counts expected after a step.
+type ExpectCounts struct {
+	Counts map[string]int64 `json:"counts"`
+}
+
+// PlacedPod is the i-th reserved pod with a UID of its own when the case
+// gives none (the counts a pod holds are by UID).
+func (c *Case) PlacedPod(i int) sdk.PodData {
+	p := c.Reserved[i].Pod
+	if p.UID == "" {
+		p.UID = fmt.Sprintf("reserved-%d-%s", i, p.Name)
+	}
+	return p
+}
+
+// CasePod is the case's pod, with a UID of its own when it has none.
+func (c *Case) CasePod() sdk.PodData {
+	p := c.Pod
+	if p.UID == "" && (len(c.Reserved) > 0 || c.Reserve != nil) {
+		p.UID = "case-" + p.Name
+	}
+	return p
+}
+
+// CheckCounts says how counts differ from want ("" when they match or
+// want is nil).
+func CheckCounts(step string, want, got map[string]int64) string {
+	if want == nil || maps.Equal(want, got) || len(want) == 0 && len(got) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s counts = %v, want %v", step, got, want)
 }
 
 // HasGates reports whether the case expects anything of the points
 // outside its filters and scores.
 func (c *Case) HasGates() bool {
-	return c.PreEnqueue != nil || c.PreBind != nil || c.PostFilter != nil || c.PostBind != nil
+	return c.PreEnqueue != nil || c.PreBind != nil || c.PostFilter != nil || c.PostBind != nil || c.Reserve != nil
 }
 
 // ExpectRecheck is what a gate is expected to ask with sdk.Recheck: the
@@ -226,8 +284,11 @@ func (c *Case) check() error {
 			return fmt.Errorf("recheck.after: %w", err)
 		}
 	}
-	if len(c.Nodes) > 0 && (c.PreBind != nil || c.PostBind != nil) {
-		return fmt.Errorf("preBind and postBind bind the pod to node; they do not take nodes")
+	if len(c.Nodes) > 0 && (c.PreBind != nil || c.PostBind != nil || c.Reserve != nil) {
+		return fmt.Errorf("reserve, preBind and postBind place the pod on node; they do not take nodes")
+	}
+	if c.Unreserve != nil && c.Reserve == nil {
+		return fmt.Errorf("unreserve undoes the case's reserve: it needs reserve")
 	}
 	if len(c.Nodes) == 0 {
 		if c.Filters != nil || c.Scores != nil {

@@ -30,14 +30,20 @@ func RunNative(t *testing.T, path string) {
 		clock, _ := c.Clock() // Load checked it
 		sdk.SetNow(clock)
 		if c.HasGates() {
-			t.Run(c.Name+"/gates", func(t *testing.T) { runGates(t, &c) })
+			t.Run(c.Name+"/gates", func(t *testing.T) {
+				defer sdk.ResetCounters()
+				placeReserved(t, &c)
+				runGates(t, &c)
+			})
 		}
 		if len(c.Nodes) > 0 {
 			t.Run(c.Name, func(t *testing.T) { runNodes(t, &c) })
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {
-			pod, node := c.Pod, c.Node
+			defer sdk.ResetCounters()
+			placeReserved(t, &c)
+			pod, node := c.CasePod(), c.Node
 			sdk.SetCluster(c.ClusterData())
 			defer sdk.SetCluster(nil)
 			if c.Filter != nil {
@@ -64,10 +70,36 @@ func RunNative(t *testing.T, path string) {
 	}
 }
 
-// runGates checks a case's preEnqueue and preBind expectations.
+// placeReserved reserves the case's reserved pods, in order.
+func placeReserved(t *testing.T, c *Case) {
+	t.Helper()
+	for i := range c.Reserved {
+		pod, node := c.PlacedPod(i), c.Reserved[i].Node
+		if st := sdk.RunReserve(&pod, &node); !st.IsSuccess() {
+			t.Fatalf("reserved pod %d (%s) on %s: reserve = %d %q, want success", i, pod.Name, node.Name, st.Code, st.Reason)
+		}
+	}
+}
+
+// runGates checks a case's expectations outside its filters and scores.
 func runGates(t *testing.T, c *Case) {
 	t.Helper()
-	pod, node := c.Pod, c.Node
+	pod, node := c.CasePod(), c.Node
+	if want := c.Reserve; want != nil {
+		st := sdk.RunReserve(&pod, &node)
+		if int32(st.Code) != want.Code || (want.Reason != "" && st.Reason != want.Reason) {
+			t.Errorf("reserve = %d %q, want %d %q", st.Code, st.Reason, want.Code, want.Reason)
+		}
+		if p := CheckCounts("reserve", want.Counts, sdk.Counts()); p != "" {
+			t.Error(p)
+		}
+		if c.Unreserve != nil {
+			sdk.RunUnreserve(&pod, &node)
+			if p := CheckCounts("unreserve", c.Unreserve.Counts, sdk.Counts()); p != "" {
+				t.Error(p)
+			}
+		}
+	}
 	if c.PreEnqueue != nil {
 		st, r := sdk.RunPreEnqueue(&pod)
 		if int32(st.Code) != c.PreEnqueue.Code || (c.PreEnqueue.Reason != "" && st.Reason != c.PreEnqueue.Reason) {

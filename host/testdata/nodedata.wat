@@ -11,6 +11,8 @@
     (if (i32.eq (call $node_string (i32.const 0) (i32.const 64) (i32.const 64)) (i32.const -3))
       (then (call $status (i32.const 2) (i32.const 0) (i32.const 0)))))
   (func (export "abi_version") (result i32) (i32.const 4))
+  ;; Every point, and KeepsState (1<<30), which reserve and unreserve need.
+  (func (export "capabilities") (result i32) (i32.const 0x40001fff))
   (func (export "prefilter") (param i64) (call $probe))
   (func (export "filter") (param i64) (call $probe))
   (func (export "prescore") (param i64) (call $probe))
@@ -23,4 +25,6 @@
   (func (export "preenqueue") (param i64) (call $probe))
   (func (export "prebind") (param i64) (call $probe))
   (func (export "postfilter") (param i64) (call $probe))
-  (func (export "postbind") (param i64) (call $probe)))
+  (func (export "postbind") (param i64) (call $probe))
+  (func (export "reserve") (param i64) (call $probe))
+  (func (export "unreserve") (param i64) (call $probe)))

@@ -83,6 +83,11 @@ var Points = [abi.NumPoints]Point{
 	abi.PostFilter: {FailCode: fwk.Unschedulable},
 	// The pod is bound: nothing can change, and a failure is only logged.
 	abi.PostBind: {FailCode: fwk.Error},
+	// A refused reservation undoes the placement; the pod is retried.
+	abi.Reserve: {Suffix: " refused the placement on this node", SaysNoReason: true, FailCode: fwk.Error,
+		FailNote: "; the placement is undone and the pod will be retried (failurePolicy Fail)"},
+	// The placement is being undone already: a failure is only logged.
+	abi.Unreserve: {FailCode: fwk.Error},
 }
 
 // Read turns a guest's status code and reason at point into a verdict.

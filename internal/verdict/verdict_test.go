@@ -35,6 +35,8 @@ func TestRead(t *testing.T) {
 		abi.PreBind:        {pass, policy, unres, unres, pass, policy, policy},
 		abi.PostFilter:     {pass, policy, unsch, unsch, pass, policy, policy},
 		abi.PostBind:       {pass, policy, policy, policy, pass, policy, policy},
+		abi.Reserve:        {pass, policy, unsch, unres, pass, policy, policy},
+		abi.Unreserve:      {pass, policy, policy, policy, pass, policy, policy},
 	}
 	if len(table) != int(abi.NumPoints) {
 		t.Fatalf("the test covers %d of %d points", len(table), abi.NumPoints)

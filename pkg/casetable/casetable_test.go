@@ -87,7 +87,7 @@ func TestScoreDisagreementNamesTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sched.close()
-	r := run(context.Background(), v, sched, f)
+	r := run(context.Background(), v, sched, f, new(host.Counters))
 	for _, c := range r.Cases {
 		if !c.Passed() {
 			t.Errorf("case %s: %v (the single form meets every expectation)", c.Name, c.Problems)

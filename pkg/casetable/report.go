@@ -73,6 +73,7 @@ type Case struct {
 	PreBind    string `json:"preBind,omitempty"`
 	PostFilter string `json:"postFilter,omitempty"`
 	PostBind   string `json:"postBind,omitempty"`
+	Reserve    string `json:"reserve,omitempty"`
 	// Problems say how the case failed; empty when it passed.
 	Problems []string `json:"problems,omitempty"`
 }

@@ -80,21 +80,25 @@ func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm [
 		for _, i := range groups[now] {
 			sub.Cases = append(sub.Cases, f.Cases[i])
 		}
+		sched, err := newScheduler(ctx, gspec, wasm, &sub)
+		if err != nil {
+			return nil, err
+		}
+		// One policy's counts for both: a reserved pod's counts are what
+		// the scheduler's cycle sees too.
+		gspec.Counters = sched.plugin.Counters(gspec.Name)
 		p, err := e.NewPolicy(ctx, gspec)
 		if err != nil {
+			sched.close()
 			return nil, err
 		}
 		v, err := p.Load(ctx, wasm, "")
 		if err != nil {
+			sched.close()
 			_ = p.Close(ctx)
 			return nil, err
 		}
-		sched, err := newScheduler(ctx, gspec, wasm, &sub)
-		if err != nil {
-			_ = p.Close(ctx)
-			return nil, err
-		}
-		r := run(ctx, v, sched, &sub)
+		r := run(ctx, v, sched, &sub, gspec.Counters)
 		sched.close()
 		r.Size, r.LoadDuration, r.TableBatches = v.Size(), v.LoadDuration(), v.TableBatches()
 		_ = p.Close(ctx)
@@ -120,7 +124,7 @@ func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm [
 // batches hold more than one node and every (pod, node) pair is checked for
 // agreement; the case's expectations are checked on its own node, and its
 // Status is the node's in sched's cycle.
-func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.File) *Report {
+func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.File, counters *host.Counters) *Report {
 	ex := v.Exports()
 	r := &Report{Exports: ex.String(), FailurePolicy: string(failurePolicy(f))}
 	checkFilter, checkScore := ex.Has(host.CallFilterNodes), ex.Has(host.CallScoreNodes)
@@ -157,10 +161,18 @@ func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.Fil
 		if nodeErrs[i] != nil {
 			problem("%v", nodeErrs[i])
 		}
-		v1pod, err := Pod(c.Pod)
+		release, err := placeReserved(ctx, v, &c, counters)
 		if err != nil {
 			problem("%v", err)
 			r.Cases = append(r.Cases, res)
+			release()
+			continue
+		}
+		v1pod, err := Pod(c.CasePod())
+		if err != nil {
+			problem("%v", err)
+			r.Cases = append(r.Cases, res)
+			release()
 			continue
 		}
 		pod := host.NewPodState(v1pod)
@@ -224,6 +236,11 @@ func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.Fil
 			}
 		}
 		runGates(ctx, v, &c, v1pod, pod, pc, nodes[i], &res, problem)
+		if c.Reserve != nil {
+			runReserve(ctx, v, &c, pod, nodes[i], counters, &res, problem)
+		}
+		release()
+		counters.RollBack(string(v1pod.UID), 0)
 		r.Cases = append(r.Cases, res)
 	}
 	return r

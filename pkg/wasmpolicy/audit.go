@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
 )
 
@@ -27,6 +28,16 @@ type auditState struct {
 	rejected    map[string]string // node → reason
 	scores      map[string]int64  // node → normalized score
 	message     string            // what its postfilter would have added
+	refused     map[string]string // node → why its reserve would have refused it
+}
+
+func (a *auditState) refuse(node, reason string) {
+	a.mu.Lock()
+	if a.refused == nil {
+		a.refused = map[string]string{}
+	}
+	a.refused[node] = orUnspecified(reason)
+	a.mu.Unlock()
 }
 
 func (a *auditState) postFilter(reason string) {
@@ -68,29 +79,44 @@ func orUnspecified(r string) string {
 
 func resultName(code int32) string { return results[resultOf(code)] }
 
-// Reserve implements framework.ReservePlugin. It never fails: it reports
-// what audited policies would have decided about the chosen node, and keeps
-// a copy of the node for the policies' prebind. In a pod-group cycle the
-// placement is a trial that the cycle may undo: Reserve then only marks
-// the node for the host's caches (podgroup.go), and the report waits for
-// the Reserve of the placement that stands, which kube-scheduler runs on
-// the same CycleState once the group's cycle is over.
+// Reserve implements framework.ReservePlugin. It calls the reserve of the
+// policies that export one (reserve.go), which may refuse the placement;
+// then it reports what audited policies would have decided about the
+// chosen node, and keeps a copy of the node for the policies' prebind. In
+// a pod-group cycle the placement is a trial that the cycle may undo:
+// Reserve then also marks the node for the host's caches (podgroup.go),
+// and the report waits for the Reserve of the placement that stands,
+// which kube-scheduler runs on the same CycleState once the group's cycle
+// is over.
 func (w *WasmPolicy) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if framework.InPodGroupCycle(state) {
+	trial := framework.InPodGroupCycle(state)
+	if trial {
 		w.podGroupAssumed(pod, nodeName)
+	}
+	c := readCycle(state)
+	if c != nil && c.has(host.CallReserve) {
+		if st := w.reserveGuests(ctx, c, nodeName); st != nil {
+			return st
+		}
+	}
+	if trial {
 		return nil
 	}
 	w.reportAudit(ctx, state, pod, nodeName)
-	if c := readCycle(state); c != nil {
+	if c != nil {
 		w.keepBindNode(c, nodeName)
 	}
 	return nil
 }
 
-// Unreserve implements framework.ReservePlugin. Outside a pod-group cycle
-// there is nothing to undo; in one, the node's mark comes off before the
-// cycle takes the pod out of it.
-func (w *WasmPolicy) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+// Unreserve implements framework.ReservePlugin: the pod's placement is
+// undone. Every count the pod holds at the cycle's policies is given back,
+// and their unreserve runs (reserve.go); in a pod-group cycle, the node's
+// mark comes off before the cycle takes the pod out of it.
+func (w *WasmPolicy) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if c := readCycle(state); c != nil {
+		w.unreserveGuests(ctx, c, nodeName)
+	}
 	if framework.InPodGroupCycle(state) {
 		w.podGroupForgotten(pod, nodeName)
 	}
@@ -127,6 +153,9 @@ func (a *auditState) summary(nodeName string) string {
 	var parts []string
 	if a.podRejected != "" {
 		parts = append(parts, "would have rejected the pod: "+a.podRejected)
+	}
+	if r, ok := a.refused[nodeName]; ok && nodeName != "" {
+		parts = append(parts, fmt.Sprintf("would have refused the placement on %s at Reserve: %s", nodeName, r))
 	}
 	if a.message != "" && nodeName == "" {
 		parts = append(parts, "would have added to the pod's message: "+a.message)

@@ -54,6 +54,18 @@ func TestFailurePolicyTable(t *testing.T) {
 			m.fns[host.CallScore] = scoreOf(10)
 			return m
 		}, want{"NormalizeScore", fwk.Error, "WasmPolicy/p: policy error: bad"}},
+		{"reserve error status", func() *fakeModule {
+			m := &fakeModule{}
+			m.fns[host.CallFilter], m.fns[host.CallReserve] = succeed, errorOut
+			return m
+		}, want{"Reserve", fwk.Error, "WasmPolicy/p: policy error: no data; the placement is undone and the pod will be retried (failurePolicy Fail)"}},
+		{"reserve trap", func() *fakeModule {
+			m := &fakeModule{}
+			m.fns[host.CallFilter], m.fns[host.CallReserve] = succeed, func(string) (int64, host.Result, *host.CallError) {
+				return 0, host.Result{}, &host.CallError{Outcome: host.OutcomeTrap, Err: errors.New("unreachable")}
+			}
+			return m
+		}, want{"Reserve", fwk.Error, "WasmPolicy/p: policy trapped: unreachable; the pod (and pods like it) is quarantined for 30s: the policy is not called for it until then or until a new module loads; fix the policy; the placement is undone and the pod will be retried (failurePolicy Fail)"}},
 	} {
 		for _, mode := range []string{"Fail", "Ignore", "Audit"} {
 			t.Run(c.name+"/"+mode, func(t *testing.T) {

@@ -299,11 +299,21 @@ func runCycleFor(w *WasmPolicy, pod *v1.Pod, nodes []fwk.NodeInfo) cycleResult {
 			feasible = append(feasible, ni)
 		}
 	}
+	// Reserve on the first feasible node, for the policies that export it.
+	reserve := func() cycleResult {
+		if c := readCycle(state); c != nil && c.has(host.CallReserve) && len(feasible) > 0 {
+			if st := w.Reserve(ctx, state, pod, feasible[0].Node().Name); st != nil {
+				r.status, r.point = st, "Reserve"
+			}
+		}
+		return r
+	}
 	if ps := w.PreScore(ctx, state, pod, feasible); ps != nil {
 		if !ps.IsSkip() {
 			r.status, r.point = ps, "PreScore"
+			return r
 		}
-		return r
+		return reserve()
 	}
 	list := make(framework.NodeScoreList, len(feasible))
 	for k, ni := range feasible {
@@ -320,5 +330,5 @@ func runCycleFor(w *WasmPolicy, pod *v1.Pod, nodes []fwk.NodeInfo) cycleResult {
 	for _, s := range list {
 		r.scores[s.Name] = s.Score
 	}
-	return r
+	return reserve()
 }

@@ -111,6 +111,8 @@ type WasmPolicy struct {
 	gates *gateTracker
 	// shares account each namespace's policies' time (tenancy.go).
 	shares *tenantShares
+	// counters are each policy's counts, by policy name (reserve.go).
+	counters policyCounters
 	// ociCache keeps modules pulled from registries (moduleCacheDir); nil:
 	// none.
 	ociCache *oci.Cache
@@ -129,6 +131,9 @@ type policy struct {
 	// of leaving them until the unschedulable-pod timeout (5 min).
 	mu       sync.Mutex
 	rejected map[types.UID]*v1.Pod
+	// counters are the policy's counts (reserve.go), nil for a policy
+	// built outside the plugin's host.
+	counters *host.Counters
 	// sourceObject is the object the module was last read from (the
 	// ConfigMap; nil for files): breaker Events are recorded on it. Under mu.
 	sourceObject runtime.Object
@@ -371,8 +376,9 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 					classes: f.Storage().V1().StorageClasses().Lister(),
 				}
 			}
-			// A gated pod that is deleted leaves the gate tracker.
-			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: w.podDeleted}); err != nil {
+			// A gated pod that is deleted leaves the gate tracker; a pod
+			// deleted or finished gives back the counts it holds.
+			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: w.podDeleted, UpdateFunc: w.podFinished}); err != nil {
 				logger.Error(err, "Could not watch pod deletions; gated pods that are deleted stay tracked until the scheduler restarts")
 			}
 			if w.clusterReads || args.PolicyObjects.Enabled {
@@ -425,6 +431,7 @@ func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy
 		Tenant:             pc.Scope.Namespace,
 		TenantMemoryBudget: w.tenantLimits(pc.Scope.Namespace).MemoryBudget,
 		OnInstance:         w.instanceCharge(pc.Scope.Namespace),
+		Counters:           w.counters.of(pc.Name),
 		RetiredGrace:       w.opts.retiredGrace,
 		Limits: host.CompileLimits{
 			MaxFunctions: args.CompileLimits.MaxFunctions,
@@ -436,6 +443,7 @@ func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy
 		return nil, err
 	}
 	p := w.newPolicy(pc, hostRuntime{hp}, breakerConfigOf(args.CircuitBreaker))
+	p.counters = hp.Counters()
 	switch {
 	case pc.Source.File != "":
 		p.source = &source.File{Path: pc.Source.File, Interval: args.FilePollInterval}

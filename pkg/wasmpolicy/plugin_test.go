@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
@@ -26,6 +27,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -39,6 +41,8 @@ type cluster struct {
 	snapshot *cache.Snapshot
 	nodes    []*v1.Node
 	recorder *events.FakeRecorder
+	// plugin is the framework's WasmPolicy.
+	plugin *WasmPolicy
 }
 
 func newCluster(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.Node, objs ...*v1.ConfigMap) *cluster {
@@ -115,7 +119,15 @@ func newClusterProfile(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.No
 	if edit != nil {
 		edit(profile.Plugins)
 	}
-	fw, err := frameworkruntime.NewFramework(ctx, frameworkruntime.Registry{Name: Factory(opts...), queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New}, profile,
+	var plugin *WasmPolicy
+	factory := func(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+		p, err := Factory(opts...)(ctx, obj, h)
+		if w, ok := p.(*WasmPolicy); ok {
+			plugin = w
+		}
+		return p, err
+	}
+	fw, err := frameworkruntime.NewFramework(ctx, frameworkruntime.Registry{Name: factory, queuesort.Name: queuesort.New, defaultbinder.Name: defaultbinder.New}, profile,
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithEventRecorder(recorder),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
@@ -124,7 +136,7 @@ func newClusterProfile(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.No
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fw.Close() })
-	return &cluster{fw: fw, snapshot: snapshot, nodes: nodes, recorder: recorder}
+	return &cluster{fw: fw, snapshot: snapshot, nodes: nodes, recorder: recorder, plugin: plugin}
 }
 
 // schedule runs PreFilter, Filter on every node, then PreScore and Score on

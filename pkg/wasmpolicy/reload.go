@@ -165,6 +165,7 @@ func (w *WasmPolicy) podDeleted(obj interface{}) {
 	}
 	if pod, ok := obj.(*v1.Pod); ok {
 		w.gates.forget(pod.UID)
+		w.counters.release(string(pod.UID))
 		if w.shares != nil {
 			w.shares.forget(pod)
 		}

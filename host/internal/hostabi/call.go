@@ -79,6 +79,10 @@ type Call struct {
 	// that namespace, and what it reads about other namespaces' pods is
 	// only counts (tenant.go).
 	Tenant string
+	// Counters, set once per instance, are the policy's counts when its
+	// version declares KeepsState (nil otherwise: counter_add and
+	// counter_get answer NotDeclared).
+	Counters *Counters
 
 	// Kind is the entry point of the call in flight.
 	Kind abi.Point
@@ -246,9 +250,9 @@ func (c *Call) NodeModel(part kubemodel.NodePart) *model.Node {
 // cluster is the cycle's cluster view, nil outside a scheduling cycle.
 // prebind and postbind run in the binding goroutine, after the cycle,
 // while the next cycle updates the snapshot's NodeInfos the view holds in
-// place: they read no cluster.
+// place, and unreserve may: they read no cluster.
 func (c *Call) cluster() *ClusterView {
-	if c.Pod == nil || c.Kind == abi.PreBind || c.Kind == abi.PostBind {
+	if c.Pod == nil || c.Kind == abi.PreBind || c.Kind == abi.PostBind || c.Kind == abi.Unreserve {
 		return nil
 	}
 	c.VariesByPod = true

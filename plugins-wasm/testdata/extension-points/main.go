@@ -12,6 +12,9 @@
 //   - PostFilter, when no node fit, adds "no node in zone <zone>" with the
 //     zone PreFilter stored.
 //   - PostBind reads the pod's zone and the node's (its call is counted).
+//   - Reserve takes one of the count "zone/<node's zone>" for the pod and
+//     refuses pods labelled reserve=refuse (after taking it: the host gives
+//     it back); Unreserve reads the count. Both need KeepsState.
 package main
 
 import sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -26,6 +29,25 @@ func init() {
 	sdk.RegisterPreBind(preBind)
 	sdk.RegisterPostFilter(postFilter)
 	sdk.RegisterPostBind(postBind)
+	sdk.RegisterReserve(reserve)
+	sdk.RegisterUnreserve(unreserve)
+	sdk.KeepsState()
+}
+
+func reserve(pod sdk.Pod, node sdk.Node) sdk.Status {
+	zone, _ := node.Label("zone")
+	if _, err := sdk.AddCount("zone/"+zone, 1); err != nil {
+		return sdk.Error(err.Error())
+	}
+	if v, _ := pod.Label("reserve"); v == "refuse" {
+		return sdk.Unschedulable("reservation refused")
+	}
+	return sdk.Success()
+}
+
+func unreserve(pod sdk.Pod, node sdk.Node) {
+	zone, _ := node.Label("zone")
+	_, _ = sdk.Count("zone/" + zone)
 }
 
 func postFilter(pod sdk.Pod) sdk.Status {
