@@ -57,12 +57,13 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 				if a, b := reportJSON(t, r), reportJSON(t, r2); a != b {
 					t.Errorf("instrumented and plain modules disagree:\ninstrumented: %s\nplain:        %s", a, b)
 				}
-				// A gate or a patch alone (freeze-window, placement-recorder)
-				// has no Filter or Score, so no batch form and no node table:
-				// its cases check preenqueue and prebind.
+				// A gate, a patch or a reservation alone (freeze-window,
+				// placement-recorder, licence-count) has no Filter or
+				// Score, so no batch form and no node table: its cases
+				// check preenqueue, prebind or reserve.
 				if ex := strings.Split(r.Exports, ","); !slices.Contains(ex, "filter") && !slices.Contains(ex, "score") {
-					if len(r.Batches) != 0 || r.TableBatches != 0 || !slices.Contains(ex, "preenqueue") && !slices.Contains(ex, "prebind") {
-						t.Errorf("%s exports %s, batches %v, %d table batches: want a gate or a patch and no batch form", name, r.Exports, r.Batches, r.TableBatches)
+					if len(r.Batches) != 0 || r.TableBatches != 0 || !slices.Contains(ex, "preenqueue") && !slices.Contains(ex, "prebind") && !slices.Contains(ex, "reserve") {
+						t.Errorf("%s exports %s, batches %v, %d table batches: want a gate, a patch or a reservation and no batch form", name, r.Exports, r.Batches, r.TableBatches)
 					}
 					t.Log(r.Summary())
 					return

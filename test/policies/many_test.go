@@ -103,6 +103,11 @@ func TestManyPoliciesInOnePlugin(t *testing.T) {
 			continue
 		}
 		for _, c := range tables[ex].Cases {
+			if len(c.Reserved) > 0 {
+				// Counts other pods hold, which Explain alone cannot
+				// place; TestExamplePoliciesAsWasm reserves them.
+				continue
+			}
 			ni, err := casetable.NodeInfo(c.Node)
 			if err != nil {
 				t.Fatal(err)
