@@ -46,49 +46,6 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
 )
 
-// Code is a status code; the values are the kube-scheduler framework's.
-type Code int32
-
-// Status codes a policy can return.
-const (
-	CodeSuccess                      Code = Code(abi.CodeSuccess)
-	CodeError                        Code = Code(abi.CodeError)
-	CodeUnschedulable                Code = Code(abi.CodeUnschedulable)
-	CodeUnschedulableAndUnresolvable Code = Code(abi.CodeUnschedulableAndUnresolvable)
-	CodeSkip                         Code = Code(abi.CodeSkip)
-)
-
-// Status is a policy's verdict for one call.
-type Status struct {
-	Code   Code
-	Reason string
-}
-
-// Success lets the pod onto the node (Filter) or accepts the score (Score).
-func Success() Status { return Status{} }
-
-// Unschedulable rejects the node; the reason appears in the pod's
-// FailedScheduling event as "N node(s) rejected by WasmPolicy/<policy>: <reason>".
-// Preemption may still try the node.
-func Unschedulable(reason string) Status { return Status{CodeUnschedulable, reason} }
-
-// UnschedulableAndUnresolvable rejects the node and tells the scheduler that
-// preempting pods on it would not help.
-func UnschedulableAndUnresolvable(reason string) Status {
-	return Status{CodeUnschedulableAndUnresolvable, reason}
-}
-
-// Error reports that the policy could not decide; the policy's failurePolicy
-// decides what the scheduler does.
-func Error(reason string) Status { return Status{CodeError, reason} }
-
-// Skip, returned from PreFilter or PreScore, skips this policy's Filter or
-// Score for the whole cycle.
-func Skip() Status { return Status{Code: CodeSkip} }
-
-// IsSuccess reports whether the status is Success.
-func (s Status) IsSuccess() bool { return s.Code == CodeSuccess }
-
 var (
 	preFilterFn func(Pod) Status
 	filterFn    func(Pod, Node) Status
@@ -170,6 +127,8 @@ func registered(p abi.Point) bool {
 		return reserveFn != nil
 	case abi.Unreserve:
 		return unreserveFn != nil
+	case abi.Permit:
+		return permitFn != nil
 	}
 	return false
 }

@@ -131,6 +131,8 @@ func RunPostFilter(pod *PodData) Status {
 	if postFilterFn == nil {
 		return Success()
 	}
+	nativeKind = abi.PostFilter
+	defer func() { nativeKind = abi.NumPoints }()
 	return asReported(postFilterFn(Pod{}))
 }
 

@@ -124,7 +124,9 @@ func TestCapabilitiesCoverPoints(t *testing.T) {
 	RegisterPostBind(func(Pod, Node) {})
 	RegisterReserve(func(Pod, Node) Status { return Success() })
 	RegisterUnreserve(func(Pod, Node) {})
+	RegisterPermit(func(Pod, Node) Status { return Success() })
 	defer func() {
+		RegisterPermit(nil)
 		RegisterReserve(nil)
 		RegisterUnreserve(nil)
 		RegisterPreEnqueue(nil)

@@ -37,6 +37,9 @@ type (
 	// Counters are a policy's counts (docs/abi.md §3.6), kept across its
 	// versions by whoever makes the Policy.
 	Counters = hostabi.Counters
+	// Waiting are the pods waiting at a policy, as its permit, postfilter
+	// and unreserve reach them (docs/abi.md §3.7).
+	Waiting = hostabi.Waiting
 )
 
 // NewPodState wraps a cycle's pod for its policies (hostabi.NewPodState).

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
@@ -21,7 +22,7 @@ import (
 )
 
 // The contexts of the matrix, in the fixture's order.
-var contextNames = []string{"_initialize", "prefilter", "filter", "prescore", "score", "normalize_score", "filter_nodes", "score_nodes", "filter_nodes before select_node", "postfilter", "postbind", "reserve", "unreserve"}
+var contextNames = []string{"_initialize", "prefilter", "filter", "prescore", "score", "normalize_score", "filter_nodes", "score_nodes", "filter_nodes before select_node", "postfilter", "postbind", "reserve", "unreserve", "permit"}
 
 const (
 	ctxInit = iota
@@ -40,6 +41,7 @@ const (
 	ctxPostBind
 	ctxReserve
 	ctxUnreserve
+	ctxPermit
 )
 
 // contextFns are the value-returning host functions in the order of
@@ -116,12 +118,38 @@ var contextFns = []struct {
 	{"counter_add", only(ctxReserve, 1), only(ctxReserve, badArgs)},
 	{"counter_get", func(c int) int64 {
 		switch c {
-		case ctxReserve, ctxUnreserve:
+		case ctxReserve, ctxUnreserve, ctxPermit:
 			return 1
 		}
 		return pod(0)(c)
 	}, pod(badArgs)},
+	// ABI v4 waiting pods, in permit, postfilter and unreserve (the test
+	// gives those calls an empty set of waiting pods): an empty list (4
+	// bytes); "uid-none" is not waiting (-1). Bad: a selector that does
+	// not parse, a UID outside memory.
+	{"permit_waiting", waitingOnly(4), waitingOnly(badArgs)},
+	{"permit_allow", waitingOnly(notFound), waitingOnly(badArgs)},
+	{"permit_reject", waitingOnly(notFound), waitingOnly(badArgs)},
 }
+
+// waitingOnly answers v where waiting pods are reached, NotAvailable
+// elsewhere.
+func waitingOnly(v int64) func(int) int64 {
+	return func(c int) int64 {
+		switch c {
+		case ctxPermit, ctxPostFilter, ctxUnreserve:
+			return v
+		}
+		return notAvailable
+	}
+}
+
+// noneWaiting is a set of waiting pods with none in it.
+type noneWaiting struct{}
+
+func (noneWaiting) List(labels.Selector) [][4]string { return nil }
+func (noneWaiting) Allow(string) bool                { return false }
+func (noneWaiting) Reject(string, string) bool       { return false }
 
 // only answers v in context at and NotAvailable everywhere else.
 func only(at int, v int64) func(int) int64 {
@@ -199,7 +227,7 @@ func podQuantity(v int64) func(int) int64 {
 func node(v int64) func(int) int64 {
 	return func(c int) int64 {
 		switch c {
-		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind, ctxReserve, ctxUnreserve:
+		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind, ctxReserve, ctxUnreserve, ctxPermit:
 			return v
 		case ctxBeforeSelect, ctxNormalize:
 			if v == badArgs {
@@ -213,7 +241,7 @@ func node(v int64) func(int) int64 {
 func nodeQuantity(v int64) func(int) int64 {
 	return func(c int) int64 {
 		switch c {
-		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind, ctxReserve, ctxUnreserve:
+		case ctxFilter, ctxScore, ctxFilterNodes, ctxScoreNodes, ctxPostBind, ctxReserve, ctxUnreserve, ctxPermit:
 			return v
 		case ctxBeforeSelect, ctxNormalize:
 			if v == abi.MissingQuantity {
@@ -256,6 +284,7 @@ func TestHostFunctionContexts(t *testing.T) {
 	contextPodJSON = kubemodel.PodObject(ps.Pod)
 	contextNodeJSON = kubemodel.NodeObject(ni.Node())
 	ctx, pc := context.Background(), new(PolicyCycle)
+	pc.Waiting = noneWaiting{}
 	call := func(kind CallKind, node fwk.NodeInfo, sc []int64) {
 		t.Helper()
 		if _, _, err := v.Call(ctx, kind, ps, node, pc, sc); err != nil {
@@ -281,6 +310,7 @@ func TestHostFunctionContexts(t *testing.T) {
 	}
 	call(CallReserve, ni, nil)
 	call(CallUnreserve, ni, nil)
+	call(CallPermit, ni, nil)
 	in := <-v.idle // the one instance served every call
 	defer func() { v.idle <- in }()
 	var wrong []string

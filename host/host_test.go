@@ -194,7 +194,7 @@ func TestLoadRejections(t *testing.T) {
 	}{
 		{"not wasm", "Decode", "not a wasm module", []byte("#!/bin/sh\necho hi\n")},
 		{"abi v5", "ABIVersion", "ABI v5", testguests.Fixture(t, "abiv5")},
-		{"no entry points", "Validate", `exports no entry point: none of "filter", "score", "preenqueue", "prebind" or "reserve"`, testguests.Fixture(t, "noentry")},
+		{"no entry points", "Validate", `exports no entry point: none of "filter", "score", "preenqueue", "prebind", "reserve" or "permit"`, testguests.Fixture(t, "noentry")},
 		{"bad signature", "Validate", `export "filter" has signature (i32)->(i32)`, testguests.Fixture(t, "badsig")},
 		{"init loops", "Instantiate", "_initialize did not finish within", testguests.Fixture(t, "initloop")},
 		// Reserve needs KeepsState: the error names the point, the export and the fix.

@@ -69,7 +69,7 @@ func TestExportsNarrow(t *testing.T) {
 			t.Errorf("exports %b narrowed by %b = %q, want %q", c.exported, c.caps, got, c.want)
 		}
 	}
-	if s := fmt.Sprint(Exports{Points: 1<<abi.NumPoints - 1}); s != "prefilter,filter,prescore,score,normalize_score,filter_nodes,score_nodes,preenqueue,prebind,postfilter,postbind,reserve,unreserve" {
+	if s := fmt.Sprint(Exports{Points: 1<<abi.NumPoints - 1}); s != "prefilter,filter,prescore,score,normalize_score,filter_nodes,score_nodes,preenqueue,prebind,postfilter,postbind,reserve,unreserve,permit" {
 		t.Errorf("String = %q", s)
 	}
 }

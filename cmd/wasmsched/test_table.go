@@ -15,7 +15,7 @@ import (
 // and postbind verdicts, "" for none.
 func afterCycle(c casetable.Case) string {
 	var parts []string
-	for _, p := range [][2]string{{"postfilter", c.PostFilter}, {"reserve", c.Reserve}, {"postbind", c.PostBind}} {
+	for _, p := range [][2]string{{"postfilter", c.PostFilter}, {"reserve", c.Reserve}, {"permit", c.Permit}, {"postbind", c.PostBind}} {
 		if p[1] != "" {
 			parts = append(parts, p[0]+" "+p[1])
 		}

@@ -11,9 +11,9 @@ package abi
 // version it was built for from the AbiVersion export; the host accepts
 // MinVersion to Version and refuses any other. Version 2 adds node tables
 // (table.go), version 3 PreEnqueue gates and PreBind patches (gates.go),
-// version 4 the points after a cycle's outcome (PostFilter, PostBind) and
+// version 4 the points after a cycle's outcome (PostFilter, PostBind),
 // around a placement (Reserve, Unreserve) with host-kept counters
-// (counters.go); a guest of an older version never uses them and runs as
+// (counters.go), and Permit with waiting pods (permit.go); a guest of an older version never uses them and runs as
 // it always did.
 const Version = 4
 
@@ -56,6 +56,10 @@ const (
 	// ExportReserve is `reserve(cycle i64)`, optional (ABI v4): once per
 	// pod given a node, before it is bound; counts taken with counter_add.
 	ExportReserve = "reserve"
+	// ExportPermit is `permit(cycle i64) -> i64`, optional (ABI v4): once
+	// per reserved pod; with status Wait, the result is the longest the
+	// pod waits, in milliseconds.
+	ExportPermit = "permit"
 	// ExportUnreserve is `unreserve(cycle i64)`, optional (ABI v4): when a
 	// reserved placement is undone, after the host gave back its counts.
 	ExportUnreserve = "unreserve"
@@ -73,7 +77,10 @@ const (
 	CodeError                        int32 = 1
 	CodeUnschedulable                int32 = 2
 	CodeUnschedulableAndUnresolvable int32 = 3
-	CodeSkip                         int32 = 5
+	// CodeWait is Permit's alone (ABI v4): the pod waits, for at most the
+	// milliseconds permit returns, until the policy allows it.
+	CodeWait int32 = 4
+	CodeSkip int32 = 5
 )
 
 // Host functions, all in module HostModule. Pointers and lengths are i32

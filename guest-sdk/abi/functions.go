@@ -14,6 +14,7 @@ const (
 	SectionCluster
 	SectionGates
 	SectionCounters
+	SectionPermit
 )
 
 // SectionTitles are the headings of the sections in docs/abi.md.
@@ -27,6 +28,7 @@ var SectionTitles = map[Section]string{
 	SectionCluster:    "4.6 The cluster (wherever the pod is; declared with `reads: [Cluster]` or `[Namespaces]`)",
 	SectionGates:      "4.7 Gates and patches (ABI v3: in `preenqueue` and `prebind`)",
 	SectionCounters:   "4.8 Counters (ABI v4: policies that declare KeepsState)",
+	SectionPermit:     "4.9 Waiting pods (ABI v4: in `permit`, `postfilter` and `unreserve`)",
 }
 
 // HostFunction describes one function of module HostModule.
@@ -137,4 +139,10 @@ var HostFunctions = []HostFunction{
 		"in `reserve`: takes `n` (1..2^53) of the count `key` (1..253 bytes) for the pod being placed and returns the key's new count. The pod holds what it took until its placement is undone or it is deleted or finishes (§3.6). -2 for a bad key or `n`; -3 outside `reserve`; -4 for a policy that does not declare KeepsState; -6 past 2^53, 1024 keys in use or 64 takes for one pod"},
 	{FnCounterGet, SectionCounters, []Param{{"key_ptr", I32}, {"key_len", I32}}, []ValType{I64},
 		"the count `key`: what the pods holding it took, 0 if none; wherever there is a pod. -2 for a bad key; -3 in `_initialize`; -4 for a policy that does not declare KeepsState"},
+	{FnPermitWaiting, SectionPermit, []Param{{"sel_ptr", I32}, {"sel_len", I32}, {"buf", I32}, {"cap", I32}}, i32Result,
+		"the pods waiting at this policy (its `permit` returned Wait and it has not allowed them) whose labels match the label selector at `sel_ptr` (kubectl's syntax, `gang=a,tier!=x`; empty: all), as records of 4 strings: UID, namespace, name, node (§3.7), ordered by name. -2 for a selector that does not parse; -3 outside `permit`, `postfilter` and `unreserve`"},
+	{FnPermitAllow, SectionPermit, []Param{{"uid_ptr", I32}, {"uid_len", I32}}, i32Result,
+		"allows the waiting pod with that UID on this policy's behalf: once every policy that made it wait allowed it, it goes on to be bound. 0; -1 if the pod is not waiting at this policy (the host logs the policy, the point and the fix); -3 outside `permit`, `postfilter` and `unreserve`"},
+	{FnPermitReject, SectionPermit, []Param{{"uid_ptr", I32}, {"uid_len", I32}, {"msg_ptr", I32}, {"msg_len", I32}}, i32Result,
+		"rejects the waiting pod with that UID: its placement is undone and the message (at most 1024 bytes) is in its `PodScheduled` condition as `WasmPolicy/<policy>: <message>`. 0; -1 if the pod is not waiting at this policy; -3 outside `permit`, `postfilter` and `unreserve`"},
 }

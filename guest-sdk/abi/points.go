@@ -36,6 +36,9 @@ const (
 	// takes for the pod when it gets a node, given back if it is undone.
 	Reserve
 	Unreserve
+	// Permit (ABI v4) lets a reserved pod be bound, refuses it, or makes it
+	// wait until the policy allows it (a gang, a quota).
+	Permit
 	// NumPoints is the number of extension points; arrays indexed by Point
 	// are sized with it.
 	NumPoints
@@ -90,6 +93,8 @@ type ExtensionPoint struct {
 	// is the policy's error. The plugin reads every result through them,
 	// and docs/abi.md's result table is generated from them.
 	OnSkip, OnReject Meaning
+	// OnWait is what CodeWait means: Waits at Permit, Invalid elsewhere.
+	OnWait Meaning
 	// Rejection says what a rejection does at this point, for docs/abi.md.
 	Rejection string
 	// Informational is true at a point whose status changes nothing: a
@@ -133,6 +138,9 @@ const (
 	// Informs: either rejecting code adds its reason to the pod's message
 	// and changes nothing else (PostFilter: no node fit already).
 	Informs
+	// Waits: the pod waits at Permit, for at most the call's result in
+	// milliseconds, until the policy allows or rejects it.
+	Waits
 )
 
 // Read is what status code means at point p.
@@ -147,6 +155,8 @@ func (p Point) Read(code int32) Meaning {
 		return Points[p].OnSkip
 	case CodeUnschedulable, CodeUnschedulableAndUnresolvable:
 		return Points[p].OnReject
+	case CodeWait:
+		return Points[p].OnWait
 	}
 	return Invalid
 }
@@ -202,6 +212,10 @@ var Points = [NumPoints]ExtensionPoint{
 	Unreserve: {Name: "Unreserve", Export: ExportUnreserve, Params: []Param{cycleParam}, NodeData: true,
 		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v4: when a pod's reserved placement is undone (a later Reserve or Permit refused it, binding failed, or a pod-group trial is reverted), after the host gave back every count the pod holds at this policy (§3.6); informational: its status is only logged",
 		OnSkip: Passes, OnReject: Invalid, Informational: true, KeepsState: true, Without: "undone placements are never reported to the policy (its counts are given back all the same)"},
+	Permit: {Name: "Permit", Export: ExportPermit, Params: []Param{cycleParam}, Results: []ValType{I64}, NodeData: true,
+		Batch: BatchNone, BatchOf: BatchNone, Called: "ABI v4: once per reserved pod, after every `reserve`, with the node current (§3.7); status Wait (4) makes the pod wait for at most the returned milliseconds, until this policy allows it (`permit_allow`, from another pod's call); `permit_waiting` lists the pods waiting at this policy",
+		OnSkip: Passes, OnReject: Rejects, OnWait: Waits, Rejection: "the pod is not bound: its placement is undone (Unreserve) and the pod is tried again later",
+		Entry: true, Without: "pods never wait for the policy before they are bound"},
 }
 
 // Cap is the point's bit in the capabilities bit set.
@@ -231,6 +245,7 @@ const (
 	CapPostBind       int32 = 1 << PostBind
 	CapReserve        int32 = 1 << Reserve
 	CapUnreserve      int32 = 1 << Unreserve
+	CapPermit         int32 = 1 << Permit
 
 	// CapKeepsState is not a point: a guest sets it when its verdicts
 	// depend on state it keeps across calls, so that the host never gives

@@ -52,8 +52,11 @@ func TestPointsTable(t *testing.T) {
 		if of := pt.BatchOf; of != BatchNone && (pt.OnSkip != Points[of].OnSkip || pt.OnReject != Points[of].OnReject) {
 			t.Errorf("%s: a batch form reads codes as the point it batches", pt.Export)
 		}
-		if p.Read(CodeSuccess) != Passes || p.Read(CodeError) != Invalid || p.Read(4) != Invalid {
+		if p.Read(CodeSuccess) != Passes || p.Read(CodeError) != Invalid || p.Read(6) != Invalid || p.Read(-1) != Invalid {
 			t.Errorf("%s: Success passes and Error or an unknown code is invalid everywhere", pt.Export)
+		}
+		if (p.Read(CodeWait) == Waits) != (p == Permit) || p.Read(CodeWait) != Waits && p.Read(CodeWait) != Invalid {
+			t.Errorf("%s: Wait waits at Permit and is invalid everywhere else", pt.Export)
 		}
 		if p.Cap() != 1<<p {
 			t.Errorf("%s: capability bit %d", pt.Export, p.Cap())
@@ -61,7 +64,7 @@ func TestPointsTable(t *testing.T) {
 	}
 	// The capability bits are part of the ABI (v1, and v3 for PreEnqueue
 	// and PreBind): they must never move.
-	for cap, want := range map[int32]int32{CapPreFilter: 1, CapFilter: 2, CapPreScore: 4, CapScore: 8, CapNormalizeScore: 16, CapFilterNodes: 32, CapScoreNodes: 64, CapPreEnqueue: 128, CapPreBind: 256} {
+	for cap, want := range map[int32]int32{CapPreFilter: 1, CapFilter: 2, CapPreScore: 4, CapScore: 8, CapNormalizeScore: 16, CapFilterNodes: 32, CapScoreNodes: 64, CapPreEnqueue: 128, CapPreBind: 256, CapPostFilter: 512, CapPostBind: 1024, CapReserve: 2048, CapUnreserve: 4096, CapPermit: 8192} {
 		if cap != want {
 			t.Errorf("capability bit %d moved to %d", want, cap)
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,6 +94,56 @@ type Case struct {
 	// Unreserve, with Reserve, undoes the case pod's placement after its
 	// reserve and expects the counts after that.
 	Unreserve *ExpectCounts `json:"unreserve,omitempty"`
+	// Waiting are pods reserved on their nodes (after Reserved) and
+	// waiting at the policy's Permit when the case's permit runs.
+	Waiting []Placed `json:"waiting,omitempty"`
+	// Permit is the expected permit verdict of the case's pod on its
+	// node, after its reserve (as the scheduler calls them), and what it
+	// did to the waiting pods.
+	Permit *ExpectPermit `json:"permit,omitempty"`
+}
+
+// ExpectPermit is an expected permit verdict: the code (4 for Wait) and
+// reason, the wait (a Go duration, with code 4), and the names of the
+// waiting pods it allowed and rejected (nil: not checked; empty: none).
+type ExpectPermit struct {
+	Code     int32    `json:"code"`
+	Reason   string   `json:"reason,omitempty"`
+	Wait     string   `json:"wait,omitempty"`
+	Allowed  []string `json:"allowed,omitempty"`
+	Rejected []string `json:"rejected,omitempty"`
+}
+
+// WaitingPod is the i-th waiting pod, with a UID of its own when the
+// case gives none.
+func (c *Case) WaitingPod(i int) sdk.PodData {
+	p := c.Waiting[i].Pod
+	if p.UID == "" {
+		p.UID = fmt.Sprintf("waiting-%d-%s", i, p.Name)
+	}
+	return p
+}
+
+// CheckPermit says how a permit outcome differs from want ("" when it
+// matches): allowed and rejected are pod names.
+func CheckPermit(want *ExpectPermit, code int32, reason string, wait time.Duration, allowed, rejected []string) string {
+	var out []string
+	if code != want.Code || (want.Reason != "" && reason != want.Reason) {
+		out = append(out, fmt.Sprintf("permit = %d %q, want %d %q", code, reason, want.Code, want.Reason))
+	}
+	if want.Wait != "" {
+		if d, _ := time.ParseDuration(want.Wait); d != wait {
+			out = append(out, fmt.Sprintf("permit wait = %s, want %s", wait, want.Wait))
+		}
+	}
+	sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+	if want.Allowed != nil && !slices.Equal(sorted(allowed), sorted(want.Allowed)) {
+		out = append(out, fmt.Sprintf("permit allowed %v, want %v", allowed, want.Allowed))
+	}
+	if want.Rejected != nil && !slices.Equal(sorted(rejected), sorted(want.Rejected)) {
+		out = append(out, fmt.Sprintf("permit rejected %v, want %v", rejected, want.Rejected))
+	}
+	return strings.Join(out, "; ")
 }
 
 // Placed is a pod reserved on a node before a case runs.
@@ -127,7 +178,7 @@ func (c *Case) PlacedPod(i int) sdk.PodData {
 // CasePod is the case's pod, with a UID of its own when it has none.
 func (c *Case) CasePod() sdk.PodData {
 	p := c.Pod
-	if p.UID == "" && (len(c.Reserved) > 0 || c.Reserve != nil) {
+	if p.UID == "" && (len(c.Reserved) > 0 || c.Reserve != nil || c.Permit != nil) {
 		p.UID = "case-" + p.Name
 	}
 	return p
@@ -145,7 +196,7 @@ func CheckCounts(step string, want, got map[string]int64) string {
 // HasGates reports whether the case expects anything of the points
 // outside its filters and scores.
 func (c *Case) HasGates() bool {
-	return c.PreEnqueue != nil || c.PreBind != nil || c.PostFilter != nil || c.PostBind != nil || c.Reserve != nil
+	return c.PreEnqueue != nil || c.PreBind != nil || c.PostFilter != nil || c.PostBind != nil || c.Reserve != nil || c.Permit != nil
 }
 
 // ExpectRecheck is what a gate is expected to ask with sdk.Recheck: the
@@ -289,6 +340,14 @@ func (c *Case) check() error {
 	}
 	if c.Unreserve != nil && c.Reserve == nil {
 		return fmt.Errorf("unreserve undoes the case's reserve: it needs reserve")
+	}
+	if len(c.Nodes) > 0 && c.Permit != nil {
+		return fmt.Errorf("permit places the pod on node; it does not take nodes")
+	}
+	if c.Permit != nil && c.Permit.Wait != "" {
+		if _, err := time.ParseDuration(c.Permit.Wait); err != nil {
+			return fmt.Errorf("permit.wait: %w", err)
+		}
 	}
 	if len(c.Nodes) == 0 {
 		if c.Filters != nil || c.Scores != nil {

@@ -70,7 +70,8 @@ func RunNative(t *testing.T, path string) {
 	}
 }
 
-// placeReserved reserves the case's reserved pods, in order.
+// placeReserved reserves the case's reserved pods, then its waiting pods,
+// in order, and makes the waiting ones wait at the policy.
 func placeReserved(t *testing.T, c *Case) {
 	t.Helper()
 	for i := range c.Reserved {
@@ -79,6 +80,29 @@ func placeReserved(t *testing.T, c *Case) {
 			t.Fatalf("reserved pod %d (%s) on %s: reserve = %d %q, want success", i, pod.Name, node.Name, st.Code, st.Reason)
 		}
 	}
+	var waiting []sdk.WaitingPodData
+	for i := range c.Waiting {
+		pod, node := c.WaitingPod(i), c.Waiting[i].Node
+		if st := sdk.RunReserve(&pod, &node); !st.IsSuccess() {
+			t.Fatalf("waiting pod %d (%s) on %s: reserve = %d %q, want success", i, pod.Name, node.Name, st.Code, st.Reason)
+		}
+		waiting = append(waiting, sdk.WaitingPodData{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Node: node.Name, Labels: pod.Labels})
+	}
+	sdk.SetWaiting(waiting)
+}
+
+// names maps waiting pods' UIDs to their names.
+func names(c *Case, uids []string) []string {
+	out := []string{}
+	for _, u := range uids {
+		for i := range c.Waiting {
+			if p := c.WaitingPod(i); p.UID == u {
+				u = p.Name
+			}
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // runGates checks a case's expectations outside its filters and scores.
@@ -98,6 +122,22 @@ func runGates(t *testing.T, c *Case) {
 			if p := CheckCounts("unreserve", c.Unreserve.Counts, sdk.Counts()); p != "" {
 				t.Error(p)
 			}
+		}
+	}
+	if want := c.Permit; want != nil {
+		// After the pod's reserve, as the scheduler calls them.
+		if c.Reserve == nil {
+			if st := sdk.RunReserve(&pod, &node); !st.IsSuccess() {
+				t.Fatalf("reserve before permit = %d %q, want success", st.Code, st.Reason)
+			}
+		}
+		st := sdk.RunPermit(&pod, &node)
+		var rejected []string
+		for u := range sdk.Rejected() {
+			rejected = append(rejected, u)
+		}
+		if p := CheckPermit(want, int32(st.Code), st.Reason, st.Timeout, names(c, sdk.Allowed()), names(c, rejected)); p != "" {
+			t.Error(p)
 		}
 	}
 	if c.PreEnqueue != nil {

@@ -71,6 +71,16 @@ func EncodeCyclePolicies(policies [][3]string) []byte {
 	return r.bytes()
 }
 
+// EncodeWaiting encodes permit_waiting's answer: UID, namespace, name and
+// node of each waiting pod (abi.WaitingColumns), in the given order.
+func EncodeWaiting(pods [][4]string) []byte {
+	var r records
+	for _, p := range pods {
+		r.add(p[0], p[1], p[2], p[3])
+	}
+	return r.bytes()
+}
+
 // sortedKeys sorts by insertion, not with package sort: guests that send
 // a CountTerm link it, and the maps are small.
 func sortedKeys(m map[string]string) []string {

@@ -115,7 +115,7 @@ func results() string {
 	for _, c := range []struct {
 		code int32
 		name string
-	}{{abi.CodeSuccess, "Success"}, {abi.CodeError, "Error (or an unknown code)"}, {abi.CodeUnschedulable, "Unschedulable"}, {abi.CodeUnschedulableAndUnresolvable, "UnschedulableAndUnresolvable"}, {abi.CodeSkip, "Skip"}} {
+	}{{abi.CodeSuccess, "Success"}, {abi.CodeError, "Error (or an unknown code)"}, {abi.CodeUnschedulable, "Unschedulable"}, {abi.CodeUnschedulableAndUnresolvable, "UnschedulableAndUnresolvable"}, {abi.CodeWait, "Wait"}, {abi.CodeSkip, "Skip"}} {
 		fmt.Fprintf(&b, "| %d %s |", c.code, c.name)
 		for _, p := range cols {
 			b.WriteString(" " + meaning(p, c.code) + " |")
@@ -143,6 +143,8 @@ func meaning(p abi.Point, c int32) string {
 		return pt.Rejection + "; preemption will not help"
 	case abi.Informs:
 		return pt.Rejection
+	case abi.Waits:
+		return "the pod waits, for at most the returned milliseconds, until the policy allows it (§3.7)"
 	case abi.RejectsUnresolvable:
 		if c == abi.CodeUnschedulable {
 			return pt.Rejection + " (read as UnschedulableAndUnresolvable)"

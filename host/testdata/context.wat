@@ -4,7 +4,8 @@
 ;; unknown field or kind), and store every result as an i64 for the test:
 ;; context c (0 _initialize, 1 prefilter, 2 filter, 3 prescore, 4 score,
 ;; 5 normalize_score, 6 filter_nodes, 7 score_nodes, 8 filter_nodes before
-;; its first select_node, 9 postfilter, 10 postbind, 11 reserve, 12 unreserve),
+;; its first select_node, 9 postfilter, 10 postbind, 11 reserve, 12 unreserve,
+;; 13 permit),
 ;; function f (the order of the imports), good row at 4096 + c*1024 + f*8, bad
 ;; row 512 bytes after (room for 64 functions).
 ;; Batch entry points probe after selecting node 0. Keep the imports in step with
@@ -44,6 +45,9 @@
   (import "wasmsched" "volume_claims" (func $volume_claims (param i32 i32 i32) (result i32)))
   (import "wasmsched" "counter_add" (func $counter_add (param i32 i32 i64) (result i64)))
   (import "wasmsched" "counter_get" (func $counter_get (param i32 i32) (result i64)))
+  (import "wasmsched" "permit_waiting" (func $permit_waiting (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "permit_allow" (func $permit_allow (param i32 i32) (result i32)))
+  (import "wasmsched" "permit_reject" (func $permit_reject (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (data (i32.const 0) "team")
   (data (i32.const 8) "cpu")
@@ -52,10 +56,12 @@
   ;; node_table's columns: the string list ["label:team"]; a bad one: ["bogus"]
   (data (i32.const 112) "\01\00\00\00\0a\00\00\00label:team")
   (data (i32.const 144) "\01\00\00\00\05\00\00\00bogus")
+  (data (i32.const 160) "uid-none")
+  (data (i32.const 176) "team in")
   (func (export "abi_version") (result i32) (i32.const 1))
   ;; Every exported point, and KeepsState (1<<30): reserve and unreserve
   ;; need it, and with it the counters answer.
-  (func (export "capabilities") (result i32) (i32.const 0x40001e7f))
+  (func (export "capabilities") (result i32) (i32.const 0x40003e7f))
   (func $probe (param $c i32)
     (local $row i32) (local $id i32)
     (local.set $row (i32.add (i32.const 4096) (i32.mul (local.get $c) (i32.const 1024))))
@@ -97,6 +103,12 @@
     ;; ABI v4 counters: take 1 of "team" (in reserve), then read it.
     (i64.store offset=248 (local.get $row) (call $counter_add (i32.const 0) (i32.const 4) (i64.const 1)))
     (i64.store offset=256 (local.get $row) (call $counter_get (i32.const 0) (i32.const 4)))
+    ;; ABI v4 waiting pods: an empty selector lists them (none wait, so an
+    ;; empty list of 4 bytes); "uid-none" is not waiting. Bad: a selector
+    ;; that does not parse ("team in"), a UID outside memory.
+    (i64.store offset=264 (local.get $row) (i64.extend_i32_s (call $permit_waiting (i32.const 0) (i32.const 0) (i32.const 1024) (i32.const 64))))
+    (i64.store offset=272 (local.get $row) (i64.extend_i32_s (call $permit_allow (i32.const 160) (i32.const 8))))
+    (i64.store offset=280 (local.get $row) (i64.extend_i32_s (call $permit_reject (i32.const 160) (i32.const 8) (i32.const 0) (i32.const 4))))
     (i64.store offset=512 (local.get $row) (i64.extend_i32_s (call $config (i32.const 0xfffffff0) (i32.const 64))))
     (i64.store offset=520 (local.get $row) (i64.extend_i32_s (call $pod_string (i32.const 99) (i32.const 1024) (i32.const 64))))
     (i64.store offset=528 (local.get $row) (i64.extend_i32_s (call $pod_label (i32.const 0xfffffff0) (i32.const 4) (i32.const 1024) (i32.const 64))))
@@ -126,6 +138,9 @@
     (i64.store offset=752 (local.get $row) (i64.extend_i32_s (call $volume_claims (i32.const 99) (i32.const 1024) (i32.const 64))))
     (i64.store offset=760 (local.get $row) (call $counter_add (i32.const 0xfffffff0) (i32.const 4) (i64.const 1)))
     (i64.store offset=768 (local.get $row) (call $counter_get (i32.const 0xfffffff0) (i32.const 4)))
+    (i64.store offset=776 (local.get $row) (i64.extend_i32_s (call $permit_waiting (i32.const 176) (i32.const 7) (i32.const 1024) (i32.const 64))))
+    (i64.store offset=784 (local.get $row) (i64.extend_i32_s (call $permit_allow (i32.const 0xfffffff0) (i32.const 8))))
+    (i64.store offset=792 (local.get $row) (i64.extend_i32_s (call $permit_reject (i32.const 0xfffffff0) (i32.const 8) (i32.const 0) (i32.const 4))))
   )
   (func (export "_initialize") (call $probe (i32.const 0)))
   (func (export "prefilter") (param i64) (call $probe (i32.const 1)))
@@ -140,5 +155,6 @@
   (func (export "postbind") (param i64) (call $probe (i32.const 10)))
   (func (export "reserve") (param i64) (call $probe (i32.const 11)))
   (func (export "unreserve") (param i64) (call $probe (i32.const 12)))
+  (func (export "permit") (param i64) (result i64) (call $probe (i32.const 13)) (i64.const 0))
   (func (export "score_nodes") (param i64 i32) (drop (call $select_node (i32.const 0))) (call $probe (i32.const 7))
     (drop (call $scores_set (i32.const 3072) (local.get 1)))))

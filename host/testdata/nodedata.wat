@@ -12,7 +12,7 @@
       (then (call $status (i32.const 2) (i32.const 0) (i32.const 0)))))
   (func (export "abi_version") (result i32) (i32.const 4))
   ;; Every point, and KeepsState (1<<30), which reserve and unreserve need.
-  (func (export "capabilities") (result i32) (i32.const 0x40001fff))
+  (func (export "capabilities") (result i32) (i32.const 0x40003fff))
   (func (export "prefilter") (param i64) (call $probe))
   (func (export "filter") (param i64) (call $probe))
   (func (export "prescore") (param i64) (call $probe))
@@ -27,4 +27,5 @@
   (func (export "postfilter") (param i64) (call $probe))
   (func (export "postbind") (param i64) (call $probe))
   (func (export "reserve") (param i64) (call $probe))
-  (func (export "unreserve") (param i64) (call $probe)))
+  (func (export "unreserve") (param i64) (call $probe))
+  (func (export "permit") (param i64) (result i64) (call $probe) (i64.const 0)))

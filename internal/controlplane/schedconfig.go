@@ -21,6 +21,7 @@ profiles:
     filter: {enabled: [{name: WasmPolicy}]}
     postFilter: {enabled: [{name: WasmPolicy}]}
     reserve: {enabled: [{name: WasmPolicy}]}
+    permit: {enabled: [{name: WasmPolicy}]}
     preBind: {enabled: [{name: WasmPolicy}]}
     postBind: {enabled: [{name: WasmPolicy}]}
     preScore: {enabled: [{name: WasmPolicy}]}

@@ -25,6 +25,8 @@ type (
 	PreEnqueuePlugin    = fwk.PreEnqueuePlugin
 	PreBindPlugin       = fwk.PreBindPlugin
 	PostBindPlugin      = fwk.PostBindPlugin
+	PermitPlugin        = fwk.PermitPlugin
+	WaitingPod          = fwk.WaitingPod
 	QueueSortPlugin     = fwk.QueueSortPlugin
 	EnqueueExtensions   = fwk.EnqueueExtensions
 	NodeScore           = fwk.NodeScore

@@ -88,6 +88,9 @@ var Points = [abi.NumPoints]Point{
 		FailNote: "; the placement is undone and the pod will be retried (failurePolicy Fail)"},
 	// The placement is being undone already: a failure is only logged.
 	abi.Unreserve: {FailCode: fwk.Error},
+	// A refusal undoes the placement; so does a failure under Fail.
+	abi.Permit: {SaysNoReason: true, FailCode: fwk.Error,
+		FailNote: "; the placement is undone and the pod will be retried (failurePolicy Fail)"},
 }
 
 // Read turns a guest's status code and reason at point into a verdict.
@@ -108,6 +111,8 @@ func Read(point abi.Point, code int32, reason string) (v Verdict, ok bool) {
 		return Verdict{Code: fwk.UnschedulableAndUnresolvable, Reason: reason}, true
 	case abi.Informs:
 		return Verdict{Code: fwk.Unschedulable, Reason: reason}, true
+	case abi.Waits:
+		return Verdict{Code: fwk.Wait, Reason: reason}, true
 	case abi.RejectsUnresolvable:
 		// Before any node (prefilter), out of the queue (preenqueue) or
 		// after the node was chosen (prebind): preemption cannot help.
@@ -115,6 +120,9 @@ func Read(point abi.Point, code int32, reason string) (v Verdict, ok bool) {
 	}
 	if reason == "" {
 		reason = "(no reason given)"
+	}
+	if code == abi.CodeWait {
+		reason = "status Wait (4) is Permit's alone: " + reason
 	}
 	return Verdict{Code: fwk.Error, Reason: "policy error: " + reason}, false
 }

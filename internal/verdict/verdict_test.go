@@ -21,6 +21,7 @@ func TestRead(t *testing.T) {
 		unsch  = want{fwk.Unschedulable, true}
 		unres  = want{fwk.UnschedulableAndUnresolvable, true}
 		policy = want{fwk.Error, false}
+		wait   = want{fwk.Wait, true}
 	)
 	codes := []int32{abi.CodeSuccess, abi.CodeError, abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable, abi.CodeSkip, 4, -1}
 	table := map[abi.Point][]want{
@@ -37,6 +38,7 @@ func TestRead(t *testing.T) {
 		abi.PostBind:       {pass, policy, policy, policy, pass, policy, policy},
 		abi.Reserve:        {pass, policy, unsch, unres, pass, policy, policy},
 		abi.Unreserve:      {pass, policy, policy, policy, pass, policy, policy},
+		abi.Permit:         {pass, policy, unsch, unres, pass, wait, policy},
 	}
 	if len(table) != int(abi.NumPoints) {
 		t.Fatalf("the test covers %d of %d points", len(table), abi.NumPoints)
@@ -48,7 +50,9 @@ func TestRead(t *testing.T) {
 				t.Errorf("%s, code %d: got %s (ok %v), want %s (ok %v)", abi.Points[point].Export, code, v.Code, ok, wants[k].code, wants[k].ok)
 			}
 			switch {
-			case !ok && v.Reason != "policy error: why":
+			case !ok && code == abi.CodeWait && v.Reason != "policy error: status Wait (4) is Permit's alone: why":
+				t.Errorf("%s: Wait outside permit reads %q", abi.Points[point].Export, v.Reason)
+			case !ok && code != abi.CodeWait && v.Reason != "policy error: why":
 				t.Errorf("%s, code %d: the policy's error reads %q", abi.Points[point].Export, code, v.Reason)
 			case ok && v.Rejects() && v.Reason != "why":
 				t.Errorf("%s, code %d: a rejection keeps the policy's reason, got %q", abi.Points[point].Export, code, v.Reason)

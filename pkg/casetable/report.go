@@ -74,6 +74,7 @@ type Case struct {
 	PostFilter string `json:"postFilter,omitempty"`
 	PostBind   string `json:"postBind,omitempty"`
 	Reserve    string `json:"reserve,omitempty"`
+	Permit     string `json:"permit,omitempty"`
 	// Problems say how the case failed; empty when it passed.
 	Problems []string `json:"problems,omitempty"`
 }

@@ -3,48 +3,151 @@ package casetable
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
 	"github.com/wasmsched/wasmsched/host"
 )
 
-// Reserve, Unreserve and counts in case tables (docs/abi.md §3.6, §8).
+// Reserve, Unreserve, counts, Permit and waiting pods in case tables
+// (docs/abi.md §3.6, §3.7, §8).
 
-// placeReserved reserves the case's reserved pods on their nodes, in
-// order, and returns what gives their counts back.
-func placeReserved(ctx context.Context, v *host.Version, c *casetest.Case, counters *host.Counters) (release func(), err error) {
+// placeReserved reserves the case's reserved pods, then its waiting pods,
+// on their nodes, in order. It returns the waiting pods as the policy's
+// calls reach them, and what gives every count back.
+func placeReserved(ctx context.Context, v *host.Version, c *casetest.Case, counters *host.Counters) (waiting *caseWaiting, release func(), err error) {
 	var uids []string
 	release = func() {
 		for _, u := range uids {
 			counters.RollBack(u, 0)
 		}
 	}
-	for i := range c.Reserved {
-		pd := c.PlacedPod(i)
+	waiting = &caseWaiting{}
+	place := func(what string, i int, pd sdk.PodData, nd sdk.NodeData) (*v1.Pod, error) {
 		pod, err := Pod(pd)
 		if err != nil {
-			return release, fmt.Errorf("reserved pod %d: %v", i, err)
+			return nil, fmt.Errorf("%s pod %d: %v", what, i, err)
 		}
-		node, err := NodeInfo(c.Reserved[i].Node)
+		node, err := NodeInfo(nd)
 		if err != nil {
-			return release, fmt.Errorf("reserved pod %d's node: %v", i, err)
+			return nil, fmt.Errorf("%s pod %d's node: %v", what, i, err)
 		}
 		uids = append(uids, string(pod.UID))
 		if !v.Exports().Has(host.CallReserve) {
-			continue
+			return pod, nil
 		}
 		_, res, cerr := v.Call(ctx, host.CallReserve, host.NewPodState(pod), node, new(host.PolicyCycle), nil)
 		switch {
 		case cerr != nil:
-			return release, fmt.Errorf("reserved pod %d (%s): reserve: %v", i, pd.Name, cerr)
+			return nil, fmt.Errorf("%s pod %d (%s): reserve: %v", what, i, pd.Name, cerr)
 		case res.Code != abi.CodeSuccess:
-			return release, fmt.Errorf("reserved pod %d (%s) on %s: reserve = %s, want success", i, pd.Name, c.Reserved[i].Node.Name, spell(res))
+			return nil, fmt.Errorf("%s pod %d (%s) on %s: reserve = %s, want success", what, i, pd.Name, nd.Name, spell(res))
+		}
+		return pod, nil
+	}
+	for i := range c.Reserved {
+		if _, err := place("reserved", i, c.PlacedPod(i), c.Reserved[i].Node); err != nil {
+			return waiting, release, err
 		}
 	}
-	return release, nil
+	for i := range c.Waiting {
+		pod, err := place("waiting", i, c.WaitingPod(i), c.Waiting[i].Node)
+		if err != nil {
+			return waiting, release, err
+		}
+		waiting.pods = append(waiting.pods, waitingPod{pod: pod, node: c.Waiting[i].Node.Name})
+	}
+	return waiting, release, nil
+}
+
+// caseWaiting are a case's waiting pods (host.Waiting), with what the
+// policy did to them.
+type caseWaiting struct {
+	pods              []waitingPod
+	allowed, rejected []string // pod names
+}
+
+type waitingPod struct {
+	pod  *v1.Pod
+	node string
+}
+
+func (w *caseWaiting) List(sel labels.Selector) [][4]string {
+	var out [][4]string
+	for _, p := range w.pods {
+		if sel.Matches(labels.Set(p.pod.Labels)) {
+			out = append(out, [4]string{string(p.pod.UID), p.pod.Namespace, p.pod.Name, p.node})
+		}
+	}
+	slices.SortFunc(out, func(a, b [4]string) int { return strings.Compare(a[1]+"/"+a[2], b[1]+"/"+b[2]) })
+	return out
+}
+
+// take removes the waiting pod uid and returns its name ("" if none).
+func (w *caseWaiting) take(uid string) string {
+	for i, p := range w.pods {
+		if string(p.pod.UID) == uid {
+			w.pods = slices.Delete(w.pods, i, i+1)
+			return p.pod.Name
+		}
+	}
+	return ""
+}
+
+func (w *caseWaiting) Allow(uid string) bool {
+	n := w.take(uid)
+	if n != "" {
+		w.allowed = append(w.allowed, n)
+	}
+	return n != ""
+}
+
+func (w *caseWaiting) Reject(uid, _ string) bool {
+	n := w.take(uid)
+	if n != "" {
+		w.rejected = append(w.rejected, n)
+	}
+	return n != ""
+}
+
+// runPermit checks a case's permit on its node, after its reserve (run
+// here when the case does not check it), with its waiting pods.
+func runPermit(ctx context.Context, v *host.Version, c *casetest.Case, pod *host.PodState, node fwk.NodeInfo, waiting *caseWaiting, res *Case, problem func(string, ...any)) {
+	if c.Reserve == nil && v.Exports().Has(host.CallReserve) {
+		if _, r, cerr := v.Call(ctx, host.CallReserve, pod, node, new(host.PolicyCycle), nil); cerr != nil || r.Code != abi.CodeSuccess {
+			problem("reserve before permit: %v %s", cerr, spell(r))
+			return
+		}
+	}
+	got, wait := host.Result{}, time.Duration(0)
+	if v.Exports().Has(host.CallPermit) {
+		pc := new(host.PolicyCycle)
+		pc.Waiting = waiting
+		ms, r, cerr := v.Call(ctx, host.CallPermit, pod, node, pc, nil)
+		if cerr != nil {
+			problem("permit: %v", cerr)
+			return
+		}
+		got = r
+		if r.Code == abi.CodeWait {
+			wait = time.Duration(ms) * time.Millisecond
+		}
+	}
+	res.Permit = spell(got)
+	if wait > 0 {
+		res.Permit += " for " + wait.String()
+	}
+	if p := casetest.CheckPermit(c.Permit, got.Code, got.Reason, wait, waiting.allowed, waiting.rejected); p != "" {
+		problem("%s", p)
+	}
 }
 
 // runReserve checks a case's reserve (and unreserve) on its node, in the

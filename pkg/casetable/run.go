@@ -161,7 +161,7 @@ func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.Fil
 		if nodeErrs[i] != nil {
 			problem("%v", nodeErrs[i])
 		}
-		release, err := placeReserved(ctx, v, &c, counters)
+		waiting, release, err := placeReserved(ctx, v, &c, counters)
 		if err != nil {
 			problem("%v", err)
 			r.Cases = append(r.Cases, res)
@@ -238,6 +238,9 @@ func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.Fil
 		runGates(ctx, v, &c, v1pod, pod, pc, nodes[i], &res, problem)
 		if c.Reserve != nil {
 			runReserve(ctx, v, &c, pod, nodes[i], counters, &res, problem)
+		}
+		if c.Permit != nil {
+			runPermit(ctx, v, &c, pod, nodes[i], waiting, &res, problem)
 		}
 		release()
 		counters.RollBack(string(v1pod.UID), 0)

@@ -129,6 +129,7 @@ func tenantValidations(l *config.TenantLimits, path string) []admissionv1.Valida
 	duration("timeout", l.MaxTimeout, "maxTimeout")
 	duration("cycleBudget", l.MaxCycleBudget, "maxCycleBudget")
 	duration("preEnqueueTimeout", l.MaxPreEnqueueTimeout, "maxPreEnqueueTimeout")
+	duration("maxPermitWait", l.MaxPermitWait, "maxPermitWait")
 	// An int-or-string: string() of either is the quantity as written.
 	mem := quantity(l.MaxMemoryLimit)
 	ceiling("memoryLimit", `"\"" + string(object.spec.memoryLimit) + "\""`,

@@ -22,7 +22,7 @@ func grantAll() *config.Tenants {
 	t := configv1.DefaultTenants(512 << 20)
 	t.Default = config.TenantLimits{
 		Reads: []string{"NodePods", "WholeObjects", "Cluster", "Namespaces", "Volumes"}, MaxTimeout: 10 * time.Second,
-		MaxCycleBudget: time.Minute, MaxPreEnqueueTimeout: time.Second, MaxMemoryLimit: 4 << 30, MaxStackLimit: 8 << 20, MaxWeight: 100,
+		MaxCycleBudget: time.Minute, MaxPreEnqueueTimeout: time.Second, MaxPermitWait: 15 * time.Minute, MaxMemoryLimit: 4 << 30, MaxStackLimit: 8 << 20, MaxWeight: 100,
 		AllowRealClock: true, AllowRealRandom: true, PatchPrefixes: []string{"team.example.com/"},
 		SchedulingTimePercent: 100, PreEnqueueTimePercent: 100, MemoryBudget: 256 << 20,
 	}
@@ -78,7 +78,8 @@ func TestObjectSettingsAreTheArgs(t *testing.T) {
 	full := configv1.PolicySettings{
 		SHA256: strings.Repeat("ab", 32), Config: "key=team", Weight: &weight,
 		Timeout: &metav1.Duration{Duration: 50 * time.Millisecond}, PreEnqueueTimeout: &metav1.Duration{Duration: 20 * time.Millisecond},
-		CycleBudget: &metav1.Duration{Duration: 300 * time.Millisecond}, MemoryLimit: &mem, StackLimit: &stack, FailurePolicy: &fp, Mode: &mode,
+		MaxPermitWait: &metav1.Duration{Duration: 30 * time.Second},
+		CycleBudget:   &metav1.Duration{Duration: 300 * time.Millisecond}, MemoryLimit: &mem, StackLimit: &stack, FailurePolicy: &fp, Mode: &mode,
 		VerdictReuse: &reuse, RealClock: true, RealRandom: true, Reads: []string{"NodePods"}, PatchPrefixes: []string{"team.example.com/"},
 	}
 	v := reflect.ValueOf(full)

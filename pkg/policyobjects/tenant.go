@@ -40,6 +40,9 @@ func tenantDefaults(s *configv1.PolicySettings, l *config.TenantLimits) (derived
 	if s.PreEnqueueTimeout == nil {
 		s.PreEnqueueTimeout = &metav1.Duration{Duration: min(host.PreEnqueueTimeout(s.Timeout.Duration, 0), l.MaxPreEnqueueTimeout)}
 	}
+	if s.MaxPermitWait == nil {
+		s.MaxPermitWait = &metav1.Duration{Duration: min(configv1.DefaultMaxPermitWait, l.MaxPermitWait)}
+	}
 	if s.MemoryLimit == nil {
 		s.MemoryLimit = resource.NewQuantity(min(int64(host.DefaultMemoryLimitBytes), l.MaxMemoryLimit), resource.BinarySI)
 	}
@@ -73,6 +76,9 @@ func checkTenant(ns string, p *config.Policy, l *config.TenantLimits, path strin
 	}
 	if p.PreEnqueueTimeout > l.MaxPreEnqueueTimeout {
 		over("preEnqueueTimeout", p.PreEnqueueTimeout.String(), l.MaxPreEnqueueTimeout, "maxPreEnqueueTimeout")
+	}
+	if p.MaxPermitWait > l.MaxPermitWait {
+		over("maxPermitWait", p.MaxPermitWait.String(), l.MaxPermitWait, "maxPermitWait")
 	}
 	if p.MemoryLimit > l.MaxMemoryLimit {
 		over("memoryLimit", quantity(p.MemoryLimit), quantity(l.MaxMemoryLimit), "maxMemoryLimit")

@@ -32,6 +32,8 @@ func TestTenantCeilingsRefuse(t *testing.T) {
 		{"timeout", configv1.PolicySettings{Timeout: dur(10 * time.Second)}, []string{"spec.timeout", `"10s"`, "ceiling of 50ms", "policyObjects.tenants.default.maxTimeout", "namespace team-x"}},
 		{"cycleBudget", configv1.PolicySettings{CycleBudget: dur(time.Minute)}, []string{"spec.cycleBudget", "ceiling of 100ms", "policyObjects.tenants.default.maxCycleBudget"}},
 		{"preEnqueueTimeout", configv1.PolicySettings{PreEnqueueTimeout: dur(time.Second)}, []string{"spec.preEnqueueTimeout", "ceiling of 10ms", ".maxPreEnqueueTimeout"}},
+		// A waiting pod holds its node's resources from every other team.
+		{"maxPermitWait", configv1.PolicySettings{MaxPermitWait: dur(10 * time.Minute)}, []string{"spec.maxPermitWait", "ceiling of 1m0s", ".maxPermitWait"}},
 		{"memoryLimit", configv1.PolicySettings{MemoryLimit: &mem}, []string{"spec.memoryLimit", `"4Gi"`, "ceiling of 16Mi", ".maxMemoryLimit"}},
 		{"stackLimit", configv1.PolicySettings{StackLimit: &stack}, []string{"spec.stackLimit", `"8Mi"`, "ceiling of 256Ki", ".maxStackLimit"}},
 		{"weight", configv1.PolicySettings{Weight: &weight}, []string{"spec.weight", "ceiling of 1 ", ".maxWeight"}},

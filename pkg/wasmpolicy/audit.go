@@ -155,7 +155,7 @@ func (a *auditState) summary(nodeName string) string {
 		parts = append(parts, "would have rejected the pod: "+a.podRejected)
 	}
 	if r, ok := a.refused[nodeName]; ok && nodeName != "" {
-		parts = append(parts, fmt.Sprintf("would have refused the placement on %s at Reserve: %s", nodeName, r))
+		parts = append(parts, fmt.Sprintf("on %s %s", nodeName, r))
 	}
 	if a.message != "" && nodeName == "" {
 		parts = append(parts, "would have added to the pod's message: "+a.message)

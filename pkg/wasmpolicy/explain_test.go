@@ -72,7 +72,7 @@ func TestExplainIgnoredPreScoreFailure(t *testing.T) {
 // abi.Points says node data is available.
 func TestNodeDataMatchesPoints(t *testing.T) {
 	m := &fakeModule{batch: true, normalize: func([]int64) host.Result { return host.Result{} }}
-	for _, k := range []host.CallKind{host.CallPreFilter, host.CallFilter, host.CallPreScore, host.CallScore, host.CallPreEnqueue, host.CallPreBind, host.CallPostFilter, host.CallPostBind, host.CallReserve, host.CallUnreserve} {
+	for _, k := range []host.CallKind{host.CallPreFilter, host.CallFilter, host.CallPreScore, host.CallScore, host.CallPreEnqueue, host.CallPreBind, host.CallPostFilter, host.CallPostBind, host.CallReserve, host.CallUnreserve, host.CallPermit} {
 		m.fns[k] = succeed
 	}
 	w := fakePlugin(fakePolicy("p", m, nil))
@@ -93,6 +93,7 @@ func TestNodeDataMatchesPoints(t *testing.T) {
 	}
 	w.PostFilter(ctx, state, fakePod(), nil)
 	w.Reserve(ctx, state, fakePod(), nodes[0].Node().Name)
+	w.Permit(ctx, state, fakePod(), nodes[0].Node().Name)
 	w.PostBind(ctx, state, fakePod(), nodes[0].Node().Name)
 	w.Unreserve(ctx, state, fakePod(), nodes[0].Node().Name)
 	for k := host.CallKind(0); k < host.NumCallKinds; k++ {

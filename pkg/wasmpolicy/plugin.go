@@ -113,6 +113,8 @@ type WasmPolicy struct {
 	shares *tenantShares
 	// counters are each policy's counts, by policy name (reserve.go).
 	counters policyCounters
+	// waiting are the pods WasmPolicy made wait at Permit (permit.go).
+	waiting waitingPods
 	// ociCache keeps modules pulled from registries (moduleCacheDir); nil:
 	// none.
 	ociCache *oci.Cache
@@ -240,6 +242,7 @@ var (
 	_ framework.PreEnqueuePlugin  = &WasmPolicy{}
 	_ framework.PreBindPlugin     = &WasmPolicy{}
 	_ framework.PostBindPlugin    = &WasmPolicy{}
+	_ framework.PermitPlugin      = &WasmPolicy{}
 	_ framework.EnqueueExtensions = &WasmPolicy{}
 	_ interface{ Close() error }  = &WasmPolicy{}
 )

@@ -112,7 +112,7 @@ func newClusterProfile(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.No
 		Plugins: &schedconfig.Plugins{
 			QueueSort: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: queuesort.Name}}},
 			Bind:      schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: defaultbinder.Name}}},
-			PreFilter: enabled, Filter: enabled, PostFilter: enabled, PreScore: enabled, Reserve: enabled, PostBind: enabled, Score: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name, Weight: 1}}},
+			PreFilter: enabled, Filter: enabled, PostFilter: enabled, PreScore: enabled, Reserve: enabled, Permit: enabled, PostBind: enabled, Score: schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: Name, Weight: 1}}},
 		},
 		PluginConfig: []schedconfig.PluginConfig{{Name: Name, Args: args}},
 	}
@@ -131,6 +131,7 @@ func newClusterProfile(t *testing.T, args *config.WasmPolicyArgs, nodes []*v1.No
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithEventRecorder(recorder),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,9 @@ func (w *WasmPolicy) postFilterGuests(ctx context.Context, c *cycleData) []strin
 			continue
 		}
 		enforce := !p.audit()
+		c.runs[i].pc.Waiting = w.waitingAt(p, host.CallPostFilter)
 		_, res, cerr := p.call(ctx, m, host.CallPostFilter, c, i, nil, nil)
+		c.runs[i].pc.Waiting = nil
 		if cerr != nil {
 			if v := p.callFailed(ctx, c, i, host.CallPostFilter, cerr, enforce); v.Rejects() {
 				reasons = append(reasons, p.status(host.CallPostFilter, v).Message())

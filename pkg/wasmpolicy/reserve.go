@@ -97,7 +97,9 @@ func (w *WasmPolicy) reserveGuests(ctx context.Context, c *cycleData, nodeName s
 			continue
 		}
 		a := c.auditFor(i)
-		v := p.read(ctx, host.CallReserve, res, enforce, func(reason string) { a.refuse(nodeName, reason) })
+		v := p.read(ctx, host.CallReserve, res, enforce, func(reason string) {
+			a.refuse(nodeName, "would have refused the placement at Reserve: "+orUnspecified(reason))
+		})
 		if v.Rejects() {
 			if v.Code != fwk.Error {
 				p.remember(c.pod.Pod)
@@ -113,10 +115,14 @@ func (w *WasmPolicy) reserveGuests(ctx context.Context, c *cycleData, nodeName s
 // Each call stands alone: a failure is logged and counted, and the next
 // policy's unreserve runs all the same.
 func (w *WasmPolicy) unreserveGuests(ctx context.Context, c *cycleData, nodeName string) {
+	w.waiting.forget(c.pod.Pod.UID)
 	uid := string(c.pod.Pod.UID)
 	for _, p := range c.policies {
-		if p.counters != nil {
-			p.counters.RollBack(uid, 0)
+		if p.counters == nil {
+			continue
+		}
+		if n := p.counters.RollBack(uid, 0); n > 0 {
+			klog.FromContext(ctx).V(2).Info("Placement undone; gave back the pod's counts", "policy", p.cfg.Name, "pod", klog.KObj(c.pod.Pod), "node", nodeName, "takes", n, "podsHolding", p.counters.Holders())
 		}
 	}
 	if !c.has(host.CallUnreserve) {
@@ -140,7 +146,7 @@ func (w *WasmPolicy) unreserveGuests(ctx context.Context, c *cycleData, nodeName
 		// Its own cycle: the scheduling cycle's budget may be spent, and
 		// this runs whatever the cycle's calls did.
 		pc := &host.PolicyCycle{}
-		pc.State = c.runs[i].pc.State
+		pc.State, pc.Waiting = c.runs[i].pc.State, w.waitingAt(p, host.CallUnreserve)
 		start := time.Now()
 		_, res, cerr := m.Call(ctx, host.CallUnreserve, c.pod, node, pc, nil)
 		p.m.observe(host.CallUnreserve, start)

@@ -199,13 +199,13 @@ func (c *Call) SetStatus(code int32, reason []byte) {
 // invalidCode is the reason of an unknown status code: the policy's error,
 // never a verdict.
 func invalidCode(code int32, reason string) string {
-	return fmt.Sprintf("invalid status code %d (valid: 0 Success, 1 Error, 2 Unschedulable, 3 UnschedulableAndUnresolvable, 5 Skip); reason %q", code, reason)
+	return fmt.Sprintf("invalid status code %d (valid: 0 Success, 1 Error, 2 Unschedulable, 3 UnschedulableAndUnresolvable, 4 Wait (in permit), 5 Skip); reason %q", code, reason)
 }
 
 // ValidCode reports whether c is a status code of the ABI.
 func ValidCode(c int32) bool {
 	switch c {
-	case abi.CodeSuccess, abi.CodeError, abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable, abi.CodeSkip:
+	case abi.CodeSuccess, abi.CodeError, abi.CodeUnschedulable, abi.CodeUnschedulableAndUnresolvable, abi.CodeWait, abi.CodeSkip:
 		return true
 	}
 	return false

@@ -35,4 +35,7 @@ type Cycle struct {
 	// Policies is cycle_policies' answer in prebind (EncodeCyclePolicies);
 	// nil elsewhere.
 	Policies []byte
+	// Waiting are the pods waiting at the policy, in permit, postfilter
+	// and unreserve (nil elsewhere, or outside a scheduler).
+	Waiting Waiting
 }

@@ -76,6 +76,7 @@ type TenantLimits struct {
 	MaxTimeout            time.Duration
 	MaxCycleBudget        time.Duration
 	MaxPreEnqueueTimeout  time.Duration
+	MaxPermitWait         time.Duration
 	MaxMemoryLimit        int64
 	MaxStackLimit         int64
 	MaxWeight             int32
@@ -138,11 +139,14 @@ type PolicySettings struct {
 	// PreEnqueueTimeout bounds a preenqueue call, which runs on the
 	// scheduling queue's path.
 	PreEnqueueTimeout time.Duration
-	CycleBudget       time.Duration
-	MemoryLimit       int64
-	StackLimit        int64
-	FailurePolicy     FailurePolicy
-	Mode              Mode
+	// MaxPermitWait bounds how long the policy's permit may make a pod
+	// wait (0: the default, 1m).
+	MaxPermitWait time.Duration
+	CycleBudget   time.Duration
+	MemoryLimit   int64
+	StackLimit    int64
+	FailurePolicy FailurePolicy
+	Mode          Mode
 	// VerdictReuse says whether nodes with equal rows share an evaluation;
 	// "" is Enabled.
 	VerdictReuse VerdictReuse

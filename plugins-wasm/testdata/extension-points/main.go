@@ -15,9 +15,16 @@
 //   - Reserve takes one of the count "zone/<node's zone>" for the pod and
 //     refuses pods labelled reserve=refuse (after taking it: the host gives
 //     it back); Unreserve reads the count. Both need KeepsState.
+//   - Permit makes pods labelled permit=wait wait (up to 30s) and allows
+//     the pods waiting at it labelled permit=release's value; it refuses
+//     pods labelled permit=refuse.
 package main
 
-import sdk "github.com/wasmsched/wasmsched/guest-sdk"
+import (
+	"time"
+
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+)
 
 func init() {
 	sdk.RegisterPreFilter(preFilter)
@@ -31,7 +38,29 @@ func init() {
 	sdk.RegisterPostBind(postBind)
 	sdk.RegisterReserve(reserve)
 	sdk.RegisterUnreserve(unreserve)
+	sdk.RegisterPermit(permit)
 	sdk.KeepsState()
+}
+
+func permit(pod sdk.Pod, node sdk.Node) sdk.Status {
+	v, _ := pod.Label("permit")
+	switch v {
+	case "wait":
+		return sdk.Wait("waiting for a release", 30*time.Second)
+	case "refuse":
+		return sdk.Unschedulable("permit refused")
+	case "release":
+		waiting, err := sdk.WaitingPods("permit=wait")
+		if err != nil {
+			return sdk.Error(err.Error())
+		}
+		for _, w := range waiting {
+			if err := sdk.AllowWaiting(w.UID); err != nil {
+				return sdk.Error(err.Error())
+			}
+		}
+	}
+	return sdk.Success()
 }
 
 func reserve(pod sdk.Pod, node sdk.Node) sdk.Status {

@@ -113,6 +113,7 @@ func TestValidationMessages(t *testing.T) {
 		{"      policies:\n      - name: a\n        source: {file: /a.wasm}\n        sha256: abc\n", "policies[0].sha256: Invalid value: \"abc\": must be 64 hex digits"},
 		{"      policies:\n      - name: a\n        source: {file: /a.wasm}\n        timeout: 0s\n", "policies[0].timeout: Invalid value: \"0s\""},
 		{"      policies:\n      - name: a\n        source: {file: /a.wasm}\n        timeout: 1m\n", "must be greater than 0 and at most 10s"},
+		{"      policies:\n      - name: a\n        source: {file: /a.wasm}\n        maxPermitWait: 20m\n", "policies[0].maxPermitWait: Invalid value: \"20m0s\": must be greater than 0 and at most 15m0s, for example 1m (unset: 1m): kube-scheduler lets a pod wait at Permit no longer"},
 		{"      policies:\n      - name: a\n        source: {file: /a.wasm}\n        memoryLimit: 1Ki\n", "policies[0].memoryLimit: Invalid value: 1024: must be between 64Ki and 4Gi"},
 		{"      policies:\n      - name: a\n        source: {file: /a.wasm}\n        failurePolicy: Maybe\n", "policies[0].failurePolicy: Unsupported value: \"Maybe\": supported values: \"Fail\", \"Ignore\""},
 		{"      policies:\n      - name: a\n        source: {file: /a.wasm}\n        weight: 0\n", "policies[0].weight: Invalid value: 0: must be between 1 and 100"},

@@ -24,6 +24,7 @@ func Convert_v1_PolicySettings_To_config_PolicySettings(in *PolicySettings, out 
 	}
 	out.Timeout = durationValue(in.Timeout)
 	out.PreEnqueueTimeout = durationValue(in.PreEnqueueTimeout)
+	out.MaxPermitWait = durationValue(in.MaxPermitWait)
 	out.CycleBudget = durationValue(in.CycleBudget)
 	out.MemoryLimit = 0
 	if in.MemoryLimit != nil {
@@ -45,6 +46,7 @@ func Convert_config_PolicySettings_To_v1_PolicySettings(in *config.PolicySetting
 	fp, mode := string(in.FailurePolicy), string(in.Mode)
 	out.Timeout = &metav1.Duration{Duration: in.Timeout}
 	out.PreEnqueueTimeout = &metav1.Duration{Duration: in.PreEnqueueTimeout}
+	out.MaxPermitWait = &metav1.Duration{Duration: in.MaxPermitWait}
 	out.CycleBudget = &metav1.Duration{Duration: in.CycleBudget}
 	out.MemoryLimit = resource.NewQuantity(in.MemoryLimit, resource.BinarySI)
 	out.StackLimit = resource.NewQuantity(in.StackLimit, resource.BinarySI)
@@ -176,6 +178,7 @@ func Convert_v1_TenantLimits_To_config_TenantLimits(in *TenantLimits, out *confi
 	out.MaxTimeout = durationValue(in.MaxTimeout)
 	out.MaxCycleBudget = durationValue(in.MaxCycleBudget)
 	out.MaxPreEnqueueTimeout = durationValue(in.MaxPreEnqueueTimeout)
+	out.MaxPermitWait = durationValue(in.MaxPermitWait)
 	out.MaxMemoryLimit, out.MemoryBudget = quantityValue(in.MaxMemoryLimit), quantityValue(in.MemoryBudget)
 	out.MaxStackLimit = quantityValue(in.MaxStackLimit)
 	out.AllowRealClock, out.AllowRealRandom = boolValue(in.AllowRealClock), boolValue(in.AllowRealRandom)
@@ -190,6 +193,7 @@ func Convert_config_TenantLimits_To_v1_TenantLimits(in *config.TenantLimits, out
 	out.MaxTimeout = &metav1.Duration{Duration: in.MaxTimeout}
 	out.MaxCycleBudget = &metav1.Duration{Duration: in.MaxCycleBudget}
 	out.MaxPreEnqueueTimeout = &metav1.Duration{Duration: in.MaxPreEnqueueTimeout}
+	out.MaxPermitWait = &metav1.Duration{Duration: in.MaxPermitWait}
 	out.MaxMemoryLimit = resource.NewQuantity(in.MaxMemoryLimit, resource.BinarySI)
 	out.MaxStackLimit = resource.NewQuantity(in.MaxStackLimit, resource.BinarySI)
 	out.MemoryBudget = resource.NewQuantity(in.MemoryBudget, resource.BinarySI)

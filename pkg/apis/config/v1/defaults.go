@@ -37,9 +37,12 @@ const (
 	// What a namespace's policies get until the operator grants more
 	// (policyObjects.tenants): small enough that one team's valid but
 	// slow or large policy costs the other teams little.
-	DefaultTenantMaxTimeout                  = 50 * time.Millisecond
-	DefaultTenantMaxCycleBudget              = 100 * time.Millisecond
-	DefaultTenantMaxPreEnqueueTimeout        = 10 * time.Millisecond
+	DefaultTenantMaxTimeout           = 50 * time.Millisecond
+	DefaultTenantMaxCycleBudget       = 100 * time.Millisecond
+	DefaultTenantMaxPreEnqueueTimeout = 10 * time.Millisecond
+	// DefaultMaxPermitWait bounds a policy's Permit wait, and a
+	// namespace's policies' by default.
+	DefaultMaxPermitWait                     = time.Minute
 	DefaultTenantMaxMemoryLimit              = "16Mi"
 	DefaultTenantMaxStackLimit               = "256Ki"
 	DefaultTenantMaxWeight             int32 = 1
@@ -144,6 +147,9 @@ func SetDefaults_PolicySettings(p *PolicySettings) { //nolint:revive // k8s nami
 	if p.PreEnqueueTimeout == nil {
 		p.PreEnqueueTimeout = &metav1.Duration{Duration: defaults.PreEnqueueTimeoutFor(p.Timeout.Duration, 0)}
 	}
+	if p.MaxPermitWait == nil {
+		p.MaxPermitWait = &metav1.Duration{Duration: DefaultMaxPermitWait}
+	}
 	if p.MemoryLimit == nil {
 		q := resource.MustParse(DefaultMemoryLimit)
 		p.MemoryLimit = &q
@@ -224,6 +230,9 @@ func SetDefaults_TenantLimits(l *TenantLimits) { //nolint:revive // k8s naming c
 	}
 	if l.MaxCycleBudget == nil {
 		l.MaxCycleBudget = &metav1.Duration{Duration: DefaultTenantMaxCycleBudget}
+	}
+	if l.MaxPermitWait == nil {
+		l.MaxPermitWait = &metav1.Duration{Duration: DefaultMaxPermitWait}
 	}
 	if l.MaxPreEnqueueTimeout == nil {
 		l.MaxPreEnqueueTimeout = &metav1.Duration{Duration: DefaultTenantMaxPreEnqueueTimeout}

@@ -117,6 +117,9 @@ type TenantLimits struct {
 	MaxCycleBudget *metav1.Duration `json:"maxCycleBudget,omitempty"`
 	// MaxPreEnqueueTimeout bounds preEnqueueTimeout. Default 10ms.
 	MaxPreEnqueueTimeout *metav1.Duration `json:"maxPreEnqueueTimeout,omitempty"`
+	// MaxPermitWait bounds maxPermitWait: how long a namespace's policy
+	// can keep a pod waiting, holding its node's resources. Default 1m.
+	MaxPermitWait *metav1.Duration `json:"maxPermitWait,omitempty"`
 	// MaxMemoryLimit bounds memoryLimit. Default 16Mi.
 	MaxMemoryLimit *resource.Quantity `json:"maxMemoryLimit,omitempty"`
 	// MaxStackLimit bounds stackLimit. Default 256Ki.
@@ -227,6 +230,14 @@ type PolicySettings struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1s')",message="must be greater than 0 and at most 1s, for example 10ms"
 	PreEnqueueTimeout *metav1.Duration `json:"preEnqueueTimeout,omitempty"`
+	// MaxPermitWait bounds how long the policy's Permit may make a pod
+	// wait before it is bound (a waiting pod holds its node's resources).
+	// A permit asking for longer is the policy's error. Default 1m, at
+	// most 15m (kube-scheduler's own bound).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('15m')",message="must be greater than 0 and at most 15m, for example 1m"
+	MaxPermitWait *metav1.Duration `json:"maxPermitWait,omitempty"`
 	// CycleBudget bounds the time the policy's calls may take in one pod's
 	// scheduling cycle, from PreFilter to NormalizeScore; calls running in
 	// parallel are charged once for the time they overlap. When a call

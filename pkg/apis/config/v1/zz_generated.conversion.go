@@ -398,6 +398,7 @@ func autoConvert_v1_PolicySettings_To_config_PolicySettings(in *PolicySettings, 
 	}
 	// WARNING: in.Timeout requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	// WARNING: in.PreEnqueueTimeout requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	// WARNING: in.MaxPermitWait requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	// WARNING: in.CycleBudget requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	// WARNING: in.MemoryLimit requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
 	// WARNING: in.StackLimit requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
@@ -419,6 +420,7 @@ func autoConvert_config_PolicySettings_To_v1_PolicySettings(in *config.PolicySet
 	}
 	// WARNING: in.Timeout requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.PreEnqueueTimeout requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
+	// WARNING: in.MaxPermitWait requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.CycleBudget requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.MemoryLimit requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
 	// WARNING: in.StackLimit requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
@@ -517,6 +519,7 @@ func autoConvert_v1_TenantLimits_To_config_TenantLimits(in *TenantLimits, out *c
 	// WARNING: in.MaxTimeout requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	// WARNING: in.MaxCycleBudget requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	// WARNING: in.MaxPreEnqueueTimeout requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
+	// WARNING: in.MaxPermitWait requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/apis/meta/v1.Duration vs time.Duration)
 	// WARNING: in.MaxMemoryLimit requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
 	// WARNING: in.MaxStackLimit requires manual conversion: inconvertible types (*k8s.io/apimachinery/pkg/api/resource.Quantity vs int64)
 	if err := metav1.Convert_Pointer_int32_To_int32(&in.MaxWeight, &out.MaxWeight, s); err != nil {
@@ -547,6 +550,7 @@ func autoConvert_config_TenantLimits_To_v1_TenantLimits(in *config.TenantLimits,
 	// WARNING: in.MaxTimeout requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.MaxCycleBudget requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.MaxPreEnqueueTimeout requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
+	// WARNING: in.MaxPermitWait requires manual conversion: inconvertible types (time.Duration vs *k8s.io/apimachinery/pkg/apis/meta/v1.Duration)
 	// WARNING: in.MaxMemoryLimit requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
 	// WARNING: in.MaxStackLimit requires manual conversion: inconvertible types (int64 vs *k8s.io/apimachinery/pkg/api/resource.Quantity)
 	if err := metav1.Convert_int32_To_Pointer_int32(&in.MaxWeight, &out.MaxWeight, s); err != nil {

@@ -226,6 +226,11 @@ func (in *PolicySettings) DeepCopyInto(out *PolicySettings) {
 		*out = new(metav1.Duration)
 		**out = **in
 	}
+	if in.MaxPermitWait != nil {
+		in, out := &in.MaxPermitWait, &out.MaxPermitWait
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	if in.CycleBudget != nil {
 		in, out := &in.CycleBudget, &out.CycleBudget
 		*out = new(metav1.Duration)
@@ -372,6 +377,11 @@ func (in *TenantLimits) DeepCopyInto(out *TenantLimits) {
 	}
 	if in.MaxPreEnqueueTimeout != nil {
 		in, out := &in.MaxPreEnqueueTimeout, &out.MaxPreEnqueueTimeout
+		*out = new(metav1.Duration)
+		**out = **in
+	}
+	if in.MaxPermitWait != nil {
+		in, out := &in.MaxPermitWait, &out.MaxPermitWait
 		*out = new(metav1.Duration)
 		**out = **in
 	}

@@ -51,6 +51,7 @@ func validateTenantLimits(path *field.Path, l *config.TenantLimits, tenantsBudge
 	}
 	between("maxTimeout", l.MaxTimeout.String(), l.MaxTimeout > 0 && l.MaxTimeout <= MaxTimeout, "greater than 0 and at most 10s, for example 50ms (unset: 50ms)")
 	between("maxCycleBudget", l.MaxCycleBudget.String(), l.MaxCycleBudget >= l.MaxTimeout && l.MaxCycleBudget <= MaxCycleBudget, fmt.Sprintf("at least maxTimeout (%s) and at most 1m, for example 100ms (unset: 100ms)", l.MaxTimeout))
+	between("maxPermitWait", l.MaxPermitWait.String(), l.MaxPermitWait > 0 && l.MaxPermitWait <= MaxPermitWait, "greater than 0 and at most 15m, for example 1m (unset: 1m)")
 	between("maxPreEnqueueTimeout", l.MaxPreEnqueueTimeout.String(), l.MaxPreEnqueueTimeout > 0 && l.MaxPreEnqueueTimeout <= MaxPreEnqueueTimeout, "greater than 0 and at most 1s, for example 10ms (unset: 10ms)")
 	between("maxMemoryLimit", l.MaxMemoryLimit, l.MaxMemoryLimit >= MinMemoryLimit && l.MaxMemoryLimit <= MaxMemoryLimit, "between 64Ki and 4Gi, for example 16Mi (unset: 16Mi)")
 	between("maxStackLimit", l.MaxStackLimit, l.MaxStackLimit >= MinStackLimit && l.MaxStackLimit <= MaxStackLimit, "between 64Ki and 8Mi, for example 256Ki (unset: 256Ki)")

@@ -130,7 +130,10 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 // MaxPatchPrefixes the number of policies[].patchPrefixes.
 const (
 	MaxPreEnqueueTimeout = time.Second
-	MaxPatchPrefixes     = 16
+	// MaxPermitWait bounds policies[].maxPermitWait and tenants'
+	// maxPermitWait: kube-scheduler's bound on a Permit wait.
+	MaxPermitWait    = 15 * time.Minute
+	MaxPatchPrefixes = 16
 )
 
 // reservedDomains are the label and annotation domains of Kubernetes
@@ -216,6 +219,10 @@ func ValidatePolicy(path *field.Path, p *config.Policy) field.ErrorList {
 	// 0 (args built in Go without defaulting) means the default.
 	if t := p.PreEnqueueTimeout; t < 0 || t > MaxPreEnqueueTimeout {
 		errs = append(errs, field.Invalid(path.Child("preEnqueueTimeout"), t.String(), fmt.Sprintf("must be at most %s, for example 10ms (unset: 10ms, or the timeout if shorter): kube-scheduler runs PreEnqueue with its scheduling queue locked", MaxPreEnqueueTimeout)))
+	}
+	// 0 (args built in Go without defaulting) means the default.
+	if w := p.MaxPermitWait; w < 0 || w > MaxPermitWait {
+		errs = append(errs, field.Invalid(path.Child("maxPermitWait"), w.String(), fmt.Sprintf("must be greater than 0 and at most %s, for example 1m (unset: 1m): kube-scheduler lets a pod wait at Permit no longer", MaxPermitWait)))
 	}
 	errs = append(errs, validatePatchPrefixes(path.Child("patchPrefixes"), p.PatchPrefixes)...)
 	// 0 (args built in Go without defaulting) means twice the timeout.

@@ -1,0 +1,86 @@
+package hostabi
+
+import (
+	"context"
+
+	"github.com/tetratelabs/wazero/api"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+)
+
+// Waiting is what permit_waiting, permit_allow and permit_reject reach
+// (docs/abi.md §3.7): the pods waiting at the calling policy. The plugin
+// sets it on the Cycle of a permit, postfilter or unreserve call; it
+// answers only for pods that this policy made wait, so a policy sees and
+// frees no other policy's (or namespace's) pods.
+type Waiting interface {
+	// List returns UID, namespace, name and node of the pods waiting at
+	// the policy whose labels sel matches, ordered by name.
+	List(sel labels.Selector) [][4]string
+	// Allow and Reject report false for a pod not waiting at the policy.
+	Allow(uid string) bool
+	Reject(uid, msg string) bool
+}
+
+// waitingPoint reports whether waiting pods are reachable at point.
+func waitingPoint(p abi.Point) bool {
+	return p == abi.Permit || p == abi.PostFilter || p == abi.Unreserve
+}
+
+// permitFuncs are the ABI v4 functions of waiting pods (abi.SectionPermit).
+var permitFuncs = map[string]api.GoModuleFunc{
+	abi.FnPermitWaiting: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		if !waitingPoint(in.Kind) || in.Cycle == nil || in.Cycle.Waiting == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		b, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		if !ok {
+			s[0] = retBadArgs
+			return
+		}
+		sel, err := labels.Parse(string(b))
+		if err != nil {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[2], s[3], model.EncodeWaiting(in.Cycle.Waiting.List(sel)))
+	},
+	abi.FnPermitAllow: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		if !waitingPoint(in.Kind) || in.Cycle == nil || in.Cycle.Waiting == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		uid, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		switch {
+		case !ok:
+			s[0] = retBadArgs
+		case in.Cycle.Waiting.Allow(string(uid)):
+			s[0] = 0
+		default:
+			s[0] = retNotFound
+		}
+	},
+	abi.FnPermitReject: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		if !waitingPoint(in.Kind) || in.Cycle == nil || in.Cycle.Waiting == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		n := min(uint32(s[3]), abi.MaxReasonLength)
+		uid, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
+		msg, ok2 := m.Memory().Read(uint32(s[2]), n)
+		switch {
+		case !ok || !ok2:
+			s[0] = retBadArgs
+		case in.Cycle.Waiting.Reject(string(uid), SafeString(msg)):
+			s[0] = 0
+		default:
+			s[0] = retNotFound
+		}
+	},
+}
