@@ -62,7 +62,7 @@ func TestExamplePoliciesAsWasm(t *testing.T) {
 				// Score, so no batch form and no node table: its cases
 				// check preenqueue, prebind or reserve.
 				if ex := strings.Split(r.Exports, ","); !slices.Contains(ex, "filter") && !slices.Contains(ex, "score") {
-					if len(r.Batches) != 0 || r.TableBatches != 0 || !slices.Contains(ex, "preenqueue") && !slices.Contains(ex, "prebind") && !slices.Contains(ex, "reserve") {
+					if len(r.Batches) != 0 || r.TableBatches != 0 || !slices.Contains(ex, "preenqueue") && !slices.Contains(ex, "prebind") && !slices.Contains(ex, "reserve") && !slices.Contains(ex, "permit") {
 						t.Errorf("%s exports %s, batches %v, %d table batches: want a gate, a patch or a reservation and no batch form", name, r.Exports, r.Batches, r.TableBatches)
 					}
 					t.Log(r.Summary())
