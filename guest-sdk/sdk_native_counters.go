@@ -24,7 +24,11 @@ func counterAdd(key string, n int64) int64 {
 	case !keepsState:
 		return int64(abi.NotDeclared)
 	}
-	return nativeCounters.Add(nativeUID(), key, n)
+	ns := ""
+	if nativeGiven != nil {
+		ns = nativeGiven.Namespace
+	}
+	return nativeCounters.Add(nativeUID(), ns, key, n)
 }
 
 func counterGet(key string) int64 {
@@ -69,6 +73,7 @@ func RunReserve(pod *PodData, node *NodeData) Status {
 // what the pod holds, then runs the registered Unreserve.
 func RunUnreserve(pod *PodData, node *NodeData) {
 	nativeCounters.RollBack(string(pod.UID), 0)
+	take(string(pod.UID)) // it waits no more
 	enterCycle(pod)
 	if _, ok := use(pod, node); !ok || unreserveFn == nil {
 		return

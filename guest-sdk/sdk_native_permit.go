@@ -52,10 +52,26 @@ func RunPermit(pod *PodData, node *NodeData) Status {
 	defer func() { nativeKind = abi.NumPoints }()
 	st = asReported(permitFn(Pod{}, Node{}))
 	if st.Code == CodeWait {
-		st.Timeout = time.Duration(permitMillis(st)) * time.Millisecond
+		// As the host reads a wait: whole milliseconds, more than 0 and
+		// at most the policy's maxPermitWait (SetMaxPermitWait).
+		ms := permitMillis(st)
+		st.Timeout = time.Duration(ms) * time.Millisecond
+		switch {
+		case ms <= 0:
+			return Error("permit returned Wait with a wait of 0 ms: return how long the pod may wait")
+		case st.Timeout > nativeMaxPermitWait:
+			return Error("permit asked to wait " + st.Timeout.String() + ", more than policies[].maxPermitWait (" + nativeMaxPermitWait.String() + ")")
+		}
 	}
 	return st
 }
+
+// nativeMaxPermitWait is the policy's maxPermitWait natively.
+var nativeMaxPermitWait = time.Minute
+
+// SetMaxPermitWait sets the policy's maxPermitWait natively (default 1m,
+// as in the scheduler): a Wait longer than it is the policy's error.
+func SetMaxPermitWait(d time.Duration) { nativeMaxPermitWait = d }
 
 func waitingAvailable() bool {
 	return nativeKind == abi.Permit || nativeKind == abi.PostFilter || nativeKind == abi.Unreserve

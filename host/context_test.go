@@ -130,7 +130,16 @@ var contextFns = []struct {
 	{"permit_waiting", waitingOnly(4), waitingOnly(badArgs)},
 	{"permit_allow", waitingOnly(notFound), waitingOnly(badArgs)},
 	{"permit_reject", waitingOnly(notFound), waitingOnly(badArgs)},
+	// ABI v3 gates and patches: only in preenqueue and prebind, which the
+	// matrix does not call (TestGateFunctionEdges covers them there).
+	{"recheck_on", never, never},
+	{"patch_label", never, never},
+	{"patch_annotation", never, never},
+	{"cycle_policies", never, never},
 }
+
+// never answers NotAvailable in every context of the matrix.
+func never(int) int64 { return notAvailable }
 
 // waitingOnly answers v where waiting pods are reached, NotAvailable
 // elsewhere.

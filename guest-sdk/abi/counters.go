@@ -20,9 +20,13 @@ const (
 
 // Bounds of one policy's counters.
 const (
-	// MaxCounterKeys is how many keys with a count above zero a policy may
-	// hold at once.
+	// MaxCounterKeys is how many keys with a count above zero the pods of
+	// one namespace may have opened at one policy (a key counts for the
+	// namespace whose pod took it first, until its count is back to 0): a
+	// team cannot use up a cluster policy's keys for the others.
 	MaxCounterKeys = 1024
+	// MaxCounterKeysTotal bounds a policy's keys over all namespaces.
+	MaxCounterKeysTotal = 16 * MaxCounterKeys
 	// MaxCounterKeyLen bounds a key's length in bytes.
 	MaxCounterKeyLen = 253
 	// MaxCountsHeld is how many counter_add calls one pod's placement may
@@ -39,6 +43,10 @@ type Counters struct {
 	counts map[string]int64
 	// held lists each pod's takes, in order, by pod UID.
 	held map[string][]Take
+	// owner is the namespace that opened each key; opened counts the keys
+	// each namespace opened.
+	owner  map[string]string
+	opened map[string]int
 }
 
 // Take is one counter_add a pod holds.
@@ -47,21 +55,27 @@ type Take struct {
 	N   int64
 }
 
-// Add takes n of key for pod and returns the key's new count, or the code
-// that refuses it: BadArgs for an empty or too long key or n outside
-// 1..MaxCount, TooLarge past MaxCount, MaxCounterKeys or MaxCountsHeld. A
-// refused take changes nothing.
-func (c *Counters) Add(pod, key string, n int64) int64 {
+// Add takes n of key for pod (of namespace ns) and returns the key's new
+// count, or the code that refuses it: BadArgs for an empty or too long
+// key or n outside 1..MaxCount, TooLarge past MaxCount, MaxCountsHeld,
+// MaxCounterKeys for the namespace or MaxCounterKeysTotal. A refused take
+// changes nothing.
+func (c *Counters) Add(pod, ns, key string, n int64) int64 {
 	if key == "" || len(key) > MaxCounterKeyLen || n < 1 || n > MaxCount {
 		return int64(BadArgs)
 	}
 	cur, ok := c.counts[key]
 	switch {
-	case cur+n > MaxCount, len(c.held[pod]) >= MaxCountsHeld, !ok && len(c.counts) >= MaxCounterKeys:
+	case cur+n > MaxCount, len(c.held[pod]) >= MaxCountsHeld,
+		!ok && (c.opened[ns] >= MaxCounterKeys || len(c.counts) >= MaxCounterKeysTotal):
 		return int64(TooLarge)
 	}
 	if c.counts == nil {
-		c.counts, c.held = map[string]int64{}, map[string][]Take{}
+		c.counts, c.held, c.owner, c.opened = map[string]int64{}, map[string][]Take{}, map[string]string{}, map[string]int{}
+	}
+	if !ok {
+		c.owner[key] = ns
+		c.opened[ns]++
 	}
 	c.counts[key] = cur + n
 	c.held[pod] = append(c.held[pod], Take{key, n})
@@ -91,6 +105,11 @@ func (c *Counters) RollBack(pod string, mark int) int {
 			c.counts[t.Key] = v
 		} else {
 			delete(c.counts, t.Key)
+			ns := c.owner[t.Key]
+			delete(c.owner, t.Key)
+			if c.opened[ns]--; c.opened[ns] <= 0 {
+				delete(c.opened, ns)
+			}
 		}
 	}
 	n := len(takes) - mark

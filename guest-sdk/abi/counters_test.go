@@ -8,14 +8,14 @@ import (
 
 func TestCounters(t *testing.T) {
 	var c Counters
-	if got := c.Add("a", "seats", 2); got != 2 {
+	if got := c.Add("a", "ns", "seats", 2); got != 2 {
 		t.Fatalf("first take = %d, want 2", got)
 	}
-	if got := c.Add("b", "seats", 3); got != 5 {
+	if got := c.Add("b", "ns", "seats", 3); got != 5 {
 		t.Fatalf("second take = %d, want 5", got)
 	}
 	mark := c.Held("b")
-	c.Add("b", "gpus", 1)
+	c.Add("b", "ns", "gpus", 1)
 	if n := c.RollBack("b", mark); n != 1 || c.Get("gpus") != 0 || c.Get("seats") != 5 {
 		t.Fatalf("rolling b back to its mark gave back %d: gpus %d seats %d, want 1, 0, 5", n, c.Get("gpus"), c.Get("seats"))
 	}
@@ -43,7 +43,7 @@ func TestCounters(t *testing.T) {
 		{"k", MaxCount, MaxCount},
 		{"k", 1, int64(TooLarge)},
 	} {
-		if got := c.Add("p", tc.key, tc.n); got != tc.want {
+		if got := c.Add("p", "ns", tc.key, tc.n); got != tc.want {
 			t.Errorf("Add(%.10q, %d) = %d, want %d", tc.key, tc.n, got, tc.want)
 		}
 	}
@@ -54,28 +54,34 @@ func TestCounters(t *testing.T) {
 
 	// One pod's takes are bounded, and so are a policy's keys.
 	for i := range MaxCountsHeld {
-		if got := c.Add("p", "k", 1); got != int64(i+1) {
+		if got := c.Add("p", "ns", "k", 1); got != int64(i+1) {
 			t.Fatalf("take %d = %d", i, got)
 		}
 	}
-	if got := c.Add("p", "k", 1); got != int64(TooLarge) {
+	if got := c.Add("p", "ns", "k", 1); got != int64(TooLarge) {
 		t.Fatalf("take past %d per pod = %d, want TooLarge", MaxCountsHeld, got)
 	}
 	c.RollBack("p", 0)
 	for i := range MaxCounterKeys {
-		if got := c.Add(fmt.Sprint("pod", i), fmt.Sprint("key", i), 1); got != 1 {
+		if got := c.Add(fmt.Sprint("pod", i), "ns", fmt.Sprint("key", i), 1); got != 1 {
 			t.Fatalf("key %d = %d", i, got)
 		}
 	}
-	if got := c.Add("another", "one-more", 1); got != int64(TooLarge) {
+	if got := c.Add("another", "ns", "one-more", 1); got != int64(TooLarge) {
 		t.Fatalf("key past %d = %d, want TooLarge", MaxCounterKeys, got)
 	}
-	if got := c.Add("another", "key0", 1); got != 2 {
+	// Another namespace's pods open keys of their own: one namespace
+	// cannot use up the policy's keys.
+	if got := c.Add("theirs", "other-ns", "one-more", 1); got != 1 {
+		t.Fatalf("another namespace's first key, with ns at its %d = %d, want 1", MaxCounterKeys, got)
+	}
+	c.RollBack("theirs", 0)
+	if got := c.Add("another", "ns", "key0", 1); got != 2 {
 		t.Fatalf("a key in use, at the key limit = %d, want 2", got)
 	}
 	c.RollBack("pod0", 0)
 	c.RollBack("another", 0)
-	if got := c.Add("another", "one-more", 1); got != 1 {
+	if got := c.Add("another", "ns", "one-more", 1); got != 1 {
 		t.Fatalf("a key after one was freed = %d, want 1", got)
 	}
 }

@@ -20,6 +20,13 @@ const (
 // the pod's UID, namespace, name, and the node it waits on.
 const WaitingColumns = 4
 
+// Bounds of the waiting-pod functions' inputs: a longer selector or UID
+// is refused unread (BadArgs).
+const (
+	MaxSelectorLen = 4096
+	MaxUIDLen      = 128
+)
+
 // MaxPermitWaitMillis is the longest a pod can wait at Permit, as
 // kube-scheduler bounds it (15 minutes); a policy's maxPermitWait is at
 // most this.

@@ -48,6 +48,10 @@
   (import "wasmsched" "permit_waiting" (func $permit_waiting (param i32 i32 i32 i32) (result i32)))
   (import "wasmsched" "permit_allow" (func $permit_allow (param i32 i32) (result i32)))
   (import "wasmsched" "permit_reject" (func $permit_reject (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "recheck_on" (func $recheck_on (param i32 i32) (result i32)))
+  (import "wasmsched" "patch_label" (func $patch_label (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "patch_annotation" (func $patch_annotation (param i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "cycle_policies" (func $cycle_policies (param i32 i32) (result i32)))
   (memory (export "memory") 1)
   (data (i32.const 0) "team")
   (data (i32.const 8) "cpu")
@@ -109,6 +113,14 @@
     (i64.store offset=264 (local.get $row) (i64.extend_i32_s (call $permit_waiting (i32.const 0) (i32.const 0) (i32.const 1024) (i32.const 64))))
     (i64.store offset=272 (local.get $row) (i64.extend_i32_s (call $permit_allow (i32.const 160) (i32.const 8))))
     (i64.store offset=280 (local.get $row) (i64.extend_i32_s (call $permit_reject (i32.const 160) (i32.const 8) (i32.const 0) (i32.const 4))))
+    ;; ABI v3 gates and patches answer only in preenqueue and prebind, which
+    ;; the matrix does not call (host.TestGateFunctionEdges does): -3 here.
+    ;; Good: a recheck on pod updates, the label team=team, the policies;
+    ;; bad: an unknown event bit, a key outside memory.
+    (i64.store offset=288 (local.get $row) (i64.extend_i32_s (call $recheck_on (i32.const 1) (i32.const 0))))
+    (i64.store offset=296 (local.get $row) (i64.extend_i32_s (call $patch_label (i32.const 0) (i32.const 4) (i32.const 0) (i32.const 4))))
+    (i64.store offset=304 (local.get $row) (i64.extend_i32_s (call $patch_annotation (i32.const 0) (i32.const 4) (i32.const 0) (i32.const 4))))
+    (i64.store offset=312 (local.get $row) (i64.extend_i32_s (call $cycle_policies (i32.const 1024) (i32.const 64))))
     (i64.store offset=512 (local.get $row) (i64.extend_i32_s (call $config (i32.const 0xfffffff0) (i32.const 64))))
     (i64.store offset=520 (local.get $row) (i64.extend_i32_s (call $pod_string (i32.const 99) (i32.const 1024) (i32.const 64))))
     (i64.store offset=528 (local.get $row) (i64.extend_i32_s (call $pod_label (i32.const 0xfffffff0) (i32.const 4) (i32.const 1024) (i32.const 64))))
@@ -141,6 +153,10 @@
     (i64.store offset=776 (local.get $row) (i64.extend_i32_s (call $permit_waiting (i32.const 176) (i32.const 7) (i32.const 1024) (i32.const 64))))
     (i64.store offset=784 (local.get $row) (i64.extend_i32_s (call $permit_allow (i32.const 0xfffffff0) (i32.const 8))))
     (i64.store offset=792 (local.get $row) (i64.extend_i32_s (call $permit_reject (i32.const 0xfffffff0) (i32.const 8) (i32.const 0) (i32.const 4))))
+    (i64.store offset=800 (local.get $row) (i64.extend_i32_s (call $recheck_on (i32.const 0x100) (i32.const 0))))
+    (i64.store offset=808 (local.get $row) (i64.extend_i32_s (call $patch_label (i32.const 0xfffffff0) (i32.const 4) (i32.const 0) (i32.const 4))))
+    (i64.store offset=816 (local.get $row) (i64.extend_i32_s (call $patch_annotation (i32.const 0xfffffff0) (i32.const 4) (i32.const 0) (i32.const 4))))
+    (i64.store offset=824 (local.get $row) (i64.extend_i32_s (call $cycle_policies (i32.const 0xfffffff0) (i32.const 64))))
   )
   (func (export "_initialize") (call $probe (i32.const 0)))
   (func (export "prefilter") (param i64) (call $probe (i32.const 1)))

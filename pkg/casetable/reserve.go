@@ -152,7 +152,7 @@ func runPermit(ctx context.Context, v *host.Version, c *casetest.Case, pod *host
 
 // runReserve checks a case's reserve (and unreserve) on its node, in the
 // case's cycle: the verdict and the counts after each.
-func runReserve(ctx context.Context, v *host.Version, c *casetest.Case, pod *host.PodState, node fwk.NodeInfo, counters *host.Counters, res *Case, problem func(string, ...any)) {
+func runReserve(ctx context.Context, v *host.Version, c *casetest.Case, pod *host.PodState, node fwk.NodeInfo, counters *host.Counters, waiting *caseWaiting, res *Case, problem func(string, ...any)) {
 	want := c.Reserve
 	got := host.Result{}
 	if v.Exports().Has(host.CallReserve) {
@@ -177,7 +177,9 @@ func runReserve(ctx context.Context, v *host.Version, c *casetest.Case, pod *hos
 	// guest's unreserve.
 	counters.RollBack(string(pod.Pod.UID), 0)
 	if v.Exports().Has(host.CallUnreserve) {
-		if _, _, cerr := v.Call(ctx, host.CallUnreserve, pod, node, new(host.PolicyCycle), nil); cerr != nil {
+		upc := new(host.PolicyCycle)
+		upc.Waiting = waiting
+		if _, _, cerr := v.Call(ctx, host.CallUnreserve, pod, node, upc, nil); cerr != nil {
 			problem("unreserve: %v", cerr)
 		}
 	}

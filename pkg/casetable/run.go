@@ -235,9 +235,9 @@ func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.Fil
 				}
 			}
 		}
-		runGates(ctx, v, &c, v1pod, pod, pc, nodes[i], &res, problem)
+		runGates(ctx, v, &c, v1pod, pod, pc, nodes[i], waiting, &res, problem)
 		if c.Reserve != nil {
-			runReserve(ctx, v, &c, pod, nodes[i], counters, &res, problem)
+			runReserve(ctx, v, &c, pod, nodes[i], counters, waiting, &res, problem)
 		}
 		if c.Permit != nil {
 			runPermit(ctx, v, &c, pod, nodes[i], waiting, &res, problem)
@@ -252,7 +252,7 @@ func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.Fil
 // runGates checks a case's preEnqueue and preBind expectations: the gate
 // with a pod state of its own (a new cycle, as the plugin calls it), the
 // prebind in the case's cycle on its node.
-func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.Pod, pod *host.PodState, pc *host.PolicyCycle, node fwk.NodeInfo, res *Case, problem func(string, ...any)) {
+func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.Pod, pod *host.PodState, pc *host.PolicyCycle, node fwk.NodeInfo, waiting *caseWaiting, res *Case, problem func(string, ...any)) {
 	ex := v.Exports()
 	if want := c.PreEnqueue; want != nil {
 		got := host.Result{}
@@ -323,7 +323,7 @@ func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.
 		}
 		got := host.Result{}
 		apc := &host.PolicyCycle{}
-		apc.State = pc.State
+		apc.State, apc.Waiting = pc.State, waiting
 		if ex.Has(after.point) {
 			_, r, cerr := v.Call(ctx, after.point, pod, after.node, apc, nil)
 			if cerr != nil {

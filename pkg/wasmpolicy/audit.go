@@ -94,6 +94,12 @@ func (w *WasmPolicy) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 		w.podGroupAssumed(pod, nodeName)
 	}
 	c := readCycle(state)
+	if c != nil && !trial {
+		// Before the guests' reserve: a refusal runs Unreserve, which may
+		// run on a binding goroutine and reads this copy, never the
+		// snapshot the next cycle updates.
+		w.keepBindNode(c, nodeName)
+	}
 	if c != nil && c.has(host.CallReserve) {
 		if st := w.reserveGuests(ctx, c, nodeName); st != nil {
 			return st
@@ -103,9 +109,6 @@ func (w *WasmPolicy) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 		return nil
 	}
 	w.reportAudit(ctx, state, pod, nodeName)
-	if c != nil {
-		w.keepBindNode(c, nodeName)
-	}
 	return nil
 }
 
@@ -114,10 +117,11 @@ func (w *WasmPolicy) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.
 // and their unreserve runs (reserve.go); in a pod-group cycle, the node's
 // mark comes off before the cycle takes the pod out of it.
 func (w *WasmPolicy) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	trial := framework.InPodGroupCycle(state)
 	if c := readCycle(state); c != nil {
-		w.unreserveGuests(ctx, c, nodeName)
+		w.unreserveGuests(ctx, c, nodeName, trial)
 	}
-	if framework.InPodGroupCycle(state) {
+	if trial {
 		w.podGroupForgotten(pod, nodeName)
 	}
 }

@@ -60,6 +60,14 @@ func (wp *waitingPods) forget(uid types.UID) {
 	wp.mu.Unlock()
 }
 
+// waits reports whether pod uid has an entry: its permit said Wait and no
+// decision has been made about that wait.
+func (wp *waitingPods) waits(uid types.UID) bool {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	return wp.m[uid] != nil
+}
+
 // Permit implements framework.PermitPlugin.
 func (w *WasmPolicy) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
 	c := readCycle(state)
@@ -81,7 +89,7 @@ func (w *WasmPolicy) Permit(ctx context.Context, state fwk.CycleState, pod *v1.P
 			continue
 		}
 		enforce := !p.audit()
-		c.runs[i].pc.Waiting = w.waitingAt(p, host.CallPermit)
+		c.runs[i].pc.Waiting = w.waitingAt(ctx, p, host.CallPermit)
 		ms, res, cerr := p.call(ctx, m, host.CallPermit, c, i, node, nil)
 		c.runs[i].pc.Waiting = nil
 		if cerr != nil {
@@ -149,15 +157,16 @@ func (p *policy) permitWait(ms int64) (time.Duration, string) {
 
 // waitingAt is what policy p's call at point reaches of the waiting pods:
 // those p made wait.
-func (w *WasmPolicy) waitingAt(p *policy, point host.CallKind) host.Waiting {
-	return &policyWaiting{w: w, p: p, point: point}
+func (w *WasmPolicy) waitingAt(ctx context.Context, p *policy, point host.CallKind) host.Waiting {
+	return &policyWaiting{w: w, p: p, point: point, logger: klog.FromContext(ctx)}
 }
 
 // policyWaiting implements host.Waiting for one policy's call.
 type policyWaiting struct {
-	w     *WasmPolicy
-	p     *policy
-	point host.CallKind
+	w      *WasmPolicy
+	p      *policy
+	point  host.CallKind
+	logger klog.Logger
 }
 
 func (v *policyWaiting) List(sel labels.Selector) [][4]string {
@@ -219,12 +228,15 @@ func (v *policyWaiting) Reject(uid, msg string) bool {
 // decideWithin bounds how long decide waits for a pod to be waiting.
 const decideWithin = 2 * time.Second
 
-// decide applies an allow or a reject to the framework's waiting pod uid.
-// A pod whose permit just said Wait is added to the framework's waiting
-// pods right after Permit returns, on the scheduling goroutine, while an
-// unreserve or a postfilter may decide about it from another: decide then
-// waits for it to appear (briefly), so the decision is not lost and the
-// pod does not wait out its timeout.
+// decide applies an allow or a reject, which the caller has taken out of
+// w.waiting, to the framework's waiting pod uid. A pod whose permit just
+// said Wait is added to the framework's waiting pods right after Permit
+// returns, on the scheduling goroutine, while an unreserve or a postfilter
+// may decide about it from another: decide then waits for it to appear
+// (briefly), so the decision is not lost and the pod does not wait out its
+// timeout. The decision was about that wait only: if the pod waits again
+// (a new entry, which Permit makes before the framework adds the pod), it
+// is dropped.
 func (w *WasmPolicy) decide(uid types.UID, apply func(framework.WaitingPod)) {
 	if w.handle == nil {
 		return
@@ -236,8 +248,13 @@ func (w *WasmPolicy) decide(uid types.UID, apply func(framework.WaitingPod)) {
 	go func() {
 		for deadline := time.Now().Add(decideWithin); time.Now().Before(deadline); {
 			time.Sleep(5 * time.Millisecond)
+			if w.waiting.waits(uid) {
+				return // a new wait: not the one decided about
+			}
 			if pod := w.handle.GetWaitingPod(uid); pod != nil {
-				apply(pod)
+				if !w.waiting.waits(uid) {
+					apply(pod)
+				}
 				return
 			}
 		}
@@ -250,7 +267,7 @@ func (v *policyWaiting) notWaiting(what, uid string) {
 	if !v.p.logRefusal() {
 		return
 	}
-	klog.ErrorS(nil, "Policy "+what+" a pod that is not waiting at it; nothing changed", "policy", v.p.cfg.Name, "extensionPoint", v.point.String(), "podUID", truncate(uid, 64),
+	v.logger.Error(nil, "Policy "+what+" a pod that is not waiting at it; nothing changed", "policy", v.p.cfg.Name, "extensionPoint", v.point.String(), "podUID", truncate(uid, 64),
 		"fix", "allow or reject only the pods permit_waiting (sdk.WaitingPods) lists: a pod waits at a policy from its permit's Wait until the policy allows it, a policy rejects it, or its wait times out")
 }
 

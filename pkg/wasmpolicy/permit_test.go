@@ -11,8 +11,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -154,9 +157,17 @@ func TestPermitStaysInItsNamespace(t *testing.T) {
 	if teamB == nil {
 		t.Fatal("no team-b policy")
 	}
-	wv := c.plugin.waitingAt(teamB, 0)
+	logs := &testguests.LogBuffer{}
+	ctx := klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(logs))))
+	wv := c.plugin.waitingAt(ctx, teamB, host.CallPermit)
 	if wv.Allow(string(a.UID)) || wv.Reject(string(a.UID), "no") || len(wv.List(labels.Everything())) != 0 {
 		t.Fatal("team-b's policy reached team-a's waiting pod")
+	}
+	// The guest sees -1; the operator reads why, and the fix.
+	for _, want := range []string{`"Policy allowed a pod that is not waiting at it; nothing changed"`, `policy="team-b-policy"`, `extensionPoint="Permit"`, "allow or reject only the pods permit_waiting (sdk.WaitingPods) lists"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log %q lacks %q", logs.String(), want)
+		}
 	}
 	if c.fw.GetWaitingPod(a.UID) == nil {
 		t.Fatal("team-a's pod stopped waiting")

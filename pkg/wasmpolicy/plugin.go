@@ -111,8 +111,6 @@ type WasmPolicy struct {
 	gates *gateTracker
 	// shares account each namespace's policies' time (tenancy.go).
 	shares *tenantShares
-	// counters are each policy's counts, by policy name (reserve.go).
-	counters policyCounters
 	// waiting are the pods WasmPolicy made wait at Permit (permit.go).
 	waiting waitingPods
 	// ociCache keeps modules pulled from registries (moduleCacheDir); nil:
@@ -434,7 +432,7 @@ func (w *WasmPolicy) buildPolicy(ctx context.Context, pc config.Policy) (*policy
 		Tenant:             pc.Scope.Namespace,
 		TenantMemoryBudget: w.tenantLimits(pc.Scope.Namespace).MemoryBudget,
 		OnInstance:         w.instanceCharge(pc.Scope.Namespace),
-		Counters:           w.counters.of(pc.Name),
+		Counters:           w.countersFor(pc.Name),
 		RetiredGrace:       w.opts.retiredGrace,
 		Limits: host.CompileLimits{
 			MaxFunctions: args.CompileLimits.MaxFunctions,

@@ -19,6 +19,7 @@ import (
 // (failurePolicy does not apply). A namespace's policy pays for the call
 // from its share, as for prebind.
 func (w *WasmPolicy) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	w.waiting.forget(pod.UID) // bound: it waits no more
 	c := readCycle(state)
 	if c == nil || !c.has(host.CallPostBind) {
 		return

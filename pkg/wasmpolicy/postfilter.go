@@ -60,7 +60,7 @@ func (w *WasmPolicy) postFilterGuests(ctx context.Context, c *cycleData) []strin
 			continue
 		}
 		enforce := !p.audit()
-		c.runs[i].pc.Waiting = w.waitingAt(p, host.CallPostFilter)
+		c.runs[i].pc.Waiting = w.waitingAt(ctx, p, host.CallPostFilter)
 		_, res, cerr := p.call(ctx, m, host.CallPostFilter, c, i, nil, nil)
 		c.runs[i].pc.Waiting = nil
 		if cerr != nil {

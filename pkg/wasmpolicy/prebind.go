@@ -46,11 +46,11 @@ func (w *WasmPolicy) preBindPreFlight(state fwk.CycleState) *fwk.Status {
 	return fwk.NewStatus(fwk.Skip)
 }
 
-// keepBindNode keeps, at Reserve, a copy of the chosen node for prebind:
-// the binding cycle runs beside the next scheduling cycles, which update
-// the snapshot's NodeInfos in place.
+// keepBindNode keeps, at Reserve, a copy of the chosen node for prebind,
+// postbind and unreserve: the binding cycle runs beside the next
+// scheduling cycles, which update the snapshot's NodeInfos in place.
 func (w *WasmPolicy) keepBindNode(c *cycleData, nodeName string) {
-	if !c.hasPreBind() && !c.has(host.CallPostBind) {
+	if !c.hasPreBind() && !c.has(host.CallPostBind) && !c.has(host.CallUnreserve) {
 		return
 	}
 	var ni fwk.NodeInfo

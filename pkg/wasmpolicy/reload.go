@@ -165,7 +165,8 @@ func (w *WasmPolicy) podDeleted(obj interface{}) {
 	}
 	if pod, ok := obj.(*v1.Pod); ok {
 		w.gates.forget(pod.UID)
-		w.counters.release(string(pod.UID))
+		w.releaseCounts(string(pod.UID))
+		w.waiting.forget(pod.UID)
 		if w.shares != nil {
 			w.shares.forget(pod)
 		}

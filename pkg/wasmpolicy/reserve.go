@@ -3,7 +3,6 @@ package wasmpolicy
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -23,52 +22,40 @@ import (
 // what the host cannot undo; nothing it does, a trap included, can keep a
 // count held.
 
-// policyCounters are the counters of every policy the plugin has built, by
-// name, so a policy's new config (a new host policy) keeps the counts its
-// pods hold. A removed policy's counters stay until their pods go, in case
-// it comes back; they are bounded as any policy's are
-// (abi.MaxCounterKeys, abi.MaxCountsHeld per pod).
-type policyCounters struct {
-	mu sync.Mutex
-	m  map[string]*host.Counters
+// countersFor are the counts of the policy named name: those of the
+// policy of that name the plugin runs, if any, so that a new config (a new
+// host policy) keeps the counts its pods hold; new ones otherwise. A
+// removed policy's counts go with it.
+func (w *WasmPolicy) countersFor(name string) *host.Counters {
+	if set := w.current(); set != nil {
+		for _, p := range set.all {
+			if p.cfg.Name == name && p.counters != nil {
+				return p.counters
+			}
+		}
+	}
+	return new(host.Counters)
 }
 
-// of returns the counters of the policy named name.
-func (pc *policyCounters) of(name string) *host.Counters {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	if pc.m == nil {
-		pc.m = map[string]*host.Counters{}
-	}
-	c := pc.m[name]
-	if c == nil {
-		c = new(host.Counters)
-		pc.m[name] = c
-	}
-	return c
-}
-
-// release gives back what pod holds at every policy.
-func (pc *policyCounters) release(uid string) {
-	pc.mu.Lock()
-	all := make([]*host.Counters, 0, len(pc.m))
-	for _, c := range pc.m {
-		all = append(all, c)
-	}
-	pc.mu.Unlock()
-	for _, c := range all {
-		c.RollBack(uid, 0)
+// releaseCounts gives back what pod uid holds at every policy.
+func (w *WasmPolicy) releaseCounts(uid string) {
+	if set := w.current(); set != nil {
+		for _, p := range set.all {
+			if p.counters != nil {
+				p.counters.RollBack(uid, 0)
+			}
+		}
 	}
 }
 
 // Counters are the counts of the policy named name (for tools that run a
 // policy outside the plugin too, and share its counts with it).
-func (w *WasmPolicy) Counters(name string) *host.Counters { return w.counters.of(name) }
+func (w *WasmPolicy) Counters(name string) *host.Counters { return w.countersFor(name) }
 
 // podFinished gives back what a pod that completed holds: it runs no more.
 func (w *WasmPolicy) podFinished(_, obj interface{}) {
 	if pod, ok := obj.(*v1.Pod); ok && (pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed) {
-		w.counters.release(string(pod.UID))
+		w.releaseCounts(string(pod.UID))
 	}
 }
 
@@ -113,8 +100,12 @@ func (w *WasmPolicy) reserveGuests(ctx context.Context, c *cycleData, nodeName s
 // unreserveGuests gives back what the pod holds at the cycle's policies,
 // then calls the unreserve of each that exports one, in reverse order.
 // Each call stands alone: a failure is logged and counted, and the next
-// policy's unreserve runs all the same.
-func (w *WasmPolicy) unreserveGuests(ctx context.Context, c *cycleData, nodeName string) {
+// policy's unreserve runs all the same. trial is a pod-group cycle's undone
+// trial placement (on the scheduling goroutine): its guests read the
+// snapshot's node and reach no waiting pods, since the group's placement
+// may still stand. Otherwise Unreserve may run on a binding goroutine and
+// reads the copy of the node kept at Reserve, or no node.
+func (w *WasmPolicy) unreserveGuests(ctx context.Context, c *cycleData, nodeName string, trial bool) {
 	w.waiting.forget(c.pod.Pod.UID)
 	uid := string(c.pod.Pod.UID)
 	for _, p := range c.policies {
@@ -128,14 +119,13 @@ func (w *WasmPolicy) unreserveGuests(ctx context.Context, c *cycleData, nodeName
 	if !c.has(host.CallUnreserve) {
 		return
 	}
-	c.mu.Lock()
-	node := c.bindNode
-	c.mu.Unlock()
-	if node == nil {
+	var node fwk.NodeInfo
+	if trial {
 		node = w.nodeNamed(c, nodeName)
-	}
-	if node == nil {
-		return
+	} else {
+		c.mu.Lock()
+		node = c.bindNode
+		c.mu.Unlock()
 	}
 	logger := klog.FromContext(ctx)
 	for i := len(c.policies) - 1; i >= 0; i-- {
@@ -146,7 +136,10 @@ func (w *WasmPolicy) unreserveGuests(ctx context.Context, c *cycleData, nodeName
 		// Its own cycle: the scheduling cycle's budget may be spent, and
 		// this runs whatever the cycle's calls did.
 		pc := &host.PolicyCycle{}
-		pc.State, pc.Waiting = c.runs[i].pc.State, w.waitingAt(p, host.CallUnreserve)
+		pc.State = c.runs[i].pc.State
+		if !trial {
+			pc.Waiting = w.waitingAt(ctx, p, host.CallUnreserve)
+		}
 		start := time.Now()
 		_, res, cerr := m.Call(ctx, host.CallUnreserve, c.pod, node, pc, nil)
 		p.m.observe(host.CallUnreserve, start)

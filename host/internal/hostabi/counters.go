@@ -18,11 +18,11 @@ type Counters struct {
 	c  abi.Counters
 }
 
-// Add takes n of key for pod (abi.Counters.Add).
-func (c *Counters) Add(pod, key string, n int64) int64 {
+// Add takes n of key for pod of namespace ns (abi.Counters.Add).
+func (c *Counters) Add(pod, ns, key string, n int64) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.c.Add(pod, key, n)
+	return c.c.Add(pod, ns, key, n)
 }
 
 // Get is key's count.
@@ -70,7 +70,7 @@ var counterFuncs = map[string]api.GoModuleFunc{
 		}
 		key, code := counterKey(in, m, s)
 		if code == 0 {
-			code = in.Counters.Add(string(in.Pod.Pod.UID), key, int64(s[2]))
+			code = in.Counters.Add(string(in.Pod.Pod.UID), in.Pod.Pod.Namespace, key, int64(s[2]))
 		}
 		s[0] = api.EncodeI64(code)
 	},

@@ -17,7 +17,7 @@ import (
 // frees no other policy's (or namespace's) pods.
 type Waiting interface {
 	// List returns UID, namespace, name and node of the pods waiting at
-	// the policy whose labels sel matches, ordered by name.
+	// the policy whose labels sel matches, ordered by namespace and name.
 	List(sel labels.Selector) [][4]string
 	// Allow and Reject report false for a pod not waiting at the policy.
 	Allow(uid string) bool
@@ -38,7 +38,7 @@ var permitFuncs = map[string]api.GoModuleFunc{
 			return
 		}
 		b, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-		if !ok {
+		if !ok || len(b) > abi.MaxSelectorLen {
 			s[0] = retBadArgs
 			return
 		}
@@ -57,7 +57,7 @@ var permitFuncs = map[string]api.GoModuleFunc{
 		}
 		uid, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
 		switch {
-		case !ok:
+		case !ok || len(uid) > abi.MaxUIDLen:
 			s[0] = retBadArgs
 		case in.Cycle.Waiting.Allow(string(uid)):
 			s[0] = 0
@@ -75,7 +75,7 @@ var permitFuncs = map[string]api.GoModuleFunc{
 		uid, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
 		msg, ok2 := m.Memory().Read(uint32(s[2]), n)
 		switch {
-		case !ok || !ok2:
+		case !ok || !ok2 || len(uid) > abi.MaxUIDLen:
 			s[0] = retBadArgs
 		case in.Cycle.Waiting.Reject(string(uid), SafeString(msg)):
 			s[0] = 0
