@@ -13,8 +13,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
 	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 )
@@ -123,4 +125,71 @@ func testguestsFixture(t testing.TB, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// fuzzWaiting is a set of waiting pods for FuzzPlacementFunctions: two
+// pods, whose allows and rejects it counts.
+type fuzzWaiting struct{ decided int }
+
+func (w *fuzzWaiting) List(sel labels.Selector) [][4]string {
+	var out [][4]string
+	for _, p := range [][4]string{{"w1", "ns", "a", "n"}, {"w2", "ns", "b", "n"}} {
+		if sel.Matches(labels.Set{"gang": p[2]}) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+func (w *fuzzWaiting) Allow(uid string) bool { w.decided++; return uid == "w1" || uid == "w2" }
+func (w *fuzzWaiting) Reject(uid, msg string) bool {
+	w.decided++
+	return len(msg) <= abi.MaxReasonLength && (uid == "w1" || uid == "w2")
+}
+
+// FuzzPlacementFunctions has reserve, permit and unreserve call the counter
+// and waiting-pod functions with arbitrary pointers, lengths, keys and
+// amounts (the fuzz input). No call may trap or panic the host; every count
+// stays within the ABI's bounds; and whatever the guest took, giving the
+// pod back (as the plugin does at Unreserve) leaves no count held.
+func FuzzPlacementFunctions(f *testing.F) {
+	call := func(sel byte, a, b int32, n int64) []byte {
+		out := make([]byte, 20)
+		out[0] = sel
+		binary.LittleEndian.PutUint32(out[4:], uint32(a))
+		binary.LittleEndian.PutUint32(out[8:], uint32(b))
+		binary.LittleEndian.PutUint64(out[12:], uint64(n))
+		return out
+	}
+	for sel := byte(0); sel < 5; sel++ {
+		f.Add(call(sel, 0, 4, 1))
+		f.Add(call(sel, -1, -1, -1))
+		f.Add(call(sel, 65530, 100, 1<<62))
+		f.Add(append(call(sel, 0, 253, abi.MaxCount), call(sel+1, 0, 254, 1)...))
+	}
+	counters := new(Counters)
+	p := newPolicy(f, newEngine(f), PolicySpec{MaxInstances: 1, Counters: counters})
+	v, err := p.Load(context.Background(), testguestsFixture(f, "placefuzz"), "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	pod := NewPodState(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}})
+	ni := intree.NewNodeInfo()
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, kind := range []CallKind{CallReserve, CallPermit, CallUnreserve} {
+			pc := &PolicyCycle{Cycle: hostabi.Cycle{State: append([]byte(nil), data...), Waiting: &fuzzWaiting{}}}
+			if _, _, err := v.Call(context.Background(), kind, pod, ni, pc, nil); err != nil {
+				t.Fatalf("%s trapped or failed: %v", kind, err)
+			}
+		}
+		for k, c := range counters.Counts() {
+			if c < 1 || c > abi.MaxCount || len(k) == 0 || len(k) > abi.MaxCounterKeyLen {
+				t.Fatalf("count %q = %d, outside the bounds", k, c)
+			}
+		}
+		counters.RollBack("u", 0)
+		if got := counters.Counts(); len(got) != 0 || counters.Holders() != 0 {
+			t.Fatalf("after giving the pod back: counts %v, %d holders", got, counters.Holders())
+		}
+	})
 }
