@@ -127,19 +127,15 @@ func runPermit(ctx context.Context, v *host.Version, c *casetest.Case, pod *host
 			return
 		}
 	}
-	got, wait := host.Result{}, time.Duration(0)
-	if v.Exports().Has(host.CallPermit) {
-		pc := new(host.PolicyCycle)
-		pc.Waiting = waiting
-		ms, r, cerr := v.Call(ctx, host.CallPermit, pod, node, pc, nil)
-		if cerr != nil {
-			problem("permit: %v", cerr)
-			return
-		}
-		got = r
-		if r.Code == abi.CodeWait {
-			wait = time.Duration(ms) * time.Millisecond
-		}
+	pc := new(host.PolicyCycle)
+	pc.Waiting = waiting
+	ms, got, ok := callIf(ctx, v, host.CallPermit, pod, node, pc, problem)
+	if !ok {
+		return
+	}
+	wait := time.Duration(0)
+	if got.Code == abi.CodeWait {
+		wait = time.Duration(ms) * time.Millisecond
 	}
 	res.Permit = spell(got)
 	if wait > 0 {
@@ -154,19 +150,12 @@ func runPermit(ctx context.Context, v *host.Version, c *casetest.Case, pod *host
 // case's cycle: the verdict and the counts after each.
 func runReserve(ctx context.Context, v *host.Version, c *casetest.Case, pod *host.PodState, node fwk.NodeInfo, counters *host.Counters, waiting *caseWaiting, res *Case, problem func(string, ...any)) {
 	want := c.Reserve
-	got := host.Result{}
-	if v.Exports().Has(host.CallReserve) {
-		_, r, cerr := v.Call(ctx, host.CallReserve, pod, node, new(host.PolicyCycle), nil)
-		if cerr != nil {
-			problem("reserve: %v", cerr)
-			return
-		}
-		got = r
+	_, got, ok := callIf(ctx, v, host.CallReserve, pod, node, new(host.PolicyCycle), problem)
+	if !ok {
+		return
 	}
 	res.Reserve = spell(got)
-	if got.Code != want.Code || (want.Reason != "" && got.Reason != want.Reason) {
-		problem("reserve: got %s, want %s", spell(got), spell(host.Result{Code: want.Code, Reason: want.Reason}))
-	}
+	checkResult("reserve", got, want.Code, want.Reason, problem)
 	if p := casetest.CheckCounts("reserve", want.Counts, counters.Counts()); p != "" {
 		problem("%s", p)
 	}
@@ -176,13 +165,9 @@ func runReserve(ctx context.Context, v *host.Version, c *casetest.Case, pod *hos
 	// As the plugin undoes a placement: the pod's counts first, then the
 	// guest's unreserve.
 	counters.RollBack(string(pod.Pod.UID), 0)
-	if v.Exports().Has(host.CallUnreserve) {
-		upc := new(host.PolicyCycle)
-		upc.Waiting = waiting
-		if _, _, cerr := v.Call(ctx, host.CallUnreserve, pod, node, upc, nil); cerr != nil {
-			problem("unreserve: %v", cerr)
-		}
-	}
+	upc := new(host.PolicyCycle)
+	upc.Waiting = waiting
+	callIf(ctx, v, host.CallUnreserve, pod, node, upc, problem)
 	if p := casetest.CheckCounts("unreserve", c.Unreserve.Counts, counters.Counts()); p != "" {
 		problem("%s", p)
 	}

@@ -253,22 +253,14 @@ func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.Fil
 // with a pod state of its own (a new cycle, as the plugin calls it), the
 // prebind in the case's cycle on its node.
 func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.Pod, pod *host.PodState, pc *host.PolicyCycle, node fwk.NodeInfo, waiting *caseWaiting, res *Case, problem func(string, ...any)) {
-	ex := v.Exports()
 	if want := c.PreEnqueue; want != nil {
-		got := host.Result{}
 		gpc := new(host.PolicyCycle)
-		if ex.Has(host.CallPreEnqueue) {
-			_, r, cerr := v.Call(ctx, host.CallPreEnqueue, host.NewPodState(v1pod), nil, gpc, nil)
-			if cerr != nil {
-				problem("preenqueue: %v", cerr)
-				return
-			}
-			got = r
+		_, got, ok := callIf(ctx, v, host.CallPreEnqueue, host.NewPodState(v1pod), nil, gpc, problem)
+		if !ok {
+			return
 		}
 		res.PreEnqueue = spell(got)
-		if got.Code != want.Code || (want.Reason != "" && got.Reason != want.Reason) {
-			problem("preEnqueue: got %s, want %s", spell(got), spell(host.Result{Code: want.Code, Reason: want.Reason}))
-		}
+		checkResult("preEnqueue", got, want.Code, want.Reason, problem)
 		if c.Recheck != nil {
 			on, _ := c.Recheck.Events()
 			after, _ := c.Recheck.Delay()
@@ -282,7 +274,6 @@ func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.
 		}
 	}
 	if want := c.PreBind; want != nil {
-		got := host.Result{}
 		bpc := &host.PolicyCycle{}
 		bpc.State = pc.State
 		if len(c.CyclePolicies) > 0 {
@@ -294,13 +285,9 @@ func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.
 		} else {
 			bpc.Policies = host.EncodeCyclePolicies(nil)
 		}
-		if ex.Has(host.CallPreBind) {
-			_, r, cerr := v.Call(ctx, host.CallPreBind, pod, node, bpc, nil)
-			if cerr != nil {
-				problem("prebind: %v", cerr)
-				return
-			}
-			got = r
+		_, got, ok := callIf(ctx, v, host.CallPreBind, pod, node, bpc, problem)
+		if !ok {
+			return
 		}
 		res.PreBind = spell(got)
 		if !bpc.Patch.Empty() {
@@ -321,21 +308,37 @@ func runGates(ctx context.Context, v *host.Version, c *casetest.Case, v1pod *v1.
 		if after.want == nil {
 			continue
 		}
-		got := host.Result{}
 		apc := &host.PolicyCycle{}
 		apc.State, apc.Waiting = pc.State, waiting
-		if ex.Has(after.point) {
-			_, r, cerr := v.Call(ctx, after.point, pod, after.node, apc, nil)
-			if cerr != nil {
-				problem("%s: %v", abi.Points[after.point].Export, cerr)
-				return
-			}
-			got = r
+		_, got, ok := callIf(ctx, v, after.point, pod, after.node, apc, problem)
+		if !ok {
+			return
 		}
 		*after.out = spell(got)
-		if got.Code != after.want.Code || (after.want.Reason != "" && got.Reason != after.want.Reason) {
-			problem("%s: got %s, want %s", abi.Points[after.point].Name, spell(got), spell(host.Result{Code: after.want.Code, Reason: after.want.Reason}))
-		}
+		checkResult(abi.Points[after.point].Name, got, after.want.Code, after.want.Reason, problem)
+	}
+}
+
+// callIf calls point when the module exports it and returns its result
+// (the zero Result, Success, when it does not); ok is false when the call
+// failed, which is the case's problem.
+func callIf(ctx context.Context, v *host.Version, point host.CallKind, pod *host.PodState, node fwk.NodeInfo, pc *host.PolicyCycle, problem func(string, ...any)) (ret int64, got host.Result, ok bool) {
+	if !v.Exports().Has(point) {
+		return 0, host.Result{}, true
+	}
+	ret, got, cerr := v.Call(ctx, point, pod, node, pc, nil)
+	if cerr != nil {
+		problem("%s: %v", abi.Points[point].Export, cerr)
+		return 0, host.Result{}, false
+	}
+	return ret, got, true
+}
+
+// checkResult reports a result other than the expected code and reason
+// (any reason when it is "").
+func checkResult(name string, got host.Result, code int32, reason string, problem func(string, ...any)) {
+	if got.Code != code || (reason != "" && got.Reason != reason) {
+		problem("%s: got %s, want %s", name, spell(got), spell(host.Result{Code: code, Reason: reason}))
 	}
 }
 

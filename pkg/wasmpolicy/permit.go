@@ -188,41 +188,44 @@ func (v *policyWaiting) List(sel labels.Selector) [][4]string {
 	return out
 }
 
-func (v *policyWaiting) Allow(uid string) bool {
+// take finds pod uid waiting at the policy and, under the lock, lets
+// settle change its entry; settle reports whether the pod's wait is over
+// (its entry is then removed). take reports whether the pod was waiting
+// at the policy, and whether its wait is over.
+func (v *policyWaiting) take(what, uid string, settle func(*waitEntry) bool) (found, over bool) {
 	wp := &v.w.waiting
 	wp.mu.Lock()
 	e := wp.m[types.UID(uid)]
 	if e == nil || !slices.Contains(e.policies, v.p.cfg.Name) {
 		wp.mu.Unlock()
-		v.notWaiting("allowed", uid)
-		return false
+		v.notWaiting(what, uid)
+		return false, false
 	}
-	e.policies = slices.DeleteFunc(slices.Clone(e.policies), func(n string) bool { return n == v.p.cfg.Name })
-	done := len(e.policies) == 0
-	if done {
+	if over = settle(e); over {
 		delete(wp.m, types.UID(uid))
 	}
 	wp.mu.Unlock()
-	if done {
+	return true, over
+}
+
+func (v *policyWaiting) Allow(uid string) bool {
+	found, over := v.take("allowed", uid, func(e *waitEntry) bool {
+		e.policies = slices.DeleteFunc(slices.Clone(e.policies), func(n string) bool { return n == v.p.cfg.Name })
+		return len(e.policies) == 0
+	})
+	if over {
 		v.w.decide(types.UID(uid), func(pod framework.WaitingPod) { pod.Allow(Name) })
 	}
-	return true
+	return found
 }
 
 func (v *policyWaiting) Reject(uid, msg string) bool {
-	wp := &v.w.waiting
-	wp.mu.Lock()
-	e := wp.m[types.UID(uid)]
-	if e == nil || !slices.Contains(e.policies, v.p.cfg.Name) {
-		wp.mu.Unlock()
-		v.notWaiting("rejected", uid)
-		return false
+	found, _ := v.take("rejected", uid, func(*waitEntry) bool { return true })
+	if found {
+		why := fmt.Sprintf("%s/%s: %s", Name, v.p.cfg.Name, orUnspecified(msg))
+		v.w.decide(types.UID(uid), func(pod framework.WaitingPod) { pod.Reject(Name, why) })
 	}
-	delete(wp.m, types.UID(uid))
-	wp.mu.Unlock()
-	why := fmt.Sprintf("%s/%s: %s", Name, v.p.cfg.Name, orUnspecified(msg))
-	v.w.decide(types.UID(uid), func(pod framework.WaitingPod) { pod.Reject(Name, why) })
-	return true
+	return found
 }
 
 // decideWithin bounds how long decide waits for a pod to be waiting.

@@ -16,6 +16,16 @@ func gangLabels(name string, min int) map[string]string {
 	return map[string]string{"gang.wasmsched.io/name": name, "gang.wasmsched.io/min-count": fmt.Sprint(min)}
 }
 
+// newGangEnv runs the gang example with config and maxPermitWait on one
+// node g1 with cpu.
+func newGangEnv(t *testing.T, name, cpu, config, maxPermitWait string) *env {
+	e := newEnv(t, name)
+	e.node("g1", nil, cpu)
+	e.policyConfigMap("gang", module(t, "gang"))
+	e.startScheduler(fmt.Sprintf("      - name: gang\n        source: %s\n        config: %s\n        maxPermitWait: %s\n", cmSource(e, "gang"), config, maxPermitWait), "gang")
+	return e
+}
+
 // unbound lists the pods of names that are not bound.
 func (e *env) unbound(names []string) []string {
 	var out []string
@@ -36,14 +46,7 @@ func (e *env) unbound(names []string) []string {
 // 3 stays pending, all 4, each with a message naming the gang and the
 // count; once a node is added, all 4 are bound within seconds.
 func TestGangWaitsForItsMembers(t *testing.T) {
-	e := newEnv(t, "gang")
-	e.node("g1", nil, "3")
-	e.policyConfigMap("gang", module(t, "gang"))
-	e.startScheduler(`      - name: gang
-        source: `+cmSource(e, "gang")+`
-        config: timeout=60s
-        maxPermitWait: 2m
-`, "gang")
+	e := newGangEnv(t, "gang", "3", "timeout=60s", "2m")
 
 	names := []string{"m1", "m2", "m3", "m4"}
 	for _, n := range names {
@@ -84,13 +87,7 @@ func TestGangWaitsForItsMembers(t *testing.T) {
 // at the Permit timeout, nothing is bound, and when the placements are
 // undone the policy holds no count (the scheduler logs podsHolding=0).
 func TestGangTimeoutReleases(t *testing.T) {
-	e := newEnv(t, "gangtimeout")
-	e.node("g1", nil, "4")
-	e.policyConfigMap("gang", module(t, "gang"))
-	e.startScheduler(`      - name: gang
-        source: `+cmSource(e, "gang")+`
-        config: timeout=3s
-`, "gang")
+	e := newGangEnv(t, "gangtimeout", "4", "timeout=3s", "1m")
 	names := []string{"e1", "e2"}
 	for _, n := range names {
 		e.pod(n, gangLabels("eval", 3), "100m")

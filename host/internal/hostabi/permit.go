@@ -24,16 +24,29 @@ type Waiting interface {
 	Reject(uid, msg string) bool
 }
 
-// waitingPoint reports whether waiting pods are reachable at point.
-func waitingPoint(p abi.Point) bool {
-	return p == abi.Permit || p == abi.PostFilter || p == abi.Unreserve
+// waitingOf is the call's waiting pods, or nil where they are not
+// reachable (then the function answers NotAvailable).
+func waitingOf(in *Call) Waiting {
+	if in.Kind != abi.Permit && in.Kind != abi.PostFilter && in.Kind != abi.Unreserve || in.Cycle == nil {
+		return nil
+	}
+	return in.Cycle.Waiting
+}
+
+// decision answers permit_allow or permit_reject: 0 when decide took the
+// pod, NotFound when it is not waiting at the policy.
+func decision(ok bool) uint64 {
+	if ok {
+		return 0
+	}
+	return retNotFound
 }
 
 // permitFuncs are the ABI v4 functions of waiting pods (abi.SectionPermit).
 var permitFuncs = map[string]api.GoModuleFunc{
 	abi.FnPermitWaiting: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if !waitingPoint(in.Kind) || in.Cycle == nil || in.Cycle.Waiting == nil {
+		w := waitingOf(CallOf(ctx))
+		if w == nil {
 			s[0] = retNotAvailable
 			return
 		}
@@ -47,40 +60,33 @@ var permitFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		s[0] = writeOut(m, s[2], s[3], model.EncodeWaiting(in.Cycle.Waiting.List(sel)))
+		s[0] = writeOut(m, s[2], s[3], model.EncodeWaiting(w.List(sel)))
 	},
 	abi.FnPermitAllow: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if !waitingPoint(in.Kind) || in.Cycle == nil || in.Cycle.Waiting == nil {
+		w := waitingOf(CallOf(ctx))
+		if w == nil {
 			s[0] = retNotAvailable
 			return
 		}
 		uid, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-		switch {
-		case !ok || len(uid) > abi.MaxUIDLen:
+		if !ok || len(uid) > abi.MaxUIDLen {
 			s[0] = retBadArgs
-		case in.Cycle.Waiting.Allow(string(uid)):
-			s[0] = 0
-		default:
-			s[0] = retNotFound
+			return
 		}
+		s[0] = decision(w.Allow(string(uid)))
 	},
 	abi.FnPermitReject: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if !waitingPoint(in.Kind) || in.Cycle == nil || in.Cycle.Waiting == nil {
+		w := waitingOf(CallOf(ctx))
+		if w == nil {
 			s[0] = retNotAvailable
 			return
 		}
-		n := min(uint32(s[3]), abi.MaxReasonLength)
 		uid, ok := m.Memory().Read(uint32(s[0]), uint32(s[1]))
-		msg, ok2 := m.Memory().Read(uint32(s[2]), n)
-		switch {
-		case !ok || !ok2 || len(uid) > abi.MaxUIDLen:
+		msg, ok2 := m.Memory().Read(uint32(s[2]), min(uint32(s[3]), abi.MaxReasonLength))
+		if !ok || !ok2 || len(uid) > abi.MaxUIDLen {
 			s[0] = retBadArgs
-		case in.Cycle.Waiting.Reject(string(uid), SafeString(msg)):
-			s[0] = 0
-		default:
-			s[0] = retNotFound
+			return
 		}
+		s[0] = decision(w.Reject(string(uid), SafeString(msg)))
 	},
 }
