@@ -223,7 +223,14 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 			return nil, fmt.Errorf("%s failed: %w", init, in.outOfMemory(err))
 		}
 	}
+	// Only the points the module implements: each function wazero hands
+	// out keeps a call stack of its own, per instance, and the SDK exports
+	// every point whether or not the policy registered it (its
+	// capabilities narrow v.exports after the first instance).
 	for k := CallKind(0); k < NumCallKinds; k++ {
+		if !v.exports.Has(k) {
+			continue
+		}
 		in.fn[k] = mod.ExportedFunction(abi.Points[k].Export)
 		if in.stackSlices[k] = stackSlice(in.fn[k]); in.stackSlices[k].IsValid() {
 			in.stackInit[k] = int64(in.stackSlices[k].Len())
@@ -231,6 +238,20 @@ func (v *Version) newInstance(ctx context.Context) (*instance, error) {
 	}
 	in.createdMem = int64(in.memoryBytes())
 	return in, nil
+}
+
+// dropUnimplemented forgets the functions of the points the version does
+// not implement, once its capabilities are known (the first instance was
+// made before).
+func (in *instance) dropUnimplemented() { in.keepOnly(in.v.exports) }
+
+// keepOnly forgets the functions of the points ex leaves out.
+func (in *instance) keepOnly(ex Exports) {
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		if !ex.Has(k) {
+			in.fn[k], in.stackSlices[k], in.stackInit[k] = nil, reflect.Value{}, 0
+		}
+	}
 }
 
 func isExit(err error, code uint32) bool {

@@ -108,6 +108,7 @@ func (p *Policy) Load(ctx context.Context, src []byte, wantSHA256 string) (*Vers
 	if err := checkKeepsState(v.exports); err != nil {
 		return fail(in, "Validate", err)
 	}
+	in.dropUnimplemented()
 	if v.exports.KeepsState {
 		in.Call.Counters = p.counters // the first instance was made before its capabilities were known
 	}

@@ -259,6 +259,13 @@ func (v *Version) firstInstance(ctx context.Context) (*instance, error) {
 	h0, released := e.proc.heapBaseline(), e.proc.releases.Load()
 	in, err := v.newInstance(ctx)
 	if err == nil {
+		// Measured as the instances after it are made: with the functions
+		// of the points the guest's capabilities name, not every export
+		// (the load narrows v.exports from the same answer, later).
+		ex := v.exports
+		if applyCapabilities(in, &ex) == nil {
+			in.keepOnly(ex)
+		}
 		// An instance always holds some heap: a delta of 0 or less means
 		// memory freed elsewhere meanwhile (a load ending, under -race
 		// with loads finishing together) hid it. The next new instance
