@@ -43,12 +43,13 @@ type assumedFrame struct {
 
 var (
 	// assumedNodes holds each marked node's marks, oldest first, by the
-	// node's name. A value is never changed once stored, so Generation
-	// reads it without a lock.
-	assumedNodes sync.Map // string → []assumedFrame
-	// assumedCount is the number of marks held: 0 outside pod-group
-	// cycles, where Generation costs one atomic load more than the
-	// NodeInfo's own.
+	// node's name; only under assumedMu.
+	assumedNodes = map[string][]assumedFrame{}
+	// assumedTops is what Generation reads: each marked node's newest
+	// mark, republished whole under assumedMu at every change. nil
+	// outside pod-group cycles.
+	assumedTops atomic.Pointer[assumedSet]
+	// assumedCount is the number of marks held.
 	assumedCount atomic.Int64
 	assumedMu    sync.Mutex
 	// assumedTotal counts every mark ever made.
@@ -57,28 +58,84 @@ var (
 	lastStamp atomic.Int64
 )
 
+// assumedTop is a marked node's newest mark, as Generation looks it up.
+type assumedTop struct {
+	gen, stamp int64
+	name       string
+}
+
+// assumedSet is the marked nodes' tops; byGen indexes them by generation
+// once there are more than scanTops of them (a large gang's cycle).
+type assumedSet struct {
+	tops  []assumedTop
+	byGen map[int64]int
+}
+
+// scanTops is how many tops Generation scans before it looks one up by
+// generation in a map instead.
+const scanTops = 16
+
+// publishTops republishes assumedTops from assumedNodes; assumedMu held.
+//
+// Generation runs for every node of every policy's call, several times
+// (the memo's batches, the node cache, the table rows), so its lookup is
+// a scan of the few marked nodes' generations (a pod-group cycle marks
+// at most the members it has placed so far) rather than a sync.Map
+// lookup by name: that hashed the name per node and took a quarter of
+// WasmPolicy's Filter time in the topology-aware pod-group workload
+// (TopologyAwareScheduling, 500 nodes; docs/architecture.md).
+func publishTops() {
+	if len(assumedNodes) == 0 {
+		assumedTops.Store(nil)
+		return
+	}
+	set := &assumedSet{tops: make([]assumedTop, 0, len(assumedNodes))}
+	for name, frames := range assumedNodes {
+		top := frames[len(frames)-1]
+		set.tops = append(set.tops, assumedTop{gen: top.gen, stamp: top.stamp, name: name})
+	}
+	if len(set.tops) > scanTops {
+		set.byGen = make(map[int64]int, len(set.tops))
+		for i, t := range set.tops {
+			set.byGen[t.gen] = i
+		}
+	}
+	assumedTops.Store(set)
+}
+
 // Generation is ni's generation as the node caches key on it: the
 // NodeInfo's own, unless a pod-group cycle has placed a pod into it since
 // the generation was issued.
 func Generation(ni fwk.NodeInfo) int64 {
 	gen := ni.GetGeneration()
-	if assumedCount.Load() == 0 {
+	set := assumedTops.Load()
+	if set == nil {
 		return gen
 	}
-	node := ni.Node()
-	if node == nil {
+	// A generation is issued once, to one node: a top at gen is this
+	// node's (or its copy's), unless the NodeInfo is not from the
+	// scheduler's cache, so the name is compared too. A node that changed
+	// for real since its mark has a new generation, and none of its
+	// entries is stale.
+	if set.byGen != nil {
+		if i, ok := set.byGen[gen]; ok {
+			return set.stampOf(i, ni, gen)
+		}
 		return gen
 	}
-	v, ok := assumedNodes.Load(node.Name)
-	if !ok {
-		return gen
+	for i := range set.tops {
+		if set.tops[i].gen == gen {
+			return set.stampOf(i, ni, gen)
+		}
 	}
-	frames := v.([]assumedFrame)
-	if top := frames[len(frames)-1]; top.gen == gen {
-		return top.stamp
+	return gen
+}
+
+// stampOf is top i's stand-in generation if it is ni's node's, else gen.
+func (s *assumedSet) stampOf(i int, ni fwk.NodeInfo, gen int64) int64 {
+	if node := ni.Node(); node != nil && node.Name == s.tops[i].name {
+		return s.tops[i].stamp
 	}
-	// The node changed for real since (a new snapshot): its generation is
-	// new, and no entry of it is stale.
 	return gen
 }
 
@@ -91,12 +148,9 @@ func Assumed(ni fwk.NodeInfo, uid types.UID) {
 	name := ni.Node().Name
 	assumedMu.Lock()
 	defer assumedMu.Unlock()
-	var frames []assumedFrame
-	if v, ok := assumedNodes.Load(name); ok {
-		frames = v.([]assumedFrame)
-	}
-	frames = append(frames[:len(frames):len(frames)], assumedFrame{uid: uid, gen: ni.GetGeneration(), stamp: lastStamp.Add(-1)})
-	assumedNodes.Store(name, frames)
+	frames := assumedNodes[name]
+	assumedNodes[name] = append(frames[:len(frames):len(frames)], assumedFrame{uid: uid, gen: ni.GetGeneration(), stamp: lastStamp.Add(-1)})
+	publishTops()
 	assumedCount.Add(1)
 	assumedTotal.Add(1)
 }
@@ -110,11 +164,10 @@ func Forgotten(ni fwk.NodeInfo, uid types.UID) bool {
 	name := ni.Node().Name
 	assumedMu.Lock()
 	defer assumedMu.Unlock()
-	v, ok := assumedNodes.Load(name)
+	frames, ok := assumedNodes[name]
 	if !ok {
 		return false
 	}
-	frames := v.([]assumedFrame)
 	// The newest first: a snapshot forgets in the reverse of assuming.
 	for i := len(frames) - 1; i >= 0; i-- {
 		if frames[i].uid != uid {
@@ -127,10 +180,11 @@ func Forgotten(ni fwk.NodeInfo, uid types.UID) bool {
 			rest[len(rest)-1].stamp = lastStamp.Add(-1)
 		}
 		if len(rest) == 0 {
-			assumedNodes.Delete(name)
+			delete(assumedNodes, name)
 		} else {
-			assumedNodes.Store(name, rest)
+			assumedNodes[name] = rest
 		}
+		publishTops()
 		assumedCount.Add(-1)
 		return true
 	}

@@ -1,10 +1,13 @@
 package hostabi
 
 import (
+	"fmt"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 )
@@ -61,5 +64,50 @@ func TestGenerationUnderAssumedPods(t *testing.T) {
 	Forgotten(ni, "a")
 	if n, _ := AssumedMarks(); n != 0 {
 		t.Fatalf("%d marks left", n)
+	}
+}
+
+// A large gang's cycle marks more nodes than Generation scans; it then
+// finds a mark by generation. Either way, a node unmarked or at another
+// generation keeps its own, and only the marked node's NodeInfo (or a
+// copy of it) gets the mark's.
+func TestGenerationWithManyMarkedNodes(t *testing.T) {
+	for _, n := range []int{1, scanTops, scanTops + 1, 4 * scanTops} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			nodes := make([]fwk.NodeInfo, n+1)
+			for i := range nodes {
+				ni := intree.NewNodeInfo()
+				ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}})
+				nodes[i] = ni
+			}
+			marked := map[int64]bool{}
+			for i, ni := range nodes[:n] {
+				Assumed(ni, types.UID(fmt.Sprintf("p%d", i)))
+				marked[Generation(ni)] = true
+			}
+			for i, ni := range nodes[:n] {
+				g := Generation(ni)
+				if g >= 0 || !marked[g] || Generation(ni.Snapshot()) != g {
+					t.Fatalf("node %d: generation %d (copy %d), want its mark's", i, g, Generation(ni.Snapshot()))
+				}
+			}
+			if last := nodes[n]; Generation(last) != last.GetGeneration() {
+				t.Fatalf("the unmarked node: %d, want its own %d", Generation(last), last.GetGeneration())
+			}
+			// Another node given a marked node's name is not that node.
+			other := intree.NewNodeInfo()
+			other.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n0"}})
+			if Generation(other) != other.GetGeneration() {
+				t.Fatalf("a NodeInfo at another generation with a marked name: %d, want its own %d", Generation(other), other.GetGeneration())
+			}
+			for i, ni := range nodes[:n] {
+				if !Forgotten(ni, types.UID(fmt.Sprintf("p%d", i))) || Generation(ni) != ni.GetGeneration() {
+					t.Fatalf("node %d after its mark is taken off: %d, want %d", i, Generation(ni), ni.GetGeneration())
+				}
+			}
+			if held, _ := AssumedMarks(); held != 0 || assumedTops.Load() != nil {
+				t.Fatalf("%d marks held after all were taken off", held)
+			}
+		})
 	}
 }
