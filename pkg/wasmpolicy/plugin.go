@@ -367,6 +367,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 			// asked for whenever they are enabled.
 			if w.clusterReads || nsSelectors {
 				w.namespaces = f.Core().V1().Namespaces().Lister()
+				w.watchNamespaceLabels(logger, f.Core().V1().Namespaces().Informer())
 			}
 			// The informers kube-scheduler's VolumeBinding and VolumeZone
 			// already run in the default profile.

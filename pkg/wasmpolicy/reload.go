@@ -144,18 +144,27 @@ func (w *WasmPolicy) requeueRejected(logger klog.Logger, p *policy) {
 }
 
 // EventsToRegister implements framework.EnqueueExtensions: a pod a policy
-// rejected may fit after a node is added or its labels, taints, annotations
-// or allocatable change, after a pod leaves a node, or after the pod's own
-// labels or annotations change. A pod a gate holds (PreEnqueue) is checked
-// again only for the events its gate asked for (recheck_on), and for
-// another pod being bound when it asked for PodsChange (gates.go).
+// rejected may fit after a node is added or its labels, taints,
+// annotations, allocatable or conditions change, after a pod leaves a
+// node, or after the pod's own labels or annotations change; and, when
+// some policy may declare the Volumes read, after a claim it names, a
+// volume or a StorageClass changes (requeue.go). A pod a gate holds
+// (PreEnqueue) is checked again only for the events its gate asked for
+// (recheck_on), and for another pod being bound when it asked for
+// PodsChange (gates.go).
 func (w *WasmPolicy) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAnnotation | fwk.UpdateNodeAllocatable}, QueueingHintFn: w.gateHint(abi.RecheckNodesChange)},
+	events := []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAnnotation | fwk.UpdateNodeAllocatable | fwk.UpdateNodeCondition}, QueueingHintFn: w.gateHint(abi.RecheckNodesChange)},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete | fwk.UpdatePodLabel | fwk.UpdatePodScaleDown}, QueueingHintFn: w.gateHint(abi.RecheckPodsChange)},
 		{Event: fwk.ClusterEvent{Resource: framework.PodSelf, ActionType: fwk.Update}, QueueingHintFn: w.selfUpdateHint},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: w.boundPodHint},
-	}, nil
+	}
+	// Only with the listers New asked for: the events make kube-scheduler
+	// watch the kinds, which the scheduler's RBAC must then allow.
+	if w.volumes != nil {
+		events = append(events, w.volumeEvents()...)
+	}
+	return events, nil
 }
 
 // podDeleted forgets a deleted pod's gate and retry.
@@ -165,6 +174,7 @@ func (w *WasmPolicy) podDeleted(obj interface{}) {
 	}
 	if pod, ok := obj.(*v1.Pod); ok {
 		w.gates.forget(pod.UID)
+		w.forgetRejected(pod)
 		w.releaseCounts(string(pod.UID))
 		w.waiting.forget(pod.UID)
 		if w.shares != nil {
