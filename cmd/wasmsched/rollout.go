@@ -107,7 +107,7 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		if o.module != "" || configSet {
 			return errors.New("--object names the whole candidate: leave out --module and --config")
 		}
-		p, err := readPolicyObject(o.object, nil)
+		p, err := readPolicyObject(o.object, nil, nil)
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		// Checked again under the limits the scheduler's args grant a
 		// namespaced object (policyObjects.tenants), as the scheduler
 		// checks it.
-		p, err := readPolicyObject(o.object, &args.PolicyObjects.Tenants)
+		p, err := readPolicyObject(o.object, &args.PolicyObjects.Tenants, args.Objects)
 		if err != nil {
 			return err
 		}

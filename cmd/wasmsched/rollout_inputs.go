@@ -127,7 +127,7 @@ func configFromConfigMap(ctx context.Context, g *globalOptions, ref string) (str
 
 // readPolicyObject reads a SchedulingPolicy or ClusterSchedulingPolicy
 // file and returns the policy it runs, checked as the scheduler checks it.
-func readPolicyObject(path string, tenants *config.Tenants) (config.Policy, error) {
+func readPolicyObject(path string, tenants *config.Tenants, grants []config.ObjectGrant) (config.Policy, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return config.Policy{}, fmt.Errorf("--object: %w", err)
@@ -136,7 +136,7 @@ func readPolicyObject(path string, tenants *config.Tenants) (config.Policy, erro
 	if err := yaml.Unmarshal(b, &m); err != nil {
 		return config.Policy{}, fmt.Errorf("--object %s: %w", path, err)
 	}
-	p, err := policyobjects.PolicyOf(&unstructured.Unstructured{Object: m}, nil, tenants)
+	p, err := policyobjects.PolicyOf(&unstructured.Unstructured{Object: m}, nil, tenants, grants)
 	if err != nil {
 		return config.Policy{}, fmt.Errorf("--object %s: %w", path, err)
 	}

@@ -181,6 +181,12 @@ func tenantValidations(l *config.TenantLimits, path string) []admissionv1.Valida
 		fmt.Sprintf(`FIRST + " is not granted to namespace " + %s + " (granted: %s); remove it, or ask the scheduler's operators to add it to %s.reads in the WasmPolicy args"`, ns, granted(l.Reads), path))
 	list("patchPrefixes", in(l.PatchPrefixes, celList(l.PatchPrefixes)+".exists(g, x.startsWith(g))"),
 		fmt.Sprintf(`"\"" + FIRST + "\" does not start with a prefix granted to namespace " + %s + " (granted: %s); use one of them, or ask the scheduler's operators to add it to %s.patchPrefixes in the WasmPolicy args"`, ns, granted(l.PatchPrefixes), path))
+	kinds := make([]string, len(l.Objects))
+	for i, o := range l.Objects {
+		kinds[i] = o.APIVersion + " " + o.Kind
+	}
+	list("objects", in(kinds, `(x.apiVersion + " " + x.kind) in `+celList(kinds)),
+		fmt.Sprintf(`FIRST.apiVersion + " " + FIRST.kind + " is not granted to namespace " + %s + "; remove the read, or ask the scheduler's operators to add {apiVersion: " + FIRST.apiVersion + ", kind: " + FIRST.kind + "} to %s.objects in the WasmPolicy args"`, ns, path))
 	return vs
 }
 

@@ -116,7 +116,7 @@ func pctString(p float64) string { return strconv.FormatFloat(math.Round(p*1000)
 // if its spec had the candidate's source, pin and config, checked by the
 // same code as the spec (policyOf), in Audit. present is false without a
 // canary; key identifies the canary spec.
-func canaryOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(string) bool, tenants *config.Tenants) (spec config.Policy, c *policyv1alpha1.Canary, key string, invalid string) {
+func canaryOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(string) bool, tenants *config.Tenants, grants []config.ObjectGrant) (spec config.Policy, c *policyv1alpha1.Canary, key string, invalid string) {
 	raw, ok, _ := unstructured.NestedMap(u.Object, "spec", "canary")
 	if !ok {
 		return config.Policy{}, nil, "", ""
@@ -142,7 +142,7 @@ func canaryOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(string) bo
 	if c.Config != nil {
 		specMap["config"] = *c.Config
 	}
-	spec, invalid = policyOf(k, as, hasArgsPolicy, tenants)
+	spec, invalid = policyOf(k, as, hasArgsPolicy, tenants, grants)
 	// The key names this canary of this spec: a change of either (the
 	// object's generation) is a new canary, judged from the start.
 	b, _ := json.Marshal(struct {
@@ -182,7 +182,7 @@ func (c *Controller) reconcileCanary(u *unstructured.Unstructured, e *entry) {
 			}
 		}
 	}
-	spec, raw, key, invalid := canaryOf(e.key, u, c.plugin.HasArgsPolicy, c.cfg.Tenants)
+	spec, raw, key, invalid := canaryOf(e.key, u, c.plugin.HasArgsPolicy, c.cfg.Tenants, c.cfg.Objects)
 	if raw == nil || e.invalid != "" {
 		if e.canary != nil {
 			c.stopCanary(e)

@@ -78,6 +78,8 @@ type Config struct {
 	// Tenants are what the namespaced objects may set, read and spend (the
 	// args' policyObjects.tenants); nil: the built-in limits.
 	Tenants *config.Tenants
+	// Objects are the kinds of objects the args grant policies.
+	Objects []config.ObjectGrant
 }
 
 // EventRecorder records Events (the scheduler framework's recorder, of

@@ -41,7 +41,7 @@ func (c *Controller) reconcile(k key) error {
 	}
 	e.uid = u.GetUID()
 	e.generation = u.GetGeneration()
-	spec, invalid := policyOf(k, u, c.plugin.HasArgsPolicy, c.cfg.Tenants)
+	spec, invalid := policyOf(k, u, c.plugin.HasArgsPolicy, c.cfg.Tenants, c.cfg.Objects)
 	if invalid == "" && e.spec == nil {
 		invalid = c.overPolicies(k)
 	}

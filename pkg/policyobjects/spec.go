@@ -19,7 +19,7 @@ import (
 // namespace, a name the args already use, the args' validation, selectors
 // included, and for a namespaced policy the limits tenants grant its
 // namespace).
-func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name string) bool, tenants *config.Tenants) (config.Policy, string) {
+func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name string) bool, tenants *config.Tenants, grants []config.ObjectGrant) (config.Policy, string) {
 	var src policyv1alpha1.Source
 	var settings configv1.PolicySettings
 	var sc policyv1alpha1.PolicyScope
@@ -102,6 +102,7 @@ func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name strin
 		errs = checkTenant(k.namespace, &out, limits, limitsPath, derivedBudget)
 	}
 	errs = append(errs, objectPaths(validation.ValidatePolicy(field.NewPath("spec"), &out))...)
+	errs = append(errs, objectPaths(validation.ValidateObjectReads(field.NewPath("spec", "objects"), out.Objects, grants))...)
 	if len(errs) > 0 {
 		return config.Policy{}, errs.ToAggregate().Error()
 	}
@@ -120,7 +121,7 @@ func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name strin
 // run an object that is not applied yet (wasmsched rollout-report --object).
 // tenants are the args' limits of namespaced policies; nil: the built-in
 // ones.
-func PolicyOf(u *unstructured.Unstructured, hasArgsPolicy func(name string) bool, tenants *config.Tenants) (config.Policy, error) {
+func PolicyOf(u *unstructured.Unstructured, hasArgsPolicy func(name string) bool, tenants *config.Tenants, grants []config.ObjectGrant) (config.Policy, error) {
 	if hasArgsPolicy == nil {
 		hasArgsPolicy = func(string) bool { return false }
 	}
@@ -135,7 +136,7 @@ func PolicyOf(u *unstructured.Unstructured, hasArgsPolicy func(name string) bool
 	default:
 		return config.Policy{}, fmt.Errorf("%s %s is not a ClusterSchedulingPolicy or SchedulingPolicy", u.GetKind(), u.GetName())
 	}
-	p, invalid := policyOf(k, u, hasArgsPolicy, tenants)
+	p, invalid := policyOf(k, u, hasArgsPolicy, tenants, grants)
 	if invalid != "" {
 		return config.Policy{}, fmt.Errorf("%s: %s", k, invalid)
 	}

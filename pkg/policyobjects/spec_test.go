@@ -25,6 +25,7 @@ func grantAll() *config.Tenants {
 		MaxCycleBudget: time.Minute, MaxPreEnqueueTimeout: time.Second, MaxPermitWait: 15 * time.Minute, MaxMemoryLimit: 4 << 30, MaxStackLimit: 8 << 20, MaxWeight: 100,
 		AllowRealClock: true, AllowRealRandom: true, PatchPrefixes: []string{"team.example.com/"},
 		SchedulingTimePercent: 100, PreEnqueueTimePercent: 100, MemoryBudget: 256 << 20,
+		Objects: []config.TenantObjectGrant{{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}},
 	}
 	return &t
 }
@@ -35,6 +36,9 @@ func objectPolicy(t *testing.T, settings configv1.PolicySettings) (config.Policy
 	t.Helper()
 	return tenantPolicy(t, "team-a", settings, grantAll())
 }
+
+// leaseGrants are the args' objects of the tests: Leases.
+var leaseGrants = []config.ObjectGrant{{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Resource: "leases"}}
 
 // tenantPolicy runs a SchedulingPolicy of namespace ns with settings
 // through policyOf under tenants (nil: the built-in limits).
@@ -52,7 +56,7 @@ func tenantPolicy(t *testing.T, ns string, settings configv1.PolicySettings, ten
 	if err != nil {
 		t.Fatal(err)
 	}
-	return policyOf(key{namespace: ns, name: "p"}, &unstructured.Unstructured{Object: u}, func(string) bool { return false }, tenants)
+	return policyOf(key{namespace: ns, name: "p"}, &unstructured.Unstructured{Object: u}, func(string) bool { return false }, tenants, leaseGrants)
 }
 
 // argsPolicy runs the same settings through the args' path: defaulting,
@@ -81,6 +85,7 @@ func TestObjectSettingsAreTheArgs(t *testing.T) {
 		MaxPermitWait: &metav1.Duration{Duration: 30 * time.Second},
 		CycleBudget:   &metav1.Duration{Duration: 300 * time.Millisecond}, MemoryLimit: &mem, StackLimit: &stack, FailurePolicy: &fp, Mode: &mode,
 		VerdictReuse: &reuse, RealClock: true, RealRandom: true, Reads: []string{"NodePods"}, PatchPrefixes: []string{"team.example.com/"},
+		Objects: []configv1.ObjectRead{{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Fields: []string{"spec.renewTime", "metadata.labels[team]"}}},
 	}
 	v := reflect.ValueOf(full)
 	for i := 0; i < v.NumField(); i++ {

@@ -107,6 +107,11 @@ func checkTenant(ns string, p *config.Policy, l *config.TenantLimits, path strin
 			errs = append(errs, field.Forbidden(sp.Child("reads").Index(i), fmt.Sprintf("%s is not granted to namespace %s (granted: %s); remove it, or ask the scheduler's operators to add it to %s.reads in the WasmPolicy args", r, ns, granted, path)))
 		}
 	}
+	for i, o := range p.Objects {
+		if !slices.ContainsFunc(l.Objects, func(g config.TenantObjectGrant) bool { return g.APIVersion == o.APIVersion && g.Kind == o.Kind }) {
+			errs = append(errs, field.Forbidden(sp.Child("objects").Index(i), fmt.Sprintf("%s %s is not granted to namespace %s; remove the read, or ask the scheduler's operators to add {apiVersion: %s, kind: %s} to %s.objects in the WasmPolicy args", o.APIVersion, o.Kind, ns, o.APIVersion, o.Kind, path)))
+		}
+	}
 	for i, pre := range p.PatchPrefixes {
 		if !slices.ContainsFunc(l.PatchPrefixes, func(g string) bool { return strings.HasPrefix(pre, g) }) {
 			allowed := "none"

@@ -43,6 +43,12 @@ func TestTenantCeilingsRefuse(t *testing.T) {
 			"spec.reads[0]: Forbidden: NodePods is not granted to namespace team-x (granted: none)", "spec.reads[1]", "spec.reads[2]", "spec.reads[3]",
 			"policyObjects.tenants.default.reads"}},
 		{"patchPrefixes", configv1.PolicySettings{PatchPrefixes: []string{"team.example.com/"}}, []string{"spec.patchPrefixes[0]: Forbidden", "granted: none", ".patchPrefixes"}},
+		// The args grant Leases, but not to the team's namespace.
+		{"objects", configv1.PolicySettings{Objects: []configv1.ObjectRead{{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Fields: []string{"spec.renewTime"}}}}, []string{
+			"spec.objects[0]: Forbidden: coordination.k8s.io/v1 Lease is not granted to namespace team-x", "{apiVersion: coordination.k8s.io/v1, kind: Lease} to policyObjects.tenants.default.objects"}},
+		// A kind the args do not grant at all.
+		{"objects not granted", configv1.PolicySettings{Objects: []configv1.ObjectRead{{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice", Fields: []string{"spec.driver"}}}}, []string{
+			"spec.objects[0]: Invalid value: \"resource.k8s.io/v1 ResourceSlice\": not granted", "add {apiVersion: resource.k8s.io/v1, kind: ResourceSlice, resource: resourceslices} to objects"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, why := tenantPolicy(t, "team-x", tc.settings, nil)
@@ -119,7 +125,7 @@ func TestTenantLimitsBindOnlyNamespacedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, why := policyOf(key{name: "ops"}, &unstructured.Unstructured{Object: u}, func(string) bool { return false }, nil); why != "" || p.Timeout != 10*time.Second {
+	if p, why := policyOf(key{name: "ops"}, &unstructured.Unstructured{Object: u}, func(string) bool { return false }, nil, nil); why != "" || p.Timeout != 10*time.Second {
 		t.Errorf("cluster policy: %q", why)
 	}
 	cfg := "x"
@@ -132,7 +138,7 @@ func TestTenantLimitsBindOnlyNamespacedObjects(t *testing.T) {
 			"canary": map[string]interface{}{"config": cfg},
 		},
 	}
-	_, _, _, why := canaryOf(key{namespace: "team-x", name: "p"}, &unstructured.Unstructured{Object: nsObj}, func(string) bool { return false }, nil)
+	_, _, _, why := canaryOf(key{namespace: "team-x", name: "p"}, &unstructured.Unstructured{Object: nsObj}, func(string) bool { return false }, nil, nil)
 	if !strings.Contains(why, "spec.canary.reads[0]: Forbidden") {
 		t.Errorf("namespaced canary reading Cluster: %q", why)
 	}

@@ -15,7 +15,7 @@ import (
 
 // newObjectController returns the controller of the policy objects this
 // plugin runs (args policyObjects.enabled).
-func (w *WasmPolicy) newObjectController(po config.PolicyObjects) (*policyobjects.Controller, error) {
+func (w *WasmPolicy) newObjectController(po config.PolicyObjects, grants []config.ObjectGrant) (*policyobjects.Controller, error) {
 	h := w.handle
 	if h == nil || h.KubeConfig() == nil || h.ClientSet() == nil {
 		return nil, errors.New("policyObjects.enabled needs a Kubernetes client: it is for the scheduler, not for tools that host the plugin without one (set it to false there)")
@@ -27,7 +27,7 @@ func (w *WasmPolicy) newObjectController(po config.PolicyObjects) (*policyobject
 	return policyobjects.New(objectsPlugin{w}, policyobjects.Config{
 		Dynamic: dyn, Client: h.ClientSet(), StatusLease: po.StatusLease,
 		ReadOnly: w.opts.readOnlyObjects, RetiredGrace: w.opts.retiredGrace,
-		Events: h.EventRecorder(), Tenants: &po.Tenants,
+		Events: h.EventRecorder(), Tenants: &po.Tenants, Objects: grants,
 	})
 }
 

@@ -399,7 +399,7 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		w.nsLabels = o.nsLabels
 	}
 	if args.PolicyObjects.Enabled {
-		objs, err := w.newObjectController(args.PolicyObjects)
+		objs, err := w.newObjectController(args.PolicyObjects, args.Objects)
 		if err != nil {
 			_ = w.Close()
 			return nil, err

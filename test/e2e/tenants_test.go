@@ -248,6 +248,7 @@ func TestTeamsCannotStallSpyOnOrCrowdOutEachOther(t *testing.T) {
 			{"  patchPrefixes: [team.example.com/]\n", `spec.patchPrefixes[0]: Forbidden: "team.example.com/" does not start with a prefix granted to namespace ` + z.ns + " (granted: none)"},
 			{"  realRandom: true\n", "spec.realRandom: Forbidden: real randomness is not granted to namespaced policies; the scheduler's operators set it for namespace " + z.ns + " in the WasmPolicy args (policyObjects.tenants.default.allowRealRandom): remove it, or ask them to raise it"},
 			{"  realClock: true\n", "spec.realClock: Forbidden"},
+			{"  objects: [{apiVersion: coordination.k8s.io/v1, kind: Lease, fields: [spec.renewTime]}]\n", "spec.objects[0]: Forbidden: coordination.k8s.io/v1 Lease is not granted to namespace " + z.ns + "; remove the read, or ask the scheduler's operators to add {apiVersion: coordination.k8s.io/v1, kind: Lease} to policyObjects.tenants.default.objects in the WasmPolicy args"},
 		}
 		for _, c := range cases {
 			z.push(t, "greedy", snoop, c.spec)

@@ -40,6 +40,41 @@ type WasmPolicyArgs struct {
 	// ModuleCacheDir keeps modules pulled from OCI registries, by digest,
 	// so a restart with the registry down still starts; "": none.
 	ModuleCacheDir string
+	// Objects are the kinds of objects policies may read (policies[].objects),
+	// the operator's grants.
+	Objects []ObjectGrant
+}
+
+// ObjectGrant lets policies read the objects of one kind (v1.ObjectGrant).
+type ObjectGrant struct {
+	// APIVersion is group/version ("v1" for the core group).
+	APIVersion string
+	Kind       string
+	// Resource is the kind's plural, as RBAC and the API path name it.
+	Resource string
+	// Namespaces limits reads to these namespaces; empty: all.
+	Namespaces []string
+	// Fields limits the field paths policies may declare; empty: any.
+	Fields []string
+}
+
+// ObjectRead is a policy's read of the objects of one granted kind
+// (v1.ObjectRead).
+type ObjectRead struct {
+	APIVersion string
+	Kind       string
+	// Fields are the field paths the policy reads, in the order its
+	// records hold them.
+	Fields []string
+}
+
+// TenantObjectGrant lets a namespace's policies read a granted kind
+// (v1.TenantObjectGrant).
+type TenantObjectGrant struct {
+	APIVersion string
+	Kind       string
+	// Namespaces beyond the policy's own that it may read; empty: its own.
+	Namespaces []string
 }
 
 // PolicyObjects configures policies from Kubernetes objects
@@ -87,6 +122,7 @@ type TenantLimits struct {
 	SchedulingTimePercent int32
 	PreEnqueueTimePercent int32
 	MemoryBudget          int64
+	Objects               []TenantObjectGrant
 }
 
 // For returns the limits of namespace ns and the args' field path that
@@ -159,6 +195,8 @@ type PolicySettings struct {
 	// PatchPrefixes are the label and annotation key prefixes the policy's
 	// prebind may write on a pod; none: it may write nothing.
 	PatchPrefixes []string
+	// Objects are the granted kinds the policy reads, with the fields.
+	Objects []ObjectRead
 }
 
 // Scope says which pods a policy applies to; a zero Scope applies to all.

@@ -58,6 +58,42 @@ type WasmPolicyArgs struct {
 	// Default /var/cache/wasmsched/oci; if it cannot be created the plugin
 	// logs a warning and keeps nothing.
 	ModuleCacheDir *string `json:"moduleCacheDir,omitempty"`
+	// Objects are the kinds of objects policies may read, beyond the pods,
+	// nodes, namespaces and volumes the scheduler itself watches: Leases,
+	// DRA objects, any custom resource. Each kind is watched once, from
+	// the first policy that declares it (policies[].objects) to the last,
+	// and the scheduler's RBAC must let it list and watch the kind (the
+	// chart's objects value adds the rules). Default none.
+	Objects []ObjectGrant `json:"objects,omitempty"`
+}
+
+// ObjectGrant lets policies read the objects of one kind.
+type ObjectGrant struct {
+	// APIVersion is the kind's group and version, such as
+	// coordination.k8s.io/v1 ("v1" for the core group).
+	APIVersion string `json:"apiVersion"`
+	// Kind is the kind, such as Lease.
+	Kind string `json:"kind"`
+	// Resource is the kind's plural as RBAC and the API name it, such as
+	// leases.
+	Resource string `json:"resource"`
+	// Namespaces limits the reads to the objects of these namespaces (a
+	// namespaced kind). Default: all namespaces.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Fields limits the field paths policies may declare (objects[].fields)
+	// to these and the fields under them. Default: any.
+	Fields []string `json:"fields,omitempty"`
+}
+
+// TenantObjectGrant lets a namespace's policies read a kind the args
+// grant (objects).
+type TenantObjectGrant struct {
+	// APIVersion and Kind name a kind of the args' objects.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Namespaces are the namespaces, beyond the policy's own, whose
+	// objects its policies may read. Default: only its own.
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // PolicyObjects configures policies from Kubernetes objects.
@@ -153,6 +189,9 @@ type TenantLimits struct {
 	// load that does not fit is refused (MemoryBudget) and never closes
 	// another namespace's or the operator's instances. Default 64Mi.
 	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
+	// Objects are the kinds of the args' objects its policies may declare
+	// (objects), and the namespaces they may read them in. Default none.
+	Objects []TenantObjectGrant `json:"objects,omitempty"`
 }
 
 // LeaseRef names a coordination.k8s.io Lease.
@@ -318,6 +357,34 @@ type PolicySettings struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9_.]*$`
 	// +kubebuilder:validation:XValidation:rule="self.all(p, !p.matches('^([^/]*[.])?(kubernetes|k8s)[.]io/'))",message="kubernetes.io, k8s.io and their subdomains are domains of Kubernetes itself: a policy may not write their labels or annotations; use a domain of your own"
 	PatchPrefixes []string `json:"patchPrefixes,omitempty"`
+	// Objects are the objects the policy reads, each of a kind the
+	// operator granted (objects in WasmPolicy's args), with the fields it
+	// reads: a field path such as spec.renewTime or
+	// metadata.labels[team.example.com/owner]. The policy pays for these
+	// fields only; an object of a kind it did not declare cannot be read.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Objects []ObjectRead `json:"objects,omitempty"`
+}
+
+// ObjectRead is a policy's read of the objects of one granted kind.
+type ObjectRead struct {
+	// APIVersion is the kind's group and version, as granted.
+	// +kubebuilder:validation:MaxLength=317
+	APIVersion string `json:"apiVersion"`
+	// Kind is the kind, as granted.
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Fields are the field paths the policy reads, in the order the
+	// records it gets hold them: names separated by dots, and [key] for a
+	// map's key (spec.holderIdentity, metadata.labels[app]). A scalar
+	// reads as text, anything else as compact JSON.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	Fields []string `json:"fields"`
 }
 
 // Scope says which pods a policy applies to. Unset fields match every pod.

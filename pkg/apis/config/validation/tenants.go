@@ -15,12 +15,12 @@ import (
 // validateTenants checks policyObjects.tenants at path against the args'
 // own bounds: a ceiling may be raised up to what an args policy may set,
 // never past it. memoryBudget is the plugin's (0: none).
-func validateTenants(path *field.Path, t *config.Tenants, memoryBudget int64) field.ErrorList {
+func validateTenants(path *field.Path, t *config.Tenants, memoryBudget int64, grants []config.ObjectGrant) field.ErrorList {
 	var errs field.ErrorList
 	if memoryBudget != 0 && (t.MemoryBudget < 0 || t.MemoryBudget > memoryBudget) {
 		errs = append(errs, field.Invalid(path.Child("memoryBudget"), t.MemoryBudget, fmt.Sprintf("must be between 0 and memoryBudget (%d bytes), for example half of it (unset: half); the rest is kept for the args' policies and ClusterSchedulingPolicy objects", memoryBudget)))
 	}
-	errs = append(errs, validateTenantLimits(path.Child("default"), &t.Default, t.MemoryBudget, memoryBudget)...)
+	errs = append(errs, validateTenantLimits(path.Child("default"), &t.Default, t.MemoryBudget, memoryBudget, grants)...)
 	named := map[string]int{}
 	for i := range t.Namespaces {
 		ip := path.Child("namespaces").Index(i)
@@ -37,12 +37,12 @@ func validateTenants(path *field.Path, t *config.Tenants, memoryBudget int64) fi
 			}
 			named[name] = i
 		}
-		errs = append(errs, validateTenantLimits(ip, &n.TenantLimits, t.MemoryBudget, memoryBudget)...)
+		errs = append(errs, validateTenantLimits(ip, &n.TenantLimits, t.MemoryBudget, memoryBudget, grants)...)
 	}
 	return errs
 }
 
-func validateTenantLimits(path *field.Path, l *config.TenantLimits, tenantsBudget, memoryBudget int64) field.ErrorList {
+func validateTenantLimits(path *field.Path, l *config.TenantLimits, tenantsBudget, memoryBudget int64, grants []config.ObjectGrant) field.ErrorList {
 	var errs field.ErrorList
 	between := func(name string, v interface{}, ok bool, bounds string) {
 		if !ok {
@@ -72,5 +72,12 @@ func validateTenantLimits(path *field.Path, l *config.TenantLimits, tenantsBudge
 		}
 	}
 	errs = append(errs, validatePatchPrefixes(path.Child("patchPrefixes"), l.PatchPrefixes)...)
+	for i, o := range l.Objects {
+		op := path.Child("objects").Index(i)
+		if FindGrant(grants, o.APIVersion, o.Kind) == nil {
+			errs = append(errs, field.Invalid(op, o.APIVersion+" "+o.Kind, fmt.Sprintf("not among the args' objects: grant the kind there first, as %s, then name it here", grantString(o.APIVersion, o.Kind, ""))))
+		}
+		errs = append(errs, validateNamespaces(op.Child("namespaces"), o.Namespaces)...)
+	}
 	return errs
 }

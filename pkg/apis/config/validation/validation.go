@@ -63,6 +63,7 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 		p := &args.Policies[i]
 		ip := pp.Index(i)
 		errs = append(errs, ValidatePolicy(ip, p)...)
+		errs = append(errs, ValidateObjectReads(ip.Child("objects"), p.Objects, args.Objects)...)
 		if j, dup := seen[p.Name]; dup && p.Name != "" {
 			errs = append(errs, field.Duplicate(ip.Child("name"), fmt.Sprintf("%s (also policies[%d].name): give each policy a unique name", p.Name, j)))
 		}
@@ -115,8 +116,9 @@ func ValidateWasmPolicyArgs(path *field.Path, args *config.WasmPolicyArgs) field
 		if msgs := validation.IsDNS1123Subdomain(po.StatusLease.Name); len(msgs) > 0 {
 			errs = append(errs, field.Invalid(lp.Child("name"), po.StatusLease.Name, "must be a Lease name, for example wasmsched-policy-status: "+strings.Join(msgs, "; ")))
 		}
-		errs = append(errs, validateTenants(path.Child("policyObjects", "tenants"), &po.Tenants, args.MemoryBudget)...)
+		errs = append(errs, validateTenants(path.Child("policyObjects", "tenants"), &po.Tenants, args.MemoryBudget, args.Objects)...)
 	}
+	errs = append(errs, validateObjectGrants(path.Child("objects"), args.Objects)...)
 	if d := args.CompilationCacheDir; d != "" && !filepath.IsAbs(d) {
 		errs = append(errs, field.Invalid(path.Child("compilationCacheDir"), d, "must be an absolute path, for example /var/cache/wasmsched"))
 	}

@@ -39,6 +39,23 @@ func tenants(f func(t *config.Tenants)) func(a *config.WasmPolicyArgs) {
 	}
 }
 
+// objects grants Leases (changed by grant) and makes the first policy read
+// their renew time and holder (changed by read).
+func objects(grant func(*config.ObjectGrant), read func(*config.ObjectRead)) func(a *config.WasmPolicyArgs) {
+	return func(a *config.WasmPolicyArgs) {
+		g := config.ObjectGrant{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Resource: "leases"}
+		if grant != nil {
+			grant(&g)
+		}
+		r := config.ObjectRead{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Fields: []string{"spec.renewTime", "spec.holderIdentity"}}
+		if read != nil {
+			read(&r)
+		}
+		a.Objects = []config.ObjectGrant{g}
+		a.Policies[0].Objects = []config.ObjectRead{r}
+	}
+}
+
 // manyPolicies returns n valid policies with distinct names.
 func manyPolicies(n int) []config.Policy {
 	ps := make([]config.Policy, n)
@@ -158,6 +175,39 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"no memory budget", func(a *config.WasmPolicyArgs) { a.MemoryBudget = 0 }, "", ""},
 		{"more than 64 policies", func(a *config.WasmPolicyArgs) { a.Policies = manyPolicies(240) }, "", ""},
 		{"too many policies", func(a *config.WasmPolicyArgs) { a.Policies = manyPolicies(MaxPolicies + 1) }, "policies", "merge policies that share a module"},
+		{"a granted kind read", objects(nil, nil), "", ""},
+		{"a grant with namespaces and fields", objects(func(g *config.ObjectGrant) {
+			g.Namespaces, g.Fields = []string{"kube-node-lease"}, []string{"spec"}
+		}, nil), "", ""},
+		{"a read of a kind not granted", objects(nil, func(r *config.ObjectRead) { r.Kind = "ResourceSlice" }), "policies[0].objects[0]", "add {apiVersion: coordination.k8s.io/v1, kind: ResourceSlice, resource: resourceslices} to objects"},
+		{"a read of another version", objects(nil, func(r *config.ObjectRead) { r.APIVersion = "coordination.k8s.io/v1beta1" }), "policies[0].objects[0]", "not granted"},
+		{"a read without fields", objects(nil, func(r *config.ObjectRead) { r.Fields = nil }), "policies[0].objects[0].fields", "such as spec.renewTime"},
+		{"a read of a bad path", objects(nil, func(r *config.ObjectRead) { r.Fields = []string{"spec..renewTime"} }), "policies[0].objects[0].fields[0]", "not a field path"},
+		{"a read of a field the grant leaves out", objects(func(g *config.ObjectGrant) { g.Fields = []string{"spec.renewTime"} },
+			func(r *config.ObjectRead) { r.Fields = []string{"spec.renewTime", "metadata.labels"} }), "policies[0].objects[0].fields[1]", "grants only the fields spec.renewTime"},
+		{"a kind read twice", func(a *config.WasmPolicyArgs) {
+			objects(nil, nil)(a)
+			a.Policies[0].Objects = append(a.Policies[0].Objects, a.Policies[0].Objects[0])
+		}, "policies[0].objects[1]", "declare each kind once"},
+		{"a grant of Secrets", objects(func(g *config.ObjectGrant) { g.APIVersion, g.Kind, g.Resource = "v1", "Secret", "secrets" },
+			func(r *config.ObjectRead) { r.APIVersion, r.Kind = "v1", "Secret" }), "objects[0]", "Secrets hold credentials"},
+		{"a grant without its plural", objects(func(g *config.ObjectGrant) { g.Resource = "" }, nil), "objects[0].resource", "kubectl api-resources"},
+		{"a grant of a lower-case kind", objects(func(g *config.ObjectGrant) { g.Kind = "lease" }, nil), "objects[0].kind", "such as Lease"},
+		{"a grant without a version", objects(func(g *config.ObjectGrant) { g.APIVersion = "coordination.k8s.io" }, nil), "objects[0].apiVersion", "group/version"},
+		{"a kind granted twice", func(a *config.WasmPolicyArgs) {
+			objects(nil, nil)(a)
+			a.Objects = append(a.Objects, a.Objects[0])
+		}, "objects[1]", "grant each kind once"},
+		{"a grant of a bad namespace", objects(func(g *config.ObjectGrant) { g.Namespaces = []string{"Kube_System"} }, nil), "objects[0].namespaces[0]", "namespace name"},
+		{"a tenant granted a granted kind", func(a *config.WasmPolicyArgs) {
+			objects(nil, nil)(a)
+			tenants(func(t *config.Tenants) {
+				t.Default.Objects = []config.TenantObjectGrant{{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespaces: []string{"kube-node-lease"}}}
+			})(a)
+		}, "", ""},
+		{"a tenant granted a kind the args do not grant", tenants(func(t *config.Tenants) {
+			t.Default.Objects = []config.TenantObjectGrant{{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim"}}
+		}), "policyObjects.tenants.default.objects[0]", "grant the kind there first, as {apiVersion: resource.k8s.io/v1, kind: ResourceClaim"},
 		{"breaker cap under its backoff", func(a *config.WasmPolicyArgs) {
 			a.CircuitBreaker.Backoff, a.CircuitBreaker.MaxBackoff = time.Minute, time.Second
 		}, "circuitBreaker.maxBackoff", "at least backoff"},

@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	"github.com/wasmsched/wasmsched/pkg/objectpath"
+	"github.com/wasmsched/wasmsched/pkg/objectwatch"
+)
+
+// watcherAs is an objectwatch.Watcher with the credentials of user.
+func watcherAs(t *testing.T, user string, changed func(objectwatch.Kind)) *objectwatch.Watcher {
+	t.Helper()
+	cfg := cp.RestConfig(user)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objectwatch.New(dyn, auth, changed)
+}
+
+// lease creates or updates Lease ns/name held by holder, labelled team.
+func lease(t *testing.T, ns, name, holder, team string) {
+	t.Helper()
+	ctx := context.Background()
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"team": team}}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+	old, err := client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		old.Spec.HolderIdentity, old.Labels = &holder, l.Labels
+		_, err = client.CoordinationV1().Leases(ns).Update(ctx, old, metav1.UpdateOptions{})
+	} else {
+		_, err = client.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A granted kind is watched once, from the first Acquire to the last
+// Release; a reader gets the declared fields of the objects of the
+// namespaces it may read, by name or by label selector, and sees a change
+// within a second; the scheduler's own identity, which RBAC does not let
+// list Leases, is refused with the rule it needs.
+func TestObjectWatcherReadsGrantedKinds(t *testing.T) {
+	ctx := context.Background()
+	nsA, nsB := "objwatch-a", "objwatch-b"
+	for _, ns := range []string{nsA, nsB} {
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	}
+	lease(t, nsA, "n1", "kubelet-n1", "x")
+	lease(t, nsA, "n2", "kubelet-n2", "y")
+	lease(t, nsB, "n3", "kubelet-n3", "x")
+
+	var changes atomic.Int64
+	w := watcherAs(t, controlplane.AdminUser, func(objectwatch.Kind) { changes.Add(1) })
+	k, err := objectwatch.KindOf(&config.ObjectGrant{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Resource: "leases", Namespaces: []string{nsB, nsA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := w.Acquire(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.Watching(); len(got) != 1 {
+		t.Fatalf("watching %v after two Acquires of one kind, want it once", got)
+	}
+	var fields []objectpath.Path
+	for _, f := range []string{"spec.holderIdentity", "metadata.labels[team]", "spec.leaseDurationSeconds"} {
+		p, err := objectpath.Parse(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields = append(fields, p)
+	}
+	all, err := w.Reader(k, fields, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyA, err := w.Reader(k, fields, []string{nsA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, rv, found := all.Get(nsA, "n1")
+	if diff := cmp.Diff([]string{"kubelet-n1", "x", ""}, values); !found || rv == "" || diff != "" {
+		t.Fatalf("Get %s/n1: found %v, resourceVersion %q, values (-want +got):\n%s", nsA, found, rv, diff)
+	}
+	if _, _, found := onlyA.Get(nsB, "n3"); found {
+		t.Error("a reader limited to one namespace read another's object")
+	}
+	if _, _, found := all.Get(nsA, "missing"); found {
+		t.Error("found an object that does not exist")
+	}
+	sel, _ := labels.Parse("team=x")
+	list, err := all.List("", sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []objectwatch.Object{{Namespace: nsA, Name: "n1", Values: []string{"kubelet-n1", "x", ""}}, {Namespace: nsB, Name: "n3", Values: []string{"kubelet-n3", "x", ""}}}
+	if diff := cmp.Diff(want, list); diff != "" {
+		t.Errorf("List team=x (-want +got):\n%s", diff)
+	}
+	if list, _ := onlyA.List("", labels.Everything()); len(list) != 2 || list[0].Namespace != nsA || list[1].Namespace != nsA {
+		t.Errorf("List by the reader of %s: %v, want its two Leases", nsA, list)
+	}
+
+	gen, before := all.Gen(), changes.Load()
+	lease(t, nsA, "n1", "kubelet-n1b", "x")
+	deadline := time.Now().Add(time.Second)
+	for {
+		if v, _, _ := all.Get(nsA, "n1"); v[0] == "kubelet-n1b" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the update is not read a second later")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if all.Gen() == gen || changes.Load() == before {
+		t.Errorf("an update left the generation at %d (was %d) and the change count at %d", all.Gen(), gen, changes.Load())
+	}
+
+	w.Release(k)
+	if len(w.Watching()) != 1 {
+		t.Fatal("the first Release stopped the kind another reader holds")
+	}
+	w.Release(k)
+	if got := w.Watching(); len(got) != 0 {
+		t.Fatalf("still watching %v after the last Release", got)
+	}
+
+	// The scheduler's identity (system:kube-scheduler) may not list Leases
+	// cluster-wide: the kind is refused, with the rule to grant.
+	sched := watcherAs(t, controlplane.SchedulerUser, nil)
+	wide, _ := objectwatch.KindOf(&config.ObjectGrant{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Resource: "leases"})
+	err = sched.Acquire(ctx, wide)
+	var ae *objectwatch.AccessError
+	if !errors.As(err, &ae) {
+		t.Fatalf("Acquire as the scheduler: %v, want an AccessError", err)
+	}
+	const rule = `give its ServiceAccount a ClusterRole with the rule, bound by a ClusterRoleBinding: {apiGroups: ["coordination.k8s.io"], resources: [leases], verbs: [get, list, watch]}`
+	if msg := err.Error(); !strings.Contains(msg, "may not list leases.coordination.k8s.io in any namespace") || !strings.Contains(msg, rule) {
+		t.Errorf("refusal %q: want it to name the kind and the rule", msg)
+	}
+	if len(sched.Watching()) != 0 {
+		t.Error("a refused kind is watched")
+	}
+}
