@@ -220,7 +220,7 @@ func (e *AccessError) Error() string {
 	if e.Namespace != "" {
 		where, bind = "in namespace "+e.Namespace, "a Role in namespace "+e.Namespace+" with the rule, bound by a RoleBinding"
 	}
-	return fmt.Sprintf("the scheduler may not %s %s %s: give its ServiceAccount %s: {apiGroups: [%q], resources: [%s], verbs: [get, list, watch]} (the chart's objects value adds it)",
+	return fmt.Sprintf("the scheduler may not %s %s %s: give its ServiceAccount %s: {apiGroups: [%q], resources: [%s], verbs: [get, list, watch]}",
 		e.Verb, e.Kind, where, bind, e.Kind.GVR.Group, e.Kind.GVR.Resource)
 }
 

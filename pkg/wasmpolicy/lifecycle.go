@@ -134,5 +134,8 @@ func (w *WasmPolicy) Close() error {
 func (p *policy) close() {
 	p.breaker.stop()
 	p.quarantine.reset()
+	if p.release != nil {
+		p.release()
+	}
 	_ = p.runtime.Close(context.Background())
 }

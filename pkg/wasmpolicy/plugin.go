@@ -60,9 +60,12 @@ type WasmPolicy struct {
 	reserveOK   bool
 	engine      *host.Engine
 	args        *config.WasmPolicyArgs
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	opts        options
+	// grants watch the kinds of objects the args grant (grants.go); nil
+	// when they grant none.
+	grants *objectGrants
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	opts   options
 
 	// static are the policies of the args, in their order.
 	static []*policy
@@ -134,6 +137,11 @@ type policy struct {
 	// counters are the policy's counts (reserve.go), nil for a policy
 	// built outside the plugin's host.
 	counters *host.Counters
+	// objects are the watches of the kinds it declared (grants.go),
+	// acquired at its first load; release ends them when it closes.
+	objectsMu sync.Mutex
+	objects   []objectAccess
+	release   func()
 	// sourceObject is the object the module was last read from (the
 	// ConfigMap; nil for files): breaker Events are recorded on it. Under mu.
 	sourceObject runtime.Object
@@ -334,6 +342,11 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		if w.ociCache, err = oci.NewCache(args.ModuleCacheDir); err != nil {
 			logger.Info("Module cache directory unusable; modules pulled from registries are kept in memory only, and a restart needs the registry", "dir", args.ModuleCacheDir, "err", err)
 		}
+	}
+	if w.grants, err = w.newObjectGrants(); err != nil {
+		cancel()
+		_ = engine.Close()
+		return nil, err
 	}
 	w.gates = newGateTracker(func(pods map[string]*v1.Pod) {
 		w.activate(logger, pods, "Rechecking pods whose gate asked for a delay")

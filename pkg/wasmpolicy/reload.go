@@ -53,6 +53,15 @@ func (w *WasmPolicy) apply(ctx context.Context, p *policy, u source.Update) {
 		p.sourceObject = u.Object
 		p.mu.Unlock()
 	}
+	if err := w.acquireObjects(ctx, p); err != nil {
+		p.m.load(ReasonObjectsNotWatched, 0)
+		why := fmt.Sprintf("%s: %v", ReasonObjectsNotWatched, err)
+		p.loadError.Store(&why)
+		p.lastFailure.Store(&loadFailure{reason: ReasonObjectsNotWatched, message: err.Error()})
+		logger.Error(err, "Policy reads objects the scheduler cannot watch; not loading it", "policy", p.cfg.Name, "source", p.source.String(), "reason", ReasonObjectsNotWatched, "serving", serving)
+		w.event(u.Object, v1.EventTypeWarning, "PolicyLoadFailed", fmt.Sprintf("WasmPolicy/%s: %s: %v", p.cfg.Name, ReasonObjectsNotWatched, err))
+		return
+	}
 	start := time.Now()
 	v, err := p.runtime.Load(ctx, u.Data, p.cfg.SHA256)
 	if err != nil {

@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
@@ -166,4 +170,69 @@ func TestObjectWatcherReadsGrantedKinds(t *testing.T) {
 	if len(sched.Watching()) != 0 {
 		t.Error("a refused kind is watched")
 	}
+}
+
+// A policy that declares a kind the scheduler's RBAC does not let it
+// watch fails closed at its load, naming the rule to grant: its pods get
+// its failurePolicy and the reason; once the operator grants the rule,
+// the policy loads on the scheduler's next start, and a pod it rejects is
+// retried when an object of the kind changes.
+func TestObjectGrantsNeedRBACAndRetryPods(t *testing.T) {
+	e := newEnv(t, "objrbac")
+	e.node("n1", nil, "4")
+	ctx := context.Background()
+	ns := e.name + "-leases"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	e.policyConfigMap("node-health", module(t, "node-health"))
+	start := func() {
+		path := e.writeConfig(fmt.Sprintf("      - name: node-health\n        source: %s\n        objects: [{apiVersion: coordination.k8s.io/v1, kind: Lease, fields: [spec.renewTime]}]\n", cmSource(e, "node-health")), "leaderElection: {leaderElect: false}")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grant := fmt.Sprintf("      objects: [{apiVersion: coordination.k8s.io/v1, kind: Lease, resource: leases, namespaces: [%s]}]\n      policies:\n", ns)
+		if err := os.WriteFile(path, []byte(strings.Replace(string(b), "      policies:\n", grant, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e.log = filepath.Join(e.dir, fmt.Sprintf("kube-scheduler-%d.log", time.Now().UnixNano()))
+		e.sched = e.run(path, e.log)
+		e.waitLog(`"Starting Kubernetes Scheduler"`, 1, 60*time.Second)
+	}
+	start()
+	rule := `the scheduler may not list leases.coordination.k8s.io in namespace ` + ns + `: give its ServiceAccount a Role in namespace ` + ns + ` with the rule, bound by a RoleBinding: {apiGroups: [\"coordination.k8s.io\"], resources: [leases], verbs: [get, list, watch]}`
+	e.waitLog(rule, 1, 30*time.Second)
+	e.pod("app", nil, "100m")
+	note := e.rejected("app")
+	t.Logf("rejected: %s", note)
+	if !strings.Contains(note, "ObjectsNotWatched") {
+		t.Errorf("the pod's FailedScheduling %q does not say why the policy does not run", note)
+	}
+
+	// The operator grants the rule; the next start loads the policy.
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scheduler-leases"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch"}}}}
+	if _, err := client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scheduler-leases"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: controlplane.SchedulerUser}}}
+	if _, err := client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.stopScheduler()
+	start()
+	e.waitLog(`"Policy module active" policy="node-health"`, 1, 60*time.Second)
+	if n := e.boundWithin("app", 30*time.Second); n != "n1" {
+		t.Errorf("app bound to %q after the grant, want n1", n)
+	}
+
+	// A pod the policy rejects is retried when an object of a kind it
+	// declared changes.
+	e.setCondition("n1", "KernelDeadlock", v1.ConditionTrue)
+	e.pod("app2", nil, "100m")
+	e.rejected("app2")
+	lease(t, ns, "n1", "kubelet-n1", "x")
+	e.waitLog(`"Requeued pods rejected by policies that read objects that changed" kind="leases.coordination.k8s.io" pods=1`, 1, 10*time.Second)
 }

@@ -62,8 +62,9 @@ type WasmPolicyArgs struct {
 	// nodes, namespaces and volumes the scheduler itself watches: Leases,
 	// DRA objects, any custom resource. Each kind is watched once, from
 	// the first policy that declares it (policies[].objects) to the last,
-	// and the scheduler's RBAC must let it list and watch the kind (the
-	// chart's objects value adds the rules). Default none.
+	// and the scheduler's RBAC must let it get, list and watch the kind:
+	// a policy declaring a kind it may not watch fails to load, with the
+	// rule to grant in its status and Events. Default none.
 	Objects []ObjectGrant `json:"objects,omitempty"`
 }
 
