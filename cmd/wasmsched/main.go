@@ -72,6 +72,6 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.context, "context", "", "the kubeconfig context to use")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	root.PersistentFlags().BoolVar(&g.verbose, "verbose", false, "show the host's log (module loads, guest output)")
-	root.AddCommand(newValidateCommand(g), newTestCommand(g), newExplainCommand(g), newPushCommand(g), newBenchCommand(g), newRolloutCommand(g), newRollbackCommand(g), newAdmissionPolicyCommand(g))
+	root.AddCommand(newValidateCommand(g), newTestCommand(g), newExplainCommand(g), newPushCommand(g), newBenchCommand(g), newRolloutCommand(g), newRollbackCommand(g), newAdmissionPolicyCommand(g), newRBACCommand(g))
 	return root
 }

@@ -183,6 +183,7 @@ sources: [https://github.com/wasmsched/wasmsched]
 	}
 	files["values.yaml"] = vals
 	files["templates/_helpers.tpl"] = []byte(helpers + v.lines.helper())
+	files["templates/rbac-objects.yaml"] = []byte(objectsRBAC)
 	return files, nil
 }
 

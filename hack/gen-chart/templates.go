@@ -182,3 +182,68 @@ and the scheduler itself (256Mi, the floor WasmPolicy checks at start). */}}
 {{- toJson ($names | uniq) -}}
 {{- end }}
 `
+
+// objectsRBAC lets the scheduler get, list and watch the kinds
+// args.objects grants policies: a Role and RoleBinding in each namespace
+// a grant names, or a ClusterRole and ClusterRoleBinding for a grant of
+// every namespace. Without grants it renders nothing.
+const objectsRBAC = header + `{{- if .Values.rbac.create }}
+{{- range $g := (.Values.args.objects | default list) }}
+{{- $gv := splitList "/" $g.apiVersion }}
+{{- $group := "" }}
+{{- if eq (len $gv) 2 }}{{ $group = first $gv }}{{ end }}
+{{- $name := printf "%s-read-%s" (include "wasmsched.fullname" $) (trimSuffix "." (printf "%s.%s" $g.resource $group)) }}
+{{- if $g.namespaces }}
+{{- range $ns := $g.namespaces }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}
+  namespace: {{ $ns }}
+rules:
+- apiGroups: [{{ $group | quote }}]
+  resources: [{{ $g.resource | quote }}]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}
+  namespace: {{ $ns }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}
+subjects:
+- kind: ServiceAccount
+  name: {{ include "wasmsched.fullname" $ }}
+  namespace: {{ $.Release.Namespace }}
+{{- end }}
+{{- else }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $name }}
+rules:
+- apiGroups: [{{ $group | quote }}]
+  resources: [{{ $g.resource | quote }}]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $name }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $name }}
+subjects:
+- kind: ServiceAccount
+  name: {{ include "wasmsched.fullname" $ }}
+  namespace: {{ $.Release.Namespace }}
+{{- end }}
+{{- end }}
+{{- end }}
+`

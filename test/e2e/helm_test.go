@@ -163,6 +163,10 @@ image: {repository: registry.example.com/platform/kube-scheduler, tag: v1.37.2-w
 imagePullSecrets: [{name: platform-registry}]
 resources: {requests: {cpu: 500m, memory: 512Mi}, limits: {memory: 2Gi}}
 schedulerName: platform
+args:
+  objects:
+  - {apiVersion: coordination.k8s.io/v1, kind: Lease, resource: leases, namespaces: [kube-node-lease]}
+  - {apiVersion: resource.k8s.io/v1, kind: ResourceSlice, resource: resourceslices}
 policies:
 - name: team-isolation
   config: key=team
@@ -247,6 +251,13 @@ policies:
 		{true, "create", "", "pods", "team-a", "p", "binding"},
 		{true, "list", "", "nodes", "", "", ""},
 		{true, "get", "", "configmaps", "kube-system", "extension-apiserver-authentication", ""},
+		// args.objects: the granted kinds, where granted.
+		{true, "list", "coordination.k8s.io", "leases", "kube-node-lease", "", ""},
+		{true, "watch", "coordination.k8s.io", "leases", "kube-node-lease", "", ""},
+		{false, "list", "coordination.k8s.io", "leases", "team-a", "", ""},
+		{false, "update", "coordination.k8s.io", "leases", "kube-node-lease", "n1", ""},
+		{true, "watch", "resource.k8s.io", "resourceslices", "", "", ""},
+		{false, "update", "resource.k8s.io", "resourceslices", "", "s", ""},
 	} {
 		if allowed := accessReview(t, user, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 			authzv1.ResourceAttributes{Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.ns, Name: c.name, Subresource: c.sub}); allowed != c.allowed {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	authzv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -235,4 +237,54 @@ func TestObjectGrantsNeedRBACAndRetryPods(t *testing.T) {
 	e.rejected("app2")
 	lease(t, ns, "n1", "kubelet-n1", "x")
 	e.waitLog(`"Requeued pods rejected by policies that read objects that changed" kind="leases.coordination.k8s.io" pods=1`, 1, 10*time.Second)
+}
+
+// wasmsched rbac prints, from a scheduler's config, the Roles and
+// ClusterRoles its grants need; applied, they let the ServiceAccount
+// watch exactly the granted kinds where granted.
+func TestRBACCommandGrantsTheGrantedKinds(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(controlplane.DefaultProfileConfig(cp.SchedulerKubeconfig, `      objects:
+      - {apiVersion: coordination.k8s.io/v1, kind: Lease, resource: leases, namespaces: [kube-node-lease]}
+      - {apiVersion: resource.k8s.io/v1, kind: DeviceClass, resource: deviceclasses}
+      policies:
+      - {name: p, source: {file: /etc/p.wasm}}
+`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := wasmsched(t, "rbac", "--scheduler-config", cfg, "--service-account", "rbac-test/sched", "--name", "rbac-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, kubectl, err := controlplane.Binaries(controlplane.BinDir(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(verb string) {
+		cmd := exec.Command(kubectl, "--kubeconfig", cp.AdminKubeconfig, verb, "-f", "-")
+		cmd.Stdin = strings.NewReader(out)
+		if b, err := cmd.CombinedOutput(); err != nil && verb == "apply" {
+			t.Fatalf("kubectl apply of wasmsched rbac's output: %v\n%s\n%s", err, b, out)
+		}
+	}
+	apply("apply")
+	t.Cleanup(func() { apply("delete") })
+	user := "system:serviceaccount:rbac-test:sched"
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:rbac-test", "system:authenticated"}
+	for _, c := range []struct {
+		allowed                   bool
+		verb, group, resource, ns string
+	}{
+		{true, "list", "coordination.k8s.io", "leases", "kube-node-lease"},
+		{true, "watch", "coordination.k8s.io", "leases", "kube-node-lease"},
+		{false, "list", "coordination.k8s.io", "leases", "kube-system"},
+		{false, "update", "coordination.k8s.io", "leases", "kube-node-lease"},
+		{true, "watch", "resource.k8s.io", "deviceclasses", ""},
+		{false, "delete", "resource.k8s.io", "deviceclasses", ""},
+	} {
+		if got := accessReview(t, user, groups, authzv1.ResourceAttributes{Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.ns}); got != c.allowed {
+			t.Errorf("%s %s %s/%s in %q: allowed=%v, want %v", user, c.verb, c.group, c.resource, c.ns, got, c.allowed)
+		}
+	}
 }
