@@ -107,16 +107,16 @@ func (o *rolloutOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		if o.module != "" || configSet {
 			return errors.New("--object names the whole candidate: leave out --module and --config")
 		}
-		p, err := readPolicyObject(o.object, nil, nil)
+		name, err := readPolicyObjectName(o.object)
 		if err != nil {
 			return err
 		}
 		if o.policy == "" {
-			o.policy = p.Name
-		} else if o.policy != p.Name {
-			return fmt.Errorf("--object %s is the policy %q, not --policy %q", o.object, p.Name, o.policy)
+			o.policy = name
+		} else if o.policy != name {
+			return fmt.Errorf("--object %s is the policy %q, not --policy %q", o.object, name, o.policy)
 		}
-		objectPolicy = &p
+		objectPolicy = &config.Policy{Name: name}
 	}
 	if o.policy == "" {
 		return errors.New("--policy names the policy the candidate replaces")

@@ -125,18 +125,42 @@ func configFromConfigMap(ctx context.Context, g *globalOptions, ref string) (str
 	return f.Name(), nil
 }
 
-// readPolicyObject reads a SchedulingPolicy or ClusterSchedulingPolicy
-// file and returns the policy it runs, checked as the scheduler checks it.
-func readPolicyObject(path string, tenants *config.Tenants, grants []config.ObjectGrant) (config.Policy, error) {
+// readPolicyObjectName reads a SchedulingPolicy or ClusterSchedulingPolicy
+// file and returns the name of the policy it runs, unchecked: the checks
+// need the scheduler's args (readPolicyObject).
+func readPolicyObjectName(path string) (string, error) {
+	u, err := readObjectFile(path)
+	if err != nil {
+		return "", err
+	}
+	name, err := policyobjects.PolicyNameOf(u)
+	if err != nil {
+		return "", fmt.Errorf("--object %s: %w", path, err)
+	}
+	return name, nil
+}
+
+func readObjectFile(path string) (*unstructured.Unstructured, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return config.Policy{}, fmt.Errorf("--object: %w", err)
+		return nil, fmt.Errorf("--object: %w", err)
 	}
 	var m map[string]interface{}
 	if err := yaml.Unmarshal(b, &m); err != nil {
-		return config.Policy{}, fmt.Errorf("--object %s: %w", path, err)
+		return nil, fmt.Errorf("--object %s: %w", path, err)
 	}
-	p, err := policyobjects.PolicyOf(&unstructured.Unstructured{Object: m}, nil, tenants, grants)
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// readPolicyObject reads a SchedulingPolicy or ClusterSchedulingPolicy
+// file and returns the policy it runs, checked as the scheduler checks it
+// under the args' tenants and grants.
+func readPolicyObject(path string, tenants *config.Tenants, grants []config.ObjectGrant) (config.Policy, error) {
+	u, err := readObjectFile(path)
+	if err != nil {
+		return config.Policy{}, err
+	}
+	p, err := policyobjects.PolicyOf(u, nil, tenants, grants)
 	if err != nil {
 		return config.Policy{}, fmt.Errorf("--object %s: %w", path, err)
 	}

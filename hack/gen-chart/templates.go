@@ -192,6 +192,9 @@ const objectsRBAC = header + `{{- if .Values.rbac.create }}
 {{- $gv := splitList "/" $g.apiVersion }}
 {{- $group := "" }}
 {{- if eq (len $gv) 2 }}{{ $group = first $gv }}{{ end }}
+{{- if has (printf "%s/%s" $group $g.resource) (list "/secrets" "/serviceaccounts" "certificates.k8s.io/certificatesigningrequests") }}
+{{- fail (printf "args.objects: %s (%s) may not be granted: it holds credentials, and a policy's reasons reach pods' events" $g.kind $g.resource) }}
+{{- end }}
 {{- $name := printf "%s-read-%s" (include "wasmsched.fullname" $) (trimSuffix "." (printf "%s.%s" $g.resource $group)) }}
 {{- if $g.namespaces }}
 {{- range $ns := $g.namespaces }}

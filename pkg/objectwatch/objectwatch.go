@@ -9,6 +9,7 @@ package objectwatch
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -41,7 +42,7 @@ var syncTimeout = 30 * time.Second
 type Watcher struct {
 	client  dynamic.Interface
 	auth    kubernetes.Interface
-	changed func(Kind)
+	changed func(k Kind, old, new *unstructured.Unstructured)
 
 	mu    sync.Mutex
 	kinds map[Kind]*watched
@@ -93,8 +94,9 @@ type watched struct {
 
 // New returns a Watcher that watches through client and checks the
 // scheduler's access through auth. changed, if set, is called after every
-// change of a watched kind's objects (from the informers' goroutines).
-func New(client dynamic.Interface, auth kubernetes.Interface, changed func(Kind)) *Watcher {
+// change of a watched kind's objects, with the object before (nil when
+// added) and after (nil when deleted), from the informers' goroutines.
+func New(client dynamic.Interface, auth kubernetes.Interface, changed func(k Kind, old, new *unstructured.Unstructured)) *Watcher {
 	return &Watcher{client: client, auth: auth, changed: changed, kinds: map[Kind]*watched{}}
 }
 
@@ -157,16 +159,16 @@ func (w *Watcher) start(k Kind) *watched {
 	kw := &watched{informers: map[string]cache.SharedIndexInformer{}, stop: make(chan struct{})}
 	for _, ns := range k.namespaces() {
 		inf := dynamicinformer.NewFilteredDynamicInformer(w.client, k.GVR, ns, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
-		bump := func() {
+		bump := func(old, new interface{}) {
 			kw.gen.Add(1)
 			if w.changed != nil {
-				w.changed(k)
+				w.changed(k, asObject(old), asObject(new))
 			}
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { bump() },
-			UpdateFunc: func(interface{}, interface{}) { bump() },
-			DeleteFunc: func(interface{}) { bump() },
+			AddFunc:    func(obj interface{}) { bump(nil, obj) },
+			UpdateFunc: bump,
+			DeleteFunc: func(obj interface{}) { bump(obj, nil) },
 		})
 		kw.informers[ns] = inf
 		go inf.Run(kw.stop)
@@ -179,7 +181,7 @@ func (kw *watched) waitSynced(ctx context.Context) error {
 	defer cancel()
 	for _, inf := range kw.informers {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			return fmt.Errorf("the first list did not finish within %s", syncTimeout)
+			return fmt.Errorf("the first list did not finish within %s: check that the grant's resource is the kind's plural and its apiVersion is served (kubectl api-resources), and that its namespaces exist", syncTimeout)
 		}
 	}
 	return nil
@@ -231,25 +233,36 @@ type Reader struct {
 	fields []objectpath.Path
 	// namespaces it may read; nil: any the grant allows.
 	namespaces []string
+	// clusterScoped lets a reader limited to namespaces read objects of
+	// no namespace (a cluster-scoped kind granted to a tenant).
+	clusterScoped bool
 }
 
 // Reader returns a reader of k's objects, with fields parsed, limited to
-// namespaces (nil: any). k must be acquired.
-func (w *Watcher) Reader(k Kind, fields []objectpath.Path, namespaces []string) (*Reader, error) {
+// namespaces (nil: any) and, when limited, to namespaced objects unless
+// clusterScoped. k must be acquired.
+func (w *Watcher) Reader(k Kind, fields []objectpath.Path, namespaces []string, clusterScoped bool) (*Reader, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	kw, ok := w.kinds[k]
 	if !ok {
 		return nil, fmt.Errorf("%s is not watched", k)
 	}
-	return &Reader{kw: kw, fields: fields, namespaces: namespaces}, nil
+	return &Reader{kw: kw, fields: fields, namespaces: namespaces, clusterScoped: clusterScoped}, nil
 }
 
 // Gen is the kind's change count: the same answers while it is the same.
 func (r *Reader) Gen() uint64 { return r.kw.gen.Load() }
 
-// Permits reports whether the reader may read namespace ns.
+// Permits reports whether the reader may read namespace ns. A
+// cluster-scoped object ("") is no namespace's: a reader limited to
+// namespaces reads it only when its kind's grant to the tenant says so
+// (the tenant grant of a cluster-scoped kind is that opt-in), which the
+// plugin decides when it makes the reader (clusterScoped).
 func (r *Reader) Permits(ns string) bool {
+	if ns == "" {
+		return r.namespaces == nil || r.clusterScoped
+	}
 	return r.namespaces == nil || slices.Contains(r.namespaces, ns)
 }
 
@@ -305,7 +318,7 @@ func (r *Reader) List(ns string, sel labels.Selector) ([]Object, error) {
 	add := func(items []interface{}) error {
 		for _, it := range items {
 			u, ok := it.(*unstructured.Unstructured)
-			if !ok || !r.Permits(u.GetNamespace()) && u.GetNamespace() != "" || !sel.Matches(labels.Set(u.GetLabels())) {
+			if !ok || !r.Permits(u.GetNamespace()) || !sel.Matches(labels.Set(u.GetLabels())) {
 				continue
 			}
 			if len(out) == MaxList {
@@ -337,6 +350,33 @@ func (r *Reader) List(ns string, sel labels.Selector) ([]Object, error) {
 		return out[i].Name < out[j].Name
 	})
 	return out, nil
+}
+
+// asObject is an informer's object as unstructured, nil for none.
+func asObject(obj interface{}) *unstructured.Unstructured {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}
+
+// Changed reports whether a change from old to new (either nil) changes
+// what the reader reads: an object of a namespace it may read, added,
+// deleted, or with another value of a declared field.
+func (r *Reader) Changed(old, new *unstructured.Unstructured) bool {
+	switch {
+	case old == nil && new == nil:
+		return false
+	case old == nil:
+		return r.Permits(new.GetNamespace())
+	case new == nil:
+		return r.Permits(old.GetNamespace())
+	}
+	if !r.Permits(new.GetNamespace()) {
+		return false
+	}
+	return !slices.Equal(r.values(old), r.values(new)) || !maps.Equal(old.GetLabels(), new.GetLabels())
 }
 
 func (r *Reader) values(u *unstructured.Unstructured) []string {

@@ -114,6 +114,23 @@ func policyOf(k key, u *unstructured.Unstructured, hasArgsPolicy func(name strin
 	return out, ""
 }
 
+// PolicyNameOf is the name of the policy a policy object runs, as
+// PolicyOf names it, before the scheduler's args are known to check it.
+func PolicyNameOf(u *unstructured.Unstructured) (string, error) {
+	k := key{name: u.GetName()}
+	switch u.GetKind() {
+	case "ClusterSchedulingPolicy":
+	case "SchedulingPolicy":
+		k.namespace = u.GetNamespace()
+		if k.namespace == "" {
+			return "", fmt.Errorf("SchedulingPolicy %s: metadata.namespace is required", u.GetName())
+		}
+	default:
+		return "", fmt.Errorf("%s %s is not a ClusterSchedulingPolicy or SchedulingPolicy", u.GetKind(), u.GetName())
+	}
+	return k.policyName(), nil
+}
+
 // PolicyOf is the policy config the scheduler would run for a policy
 // object (a ClusterSchedulingPolicy, or a SchedulingPolicy in its
 // namespace), checked as the scheduler checks it. hasArgsPolicy, when not

@@ -48,7 +48,7 @@ func TestTenantCeilingsRefuse(t *testing.T) {
 			"spec.objects[0]: Forbidden: coordination.k8s.io/v1 Lease is not granted to namespace team-x", "{apiVersion: coordination.k8s.io/v1, kind: Lease} to policyObjects.tenants.default.objects"}},
 		// A kind the args do not grant at all.
 		{"objects not granted", configv1.PolicySettings{Objects: []configv1.ObjectRead{{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice", Fields: []string{"spec.driver"}}}}, []string{
-			"spec.objects[0]: Invalid value: \"resource.k8s.io/v1 ResourceSlice\": not granted", "add {apiVersion: resource.k8s.io/v1, kind: ResourceSlice, resource: resourceslices} to objects"}},
+			"spec.objects[0]: Invalid value: \"resource.k8s.io/v1 ResourceSlice\": not granted", "add {apiVersion: resource.k8s.io/v1, kind: ResourceSlice, resource: <plural>} to objects"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, why := tenantPolicy(t, "team-x", tc.settings, nil)

@@ -3,10 +3,11 @@ package wasmpolicy
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
@@ -27,10 +28,11 @@ import (
 // kinds cannot be watched.
 const ReasonObjectsNotWatched = "ObjectsNotWatched"
 
-// objectsChangedDelay coalesces a granted kind's changes before the pods
-// rejected by the policies that read it are retried: a kind such as
-// Leases changes every few seconds per node.
-const objectsChangedDelay = 200 * time.Millisecond
+// objectsChangedDelay coalesces the changes of granted kinds before the
+// pods rejected by the policies that read them are retried, which skips
+// their backoff: at most one retry a second, however often the objects
+// change (Leases: every few seconds per node).
+const objectsChangedDelay = time.Second
 
 // objectAccess is one declared read: the kind's watch and the policy's
 // reader of it.
@@ -44,7 +46,10 @@ type objectAccess struct {
 type objectGrants struct {
 	watcher *objectwatch.Watcher
 	mu      sync.Mutex
-	pending map[objectwatch.Kind]bool
+	// pending are the policies whose reads changed since the last retry;
+	// timer is set while one is scheduled.
+	pending map[*policy]bool
+	timer   bool
 }
 
 // newObjectGrants returns the grants' watcher, or nil when the args grant
@@ -57,66 +62,90 @@ func (w *WasmPolicy) newObjectGrants() (*objectGrants, error) {
 	if err != nil {
 		return nil, fmt.Errorf("objects: %w", err)
 	}
-	g := &objectGrants{pending: map[objectwatch.Kind]bool{}}
+	g := &objectGrants{pending: map[*policy]bool{}}
 	g.watcher = objectwatch.New(dyn, w.handle.ClientSet(), w.objectsChanged)
 	return g, nil
 }
 
 // acquireObjects watches p's declared kinds, once per policy. It fails
 // when a kind is not granted (a policy built in Go without validation),
-// there is no client, or the scheduler may not watch it.
+// there is no client, or the scheduler may not watch it. The watches are
+// acquired without p's lock (a first list may take seconds) and kept only
+// if p was not closed meanwhile.
 func (w *WasmPolicy) acquireObjects(ctx context.Context, p *policy) error {
 	if len(p.cfg.Objects) == 0 {
 		return nil
 	}
 	p.objectsMu.Lock()
-	defer p.objectsMu.Unlock()
-	if p.objects != nil {
+	have, closed := p.objects != nil, p.objectsClosed
+	p.objectsMu.Unlock()
+	if have {
 		return nil
+	}
+	if closed {
+		return fmt.Errorf("objects: the policy was removed while it loaded")
 	}
 	if w.grants == nil {
 		return fmt.Errorf("objects: the policy reads objects, but this scheduler grants none or has no Kubernetes client; grant the kinds in WasmPolicy's args (objects)")
 	}
-	var got []objectAccess
-	release := func() {
-		for _, a := range got {
-			w.grants.watcher.Release(a.kind)
-		}
+	got, err := w.acquireAll(ctx, p)
+	if err != nil {
+		return err
 	}
+	p.objectsMu.Lock()
+	if p.objectsClosed || p.objects != nil {
+		p.objectsMu.Unlock()
+		w.releaseAll(got)
+		return nil
+	}
+	p.objects = got
+	p.release = func() { w.releaseObjects(p) }
+	p.objectsMu.Unlock()
+	return nil
+}
+
+// acquireAll acquires the watch and makes the reader of each of p's
+// declared reads, releasing what it acquired when one fails.
+func (w *WasmPolicy) acquireAll(ctx context.Context, p *policy) (got []objectAccess, err error) {
+	defer func() {
+		if err != nil {
+			w.releaseAll(got)
+			got = nil
+		}
+	}()
 	for i, r := range p.cfg.Objects {
 		g := validation.FindGrant(w.args.Objects, r.APIVersion, r.Kind)
 		if g == nil {
-			release()
-			return fmt.Errorf("objects[%d]: %s %s is not granted; add %s to objects in WasmPolicy's args", i, r.APIVersion, r.Kind, grantOf(r))
+			return got, fmt.Errorf("objects[%d]: %s %s is not granted; add %s to objects in WasmPolicy's args", i, r.APIVersion, r.Kind, grantOf(r))
 		}
 		k, err := objectwatch.KindOf(g)
 		if err != nil {
-			release()
-			return fmt.Errorf("objects[%d]: %w", i, err)
-		}
-		if err := w.grants.watcher.Acquire(ctx, k); err != nil {
-			release()
-			return fmt.Errorf("objects[%d] (%s %s): %w", i, r.APIVersion, r.Kind, err)
+			return got, fmt.Errorf("objects[%d]: %w", i, err)
 		}
 		fields := make([]objectpath.Path, len(r.Fields))
 		for j, f := range r.Fields {
 			if fields[j], err = objectpath.Parse(f); err != nil {
-				got = append(got, objectAccess{kind: k})
-				release()
-				return fmt.Errorf("objects[%d].fields[%d]: %w", i, j, err)
+				return got, fmt.Errorf("objects[%d].fields[%d]: %w", i, j, err)
 			}
 		}
-		reader, err := w.grants.watcher.Reader(k, fields, w.readableNamespaces(p, r))
-		if err != nil {
-			got = append(got, objectAccess{kind: k})
-			release()
-			return err
+		if err := w.grants.watcher.Acquire(ctx, k); err != nil {
+			return got, fmt.Errorf("objects[%d] (%s %s): %w", i, r.APIVersion, r.Kind, err)
 		}
+		namespaces, clusterScoped := w.readableNamespaces(p, r)
+		reader, err := w.grants.watcher.Reader(k, fields, namespaces, clusterScoped)
 		got = append(got, objectAccess{kind: k, reader: reader})
+		if err != nil {
+			return got, err
+		}
 	}
-	p.objects = got
-	p.release = func() { w.releaseObjects(p) }
-	return nil
+	return got, nil
+}
+
+// releaseAll ends the watches of got.
+func (w *WasmPolicy) releaseAll(got []objectAccess) {
+	for _, a := range got {
+		w.grants.watcher.Release(a.kind)
+	}
 }
 
 // grantOf is the grant a read needs, as the args spell it.
@@ -126,19 +155,21 @@ func grantOf(r config.ObjectRead) string {
 
 // readableNamespaces are the namespaces p may read objects of r's kind
 // in: any the grant allows for the operator's policies (nil); for a
-// namespaced policy its own, and those its tenant limits add.
-func (w *WasmPolicy) readableNamespaces(p *policy, r config.ObjectRead) []string {
+// namespaced policy its own, and those its tenant limits add, and
+// whether they let it read objects of no namespace.
+func (w *WasmPolicy) readableNamespaces(p *policy, r config.ObjectRead) (namespaces []string, clusterScoped bool) {
 	ns := p.cfg.Scope.Namespace
 	if ns == "" {
-		return nil
+		return nil, true
 	}
 	out := []string{ns}
 	for _, t := range w.tenantLimits(ns).Objects {
 		if t.APIVersion == r.APIVersion && t.Kind == r.Kind {
 			out = append(out, t.Namespaces...)
+			clusterScoped = clusterScoped || t.ClusterScoped
 		}
 	}
-	return out
+	return out, clusterScoped
 }
 
 // releaseObjects ends p's watches (when it is closed).
@@ -147,39 +178,64 @@ func (w *WasmPolicy) releaseObjects(p *policy) {
 	got := p.objects
 	p.objects = nil
 	p.objectsMu.Unlock()
-	if w.grants == nil {
-		return
-	}
-	for _, a := range got {
-		w.grants.watcher.Release(a.kind)
+	if w.grants != nil {
+		w.releaseAll(got)
 	}
 }
 
-// objectsChanged retries, shortly after a change of kind k's objects, the
-// pods the policies reading k rejected.
-func (w *WasmPolicy) objectsChanged(k objectwatch.Kind) {
+// objectsChanged notes the policies whose reads a change of kind k's
+// objects changes, and retries the pods they rejected once a second at
+// most: a kind such as Leases changes every few seconds per node.
+func (w *WasmPolicy) objectsChanged(k objectwatch.Kind, old, new *unstructured.Unstructured) {
 	g := w.grants
-	if g == nil {
+	set := w.current()
+	if g == nil || set == nil {
+		return
+	}
+	var changed []*policy
+	for _, p := range set.all {
+		if p.readChanged(k, old, new) {
+			changed = append(changed, p)
+		}
+	}
+	if len(changed) == 0 {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.pending[k] {
+	for _, p := range changed {
+		g.pending[p] = true
+	}
+	if g.timer {
 		return
 	}
-	g.pending[k] = true
+	g.timer = true
 	time.AfterFunc(objectsChangedDelay, func() {
 		g.mu.Lock()
-		delete(g.pending, k)
+		policies := g.pending
+		g.pending, g.timer = map[*policy]bool{}, false
 		g.mu.Unlock()
-		pods := w.rejectedReadingKind(k)
-		w.activate(klog.Background(), pods, "Requeued pods rejected by policies that read objects that changed", "kind", k.String())
+		pods := map[string]*v1.Pod{}
+		for p := range policies {
+			p.mu.Lock()
+			for _, pod := range p.rejected {
+				pods[klog.KObj(pod).String()] = pod
+			}
+			p.mu.Unlock()
+		}
+		w.activate(klog.Background(), pods, "Requeued pods rejected by policies whose objects changed", "kind", k.String())
 	})
 }
 
-// readsKind reports whether p holds a watch of k.
-func (p *policy) readsKind(k objectwatch.Kind) bool {
+// readChanged reports whether p reads kind k and the change from old to
+// new changes what it reads.
+func (p *policy) readChanged(k objectwatch.Kind, old, new *unstructured.Unstructured) bool {
 	p.objectsMu.Lock()
 	defer p.objectsMu.Unlock()
-	return slices.ContainsFunc(p.objects, func(a objectAccess) bool { return a.kind == k })
+	for _, a := range p.objects {
+		if a.kind == k && a.reader.Changed(old, new) {
+			return true
+		}
+	}
+	return false
 }

@@ -134,8 +134,12 @@ func (w *WasmPolicy) Close() error {
 func (p *policy) close() {
 	p.breaker.stop()
 	p.quarantine.reset()
-	if p.release != nil {
-		p.release()
+	p.objectsMu.Lock()
+	release := p.release
+	p.objectsClosed, p.release = true, nil
+	p.objectsMu.Unlock()
+	if release != nil {
+		release()
 	}
 	_ = p.runtime.Close(context.Background())
 }

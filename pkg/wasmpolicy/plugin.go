@@ -139,9 +139,10 @@ type policy struct {
 	counters *host.Counters
 	// objects are the watches of the kinds it declared (grants.go),
 	// acquired at its first load; release ends them when it closes.
-	objectsMu sync.Mutex
-	objects   []objectAccess
-	release   func()
+	objectsMu     sync.Mutex
+	objects       []objectAccess
+	release       func()
+	objectsClosed bool
 	// sourceObject is the object the module was last read from (the
 	// ConfigMap; nil for files): breaker Events are recorded on it. Under mu.
 	sourceObject runtime.Object

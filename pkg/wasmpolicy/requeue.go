@@ -12,7 +12,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
-	"github.com/wasmsched/wasmsched/pkg/objectwatch"
 )
 
 // A pod a policy rejected is retried when something the policy may have
@@ -150,27 +149,6 @@ func (w *WasmPolicy) watchNamespaceLabels(logger klog.Logger, informer cache.Sha
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: changed}); err != nil {
 		logger.Error(err, "Could not watch namespaces; pods rejected by policies that read namespace labels are retried on other events only")
 	}
-}
-
-// rejectedReadingKind lists the pods that the policies watching k
-// rejected, keeping the records.
-func (w *WasmPolicy) rejectedReadingKind(k objectwatch.Kind) map[string]*v1.Pod {
-	out := map[string]*v1.Pod{}
-	set := w.current()
-	if set == nil {
-		return out
-	}
-	for _, p := range set.all {
-		if !p.readsKind(k) {
-			continue
-		}
-		p.mu.Lock()
-		for _, pod := range p.rejected {
-			out[klog.KObj(pod).String()] = pod
-		}
-		p.mu.Unlock()
-	}
-	return out
 }
 
 // rejectedReading lists the pods that the policies declaring one of

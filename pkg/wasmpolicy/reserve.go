@@ -53,9 +53,19 @@ func (w *WasmPolicy) releaseCounts(uid string) {
 func (w *WasmPolicy) Counters(name string) *host.Counters { return w.countersFor(name) }
 
 // podFinished gives back what a pod that completed holds: it runs no more.
-func (w *WasmPolicy) podFinished(_, obj interface{}) {
-	if pod, ok := obj.(*v1.Pod); ok && (pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed) {
+// A pod that was bound leaves the policies' rejected pods: nothing is to
+// be retried for it, and the records (bounded) stay for the pods that
+// wait.
+func (w *WasmPolicy) podFinished(oldObj, obj interface{}) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		w.releaseCounts(string(pod.UID))
+	}
+	if old, ok := oldObj.(*v1.Pod); ok && old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
+		w.forgetRejected(pod)
 	}
 }
 

@@ -265,6 +265,10 @@ policies:
 		}
 	}
 
+	// A grant of a credentials' resource renders no RBAC, under any kind.
+	if _, err := helm(t, "template", release, chart, "--namespace", ns, "--set-json", `args.objects=[{"apiVersion":"v1","kind":"ConfigMap","resource":"secrets"}]`); err == nil || !strings.Contains(err.Error(), "ConfigMap (secrets) may not be granted") {
+		t.Errorf("a grant of secrets rendered: %v", err)
+	}
 	// rbac.create=false leaves the RBAC to the operator; replicas above one
 	// need leader election.
 	noRBAC, err := helm(t, "template", release, chart, "--namespace", ns, "--set", "rbac.create=false")

@@ -18,7 +18,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -29,7 +31,7 @@ import (
 )
 
 // watcherAs is an objectwatch.Watcher with the credentials of user.
-func watcherAs(t *testing.T, user string, changed func(objectwatch.Kind)) *objectwatch.Watcher {
+func watcherAs(t *testing.T, user string, changed func(objectwatch.Kind, *unstructured.Unstructured, *unstructured.Unstructured)) *objectwatch.Watcher {
 	t.Helper()
 	cfg := cp.RestConfig(user)
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -79,7 +81,14 @@ func TestObjectWatcherReadsGrantedKinds(t *testing.T) {
 	lease(t, nsB, "n3", "kubelet-n3", "x")
 
 	var changes atomic.Int64
-	w := watcherAs(t, controlplane.AdminUser, func(objectwatch.Kind) { changes.Add(1) })
+	var changedFields atomic.Bool
+	var onlyA *objectwatch.Reader
+	w := watcherAs(t, controlplane.AdminUser, func(_ objectwatch.Kind, old, new *unstructured.Unstructured) {
+		changes.Add(1)
+		if old != nil && new != nil && onlyA != nil && onlyA.Changed(old, new) {
+			changedFields.Store(true)
+		}
+	})
 	k, err := objectwatch.KindOf(&config.ObjectGrant{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Resource: "leases", Namespaces: []string{nsB, nsA}})
 	if err != nil {
 		t.Fatal(err)
@@ -100,11 +109,11 @@ func TestObjectWatcherReadsGrantedKinds(t *testing.T) {
 		}
 		fields = append(fields, p)
 	}
-	all, err := w.Reader(k, fields, nil)
+	all, err := w.Reader(k, fields, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	onlyA, err := w.Reader(k, fields, []string{nsA})
+	onlyA, err = w.Reader(k, fields, []string{nsA}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +154,30 @@ func TestObjectWatcherReadsGrantedKinds(t *testing.T) {
 	}
 	if all.Gen() == gen || changes.Load() == before {
 		t.Errorf("an update left the generation at %d (was %d) and the change count at %d", all.Gen(), gen, changes.Load())
+	}
+	if !changedFields.Load() {
+		t.Error("the holder's change is not a change of what the reader of its namespace reads")
+	}
+	// A change in a namespace the reader may not read, or of a field no
+	// reader declared, is not one of its changes.
+	n3, err := client.CoordinationV1().Leases(nsB).Get(ctx, "n3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u3, err := runtime.DefaultUnstructuredConverter.ToUnstructured(n3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldB := &unstructured.Unstructured{Object: u3}
+	newB := oldB.DeepCopy()
+	_ = unstructured.SetNestedField(newB.Object, "someone-else", "spec", "holderIdentity")
+	if onlyA.Changed(oldB, newB) || !all.Changed(oldB, newB) {
+		t.Errorf("a change in %s: reader of %s sees it %v, reader of all %v; want false, true", nsB, nsA, onlyA.Changed(oldB, newB), all.Changed(oldB, newB))
+	}
+	newB2 := oldB.DeepCopy()
+	_ = unstructured.SetNestedField(newB2.Object, "x", "spec", "preferredHolder")
+	if all.Changed(oldB, newB2) {
+		t.Error("a change of a field no reader declared is a change")
 	}
 
 	w.Release(k)
@@ -236,7 +269,7 @@ func TestObjectGrantsNeedRBACAndRetryPods(t *testing.T) {
 	e.pod("app2", nil, "100m")
 	e.rejected("app2")
 	lease(t, ns, "n1", "kubelet-n1", "x")
-	e.waitLog(`"Requeued pods rejected by policies that read objects that changed" kind="leases.coordination.k8s.io" pods=1`, 1, 10*time.Second)
+	e.waitLog(`"Requeued pods rejected by policies whose objects changed" kind="leases.coordination.k8s.io" pods=1`, 1, 10*time.Second)
 }
 
 // wasmsched rbac prints, from a scheduler's config, the Roles and

@@ -68,7 +68,7 @@ type assumedTop struct {
 // once there are more than scanTops of them (a large gang's cycle).
 type assumedSet struct {
 	tops  []assumedTop
-	byGen map[int64]int
+	byGen map[int64][]int
 }
 
 // scanTops is how many tops Generation scans before it looks one up by
@@ -95,9 +95,9 @@ func publishTops() {
 		set.tops = append(set.tops, assumedTop{gen: top.gen, stamp: top.stamp, name: name})
 	}
 	if len(set.tops) > scanTops {
-		set.byGen = make(map[int64]int, len(set.tops))
+		set.byGen = make(map[int64][]int, len(set.tops))
 		for i, t := range set.tops {
-			set.byGen[t.gen] = i
+			set.byGen[t.gen] = append(set.byGen[t.gen], i)
 		}
 	}
 	assumedTops.Store(set)
@@ -117,24 +117,22 @@ func Generation(ni fwk.NodeInfo) int64 {
 	// scheduler's cache, so the name is compared too. A node that changed
 	// for real since its mark has a new generation, and none of its
 	// entries is stale.
+	node := ni.Node()
+	if node == nil {
+		return gen
+	}
 	if set.byGen != nil {
-		if i, ok := set.byGen[gen]; ok {
-			return set.stampOf(i, ni, gen)
+		for _, i := range set.byGen[gen] {
+			if set.tops[i].name == node.Name {
+				return set.tops[i].stamp
+			}
 		}
 		return gen
 	}
 	for i := range set.tops {
-		if set.tops[i].gen == gen {
-			return set.stampOf(i, ni, gen)
+		if t := &set.tops[i]; t.gen == gen && t.name == node.Name {
+			return t.stamp
 		}
-	}
-	return gen
-}
-
-// stampOf is top i's stand-in generation if it is ni's node's, else gen.
-func (s *assumedSet) stampOf(i int, ni fwk.NodeInfo, gen int64) int64 {
-	if node := ni.Node(); node != nil && node.Name == s.tops[i].name {
-		return s.tops[i].stamp
 	}
 	return gen
 }

@@ -100,6 +100,19 @@ func TestGenerationWithManyMarkedNodes(t *testing.T) {
 			if Generation(other) != other.GetGeneration() {
 				t.Fatalf("a NodeInfo at another generation with a marked name: %d, want its own %d", Generation(other), other.GetGeneration())
 			}
+			// A NodeInfo of another node at a marked node's generation (a
+			// tool's own counter) keeps its own, and its mark is its own.
+			same := intree.NewNodeInfo()
+			same.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "same-gen"}})
+			same.Generation = nodes[0].GetGeneration()
+			if Generation(same) != same.GetGeneration() {
+				t.Fatalf("another node at n0's generation: %d, want its own %d", Generation(same), same.GetGeneration())
+			}
+			Assumed(same, "s")
+			if g := Generation(same); g >= 0 || g == Generation(nodes[0]) {
+				t.Fatalf("another node at n0's generation, marked: %d (n0's %d), want a mark of its own", g, Generation(nodes[0]))
+			}
+			Forgotten(same, "s")
 			for i, ni := range nodes[:n] {
 				if !Forgotten(ni, types.UID(fmt.Sprintf("p%d", i))) || Generation(ni) != ni.GetGeneration() {
 					t.Fatalf("node %d after its mark is taken off: %d, want %d", i, Generation(ni), ni.GetGeneration())

@@ -75,6 +75,9 @@ type TenantObjectGrant struct {
 	Kind       string
 	// Namespaces beyond the policy's own that it may read; empty: its own.
 	Namespaces []string
+	// ClusterScoped lets its policies read the objects of no namespace
+	// (a cluster-scoped kind): every one of them.
+	ClusterScoped bool
 }
 
 // PolicyObjects configures policies from Kubernetes objects

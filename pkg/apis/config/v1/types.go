@@ -95,6 +95,11 @@ type TenantObjectGrant struct {
 	// Namespaces are the namespaces, beyond the policy's own, whose
 	// objects its policies may read. Default: only its own.
 	Namespaces []string `json:"namespaces,omitempty"`
+	// ClusterScoped lets its policies read the objects of a cluster-scoped
+	// kind (such as DeviceClass): every object of the kind, since they
+	// are no namespace's. Default false: a team reads namespaced objects
+	// only.
+	ClusterScoped bool `json:"clusterScoped,omitempty"`
 }
 
 // PolicyObjects configures policies from Kubernetes objects.

@@ -37,11 +37,19 @@ var deniedKinds = map[schema.GroupKind]string{
 	{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"}: "CertificateSigningRequests carry credentials",
 }
 
+// deniedResources are the resources of deniedKinds, by group: a grant
+// names the resource RBAC and the watch use, which need not be its kind's.
+var deniedResources = map[schema.GroupResource]string{
+	{Group: "", Resource: "secrets"}:                                       "Secrets hold credentials, and a policy's reasons reach pods' events",
+	{Group: "", Resource: "serviceaccounts"}:                               "ServiceAccounts name the credentials of workloads",
+	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: "CertificateSigningRequests carry credentials",
+}
+
 // grantString is a grant as the args would spell it, for the fixes the
 // messages suggest.
 func grantString(apiVersion, kind, resource string) string {
 	if resource == "" {
-		resource = strings.ToLower(kind) + "s"
+		resource = "<plural>"
 	}
 	return fmt.Sprintf("{apiVersion: %s, kind: %s, resource: %s}", apiVersion, kind, resource)
 }
@@ -67,8 +75,12 @@ func validateObjectGrants(path *field.Path, grants []config.ObjectGrant) field.E
 			errs = append(errs, field.Invalid(ip.Child("resource"), g.Resource, fmt.Sprintf("must be the kind's plural as RBAC names it, such as leases (kubectl api-resources lists it): %s", strings.Join(msgs, "; "))))
 		}
 		gk := schema.GroupKind{Group: gv.Group, Kind: g.Kind}
-		if why, denied := deniedKinds[gk]; denied {
-			errs = append(errs, field.Forbidden(ip, fmt.Sprintf("%s may not be granted: %s; give policies what they need in another kind (a ConfigMap, a custom resource)", g.Kind, why)))
+		why, denied := deniedKinds[gk]
+		if !denied {
+			why, denied = deniedResources[schema.GroupResource{Group: gv.Group, Resource: g.Resource}]
+		}
+		if denied {
+			errs = append(errs, field.Forbidden(ip, fmt.Sprintf("%s (%s) may not be granted: %s; give policies what they need in another kind (a ConfigMap, a custom resource)", g.Kind, g.Resource, why)))
 		}
 		if j, dup := seen[gk]; dup {
 			errs = append(errs, field.Duplicate(ip, fmt.Sprintf("%s %s (also objects[%d]): grant each kind once, with the namespaces and fields of every policy that reads it", g.APIVersion, g.Kind, j)))

@@ -179,7 +179,7 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		{"a grant with namespaces and fields", objects(func(g *config.ObjectGrant) {
 			g.Namespaces, g.Fields = []string{"kube-node-lease"}, []string{"spec"}
 		}, nil), "", ""},
-		{"a read of a kind not granted", objects(nil, func(r *config.ObjectRead) { r.Kind = "ResourceSlice" }), "policies[0].objects[0]", "add {apiVersion: coordination.k8s.io/v1, kind: ResourceSlice, resource: resourceslices} to objects"},
+		{"a read of a kind not granted", objects(nil, func(r *config.ObjectRead) { r.Kind = "ResourceSlice" }), "policies[0].objects[0]", "add {apiVersion: coordination.k8s.io/v1, kind: ResourceSlice, resource: <plural>} to objects"},
 		{"a read of another version", objects(nil, func(r *config.ObjectRead) { r.APIVersion = "coordination.k8s.io/v1beta1" }), "policies[0].objects[0]", "not granted"},
 		{"a read without fields", objects(nil, func(r *config.ObjectRead) { r.Fields = nil }), "policies[0].objects[0].fields", "such as spec.renewTime"},
 		{"a read of a bad path", objects(nil, func(r *config.ObjectRead) { r.Fields = []string{"spec..renewTime"} }), "policies[0].objects[0].fields[0]", "not a field path"},
@@ -191,6 +191,8 @@ func TestValidateWasmPolicyArgs(t *testing.T) {
 		}, "policies[0].objects[1]", "declare each kind once"},
 		{"a grant of Secrets", objects(func(g *config.ObjectGrant) { g.APIVersion, g.Kind, g.Resource = "v1", "Secret", "secrets" },
 			func(r *config.ObjectRead) { r.APIVersion, r.Kind = "v1", "Secret" }), "objects[0]", "Secrets hold credentials"},
+		{"a grant of Secrets under another kind", objects(func(g *config.ObjectGrant) { g.APIVersion, g.Kind, g.Resource = "v1", "ConfigMap", "secrets" },
+			func(r *config.ObjectRead) { r.APIVersion, r.Kind = "v1", "ConfigMap" }), "objects[0]", "ConfigMap (secrets) may not be granted: Secrets hold credentials"},
 		{"a grant without its plural", objects(func(g *config.ObjectGrant) { g.Resource = "" }, nil), "objects[0].resource", "kubectl api-resources"},
 		{"a grant of a lower-case kind", objects(func(g *config.ObjectGrant) { g.Kind = "lease" }, nil), "objects[0].kind", "such as Lease"},
 		{"a grant without a version", objects(func(g *config.ObjectGrant) { g.APIVersion = "coordination.k8s.io" }, nil), "objects[0].apiVersion", "group/version"},
