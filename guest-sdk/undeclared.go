@@ -12,6 +12,9 @@ import (
 // read of the ABI to it). It is a switch, not the fields table, so that a
 // guest carries a few strings rather than the table.
 func undeclaredReason(fn string, num int32) string {
+	if fn == abi.FnObjectGet || fn == abi.FnObjectList {
+		return "declare objects[" + itoaInt(int(num)) + "] in policies[].objects (a kind the operator grants, with its fields) to use Objects"
+	}
 	scope, accessor := "Cluster", ""
 	switch fn {
 	case abi.FnPodObject:

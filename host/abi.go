@@ -40,7 +40,14 @@ type (
 	// Waiting are the pods waiting at a policy, as its permit, postfilter
 	// and unreserve reach them (docs/abi.md §3.7).
 	Waiting = hostabi.Waiting
+	// ObjectReader reads one of a policy's declared objects (docs/abi.md
+	// §4.10).
+	ObjectReader = hostabi.ObjectReader
 )
+
+// SetObjects gives the policy's guests the readers of its declared
+// objects, in the order of its declaration (objects[i] is read i).
+func (p *Policy) SetObjects(readers []ObjectReader) { p.objects.Store(&readers) }
 
 // NewPodState wraps a cycle's pod for its policies (hostabi.NewPodState).
 func NewPodState(pod *v1.Pod) *PodState { return hostabi.NewPodState(pod) }
@@ -100,6 +107,12 @@ func (a abiPolicy) BadTerm(term []byte)     { a.p.badTerm(term) }
 func (a abiPolicy) Refused(fn, why string)  { a.p.refused(fn, why) }
 func (a abiPolicy) LogPass(n int) int       { return a.p.pass(n) }
 func (a abiPolicy) PatchPrefixes() []string { return a.p.patchPrefixes }
+func (a abiPolicy) Objects() []ObjectReader {
+	if r := a.p.objects.Load(); r != nil {
+		return *r
+	}
+	return nil
+}
 func (a abiPolicy) Permits(scope fields.Scope, fn string, num int32) bool {
 	return a.p.permits(scope, fn, num)
 }

@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/host/internal/hostabi"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
@@ -136,6 +137,27 @@ var contextFns = []struct {
 	{"patch_label", never, never},
 	{"patch_annotation", never, never},
 	{"cycle_policies", never, never},
+	// Granted objects (§4.10), wherever there is a pod: read 0 holds one
+	// object, default/n1 with one declared field "a". object_get: the
+	// list ["a"] (9 bytes); object_list: one record (default, n1, a), 26
+	// bytes. Bad: a name outside memory, a selector that does not parse.
+	{"object_get", pod(9), pod(badArgs)},
+	{"object_list", pod(26), pod(badArgs)},
+}
+
+// oneObject is a declared read holding one object, default/n1, whose one
+// declared field is "a".
+type oneObject struct{}
+
+func (oneObject) Get(ns, name string) ([]string, bool) {
+	return []string{"a"}, ns == "default" && name == "n1"
+}
+
+func (oneObject) List(ns string, sel labels.Selector) ([]model.Object, error) {
+	if ns != "" && ns != "default" || !sel.Matches(labels.Set{}) {
+		return nil, nil
+	}
+	return []model.Object{{Namespace: "default", Name: "n1", Values: []string{"a"}}}, nil
 }
 
 // never answers NotAvailable in every context of the matrix.
@@ -277,6 +299,7 @@ func scores(in map[int]int64) func(int) int64 {
 func TestHostFunctionContexts(t *testing.T) {
 	p := newPolicy(t, newEngine(t), PolicySpec{Config: "k=v", MaxInstances: 1, Reads: allScopes()})
 	v := load(t, p, testguests.Fixture(t, "context"))
+	p.SetObjects([]ObjectReader{oneObject{}})
 	ps := NewPodState(&v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web", Labels: map[string]string{"team": "payments"}},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{

@@ -110,10 +110,13 @@ type Policy struct {
 	// timeouts bound each kind of call (timeout, or the preenqueue one).
 	timeouts      [NumCallKinds]time.Duration
 	patchPrefixes []string
-	initTimeout   time.Duration
-	retiredGrace  time.Duration
-	maxInstances  int
-	recycleBytes  uint32
+	// objects are the readers of the policy's declared objects
+	// (SetObjects), nil until its kinds are watched.
+	objects      atomic.Pointer[[]ObjectReader]
+	initTimeout  time.Duration
+	retiredGrace time.Duration
+	maxInstances int
+	recycleBytes uint32
 	// stackLimit is the call stack one call may use (bytes).
 	stackLimit int64
 

@@ -163,6 +163,22 @@ const (
 	// persistentVolumeClaim volumes with their claims, bound volumes and
 	// storage classes (docs/abi.md §4.6.3).
 	FnVolumeClaims = "volume_claims"
+	// FnObjectGet is `object_get(read, ns_ptr, ns_len, name_ptr, name_len,
+	// buf, cap) -> i32`: the declared fields of one object of a granted
+	// kind (docs/abi.md §4.10).
+	FnObjectGet = "object_get"
+	// FnObjectList is `object_list(read, ns_ptr, ns_len, sel_ptr, sel_len,
+	// buf, cap) -> i32`: the objects of a granted kind whose labels match
+	// a selector, with their declared fields (docs/abi.md §4.10).
+	FnObjectList = "object_list"
+)
+
+// Bounds of the granted object reads (docs/abi.md §4.10).
+const (
+	// MaxObjectName bounds object_get's namespace and name.
+	MaxObjectName = 253
+	// MaxObjectSelector bounds object_list's label selector.
+	MaxObjectSelector = 4096
 )
 
 // Formats for pod_object and node_object.

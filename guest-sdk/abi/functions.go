@@ -15,6 +15,7 @@ const (
 	SectionGates
 	SectionCounters
 	SectionPermit
+	SectionObjects
 )
 
 // SectionTitles are the headings of the sections in docs/abi.md.
@@ -29,6 +30,7 @@ var SectionTitles = map[Section]string{
 	SectionGates:      "4.7 Gates and patches (ABI v3: in `preenqueue` and `prebind`)",
 	SectionCounters:   "4.8 Counters (ABI v4: policies that declare KeepsState)",
 	SectionPermit:     "4.9 Waiting pods (ABI v4: in `permit`, `postfilter` and `unreserve`)",
+	SectionObjects:    "4.10 Granted objects (wherever the pod is; declared with `objects`)",
 }
 
 // HostFunction describes one function of module HostModule.
@@ -145,4 +147,9 @@ var HostFunctions = []HostFunction{
 		"allows the waiting pod with that UID on this policy's behalf: once every policy that made it wait allowed it, it goes on to be bound. 0; -1 if the pod is not waiting at this policy (the host logs the policy, the point and the fix); -2 for a UID outside memory or longer than 128 bytes; -3 outside `permit`, `postfilter` and `unreserve`"},
 	{FnPermitReject, SectionPermit, []Param{{"uid_ptr", I32}, {"uid_len", I32}, {"msg_ptr", I32}, {"msg_len", I32}}, i32Result,
 		"rejects the waiting pod with that UID: its placement is undone and the message (at most 1024 bytes) is in its `PodScheduled` condition as `WasmPolicy/<policy>: <message>`. 0; -1 if the pod is not waiting at this policy; -2 for a UID outside memory or longer than 128 bytes; -3 outside `permit`, `postfilter` and `unreserve`"},
+
+	{FnObjectGet, SectionObjects, []Param{{"read", I32}, {"ns_ptr", I32}, {"ns_len", I32}, {"name_ptr", I32}, {"name_len", I32}, {"buf", I32}, {"cap", I32}}, i32Result,
+		"the object named in namespace `ns` (empty for a cluster-scoped kind) of the kind the policy declared at `objects[read]`, as a string list (§5) of its declared fields in their order (a scalar as text, anything else as compact JSON, \"\" when absent), from the scheduler's watch of the kind. -1 if there is no such object, or it is in a namespace the policy may not read; -2 for a namespace or name outside memory or longer than 253 bytes; -3 in `_initialize`; -4 for a `read` the policy did not declare"},
+	{FnObjectList, SectionObjects, []Param{{"read", I32}, {"ns_ptr", I32}, {"ns_len", I32}, {"sel_ptr", I32}, {"sel_len", I32}, {"buf", I32}, {"cap", I32}}, i32Result,
+		"the objects of the kind declared at `objects[read]` in namespace `ns` (empty: every namespace the policy may read) whose labels match the label selector at `sel_ptr` (kubectl's syntax; empty: all), as records of 2 + n strings: namespace, name and the n declared fields, ordered by namespace and name. -2 for a selector that does not parse or is longer than 4096 bytes, or more than 4096 objects; -3 in `_initialize`; -4 for a `read` the policy did not declare"},
 }

@@ -95,3 +95,25 @@ func sortedKeys(m map[string]string) []string {
 	}
 	return keys
 }
+
+// EncodeObject encodes object_get's answer: the declared fields' values,
+// in their order.
+func EncodeObject(values []string) []byte { return encodeStrings(values) }
+
+// Object is one object of a granted kind as object_list reads it: its
+// namespace ("" for a cluster-scoped kind), name and declared fields.
+type Object struct {
+	Namespace, Name string
+	Values          []string
+}
+
+// EncodeObjects encodes object_list's answer: a record of namespace, name
+// and the declared fields per object, in the given order.
+func EncodeObjects(objs []Object) []byte {
+	var r records
+	for _, o := range objs {
+		r.add(o.Namespace, o.Name)
+		r.add(o.Values...)
+	}
+	return r.bytes()
+}

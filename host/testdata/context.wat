@@ -52,6 +52,8 @@
   (import "wasmsched" "patch_label" (func $patch_label (param i32 i32 i32 i32) (result i32)))
   (import "wasmsched" "patch_annotation" (func $patch_annotation (param i32 i32 i32 i32) (result i32)))
   (import "wasmsched" "cycle_policies" (func $cycle_policies (param i32 i32) (result i32)))
+  (import "wasmsched" "object_get" (func $object_get (param i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "object_list" (func $object_list (param i32 i32 i32 i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (data (i32.const 0) "team")
   (data (i32.const 8) "cpu")
@@ -62,6 +64,7 @@
   (data (i32.const 144) "\01\00\00\00\05\00\00\00bogus")
   (data (i32.const 160) "uid-none")
   (data (i32.const 176) "team in")
+  (data (i32.const 192) "n1")
   (func (export "abi_version") (result i32) (i32.const 1))
   ;; Every exported point, and KeepsState (1<<30): reserve and unreserve
   ;; need it, and with it the counters answer.
@@ -121,6 +124,11 @@
     (i64.store offset=296 (local.get $row) (i64.extend_i32_s (call $patch_label (i32.const 0) (i32.const 4) (i32.const 0) (i32.const 4))))
     (i64.store offset=304 (local.get $row) (i64.extend_i32_s (call $patch_annotation (i32.const 0) (i32.const 4) (i32.const 0) (i32.const 4))))
     (i64.store offset=312 (local.get $row) (i64.extend_i32_s (call $cycle_policies (i32.const 1024) (i32.const 64))))
+    ;; Granted objects: read 0's object default/n1, and every object of it
+    ;; (an empty selector). Bad: a name outside memory, a selector that
+    ;; does not parse ("team in").
+    (i64.store offset=320 (local.get $row) (i64.extend_i32_s (call $object_get (i32.const 0) (i32.const 96) (i32.const 7) (i32.const 192) (i32.const 2) (i32.const 1024) (i32.const 64))))
+    (i64.store offset=328 (local.get $row) (i64.extend_i32_s (call $object_list (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (i32.const 64))))
     (i64.store offset=512 (local.get $row) (i64.extend_i32_s (call $config (i32.const 0xfffffff0) (i32.const 64))))
     (i64.store offset=520 (local.get $row) (i64.extend_i32_s (call $pod_string (i32.const 99) (i32.const 1024) (i32.const 64))))
     (i64.store offset=528 (local.get $row) (i64.extend_i32_s (call $pod_label (i32.const 0xfffffff0) (i32.const 4) (i32.const 1024) (i32.const 64))))
@@ -157,6 +165,8 @@
     (i64.store offset=808 (local.get $row) (i64.extend_i32_s (call $patch_label (i32.const 0xfffffff0) (i32.const 4) (i32.const 0) (i32.const 4))))
     (i64.store offset=816 (local.get $row) (i64.extend_i32_s (call $patch_annotation (i32.const 0xfffffff0) (i32.const 4) (i32.const 0) (i32.const 4))))
     (i64.store offset=824 (local.get $row) (i64.extend_i32_s (call $cycle_policies (i32.const 0xfffffff0) (i32.const 64))))
+    (i64.store offset=832 (local.get $row) (i64.extend_i32_s (call $object_get (i32.const 0) (i32.const 96) (i32.const 7) (i32.const 0xfffffff0) (i32.const 2) (i32.const 1024) (i32.const 64))))
+    (i64.store offset=840 (local.get $row) (i64.extend_i32_s (call $object_list (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 176) (i32.const 7) (i32.const 1024) (i32.const 64))))
   )
   (func (export "_initialize") (call $probe (i32.const 0)))
   (func (export "prefilter") (param i64) (call $probe (i32.const 1)))

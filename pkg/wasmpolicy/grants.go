@@ -8,8 +8,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+	"github.com/wasmsched/wasmsched/host"
 
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	"github.com/wasmsched/wasmsched/pkg/apis/config/validation"
@@ -101,7 +105,34 @@ func (w *WasmPolicy) acquireObjects(ctx context.Context, p *policy) error {
 	p.objects = got
 	p.release = func() { w.releaseObjects(p) }
 	p.objectsMu.Unlock()
+	if hr, ok := p.runtime.(hostRuntime); ok {
+		readers := make([]host.ObjectReader, len(got))
+		for i, a := range got {
+			readers[i] = objectReader{a.reader}
+		}
+		hr.p.SetObjects(readers)
+	}
 	return nil
+}
+
+// objectReader is a watch's reader as guests' object reads use it.
+type objectReader struct{ r *objectwatch.Reader }
+
+func (o objectReader) Get(namespace, name string) ([]string, bool) {
+	values, _, found := o.r.Get(namespace, name)
+	return values, found
+}
+
+func (o objectReader) List(namespace string, sel labels.Selector) ([]model.Object, error) {
+	objs, err := o.r.List(namespace, sel)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.Object, len(objs))
+	for i, obj := range objs {
+		out[i] = model.Object{Namespace: obj.Namespace, Name: obj.Name, Values: obj.Values}
+	}
+	return out, nil
 }
 
 // acquireAll acquires the watch and makes the reader of each of p's

@@ -54,6 +54,9 @@ type Policy interface {
 	LogPass(n int) int
 	// PatchPrefixes are the keys its prebind may write.
 	PatchPrefixes() []string
+	// Objects are the readers of its declared objects, by declaration
+	// (objects[i]); none while the kinds are not watched.
+	Objects() []ObjectReader
 }
 
 // Runtime is what host functions tell the runtime about the call in flight.

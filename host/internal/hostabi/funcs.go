@@ -22,7 +22,7 @@ import (
 // answers abi.BadArgs instead of trapping; none of them can make the host
 // read or write outside the calling instance's memory. The runtime adds
 // them to each wazero runtime (wrapped to count toward deadline checks).
-var Funcs = mergeFuncs(callFuncs, podFuncs, nodeFuncs, clusterFuncs, tableFuncs, gateFuncs, counterFuncs, permitFuncs)
+var Funcs = mergeFuncs(callFuncs, podFuncs, nodeFuncs, clusterFuncs, tableFuncs, gateFuncs, counterFuncs, permitFuncs, objectFuncs)
 
 // mergeFuncs puts tables of host functions together; a name in two of
 // them is a bug, caught at start.

@@ -1,0 +1,73 @@
+package sdk
+
+import (
+	"errors"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+)
+
+// Objects reads the objects of a kind the operator granted, as the policy
+// declared it at objects[i] of its args (or its policy object's spec):
+// the declared fields of each object, in their order (docs/abi.md §4.10).
+// The host answers from the scheduler's watch of the kind.
+type Objects struct{ read int32 }
+
+// ObjectsOf returns the reader of the policy's declared read i
+// (objects[i]).
+func ObjectsOf(i int) Objects { return Objects{read: int32(i)} }
+
+// Object is one object of a declared read: its namespace ("" for a
+// cluster-scoped kind), its name, and its declared fields in their order
+// (a scalar as text, a map or list as compact JSON, "" when absent).
+type Object struct {
+	Namespace, Name string
+	Fields          []string
+}
+
+// Errors of Objects.List.
+var (
+	// ErrObjectsNotDeclared: the policy declared no objects[i], or its
+	// kind is not watched (the policy's load reports why).
+	ErrObjectsNotDeclared = errors.New("objects: no such declared read; declare it in policies[].objects")
+	// ErrBadObjectQuery: the selector does not parse, or more than 4096
+	// objects match (select fewer by namespace or labels).
+	ErrBadObjectQuery = errors.New("objects: bad selector, or too many objects match")
+)
+
+// Get returns the declared fields of object namespace/name, and false
+// when there is no such object (or it is in a namespace the policy may
+// not read).
+func (o Objects) Get(namespace, name string) ([]string, bool) {
+	b, code := objectGet(o.read, namespace, name)
+	if code != 0 {
+		if code == abi.NotDeclared {
+			notDeclared(abi.FnObjectGet, o.read)
+		}
+		return nil, false
+	}
+	r := abi.NewListReader(b)
+	return next(&r, r.Len()), true
+}
+
+// List returns the objects of namespace ("" for every namespace the
+// policy may read) whose labels match selector (kubectl's syntax; "" for
+// all), ordered by namespace and name. The native backend takes
+// equality-based selectors only (=, ==, !=, a key alone, !key).
+func (o Objects) List(namespace, selector string, fields int) ([]Object, error) {
+	b, code := objectList(o.read, namespace, selector)
+	switch code {
+	case 0:
+	case abi.NotDeclared:
+		notDeclared(abi.FnObjectList, o.read)
+		return nil, ErrObjectsNotDeclared
+	default:
+		return nil, ErrBadObjectQuery
+	}
+	var out []Object
+	r := abi.NewListReader(b)
+	for r.Len() >= 2+fields {
+		f := next(&r, 2+fields)
+		out = append(out, Object{Namespace: f[0], Name: f[1], Fields: f[2:]})
+	}
+	return out, nil
+}

@@ -1,0 +1,71 @@
+//go:build !wasip1
+
+package sdk
+
+import (
+	"sort"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+)
+
+// nativeObjects are the objects of each declared read (SetObjects).
+var nativeObjects map[int32][]Object
+
+// SetObjects gives the native backend the objects of declared read i, as
+// the host's watch would hold them: nil objects makes the read undeclared.
+// Tests and case tables call it.
+func SetObjects(i int, objects []Object) {
+	if nativeObjects == nil {
+		nativeObjects = map[int32][]Object{}
+	}
+	if objects == nil {
+		delete(nativeObjects, int32(i))
+		return
+	}
+	nativeObjects[int32(i)] = objects
+}
+
+func objectGet(read int32, ns, name string) ([]byte, int32) {
+	objs, ok := nativeObjects[read]
+	if !ok {
+		return nil, abi.NotDeclared
+	}
+	for _, o := range objs {
+		if o.Namespace == ns && o.Name == name {
+			return model.EncodeObject(o.Fields), 0
+		}
+	}
+	return nil, abi.NotFound
+}
+
+func objectList(read int32, ns, selector string) ([]byte, int32) {
+	objs, ok := nativeObjects[read]
+	if !ok {
+		return nil, abi.NotDeclared
+	}
+	if _, ok := parseSelector(selector); !ok {
+		return nil, abi.BadArgs
+	}
+	var out []model.Object
+	for _, o := range objs {
+		if ns == "" || o.Namespace == ns {
+			out = append(out, model.Object{Namespace: o.Namespace, Name: o.Name, Values: o.Fields})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return model.EncodeObjects(out), 0
+}
+
+// notDeclared records, natively, the Error of a read the policy did not
+// declare, as the host's NotDeclared makes the guest report it.
+func notDeclared(fn string, num int32) {
+	if nativeUndeclared == "" {
+		nativeUndeclared = undeclaredReason(fn, num)
+	}
+}

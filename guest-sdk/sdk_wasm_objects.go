@@ -1,0 +1,38 @@
+//go:build wasip1
+
+package sdk
+
+//go:wasmimport wasmsched object_get
+func hostObjectGet(read int32, np, nl, mp, ml, buf, capacity uint32) int32
+
+//go:wasmimport wasmsched object_list
+func hostObjectList(read int32, np, nl, sp, sl, buf, capacity uint32) int32
+
+// objectGet and objectList call the host directly, so only guests that
+// read objects import the functions; code is 0 or the host's answer.
+func objectGet(read int32, ns, name string) ([]byte, int32) {
+	return sized(func(buf, capacity uint32) int32 {
+		return hostObjectGet(read, strPtr(ns), uint32(len(ns)), strPtr(name), uint32(len(name)), buf, capacity)
+	})
+}
+
+func objectList(read int32, ns, selector string) ([]byte, int32) {
+	return sized(func(buf, capacity uint32) int32 {
+		return hostObjectList(read, strPtr(ns), uint32(len(ns)), strPtr(selector), uint32(len(selector)), buf, capacity)
+	})
+}
+
+// sized calls a read that answers its length, then again with room for
+// it; a negative answer is returned as the code.
+func sized(call func(buf, capacity uint32) int32) ([]byte, int32) {
+	n := call(0, 0)
+	for n > 0 {
+		b := make([]byte, n)
+		m := call(ptrOf(b), uint32(n))
+		if m <= n {
+			return b[:max(m, 0)], min(m, 0)
+		}
+		n = m // the objects changed in between
+	}
+	return nil, min(n, 0)
+}

@@ -1,0 +1,93 @@
+package hostabi
+
+import (
+	"context"
+
+	"github.com/tetratelabs/wazero/api"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/abi"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+)
+
+// ObjectReader reads one declared kind of a policy's objects (docs/abi.md
+// §4.10): the scheduler's watch of a kind the operator granted, limited to
+// the namespaces the policy may read and to the fields it declared.
+type ObjectReader interface {
+	// Get returns the declared fields of object namespace/name; found is
+	// false when there is none, or the policy may not read namespace.
+	Get(namespace, name string) (values []string, found bool)
+	// List returns the objects of namespace ("" every namespace the policy
+	// may read) whose labels sel matches, ordered by namespace and name;
+	// it fails past its bound.
+	List(namespace string, sel labels.Selector) ([]model.Object, error)
+}
+
+// objectReader is the reader of the policy's declared read i, or nil.
+func objectReader(in *Call, i int32) ObjectReader {
+	readers := in.Policy.Objects()
+	if i < 0 || int(i) >= len(readers) {
+		return nil
+	}
+	return readers[i]
+}
+
+// objectFuncs are the granted object reads (abi.SectionObjects).
+var objectFuncs = map[string]api.GoModuleFunc{
+	abi.FnObjectGet: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		if in.Pod == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		r := objectReader(in, int32(s[0]))
+		if r == nil {
+			s[0] = retNotDeclared
+			return
+		}
+		ns, ok1 := m.Memory().Read(uint32(s[1]), uint32(s[2]))
+		name, ok2 := m.Memory().Read(uint32(s[3]), uint32(s[4]))
+		if !ok1 || !ok2 || len(ns) > abi.MaxObjectName || len(name) > abi.MaxObjectName {
+			s[0] = retBadArgs
+			return
+		}
+		// What an object read answers can change between cycles.
+		in.VariesByPod = true
+		values, found := r.Get(string(ns), string(name))
+		if !found {
+			s[0] = retNotFound
+			return
+		}
+		s[0] = writeOut(m, s[5], s[6], model.EncodeObject(values))
+	},
+	abi.FnObjectList: func(ctx context.Context, m api.Module, s []uint64) {
+		in := CallOf(ctx)
+		if in.Pod == nil {
+			s[0] = retNotAvailable
+			return
+		}
+		r := objectReader(in, int32(s[0]))
+		if r == nil {
+			s[0] = retNotDeclared
+			return
+		}
+		ns, ok1 := m.Memory().Read(uint32(s[1]), uint32(s[2]))
+		sel, ok2 := m.Memory().Read(uint32(s[3]), uint32(s[4]))
+		if !ok1 || !ok2 || len(ns) > abi.MaxObjectName || len(sel) > abi.MaxObjectSelector {
+			s[0] = retBadArgs
+			return
+		}
+		selector, err := labels.Parse(string(sel))
+		if err != nil {
+			s[0] = retBadArgs
+			return
+		}
+		in.VariesByPod = true
+		objs, err := r.List(string(ns), selector)
+		if err != nil {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[5], s[6], model.EncodeObjects(objs))
+	},
+}
