@@ -24,6 +24,16 @@ type Object struct {
 	Fields          []string
 }
 
+// ObjectData is an object of a declared read as tests and case tables give
+// it to the native backend (SetObjects): with its labels, which List's
+// selector matches.
+type ObjectData struct {
+	Namespace string            `json:"namespace,omitempty"`
+	Name      string            `json:"name"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Fields    []string          `json:"fields"`
+}
+
 // Errors of Objects.List.
 var (
 	// ErrObjectsNotDeclared: the policy declared no objects[i], or its

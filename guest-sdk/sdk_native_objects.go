@@ -10,14 +10,14 @@ import (
 )
 
 // nativeObjects are the objects of each declared read (SetObjects).
-var nativeObjects map[int32][]Object
+var nativeObjects map[int32][]ObjectData
 
 // SetObjects gives the native backend the objects of declared read i, as
 // the host's watch would hold them: nil objects makes the read undeclared.
 // Tests and case tables call it.
-func SetObjects(i int, objects []Object) {
+func SetObjects(i int, objects []ObjectData) {
 	if nativeObjects == nil {
-		nativeObjects = map[int32][]Object{}
+		nativeObjects = map[int32][]ObjectData{}
 	}
 	if objects == nil {
 		delete(nativeObjects, int32(i))
@@ -44,12 +44,13 @@ func objectList(read int32, ns, selector string) ([]byte, int32) {
 	if !ok {
 		return nil, abi.NotDeclared
 	}
-	if _, ok := parseSelector(selector); !ok {
+	match, ok := parseSelector(selector)
+	if !ok {
 		return nil, abi.BadArgs
 	}
 	var out []model.Object
 	for _, o := range objs {
-		if ns == "" || o.Namespace == ns {
+		if (ns == "" || o.Namespace == ns) && match(o.Labels) {
 			out = append(out, model.Object{Namespace: o.Namespace, Name: o.Name, Values: o.Fields})
 		}
 	}
