@@ -27,6 +27,10 @@ type File struct {
 	// PatchPrefixes are the policy's policies[].patchPrefixes: the keys
 	// its PreBind may write.
 	PatchPrefixes []string `json:"patchPrefixes,omitempty"`
+	// Objects are the policy's policies[].objects: the granted kinds it
+	// reads, with their fields (read i is objects[i]). Each case gives the
+	// objects of each read (Case.Objects).
+	Objects []ObjectRead `json:"objects,omitempty"`
 	// FailurePolicy is the policy's policies[].failurePolicy, Fail (the
 	// default) or Ignore. Expectations are the guest's own codes; each
 	// case's outcome also says what the scheduler makes of its verdict
@@ -63,6 +67,11 @@ type Case struct {
 	// classes. Without it, or without its nodes, the cluster's nodes are
 	// the case's own; without namespaces or claims, there are none.
 	Cluster *Cluster `json:"cluster,omitempty"`
+	// Objects are the objects of each declared read (File.Objects), by
+	// read: what the scheduler's watch of the kind holds in the case, with
+	// the declared fields' values in their order. A read without an entry
+	// holds no object.
+	Objects [][]sdk.ObjectData `json:"objects,omitempty"`
 	// Now is the wall clock (RFC 3339) the case runs at: sdk.Now natively,
 	// the module's clock in the host. Unset, natively the real clock and
 	// in the host the deterministic one (docs/abi.md §1).
@@ -392,4 +401,28 @@ func CheckPreBind(want *ExpectPreBind, code int32, reason string, labels, annota
 		out = append(out, fmt.Sprintf("preBind annotations = %v, want %v", annotations, want.Annotations))
 	}
 	return strings.Join(out, "; ")
+}
+
+// ObjectRead is a policy's read of a granted kind (policies[].objects[i]).
+type ObjectRead struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Fields     []string `json:"fields"`
+}
+
+// SetObjects gives the native backend the case's objects of each of
+// reads; the returned func makes the reads undeclared again.
+func (c *Case) SetObjects(reads []ObjectRead) (reset func()) {
+	for i := range reads {
+		objs := []sdk.ObjectData{}
+		if i < len(c.Objects) && c.Objects[i] != nil {
+			objs = c.Objects[i]
+		}
+		sdk.SetObjects(i, objs)
+	}
+	return func() {
+		for i := range reads {
+			sdk.SetObjects(i, nil)
+		}
+	}
 }

@@ -29,6 +29,8 @@ func RunNative(t *testing.T, path string) {
 	for _, c := range f.Cases {
 		clock, _ := c.Clock() // Load checked it
 		sdk.SetNow(clock)
+		// Each case sets every declared read's objects.
+		defer c.SetObjects(f.Objects)()
 		if c.HasGates() {
 			t.Run(c.Name+"/gates", func(t *testing.T) {
 				defer sdk.ResetCounters()

@@ -98,6 +98,7 @@ func RunModule(ctx context.Context, e *host.Engine, spec host.PolicySpec, wasm [
 			_ = p.Close(ctx)
 			return nil, err
 		}
+		p.SetObjects(sched.objects.readers(len(f.Objects)))
 		r := run(ctx, v, sched, &sub, gspec.Counters)
 		sched.close()
 		r.Size, r.LoadDuration, r.TableBatches = v.Size(), v.LoadDuration(), v.TableBatches()
@@ -150,6 +151,7 @@ func run(ctx context.Context, v *host.Version, sched *scheduler, f *casetest.Fil
 	}
 	i := -1
 	for _, c := range f.Cases {
+		sched.objects.set(&c)
 		if len(c.Nodes) > 0 {
 			r.Cases = append(r.Cases, runNodes(ctx, v, sched, c, r))
 			continue

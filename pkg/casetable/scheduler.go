@@ -24,8 +24,10 @@ import (
 // mean what they mean in the scheduler; the table's own checks (the
 // guest's codes, batch against single forms) call the module directly.
 type scheduler struct {
-	plugin *wasmpolicy.WasmPolicy
-	dir    string
+	// objects are the case's objects, which both the module and the plugin read.
+	objects *caseObjects
+	plugin  *wasmpolicy.WasmPolicy
+	dir     string
 }
 
 func newScheduler(ctx context.Context, spec host.PolicySpec, wasm []byte, f *casetest.File) (*scheduler, error) {
@@ -40,6 +42,8 @@ func newScheduler(ctx context.Context, spec host.PolicySpec, wasm []byte, f *cas
 	}
 	pc := configv1.DefaultPolicy(spec.Name, config.Source{File: path})
 	pc.Config, pc.Reads, pc.PatchPrefixes, pc.FailurePolicy = spec.Config, spec.Reads, spec.PatchPrefixes, failurePolicy(f)
+	reads, grants := objectReads(f)
+	pc.Objects = reads
 	if spec.Timeout > 0 {
 		pc.Timeout = spec.Timeout
 	}
@@ -50,10 +54,13 @@ func newScheduler(ctx context.Context, spec host.PolicySpec, wasm []byte, f *cas
 		pc.MemoryLimit = spec.MemoryLimitBytes
 	}
 	args := configv1.DefaultArgs(pc)
+	args.Objects = grants
+	objs := &caseObjects{}
 	args.MaxInstancesPerPolicy, args.FilePollInterval = max(int32(spec.MaxInstances), 1), time.Hour
 	// Compiled once per module across tables and runs, as policytest does.
 	args.CompilationCacheDir = filepath.Join(os.TempDir(), "wasmsched-casetable-cache")
-	opts := []wasmpolicy.Option{wasmpolicy.WithInitialLoadTimeout(5 * time.Minute)}
+	opts := []wasmpolicy.Option{wasmpolicy.WithInitialLoadTimeout(5 * time.Minute),
+		wasmpolicy.WithObjectReaders(func(string) []host.ObjectReader { return objs.readers(len(reads)) })}
 	if !spec.Clock.IsZero() {
 		opts = append(opts, wasmpolicy.WithClock(spec.Clock))
 	}
@@ -62,7 +69,7 @@ func newScheduler(ctx context.Context, spec host.PolicySpec, wasm []byte, f *cas
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &scheduler{plugin: w, dir: dir}
+	s := &scheduler{plugin: w, dir: dir, objects: objs}
 	if missing := w.Unloaded(); len(missing) > 0 {
 		s.close()
 		return nil, fmt.Errorf("the module does not load as a WasmPolicy policy: %v", missing)

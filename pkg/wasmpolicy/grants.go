@@ -89,6 +89,15 @@ func (w *WasmPolicy) acquireObjects(ctx context.Context, p *policy) error {
 	if closed {
 		return fmt.Errorf("objects: the policy was removed while it loaded")
 	}
+	if w.opts.objectReaders != nil {
+		if hr, ok := p.runtime.(hostRuntime); ok {
+			hr.p.SetObjects(w.opts.objectReaders(p.cfg.Name))
+		}
+		p.objectsMu.Lock()
+		p.objects = []objectAccess{}
+		p.objectsMu.Unlock()
+		return nil
+	}
 	if w.grants == nil {
 		return fmt.Errorf("objects: the policy reads objects, but this scheduler grants none or has no Kubernetes client; grant the kinds in WasmPolicy's args (objects)")
 	}

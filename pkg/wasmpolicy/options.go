@@ -23,6 +23,9 @@ const DefaultInitialLoadTimeout = 10 * time.Second
 // options are the plugin's settings that are not part of its args: they
 // belong to the program hosting the plugin (the scheduler, the CLI, tests).
 type options struct {
+	// objectReaders, when set, give each policy's declared objects in
+	// place of the scheduler's watches (tools: case tables).
+	objectReaders      func(policy string) []host.ObjectReader
 	clock              time.Time
 	initialLoadTimeout time.Duration
 	retiredGrace       time.Duration
@@ -178,6 +181,13 @@ func logProgress(logger klog.Logger) func(LoadProgress) {
 	return func(lp LoadProgress) {
 		logger.Info("Loading policies", "serving", lp.Serving, "failed", lp.Failed, "loading", lp.Loading, "total", lp.Total(), "elapsed", lp.Elapsed.Round(time.Millisecond))
 	}
+}
+
+// WithObjectReaders gives the policies' declared objects (policies[].objects)
+// from readers, by policy name, instead of watches of the granted kinds:
+// for tools that run policies on objects of their own (case tables).
+func WithObjectReaders(readers func(policy string) []host.ObjectReader) Option {
+	return func(o *options) { o.objectReaders = readers }
 }
 
 // WithPolicyEdit changes the config of every policy the plugin builds, from

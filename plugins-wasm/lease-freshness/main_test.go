@@ -5,6 +5,7 @@ import (
 	"time"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
 )
 
 // The policy natively, on Leases the test sets: fresh, stale, missing,
@@ -48,4 +49,11 @@ func TestFilter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCases runs the policy's case table natively; the main module's
+// test/policies replays the same table against the compiled module.
+func TestCases(t *testing.T) {
+	loaded, maxAge, rejectMissing, configError = false, 20*time.Second, false, ""
+	casetest.RunNative(t, "testdata.json")
 }

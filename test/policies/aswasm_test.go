@@ -129,3 +129,41 @@ func TestOtherCaseTablesAsWasm(t *testing.T) {
 		t.Error("no testdata-*.json table found; team-isolation has one (spill and require)")
 	}
 }
+
+// The examples that read granted objects (lease-freshness) replay their
+// case tables against their compiled modules too, each case's objects
+// given to the module and to the plugin as the scheduler's watch would
+// hold them. They are not among testguests.Policies: the many-policy
+// tests run those without grants.
+func TestObjectPoliciesAsWasm(t *testing.T) {
+	root, err := testguests.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := host.NewEngine(host.EngineOptions{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	for _, tc := range testguests.Toolchains {
+		for _, name := range []string{"lease-freshness"} {
+			t.Run(string(tc)+"/"+name, func(t *testing.T) {
+				file, err := casetest.Load(filepath.Join(root, "plugins-wasm", name, "testdata.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := casetable.RunModule(context.Background(), engine, host.PolicySpec{Name: name, Timeout: time.Second, MaxInstances: 4}, testguests.PolicyBytes(t, tc, name), file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range r.Failures() {
+					t.Error(f)
+				}
+				if len(r.Cases) != len(file.Cases) {
+					t.Errorf("%d cases ran, want %d", len(r.Cases), len(file.Cases))
+				}
+				t.Log(r.Summary())
+			})
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package casetable
+
+import (
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+)
+
+// caseObjects are the objects of the case being run (Case.Objects), which
+// the module's readers and the scheduler's read, as the scheduler's watch
+// of each declared kind would hold them.
+type caseObjects struct {
+	mu  sync.Mutex
+	cur [][]sdk.ObjectData
+}
+
+func (o *caseObjects) set(c *casetest.Case) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.cur = c.Objects
+}
+
+// readers are the readers of the n declared reads.
+func (o *caseObjects) readers(n int) []host.ObjectReader {
+	out := make([]host.ObjectReader, n)
+	for i := range out {
+		out[i] = caseReader{o, i}
+	}
+	return out
+}
+
+// caseReader is one declared read of the case's objects.
+type caseReader struct {
+	o *caseObjects
+	i int
+}
+
+func (r caseReader) objects() []sdk.ObjectData {
+	r.o.mu.Lock()
+	defer r.o.mu.Unlock()
+	if r.i < len(r.o.cur) {
+		return r.o.cur[r.i]
+	}
+	return nil
+}
+
+func (r caseReader) Get(ns, name string) ([]string, bool) {
+	for _, obj := range r.objects() {
+		if obj.Namespace == ns && obj.Name == name {
+			return obj.Fields, true
+		}
+	}
+	return nil, false
+}
+
+func (r caseReader) List(ns string, sel labels.Selector) ([]model.Object, error) {
+	var out []model.Object
+	for _, obj := range r.objects() {
+		if (ns == "" || obj.Namespace == ns) && sel.Matches(labels.Set(obj.Labels)) {
+			out = append(out, model.Object{Namespace: obj.Namespace, Name: obj.Name, Values: obj.Fields})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// objectReads are a table's declared reads as policies[].objects, and the
+// grants they need.
+func objectReads(f *casetest.File) ([]config.ObjectRead, []config.ObjectGrant) {
+	var reads []config.ObjectRead
+	var grants []config.ObjectGrant
+	for _, r := range f.Objects {
+		reads = append(reads, config.ObjectRead{APIVersion: r.APIVersion, Kind: r.Kind, Fields: r.Fields})
+		grants = append(grants, config.ObjectGrant{APIVersion: r.APIVersion, Kind: r.Kind, Resource: "casetable"})
+	}
+	return reads, grants
+}
