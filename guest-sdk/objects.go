@@ -55,7 +55,7 @@ func (o Objects) Get(namespace, name string) ([]string, bool) {
 		}
 		return nil, false
 	}
-	r := abi.NewListReader(b)
+	r := abi.NewListReader(b) // next copies the strings out of the scratch bytes
 	return next(&r, r.Len()), true
 }
 

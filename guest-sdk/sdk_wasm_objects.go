@@ -22,10 +22,14 @@ func objectList(read int32, ns, selector string) ([]byte, int32) {
 	})
 }
 
-// sized calls a read that answers its length, then again with room for
-// it; a negative answer is returned as the code.
+// sized calls a read into the scratch buffer, and again with room for
+// its answer when that did not fit; a negative answer is returned as the
+// code. The bytes are the scratch buffer's until the next read.
 func sized(call func(buf, capacity uint32) int32) ([]byte, int32) {
-	n := call(0, 0)
+	n := call(ptrOf(scratch), uint32(len(scratch)))
+	if n >= 0 && int(n) <= len(scratch) {
+		return scratch[:n], 0
+	}
 	for n > 0 {
 		b := make([]byte, n)
 		m := call(ptrOf(b), uint32(n))

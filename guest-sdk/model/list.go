@@ -97,8 +97,18 @@ func sortedKeys(m map[string]string) []string {
 }
 
 // EncodeObject encodes object_get's answer: the declared fields' values,
-// in their order.
-func EncodeObject(values []string) []byte { return encodeStrings(values) }
+// in their order, in one allocation (object_get runs per node).
+func EncodeObject(values []string) []byte {
+	n := 4
+	for _, v := range values {
+		n += 4 + len(v)
+	}
+	b := abi.AppendListHeader(make([]byte, 0, n), len(values))
+	for _, v := range values {
+		b = abi.AppendString(b, v)
+	}
+	return b
+}
 
 // Object is one object of a granted kind as object_list reads it: its
 // namespace ("" for a cluster-scoped kind), name and declared fields.
