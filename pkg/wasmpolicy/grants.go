@@ -34,9 +34,10 @@ const ReasonObjectsNotWatched = "ObjectsNotWatched"
 
 // objectsChangedDelay coalesces the changes of granted kinds before the
 // pods rejected by the policies that read them are retried, which skips
-// their backoff: at most one retry a second, however often the objects
-// change (Leases: every few seconds per node).
-const objectsChangedDelay = time.Second
+// their backoff: at most two retries a second, however often the objects
+// change (Leases: every few seconds per node), and an edit takes effect
+// within a second.
+const objectsChangedDelay = 500 * time.Millisecond
 
 // objectAccess is one declared read: the kind's watch and the policy's
 // reader of it.
@@ -224,8 +225,8 @@ func (w *WasmPolicy) releaseObjects(p *policy) {
 }
 
 // objectsChanged notes the policies whose reads a change of kind k's
-// objects changes, and retries the pods they rejected once a second at
-// most: a kind such as Leases changes every few seconds per node.
+// objects changes, and retries the pods they rejected, coalesced over
+// objectsChangedDelay.
 func (w *WasmPolicy) objectsChanged(k objectwatch.Kind, old, new *unstructured.Unstructured) {
 	g := w.grants
 	set := w.current()

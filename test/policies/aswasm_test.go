@@ -146,7 +146,7 @@ func TestObjectPoliciesAsWasm(t *testing.T) {
 	}
 	defer engine.Close()
 	for _, tc := range testguests.Toolchains {
-		for _, name := range []string{"lease-freshness"} {
+		for _, name := range []string{"lease-freshness", "node-drain"} {
 			t.Run(string(tc)+"/"+name, func(t *testing.T) {
 				file, err := casetest.Load(filepath.Join(root, "plugins-wasm", name, "testdata.json"))
 				if err != nil {
