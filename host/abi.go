@@ -49,6 +49,18 @@ type (
 // objects, in the order of its declaration (objects[i] is read i).
 func (p *Policy) SetObjects(readers []ObjectReader) { p.objects.Store(&readers) }
 
+// objectsGen folds the change counts of the policy's declared kinds (1
+// and up: 0 is a version that reads none).
+func (p *Policy) objectsGen() uint64 {
+	h := uint64(14695981039346656037)
+	if r := p.objects.Load(); r != nil {
+		for _, o := range *r {
+			h = (h ^ o.Gen()) * 1099511628211
+		}
+	}
+	return h | 1
+}
+
 // NewPodState wraps a cycle's pod for its policies (hostabi.NewPodState).
 func NewPodState(pod *v1.Pod) *PodState { return hostabi.NewPodState(pod) }
 

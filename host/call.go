@@ -119,6 +119,9 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	if in.VariesByPod {
 		v.variesByPod.Store(true)
 	}
+	if in.ReadsObjects {
+		v.readsObjects.Store(true)
+	}
 	if in.Random {
 		v.random.Store(true)
 	}
@@ -348,6 +351,9 @@ func (v *Version) Call(ctx context.Context, kind CallKind, pod *PodState, node f
 	// included, makes the batches after it depend on it too (memo.go).
 	if in.VariesByPod {
 		v.variesByPod.Store(true)
+	}
+	if in.ReadsObjects {
+		v.readsObjects.Store(true)
 	}
 	if in.Unkeyable {
 		v.unkeyable.Store(true)

@@ -153,6 +153,8 @@ func (oneObject) Get(ns, name string) ([]string, bool) {
 	return []string{"a"}, ns == "default" && name == "n1"
 }
 
+func (oneObject) Gen() uint64 { return 1 }
+
 func (oneObject) List(ns string, sel labels.Selector) ([]model.Object, error) {
 	if ns != "" && ns != "default" || !sel.Matches(labels.Set{}) {
 		return nil, nil

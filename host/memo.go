@@ -32,6 +32,10 @@ type memoKey struct {
 	state  [32]byte
 	layout *hostabi.Layout
 	epoch  uint32
+	// objects folds the change counts of the policy's declared kinds, for
+	// a version whose calls read granted objects: a change of one of
+	// them makes every remembered verdict a miss.
+	objects uint64
 }
 
 // memoVerdict is one remembered verdict.
@@ -315,6 +319,9 @@ func (v *Version) remembers(kind CallKind, pod *PodState) bool {
 // pod seen through reads.
 func (v *Version) memoKeyOf(kind CallKind, pod *PodState, reads *hostabi.PodReadSet, pc *PolicyCycle, l *hostabi.Layout, epoch uint32) memoKey {
 	k := memoKey{kind: kind, pod: pod.KeyFor(reads), layout: l, epoch: epoch}
+	if v.readsObjects.Load() {
+		k.objects = v.p.objectsGen()
+	}
 	if pc != nil && len(pc.State) > 0 {
 		k.state = sha256.Sum256(pc.State)
 	}

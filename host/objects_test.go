@@ -22,13 +22,14 @@ func (l leaseReader) Get(ns, name string) ([]string, bool) {
 }
 
 func (l leaseReader) List(string, labels.Selector) ([]model.Object, error) { return nil, nil }
+func (l leaseReader) Gen() uint64                                          { return 1 }
 
 // The lease-freshness example, compiled by both toolchains, reads each
 // node's Lease through object_get: a fresh one admits the node, a stale
 // one rejects it with its age, a missing one admits it; a policy whose
 // kinds are not watched (no readers) gets NotDeclared, which the SDK
 // turns into an Error naming the declaration. A call that read an object
-// is not remembered across cycles.
+// keys the version's remembered verdicts on the objects' change counts.
 func TestLeaseFreshnessReadsObjects(t *testing.T) {
 	for _, tc := range testguests.Toolchains {
 		t.Run(string(tc), func(t *testing.T) {
@@ -58,8 +59,8 @@ func TestLeaseFreshnessReadsObjects(t *testing.T) {
 					t.Errorf("%s: %+v, %v; want %d %q", c.node, r, err, c.code, c.reason)
 				}
 			}
-			if !v.variesByPod.Load() {
-				t.Error("a version whose calls read objects still remembers verdicts across cycles")
+			if !v.readsObjects.Load() {
+				t.Error("a version whose calls read objects is not keyed on them")
 			}
 		})
 	}

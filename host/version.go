@@ -55,6 +55,9 @@ type Version struct {
 	// is the node table the guest last declared; memo holds the verdicts
 	// remembered across cycles (memo.go).
 	variesByPod atomic.Bool
+	// readsObjects is set once a call read granted objects: the memo then
+	// keys its verdicts on the kinds' change counts too (objectsGen).
+	readsObjects atomic.Bool
 	layout      atomic.Pointer[hostabi.Layout]
 	memo        verdictMemo
 	// podReads are the pod's labels and annotations the version's guests
@@ -98,7 +101,7 @@ func (v *Version) SHA256() string { return v.sha256 }
 // random bytes.
 func (v *Version) Signature() (sig string, ok bool) {
 	p := v.p
-	if p.noReuse || p.realClock || p.realRandom || v.exports.KeepsState || v.variesByPod.Load() || v.random.Load() {
+	if p.noReuse || p.realClock || p.realRandom || v.exports.KeepsState || v.variesByPod.Load() || v.random.Load() || v.readsObjects.Load() {
 		return "", false
 	}
 	return v.sha256 + "/" + p.configSum, true

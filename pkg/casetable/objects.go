@@ -19,12 +19,15 @@ import (
 type caseObjects struct {
 	mu  sync.Mutex
 	cur [][]sdk.ObjectData
+	// gen counts the cases set: each case's objects are new.
+	gen uint64
 }
 
 func (o *caseObjects) set(c *casetest.Case) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.cur = c.Objects
+	o.gen++
 }
 
 // readers are the readers of the n declared reads.
@@ -49,6 +52,12 @@ func (r caseReader) objects() []sdk.ObjectData {
 		return r.o.cur[r.i]
 	}
 	return nil
+}
+
+func (r caseReader) Gen() uint64 {
+	r.o.mu.Lock()
+	defer r.o.mu.Unlock()
+	return r.o.gen
 }
 
 func (r caseReader) Get(ns, name string) ([]string, bool) {

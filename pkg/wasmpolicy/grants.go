@@ -128,6 +128,8 @@ func (w *WasmPolicy) acquireObjects(ctx context.Context, p *policy) error {
 // objectReader is a watch's reader as guests' object reads use it.
 type objectReader struct{ r *objectwatch.Reader }
 
+func (o objectReader) Gen() uint64 { return o.r.Gen() }
+
 func (o objectReader) Get(namespace, name string) ([]string, bool) {
 	values, _, found := o.r.Get(namespace, name)
 	return values, found

@@ -26,6 +26,7 @@ func (l nodeLeases) Get(ns, name string) ([]string, bool) {
 }
 
 func (l nodeLeases) List(string, labels.Selector) ([]model.Object, error) { return nil, nil }
+func (l nodeLeases) Gen() uint64                                          { return 1 }
 
 // BenchmarkObjectRead is what a granted object read costs per node: the
 // lease-freshness Filter (one object_get of one declared field, a time

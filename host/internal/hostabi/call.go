@@ -132,6 +132,10 @@ type Call struct {
 	// namespaces, the pod's spread selector). The runtime clears it
 	// before each call.
 	VariesByPod bool
+	// ReadsObjects records that the call read granted objects (§4.10):
+	// its verdicts hold while the kinds it read are unchanged. The runtime
+	// clears it before each call.
+	ReadsObjects bool
 	// Random records that the call drew random bytes (the runtime's
 	// random_get, outside the ABI): its answer is its instance's. The
 	// runtime clears it before each call; a guest's start-up draws (Go

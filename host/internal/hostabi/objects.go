@@ -21,6 +21,9 @@ type ObjectReader interface {
 	// may read) whose labels sel matches, ordered by namespace and name;
 	// it fails past its bound.
 	List(namespace string, sel labels.Selector) ([]model.Object, error)
+	// Gen counts the changes of the kind's objects: what Get and List
+	// answer is the same while it is (the memo keys on it).
+	Gen() uint64
 }
 
 // objectReader is the reader of the policy's declared read i, or nil.
@@ -51,8 +54,9 @@ var objectFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		// What an object read answers can change between cycles.
-		in.VariesByPod = true
+		// What an object read answers can change between cycles: the
+		// verdict is remembered only while the kind is unchanged.
+		in.ReadsObjects = true
 		values, found := r.Get(string(ns), string(name))
 		if !found {
 			s[0] = retNotFound
@@ -82,7 +86,7 @@ var objectFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		in.VariesByPod = true
+		in.ReadsObjects = true
 		objs, err := r.List(string(ns), selector)
 		if err != nil {
 			s[0] = retBadArgs
