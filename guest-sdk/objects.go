@@ -39,9 +39,12 @@ var (
 	// ErrObjectsNotDeclared: the policy declared no objects[i], or its
 	// kind is not watched (the policy's load reports why).
 	ErrObjectsNotDeclared = errors.New("objects: no such declared read; declare it in policies[].objects")
-	// ErrBadObjectQuery: the selector does not parse, or more than 4096
-	// objects match (select fewer by namespace or labels).
-	ErrBadObjectQuery = errors.New("objects: bad selector, or too many objects match")
+	// ErrBadObjectQuery: the selector or the namespace does not parse, or
+	// more than 4096 objects match, or the answer passes 1 MiB (select
+	// fewer by namespace or labels, or declare fewer fields).
+	ErrBadObjectQuery = errors.New("objects: bad selector or namespace, or more objects or bytes than a read answers (4096 objects, 1 MiB)")
+	// ErrObjectsNotAvailable: called where there is no pod (in init).
+	ErrObjectsNotAvailable = errors.New("objects: read only in a call with a pod, not at start")
 )
 
 // Get returns the declared fields of object namespace/name, and false
@@ -63,21 +66,44 @@ func (o Objects) Get(namespace, name string) ([]string, bool) {
 // policy may read) whose labels match selector (kubectl's syntax; "" for
 // all), ordered by namespace and name. The native backend takes
 // equality-based selectors only (=, ==, !=, a key alone, !key).
-func (o Objects) List(namespace, selector string, fields int) ([]Object, error) {
+func (o Objects) List(namespace, selector string) ([]Object, error) {
 	b, code := objectList(o.read, namespace, selector)
 	switch code {
 	case 0:
 	case abi.NotDeclared:
 		notDeclared(abi.FnObjectList, o.read)
 		return nil, ErrObjectsNotDeclared
+	case abi.NotAvailable:
+		return nil, ErrObjectsNotAvailable
 	default:
 		return nil, ErrBadObjectQuery
 	}
-	var out []Object
 	r := abi.NewListReader(b)
-	for r.Len() >= 2+fields {
+	head, ok := r.Next()
+	fields := atoiSmall(head)
+	if !ok || fields < 0 || r.Len()%(2+fields) != 0 {
+		return nil, ErrBadObjectQuery
+	}
+	var out []Object
+	for r.Len() > 0 {
 		f := next(&r, 2+fields)
 		out = append(out, Object{Namespace: f[0], Name: f[1], Fields: f[2:]})
 	}
 	return out, nil
+}
+
+// atoiSmall parses a small decimal count (object_list's field count), -1
+// for anything else; it spares guests package strconv.
+func atoiSmall(b []byte) int {
+	if len(b) == 0 || len(b) > 4 {
+		return -1
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }

@@ -33,7 +33,11 @@ func objectGet(read int32, ns, name string) ([]byte, int32) {
 	}
 	for _, o := range objs {
 		if o.Namespace == ns && o.Name == name {
-			return model.EncodeObject(o.Fields), 0
+			b := model.EncodeObject(o.Fields, abi.MaxObjectAnswer)
+			if b == nil {
+				return nil, abi.BadArgs
+			}
+			return b, 0
 		}
 	}
 	return nil, abi.NotFound
@@ -60,7 +64,15 @@ func objectList(read int32, ns, selector string) ([]byte, int32) {
 		}
 		return out[i].Name < out[j].Name
 	})
-	return model.EncodeObjects(out), 0
+	fields := 0
+	if len(out) > 0 {
+		fields = len(out[0].Values)
+	}
+	b := model.EncodeObjects(fields, out, abi.MaxObjectAnswer)
+	if b == nil {
+		return nil, abi.BadArgs
+	}
+	return b, 0
 }
 
 // notDeclared records, natively, the Error of a read the policy did not

@@ -26,17 +26,16 @@ func objectList(read int32, ns, selector string) ([]byte, int32) {
 // its answer when that did not fit; a negative answer is returned as the
 // code. The bytes are the scratch buffer's until the next read.
 func sized(call func(buf, capacity uint32) int32) ([]byte, int32) {
-	n := call(ptrOf(scratch), uint32(len(scratch)))
-	if n >= 0 && int(n) <= len(scratch) {
-		return scratch[:n], 0
-	}
-	for n > 0 {
-		b := make([]byte, n)
-		m := call(ptrOf(b), uint32(n))
-		if m <= n {
-			return b[:max(m, 0)], min(m, 0)
+	for {
+		n := call(ptrOf(scratch), uint32(len(scratch)))
+		if n < 0 {
+			return nil, n
 		}
-		n = m // the objects changed in between
+		if int(n) <= len(scratch) {
+			return scratch[:n], 0
+		}
+		// Grow the scratch buffer for this answer and the ones after it
+		// (the objects may change in between: call again).
+		scratch = make([]byte, int(n)+256)
 	}
-	return nil, min(n, 0)
 }

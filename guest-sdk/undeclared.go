@@ -13,7 +13,7 @@ import (
 // guest carries a few strings rather than the table.
 func undeclaredReason(fn string, num int32) string {
 	if fn == abi.FnObjectGet || fn == abi.FnObjectList {
-		return "declare objects[" + itoaInt(int(num)) + "] in policies[].objects (a kind the operator grants, with its fields) to use Objects"
+		return "declare objects[" + itoaInt(int(num)) + "] in policies[].objects (a kind the operator grants, with its fields) to use Objects; if it is declared, its kind is not watched here (the policy's load status says why)"
 	}
 	scope, accessor := "Cluster", ""
 	switch fn {

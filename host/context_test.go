@@ -139,10 +139,11 @@ var contextFns = []struct {
 	{"cycle_policies", never, never},
 	// Granted objects (§4.10), wherever there is a pod: read 0 holds one
 	// object, default/n1 with one declared field "a". object_get: the
-	// list ["a"] (9 bytes); object_list: one record (default, n1, a), 26
-	// bytes. Bad: a name outside memory, a selector that does not parse.
+	// list ["a"] (9 bytes); object_list: the field count "1", then one
+	// record (default, n1, a), 31 bytes. Bad: a name outside memory, a
+	// selector that does not parse.
 	{"object_get", pod(9), pod(badArgs)},
-	{"object_list", pod(26), pod(badArgs)},
+	{"object_list", pod(31), pod(badArgs)},
 }
 
 // oneObject is a declared read holding one object, default/n1, whose one

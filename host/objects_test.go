@@ -35,7 +35,7 @@ func TestLeaseFreshnessReadsObjects(t *testing.T) {
 		t.Run(string(tc), func(t *testing.T) {
 			p := newPolicy(t, newEngine(t), PolicySpec{Name: "lease-freshness", Config: "maxAge=20s", RealClock: true, MaxInstances: 1})
 			v := load(t, p, testguests.PolicyBytes(t, tc, "lease-freshness"))
-			if r, err := filter(v, nodeInfo("n1", nil, false)); err != nil || r.Code != abi.CodeError || r.Reason != "declare objects[0] in policies[].objects (a kind the operator grants, with its fields) to use Objects" {
+			if r, err := filter(v, nodeInfo("n1", nil, false)); err != nil || r.Code != abi.CodeError || r.Reason != "declare objects[0] in policies[].objects (a kind the operator grants, with its fields) to use Objects; if it is declared, its kind is not watched here (the policy's load status says why)" {
 				t.Fatalf("without readers: %+v, %v; want the Error naming objects[0]", r, err)
 			}
 			now := time.Now().UTC()
@@ -63,5 +63,43 @@ func TestLeaseFreshnessReadsObjects(t *testing.T) {
 				t.Error("a version whose calls read objects is not keyed on them")
 			}
 		})
+	}
+}
+
+// bigObject holds default/big, whose one declared field is over 1 MiB,
+// and answers any key with a '/' as another namespace's object would.
+type bigObject struct{}
+
+func (bigObject) Get(ns, name string) ([]string, bool) {
+	if strings.Contains(name, "/") {
+		return []string{"another namespace's"}, true
+	}
+	return []string{strings.Repeat("x", abi.MaxObjectAnswer)}, ns == "default" && name == "big"
+}
+
+func (bigObject) List(string, labels.Selector) ([]model.Object, error) {
+	return []model.Object{{Namespace: "default", Name: "big", Values: []string{strings.Repeat("x", abi.MaxObjectAnswer)}}}, nil
+}
+
+func (bigObject) Gen() uint64 { return 1 }
+
+// The host refuses, with BadArgs, a name holding '/' (a watch's store
+// keys objects namespace/name, and a name must not reach into another
+// namespace) and an answer past abi.MaxObjectAnswer, before it encodes
+// anything of it.
+func TestObjectReadBounds(t *testing.T) {
+	p := newPolicy(t, newEngine(t), PolicySpec{MaxInstances: 1})
+	v := load(t, p, testguests.Fixture(t, "objectbounds"))
+	p.SetObjects([]ObjectReader{bigObject{}})
+	if _, err := filter(v, nodeInfo("n1", nil, false)); err != nil {
+		t.Fatal(err)
+	}
+	in := <-v.idle
+	defer func() { v.idle <- in }()
+	for i, what := range []string{"object_get of a name with '/'", "object_get of an answer over 1 MiB", "object_list of an answer over 1 MiB"} {
+		got, ok := in.mod.Memory().ReadUint32Le(uint32(2048 + 4*i))
+		if !ok || int32(got) != abi.BadArgs {
+			t.Errorf("%s: %d, want BadArgs (%d)", what, int32(got), abi.BadArgs)
+		}
 	}
 }

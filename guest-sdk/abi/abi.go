@@ -179,6 +179,10 @@ const (
 	MaxObjectName = 253
 	// MaxObjectSelector bounds object_list's label selector.
 	MaxObjectSelector = 4096
+	// MaxObjectAnswer bounds what object_get and object_list answer, in
+	// bytes: a policy declaring a large field (a ConfigMap's data) of many
+	// objects cannot make the host encode gigabytes.
+	MaxObjectAnswer = 1 << 20
 )
 
 // Formats for pod_object and node_object.

@@ -97,11 +97,15 @@ func sortedKeys(m map[string]string) []string {
 }
 
 // EncodeObject encodes object_get's answer: the declared fields' values,
-// in their order, in one allocation (object_get runs per node).
-func EncodeObject(values []string) []byte {
+// in their order, in one allocation (object_get runs per node); nil when
+// it would be longer than limit bytes.
+func EncodeObject(values []string, limit int) []byte {
 	n := 4
 	for _, v := range values {
 		n += 4 + len(v)
+	}
+	if n > limit {
+		return nil
 	}
 	b := abi.AppendListHeader(make([]byte, 0, n), len(values))
 	for _, v := range values {
@@ -117,13 +121,29 @@ type Object struct {
 	Values          []string
 }
 
-// EncodeObjects encodes object_list's answer: a record of namespace, name
-// and the declared fields per object, in the given order.
-func EncodeObjects(objs []Object) []byte {
-	var r records
+// EncodeObjects encodes object_list's answer: the number of declared
+// fields (decimal), then a record of namespace, name and the fields per
+// object, in the given order; nil when it would be longer than limit
+// bytes. Every object has fields values.
+func EncodeObjects(fields int, objs []Object, limit int) []byte {
+	count := strconv.Itoa(fields)
+	n := 4 + 4 + len(count)
 	for _, o := range objs {
-		r.add(o.Namespace, o.Name)
-		r.add(o.Values...)
+		n += 8 + len(o.Namespace) + len(o.Name)
+		for _, v := range o.Values {
+			n += 4 + len(v)
+		}
+		if n > limit {
+			return nil
+		}
 	}
-	return r.bytes()
+	b := abi.AppendListHeader(make([]byte, 0, n), 1+len(objs)*(2+fields))
+	b = abi.AppendString(b, count)
+	for _, o := range objs {
+		b = abi.AppendString(abi.AppendString(b, o.Namespace), o.Name)
+		for _, v := range o.Values {
+			b = abi.AppendString(b, v)
+		}
+	}
+	return b
 }

@@ -295,7 +295,7 @@ func (r *Reader) Get(ns, name string) (values []string, resourceVersion string, 
 		return nil, "", false
 	}
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
+	if !ok || u.GetNamespace() != ns {
 		return nil, "", false
 	}
 	return r.values(u), u.GetResourceVersion(), true

@@ -114,7 +114,8 @@ func (w *WasmPolicy) acquireObjects(ctx context.Context, p *policy) error {
 	}
 	p.objects = got
 	p.release = func() { w.releaseObjects(p) }
-	p.objectsMu.Unlock()
+	// Under the lock: a close in between would otherwise release the
+	// watches and leave the guests readers of stopped informers.
 	if hr, ok := p.runtime.(hostRuntime); ok {
 		readers := make([]host.ObjectReader, len(got))
 		for i, a := range got {
@@ -122,6 +123,7 @@ func (w *WasmPolicy) acquireObjects(ctx context.Context, p *policy) error {
 		}
 		hr.p.SetObjects(readers)
 	}
+	p.objectsMu.Unlock()
 	return nil
 }
 
@@ -220,6 +222,9 @@ func (w *WasmPolicy) releaseObjects(p *policy) {
 	p.objectsMu.Lock()
 	got := p.objects
 	p.objects = nil
+	if hr, ok := p.runtime.(hostRuntime); ok && got != nil {
+		hr.p.SetObjects(nil)
+	}
 	p.objectsMu.Unlock()
 	if w.grants != nil {
 		w.releaseAll(got)

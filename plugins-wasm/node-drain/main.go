@@ -25,8 +25,6 @@ import (
 // spec.nodeName and spec.reason.
 var drains = sdk.ObjectsOf(0)
 
-const fields = 2
-
 var (
 	loaded              bool
 	namespace, selector string
@@ -45,7 +43,7 @@ func load() {
 
 func filter(_ sdk.Pod, node sdk.Node) sdk.Status {
 	load()
-	objs, err := drains.List(namespace, selector, fields)
+	objs, err := drains.List(namespace, selector)
 	if err != nil {
 		return sdk.Error("reading NodeDrain objects: " + err.Error())
 	}

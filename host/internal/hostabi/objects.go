@@ -1,6 +1,7 @@
 package hostabi
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/tetratelabs/wazero/api"
@@ -50,7 +51,7 @@ var objectFuncs = map[string]api.GoModuleFunc{
 		}
 		ns, ok1 := m.Memory().Read(uint32(s[1]), uint32(s[2]))
 		name, ok2 := m.Memory().Read(uint32(s[3]), uint32(s[4]))
-		if !ok1 || !ok2 || len(ns) > abi.MaxObjectName || len(name) > abi.MaxObjectName {
+		if !ok1 || !ok2 || !objectName(ns, true) || !objectName(name, false) {
 			s[0] = retBadArgs
 			return
 		}
@@ -62,7 +63,12 @@ var objectFuncs = map[string]api.GoModuleFunc{
 			s[0] = retNotFound
 			return
 		}
-		s[0] = writeOut(m, s[5], s[6], model.EncodeObject(values))
+		b := model.EncodeObject(values, abi.MaxObjectAnswer)
+		if b == nil {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[5], s[6], b)
 	},
 	abi.FnObjectList: func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)
@@ -77,7 +83,7 @@ var objectFuncs = map[string]api.GoModuleFunc{
 		}
 		ns, ok1 := m.Memory().Read(uint32(s[1]), uint32(s[2]))
 		sel, ok2 := m.Memory().Read(uint32(s[3]), uint32(s[4]))
-		if !ok1 || !ok2 || len(ns) > abi.MaxObjectName || len(sel) > abi.MaxObjectSelector {
+		if !ok1 || !ok2 || !objectName(ns, true) || len(sel) > abi.MaxObjectSelector {
 			s[0] = retBadArgs
 			return
 		}
@@ -92,6 +98,25 @@ var objectFuncs = map[string]api.GoModuleFunc{
 			s[0] = retBadArgs
 			return
 		}
-		s[0] = writeOut(m, s[5], s[6], model.EncodeObjects(objs))
+		fields := 0
+		if len(objs) > 0 {
+			fields = len(objs[0].Values)
+		}
+		b := model.EncodeObjects(fields, objs, abi.MaxObjectAnswer)
+		if b == nil {
+			s[0] = retBadArgs
+			return
+		}
+		s[0] = writeOut(m, s[5], s[6], b)
 	},
+}
+
+// objectName reports whether b can name a namespace (empty allowed when
+// empty is) or an object: at most 253 bytes, without '/', so that a name
+// cannot reach into another namespace's key of a watch's store.
+func objectName(b []byte, empty bool) bool {
+	if len(b) == 0 {
+		return empty
+	}
+	return len(b) <= abi.MaxObjectName && bytes.IndexByte(b, '/') < 0
 }
