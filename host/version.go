@@ -58,8 +58,8 @@ type Version struct {
 	// readsObjects is set once a call read granted objects: the memo then
 	// keys its verdicts on the kinds' change counts too (objectsGen).
 	readsObjects atomic.Bool
-	layout      atomic.Pointer[hostabi.Layout]
-	memo        verdictMemo
+	layout       atomic.Pointer[hostabi.Layout]
+	memo         verdictMemo
 	// podReads are the pod's labels and annotations the version's guests
 	// read: the memo keys pods through them (hostabi.PodReads).
 	podReads hostabi.PodReads
