@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,15 +79,8 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: system:kube-s
 		t.Fatal(err)
 	}
 	e.policyConfigMap("node-drain", module(t, "node-drain"))
-	path := e.writeConfig(fmt.Sprintf("      - name: node-drain\n        source: %s\n        config: namespace=%s\n        objects: [{apiVersion: ops.example.com/v1, kind: NodeDrain, fields: [spec.nodeName, spec.reason]}]\n", cmSource(e, "node-drain"), e.name), "leaderElection: {leaderElect: false}")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grant := fmt.Sprintf("      objects: [{apiVersion: ops.example.com/v1, kind: NodeDrain, resource: nodedrains, namespaces: [%s]}]\n      policies:\n", e.name)
-	if err := os.WriteFile(path, []byte(strings.Replace(string(b), "      policies:\n", grant, 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := e.grantedConfig(fmt.Sprintf("{apiVersion: ops.example.com/v1, kind: NodeDrain, resource: nodedrains, namespaces: [%s]}", e.name),
+		fmt.Sprintf("      - name: node-drain\n        source: %s\n        config: namespace=%s\n        objects: [{apiVersion: ops.example.com/v1, kind: NodeDrain, fields: [spec.nodeName, spec.reason]}]\n", cmSource(e, "node-drain"), e.name))
 	e.log = filepath.Join(e.dir, "kube-scheduler.log")
 	e.sched = e.run(path, e.log)
 	e.waitLog(`"Starting Kubernetes Scheduler"`, 1, 60*time.Second)

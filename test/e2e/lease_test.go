@@ -17,6 +17,22 @@ import (
 	"github.com/wasmsched/wasmsched/internal/controlplane"
 )
 
+// grantedConfig writes the test's scheduler config with the policies given
+// and the grants (a YAML list's items) in WasmPolicy's args objects, and
+// returns its path.
+func (e *env) grantedConfig(grants, policies string) string {
+	e.t.Helper()
+	path := e.writeConfig(policies, "leaderElection: {leaderElect: false}")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), "      policies:\n", "      objects: ["+grants+"]\n      policies:\n", 1)), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
+}
+
 // renewLease creates or renews the kubelet Lease of node (with the test's
 // prefix) in kube-node-lease, renewed at t.
 func (e *env) renewLease(node string, t time.Time) {
@@ -68,15 +84,8 @@ func TestLeaseFreshnessRejectsStaleNodes(t *testing.T) {
 	})
 	e.renewLease("n1", time.Now())
 	e.policyConfigMap("lease-freshness", module(t, "lease-freshness"))
-	path := e.writeConfig(fmt.Sprintf("      - name: lease-freshness\n        source: %s\n        config: maxAge=3s\n        realClock: true\n        objects: [{apiVersion: coordination.k8s.io/v1, kind: Lease, fields: [spec.renewTime]}]\n", cmSource(e, "lease-freshness")), "leaderElection: {leaderElect: false}")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grant := "      objects: [{apiVersion: coordination.k8s.io/v1, kind: Lease, resource: leases, namespaces: [kube-node-lease]}]\n      policies:\n"
-	if err := os.WriteFile(path, []byte(strings.Replace(string(b), "      policies:\n", grant, 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := e.grantedConfig("{apiVersion: coordination.k8s.io/v1, kind: Lease, resource: leases, namespaces: [kube-node-lease]}",
+		fmt.Sprintf("      - name: lease-freshness\n        source: %s\n        config: maxAge=3s\n        realClock: true\n        objects: [{apiVersion: coordination.k8s.io/v1, kind: Lease, fields: [spec.renewTime]}]\n", cmSource(e, "lease-freshness")))
 	e.log = filepath.Join(e.dir, "kube-scheduler.log")
 	e.sched = e.run(path, e.log)
 	e.waitLog(`"Starting Kubernetes Scheduler"`, 1, 60*time.Second)

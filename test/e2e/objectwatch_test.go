@@ -223,15 +223,8 @@ func TestObjectGrantsNeedRBACAndRetryPods(t *testing.T) {
 	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	e.policyConfigMap("node-health", module(t, "node-health"))
 	start := func() {
-		path := e.writeConfig(fmt.Sprintf("      - name: node-health\n        source: %s\n        objects: [{apiVersion: coordination.k8s.io/v1, kind: Lease, fields: [spec.renewTime]}]\n", cmSource(e, "node-health")), "leaderElection: {leaderElect: false}")
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		grant := fmt.Sprintf("      objects: [{apiVersion: coordination.k8s.io/v1, kind: Lease, resource: leases, namespaces: [%s]}]\n      policies:\n", ns)
-		if err := os.WriteFile(path, []byte(strings.Replace(string(b), "      policies:\n", grant, 1)), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		path := e.grantedConfig(fmt.Sprintf("{apiVersion: coordination.k8s.io/v1, kind: Lease, resource: leases, namespaces: [%s]}", ns),
+			fmt.Sprintf("      - name: node-health\n        source: %s\n        objects: [{apiVersion: coordination.k8s.io/v1, kind: Lease, fields: [spec.renewTime]}]\n", cmSource(e, "node-health")))
 		e.log = filepath.Join(e.dir, fmt.Sprintf("kube-scheduler-%d.log", time.Now().UnixNano()))
 		e.sched = e.run(path, e.log)
 		e.waitLog(`"Starting Kubernetes Scheduler"`, 1, 60*time.Second)

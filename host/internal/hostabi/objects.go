@@ -36,63 +36,68 @@ func objectReader(in *Call, i int32) ObjectReader {
 	return readers[i]
 }
 
+// objectRead is the start of both object reads: the declared read's
+// reader, and the namespace and the second argument (a name or a
+// selector) from guest memory; ok false when it answered instead.
+func objectRead(ctx context.Context, m api.Module, s []uint64) (r ObjectReader, ns, arg []byte, ok bool) {
+	in := CallOf(ctx)
+	if in.Pod == nil {
+		s[0] = retNotAvailable
+		return nil, nil, nil, false
+	}
+	if r = objectReader(in, int32(s[0])); r == nil {
+		s[0] = retNotDeclared
+		return nil, nil, nil, false
+	}
+	ns, ok1 := m.Memory().Read(uint32(s[1]), uint32(s[2]))
+	arg, ok2 := m.Memory().Read(uint32(s[3]), uint32(s[4]))
+	if !ok1 || !ok2 || !objectName(ns, true) {
+		s[0] = retBadArgs
+		return nil, nil, nil, false
+	}
+	// What an object read answers can change between cycles: the verdict
+	// is remembered only while the kind is unchanged.
+	in.ReadsObjects = true
+	return r, ns, arg, true
+}
+
+// writeObjects writes an encoded answer, nil past abi.MaxObjectAnswer.
+func writeObjects(m api.Module, s []uint64, b []byte) {
+	if b == nil {
+		s[0] = retBadArgs
+		return
+	}
+	s[0] = writeOut(m, s[5], s[6], b)
+}
+
 // objectFuncs are the granted object reads (abi.SectionObjects).
 var objectFuncs = map[string]api.GoModuleFunc{
 	abi.FnObjectGet: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Pod == nil {
-			s[0] = retNotAvailable
+		r, ns, name, ok := objectRead(ctx, m, s)
+		if !ok {
 			return
 		}
-		r := objectReader(in, int32(s[0]))
-		if r == nil {
-			s[0] = retNotDeclared
-			return
-		}
-		ns, ok1 := m.Memory().Read(uint32(s[1]), uint32(s[2]))
-		name, ok2 := m.Memory().Read(uint32(s[3]), uint32(s[4]))
-		if !ok1 || !ok2 || !objectName(ns, true) || !objectName(name, false) {
+		if !objectName(name, false) {
 			s[0] = retBadArgs
 			return
 		}
-		// What an object read answers can change between cycles: the
-		// verdict is remembered only while the kind is unchanged.
-		in.ReadsObjects = true
 		values, found := r.Get(string(ns), string(name))
 		if !found {
 			s[0] = retNotFound
 			return
 		}
-		b := model.EncodeObject(values, abi.MaxObjectAnswer)
-		if b == nil {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[5], s[6], b)
+		writeObjects(m, s, model.EncodeObject(values, abi.MaxObjectAnswer))
 	},
 	abi.FnObjectList: func(ctx context.Context, m api.Module, s []uint64) {
-		in := CallOf(ctx)
-		if in.Pod == nil {
-			s[0] = retNotAvailable
-			return
-		}
-		r := objectReader(in, int32(s[0]))
-		if r == nil {
-			s[0] = retNotDeclared
-			return
-		}
-		ns, ok1 := m.Memory().Read(uint32(s[1]), uint32(s[2]))
-		sel, ok2 := m.Memory().Read(uint32(s[3]), uint32(s[4]))
-		if !ok1 || !ok2 || !objectName(ns, true) || len(sel) > abi.MaxObjectSelector {
-			s[0] = retBadArgs
+		r, ns, sel, ok := objectRead(ctx, m, s)
+		if !ok {
 			return
 		}
 		selector, err := labels.Parse(string(sel))
-		if err != nil {
+		if len(sel) > abi.MaxObjectSelector || err != nil {
 			s[0] = retBadArgs
 			return
 		}
-		in.ReadsObjects = true
 		objs, err := r.List(string(ns), selector)
 		if err != nil {
 			s[0] = retBadArgs
@@ -102,12 +107,7 @@ var objectFuncs = map[string]api.GoModuleFunc{
 		if len(objs) > 0 {
 			fields = len(objs[0].Values)
 		}
-		b := model.EncodeObjects(fields, objs, abi.MaxObjectAnswer)
-		if b == nil {
-			s[0] = retBadArgs
-			return
-		}
-		s[0] = writeOut(m, s[5], s[6], b)
+		writeObjects(m, s, model.EncodeObjects(fields, objs, abi.MaxObjectAnswer))
 	},
 }
 
