@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,12 +67,17 @@ func (o *admissionOptions) run(ctx context.Context, cmd *cobra.Command, g *globa
 		return err
 	}
 	objs := policyobjects.AdmissionPolicies(&args.PolicyObjects.Tenants, o.name, sel)
-	w := cmd.OutOrStdout()
+	return printObjects(cmd.OutOrStdout(), g, fmt.Sprintf("# From %s by wasmsched admission-policy: print it again when policyObjects.tenants changes.\n", o.schedulerConfig), objs)
+}
+
+// printObjects prints Kubernetes objects for kubectl apply -f -: a List in
+// JSON with -o json, else YAML documents (the table format too) after the
+// header comment.
+func printObjects(w io.Writer, g *globalOptions, header string, objs []any) error {
 	if g.output == "json" {
 		return print(w, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": objs}, nil)
 	}
-	// YAML (the table format too): documents kubectl apply -f - takes.
-	fmt.Fprintf(w, "# From %s by wasmsched admission-policy: print it again when policyObjects.tenants changes.\n", o.schedulerConfig)
+	fmt.Fprint(w, header)
 	for _, obj := range objs {
 		b, err := yaml.Marshal(obj)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/wasmsched/wasmsched/pkg/objectwatch"
 )
@@ -62,20 +61,9 @@ func (o *rbacOptions) run(ctx context.Context, cmd *cobra.Command, g *globalOpti
 		return err
 	}
 	objs := objectwatch.RBAC(args.Objects, o.name, ns, sa)
-	w := cmd.OutOrStdout()
-	if g.output == "json" {
-		return print(w, "json", map[string]any{"apiVersion": "v1", "kind": "List", "items": objs}, nil)
-	}
-	fmt.Fprintf(w, "# From %s by wasmsched rbac: print it again when objects change.\n", o.schedulerConfig)
+	header := fmt.Sprintf("# From %s by wasmsched rbac: print it again when objects change.\n", o.schedulerConfig)
 	if len(objs) == 0 {
-		fmt.Fprintln(w, "# The args grant no objects: nothing to apply.")
+		header += "# The args grant no objects: nothing to apply.\n"
 	}
-	for _, obj := range objs {
-		b, err := yaml.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "---\n%s", b)
-	}
-	return nil
+	return printObjects(cmd.OutOrStdout(), g, header, objs)
 }

@@ -265,11 +265,7 @@ func (w *WasmPolicy) objectsChanged(k objectwatch.Kind, old, new *unstructured.U
 		g.mu.Unlock()
 		pods := map[string]*v1.Pod{}
 		for p := range policies {
-			p.mu.Lock()
-			for _, pod := range p.rejected {
-				pods[klog.KObj(pod).String()] = pod
-			}
-			p.mu.Unlock()
+			p.addRejected(pods, false)
 		}
 		w.activate(klog.Background(), pods, "Requeued pods rejected by policies whose objects changed", "kind", k.String())
 	})

@@ -136,14 +136,22 @@ func (w *WasmPolicy) rememberRejected(p *policy, pod *v1.Pod, m module) {
 }
 
 func (p *policy) takeRejected() map[string]*v1.Pod {
+	out := make(map[string]*v1.Pod)
+	p.addRejected(out, true)
+	return out
+}
+
+// addRejected adds the pods p rejected to pods, by namespace/name (as
+// activate takes them), and forgets them when take is set.
+func (p *policy) addRejected(pods map[string]*v1.Pod, take bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]*v1.Pod, len(p.rejected))
 	for _, pod := range p.rejected {
-		out[klog.KObj(pod).String()] = pod
+		pods[klog.KObj(pod).String()] = pod
 	}
-	p.rejected = nil
-	return out
+	if take {
+		p.rejected = nil
+	}
 }
 
 // requeueRejected sends the pods the policy rejected back to the scheduling

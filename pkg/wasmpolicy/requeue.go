@@ -163,11 +163,7 @@ func (w *WasmPolicy) rejectedReading(scopes ...fields.Scope) map[string]*v1.Pod 
 		if !slices.ContainsFunc(scopes, func(s fields.Scope) bool { return slices.Contains(p.cfg.Reads, string(s)) }) {
 			continue
 		}
-		p.mu.Lock()
-		for _, pod := range p.rejected {
-			out[klog.KObj(pod).String()] = pod
-		}
-		p.mu.Unlock()
+		p.addRejected(out, false)
 	}
 	return out
 }
