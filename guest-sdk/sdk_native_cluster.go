@@ -42,6 +42,20 @@ func volumeClaimsList(kind int32) []byte {
 	return b
 }
 
+// resourceClaimsList answers resource_claims natively from the cluster's
+// Devices (none without SetCluster).
+func resourceClaimsList(kind int32) []byte {
+	if !permitted(abi.FnResourceClaims, kind) {
+		return nil
+	}
+	var d model.Devices
+	if nativeCluster != nil {
+		d = nativeCluster.Devices
+	}
+	b, _ := model.EncodeDevices(d, kind)
+	return b
+}
+
 func clusterNodes() int {
 	if !permitted(abi.FnClusterNodes, fields.NoNum) {
 		return 0

@@ -92,6 +92,9 @@ func hostExistingTerms(kind int32, buf, capacity uint32) int32
 //go:wasmimport wasmsched volume_claims
 func hostVolumeClaims(kind int32, buf, capacity uint32) int32
 
+//go:wasmimport wasmsched resource_claims
+func hostResourceClaims(kind int32, buf, capacity uint32) int32
+
 //go:wasmimport wasmsched select_node
 func hostSelectNode(i int32) int32
 

@@ -430,6 +430,23 @@ func volumeClaimsList(kind int32) []byte {
 	return append([]byte(nil), scratch[:n]...)
 }
 
+// resourceClaimsList reads resource_claims of kind, copied; nil on any
+// error. It repeats volumeClaimsList for the reason given there.
+func resourceClaimsList(kind int32) []byte {
+	n := hostResourceClaims(kind, ptrOf(scratch), uint32(len(scratch)))
+	if n >= 0 && int(n) > len(scratch) {
+		scratch = make([]byte, int(n)+256)
+		n = hostResourceClaims(kind, ptrOf(scratch), uint32(len(scratch)))
+	}
+	if n == abi.NotDeclared {
+		notDeclared(abi.FnResourceClaims, kind)
+	}
+	if n < 0 || int(n) > len(scratch) {
+		return nil
+	}
+	return append([]byte(nil), scratch[:n]...)
+}
+
 func namespaceLabels(ns string) (map[string]string, bool) {
 	np, nl := strPtr(ns), uint32(len(ns))
 	n := hostNamespaceLabels(np, nl, ptrOf(scratch), uint32(len(scratch)))

@@ -51,6 +51,11 @@ func undeclaredReason(fn string, num int32) string {
 		scope, accessor = "Namespaces", "Cluster.NamespaceLabels"
 	case abi.FnVolumeClaims:
 		scope, accessor = "Volumes", "Cluster.VolumeClaims"
+	case abi.FnResourceClaims:
+		scope, accessor = "Devices", "Cluster.DeviceRequests"
+		if num == model.DeviceClaimsNodes {
+			accessor = "Cluster.NodeDevices"
+		}
 	default:
 		accessor = fn
 	}

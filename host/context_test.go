@@ -144,6 +144,9 @@ var contextFns = []struct {
 	// selector that does not parse.
 	{"object_get", pod(9), pod(badArgs)},
 	{"object_list", pod(31), pod(badArgs)},
+	// resource_claims: the pod names no ResourceClaim, an empty list (4
+	// bytes) of kind 0 wherever there is a pod; bad: kind 99.
+	{"resource_claims", cluster(4), cluster(badArgs)},
 }
 
 // oneObject is a declared read holding one object, default/n1, whose one

@@ -163,6 +163,11 @@ const (
 	// persistentVolumeClaim volumes with their claims, bound volumes and
 	// storage classes (docs/abi.md §4.6.3).
 	FnVolumeClaims = "volume_claims"
+	// FnResourceClaims is `resource_claims(kind, buf, cap) -> i32`: the
+	// pod's Dynamic Resource Allocation requests and the devices of their
+	// classes on each node, as the DynamicResources plugin sees them
+	// (docs/abi.md §4.6.5).
+	FnResourceClaims = "resource_claims"
 	// FnObjectGet is `object_get(read, ns_ptr, ns_len, name_ptr, name_len,
 	// buf, cap) -> i32`: the declared fields of one object of a granted
 	// kind (docs/abi.md §4.10).

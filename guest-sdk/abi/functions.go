@@ -127,6 +127,8 @@ var HostFunctions = []HostFunction{
 		"the labels of the namespace named at `name_ptr`, as (key, value) pairs; -1 if there is no such namespace"},
 	{FnVolumeClaims, SectionCluster, append([]Param{{"kind", I32}}, bufParams...), i32Result,
 		"the pod's persistentVolumeClaim volumes as the scheduler's listers hold them (§4.6.3): kind 0 the claims (with their phase, bound volume and storage class), 1 the bound volumes' labels, 2 their node affinity, 3 the classes' allowed topologies; computed by the host once per cycle per kind; -2 for an unknown kind"},
+	{FnResourceClaims, SectionCluster, append([]Param{{"kind", I32}}, bufParams...), i32Result,
+		"the pod's Dynamic Resource Allocation claims as the DynamicResources plugin sees them (§4.6.5): kind 0 the requests of each claim (class, count, whether the claim is allocated), 1 per node the devices of each requested class its ResourceSlices hold, total and free (allocations in flight count as taken); computed by the host once per cycle per kind; -2 for an unknown kind"},
 
 	{FnRecheckOn, SectionGates, []Param{{"events", I32}, {"after_ms", I32}}, i32Result,
 		"in `preenqueue`, when the call gates the pod: check it again when one of `events` happens (a bit set, §3.3) or, with `after_ms` > 0, after that many milliseconds (clamped to 1000..3600000). Without a call the pod is checked again when its own labels or annotations change. 0; -2 for an unknown event bit; -3 outside `preenqueue`. The last call wins"},

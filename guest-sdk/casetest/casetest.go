@@ -273,6 +273,12 @@ type Cluster struct {
 	Claims            []sdk.PersistentVolumeClaim `json:"claims,omitempty"`
 	PersistentVolumes []sdk.PersistentVolume      `json:"persistentVolumes,omitempty"`
 	StorageClasses    []sdk.StorageClass          `json:"storageClasses,omitempty"`
+	// DeviceRequests and NodeDevices are what Cluster.DeviceRequests and
+	// Cluster.NodeDevices answer (docs/abi.md §4.6.5): the pod's DRA
+	// requests, and per node the devices of their classes, total and
+	// free, as the scheduler would count them.
+	DeviceRequests []sdk.DeviceRequest `json:"deviceRequests,omitempty"`
+	NodeDevices    []sdk.NodeDevices   `json:"nodeDevices,omitempty"`
 }
 
 // ClusterData is the case's cluster for the native backend.
@@ -280,7 +286,8 @@ func (c *Case) ClusterData() *sdk.ClusterData {
 	out := &sdk.ClusterData{}
 	if c.Cluster != nil {
 		out = &sdk.ClusterData{Namespaces: c.Cluster.Namespaces, Claims: c.Cluster.Claims,
-			PersistentVolumes: c.Cluster.PersistentVolumes, StorageClasses: c.Cluster.StorageClasses}
+			PersistentVolumes: c.Cluster.PersistentVolumes, StorageClasses: c.Cluster.StorageClasses,
+			Devices: sdk.Devices{Requests: c.Cluster.DeviceRequests, Nodes: c.Cluster.NodeDevices}}
 		for i := range c.Cluster.Nodes {
 			out.Nodes = append(out.Nodes, &c.Cluster.Nodes[i])
 		}

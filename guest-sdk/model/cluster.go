@@ -50,6 +50,10 @@ type Cluster struct {
 	Claims            []PersistentVolumeClaim
 	PersistentVolumes []PersistentVolume
 	StorageClasses    []StorageClass
+	// Devices is what resource_claims answers for the pod: its device
+	// requests and the devices of their classes per node (the host
+	// computes them from the DRA objects; case tables state them).
+	Devices Devices
 }
 
 // CountTerm says which pods Cluster.CountPods counts. It is a

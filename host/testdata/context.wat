@@ -54,6 +54,7 @@
   (import "wasmsched" "cycle_policies" (func $cycle_policies (param i32 i32) (result i32)))
   (import "wasmsched" "object_get" (func $object_get (param i32 i32 i32 i32 i32 i32 i32) (result i32)))
   (import "wasmsched" "object_list" (func $object_list (param i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "wasmsched" "resource_claims" (func $resource_claims (param i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   (data (i32.const 0) "team")
   (data (i32.const 8) "cpu")
@@ -129,6 +130,9 @@
     ;; does not parse ("team in").
     (i64.store offset=320 (local.get $row) (i64.extend_i32_s (call $object_get (i32.const 0) (i32.const 96) (i32.const 7) (i32.const 192) (i32.const 2) (i32.const 1024) (i32.const 64))))
     (i64.store offset=328 (local.get $row) (i64.extend_i32_s (call $object_list (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1024) (i32.const 64))))
+    ;; DRA (§4.6.5): the pod's device requests (it has none: an empty list).
+    ;; Bad: kind 99.
+    (i64.store offset=336 (local.get $row) (i64.extend_i32_s (call $resource_claims (i32.const 0) (i32.const 1024) (i32.const 64))))
     (i64.store offset=512 (local.get $row) (i64.extend_i32_s (call $config (i32.const 0xfffffff0) (i32.const 64))))
     (i64.store offset=520 (local.get $row) (i64.extend_i32_s (call $pod_string (i32.const 99) (i32.const 1024) (i32.const 64))))
     (i64.store offset=528 (local.get $row) (i64.extend_i32_s (call $pod_label (i32.const 0xfffffff0) (i32.const 4) (i32.const 1024) (i32.const 64))))
@@ -167,6 +171,7 @@
     (i64.store offset=824 (local.get $row) (i64.extend_i32_s (call $cycle_policies (i32.const 0xfffffff0) (i32.const 64))))
     (i64.store offset=832 (local.get $row) (i64.extend_i32_s (call $object_get (i32.const 0) (i32.const 96) (i32.const 7) (i32.const 0xfffffff0) (i32.const 2) (i32.const 1024) (i32.const 64))))
     (i64.store offset=840 (local.get $row) (i64.extend_i32_s (call $object_list (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 176) (i32.const 7) (i32.const 1024) (i32.const 64))))
+    (i64.store offset=848 (local.get $row) (i64.extend_i32_s (call $resource_claims (i32.const 99) (i32.const 1024) (i32.const 64))))
   )
   (func (export "_initialize") (call $probe (i32.const 0)))
   (func (export "prefilter") (param i64) (call $probe (i32.const 1)))

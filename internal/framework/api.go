@@ -33,4 +33,5 @@ type (
 	NodeToStatusReader  = fwk.NodeToStatusReader
 	SharedLister        = fwk.SharedLister
 	NodeInfoLister      = fwk.NodeInfoLister
+	SharedDRAManager    = fwk.SharedDRAManager
 )

@@ -34,6 +34,7 @@ type (
 	NodeToStatusReader  = fwk.NodeToStatusReader
 	SharedLister        = fwk.SharedLister
 	NodeInfoLister      = fwk.NodeInfoLister
+	SharedDRAManager    = fwk.SharedDRAManager
 )
 
 // EventRecorder is what Handle.EventRecorder returns on this line.

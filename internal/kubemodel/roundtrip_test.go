@@ -57,6 +57,25 @@ type world struct {
 	v1pod *v1.Pod
 	ni    fwk.NodeInfo
 	view  *host.ClusterView
+
+	// devices is the pod's resource_claims answer (natively the case
+	// table's), from which devicesRead builds the DRA objects.
+	devices model.Devices
+}
+
+// devicesRead reads resource_claims of f.Num: natively the model's
+// answer, through Kubernetes what kubemodel.Devices sums up from DRA
+// objects built to hold it.
+func devicesRead(f fields.Field, w *world, native bool) []string {
+	d := w.devices
+	if !native {
+		claims, objs := kubemodel.DRAObjectsOf(w.v1pod.Namespace, d)
+		pod := w.v1pod.DeepCopy()
+		pod.Spec.ResourceClaims = claims
+		d = kubemodel.Devices(pod, objs)
+	}
+	b, _ := model.EncodeDevices(d, f.Num)
+	return []string{string(b)}
 }
 
 // Every row of the fields table reads the same from a model value as from
@@ -73,6 +92,7 @@ func TestRoundTrip(t *testing.T) {
 		abi.FnNodeList: nodeList, abi.FnNodeResource: nodeResource, abi.FnNodePodCount: nodeScalar, abi.FnNodeUnschedulable: nodeScalar,
 		abi.FnNodeObject: nil, abi.FnClusterNodes: clusterRead, abi.FnClusterNode: clusterRead, abi.FnCountPods: clusterRead,
 		abi.FnExistingTerms: clusterRead, abi.FnNamespaceLabels: clusterRead, abi.FnVolumeClaims: clusterRead,
+		abi.FnResourceClaims: devicesRead,
 	}
 	for _, f := range fields.Fields {
 		if _, ok := readers[f.Fn]; !ok {
@@ -87,11 +107,13 @@ func TestRoundTrip(t *testing.T) {
 		for range 3 {
 			terms = append(terms, g.countTerm())
 		}
+		devices := kubemodel.RandomDevices(rand.New(rand.NewPCG(uint64(i), 68)))
 		for how, build := range allNodeInfos() {
 			w, err := newWorld(p, c, terms, build)
 			if err != nil {
 				t.Fatalf("world %d: %v", i, err)
 			}
+			w.devices = devices
 			for _, f := range fields.Fields {
 				read := readers[f.Fn]
 				if read == nil {

@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
 	"github.com/wasmsched/wasmsched/internal/kubemodel"
@@ -35,16 +36,17 @@ func clusterView(c *casetest.Case, own fwk.NodeInfo) (*host.ClusterView, error) 
 	spread := kubemodel.DefaultSpreadOf(&c.Pod)
 	defaultSpread := func(*v1.Pod) []metav1.LabelSelectorRequirement { return spread }
 	data := c.ClusterData()
+	devices := func(*v1.Pod) model.Devices { return data.Devices }
 	if c.Cluster == nil || len(c.Cluster.Nodes) == 0 {
 		return &host.ClusterView{Nodes: []fwk.NodeInfo{own}, NamespaceLabels: func(name string) (map[string]string, bool) {
 			l, ok := data.Namespaces[name]
 			return l, ok
-		}, DefaultSpreadSelector: defaultSpread, Volumes: kubemodel.ClusterVolumes(data)}, nil
+		}, DefaultSpreadSelector: defaultSpread, Volumes: kubemodel.ClusterVolumes(data), Devices: devices}, nil
 	}
 	v := &host.ClusterView{NamespaceLabels: func(name string) (map[string]string, bool) {
 		l, ok := c.Cluster.Namespaces[name]
 		return l, ok
-	}, DefaultSpreadSelector: defaultSpread, Volumes: kubemodel.ClusterVolumes(data)}
+	}, DefaultSpreadSelector: defaultSpread, Volumes: kubemodel.ClusterVolumes(data), Devices: devices}
 	for _, d := range c.Cluster.Nodes {
 		ni, err := NodeInfo(d)
 		if err != nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 	"github.com/wasmsched/wasmsched/internal/spread"
 	"github.com/wasmsched/wasmsched/internal/verdict"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
@@ -98,6 +99,8 @@ type WasmPolicy struct {
 	// volumes are the listers volume_claims reads; nil outside a scheduler
 	// or when no policy may declare Volumes.
 	volumes host.VolumeLister
+	// dra is what resource_claims reads (draOf).
+	dra kubemodel.DRALister
 	// nsLabels looks up namespace labels for scopes' namespace selectors
 	// (nil without namespaces).
 	nsLabels func(string) (map[string]string, bool)
@@ -366,12 +369,14 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		w.static = append(w.static, p)
 	}
 	w.publish(nil)
-	nsSelectors, volumes := args.PolicyObjects.Enabled, args.PolicyObjects.Enabled
+	nsSelectors, volumes, devices := args.PolicyObjects.Enabled, args.PolicyObjects.Enabled, args.PolicyObjects.Enabled
 	for _, pc := range args.Policies {
 		w.clusterReads = w.clusterReads || readsCluster(pc.Reads)
 		nsSelectors = nsSelectors || pc.Scope.NamespaceSelector != nil
 		volumes = volumes || slices.Contains(pc.Reads, string(fields.ScopeVolumes))
+		devices = devices || slices.Contains(pc.Reads, string(fields.ScopeDevices))
 	}
+	w.dra = draOf(h, devices)
 	if h != nil {
 		if f := h.SharedInformerFactory(); f != nil {
 			// Asked for here, in New, so that the scheduler starts these

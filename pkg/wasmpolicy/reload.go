@@ -181,6 +181,9 @@ func (w *WasmPolicy) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHi
 	if w.volumes != nil {
 		events = append(events, w.volumeEvents()...)
 	}
+	if w.dra != nil {
+		events = append(events, w.deviceEvents()...)
+	}
 	return events, nil
 }
 

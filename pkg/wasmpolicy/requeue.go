@@ -99,6 +99,19 @@ func (w *WasmPolicy) volumeEvents() []fwk.ClusterEventWithHint {
 	}
 }
 
+// deviceEvents are the events of the Devices read: the DRA objects the
+// DynamicResources plugin watches. A policy may prefer or refuse a node
+// for devices freed or added anywhere, so any change of them retries
+// the pods such a policy rejected.
+func (w *WasmPolicy) deviceEvents() []fwk.ClusterEventWithHint {
+	always := func(*v1.Pod, interface{}, interface{}) bool { return true }
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: w.readHint(fields.ScopeDevices, always)},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: w.readHint(fields.ScopeDevices, always)},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: w.readHint(fields.ScopeDevices, always)},
+	}
+}
+
 // claimOfPod reports whether the claim added or changed is one the pod
 // names (volume_claims reads the pod's persistentVolumeClaim volumes).
 func claimOfPod(pod *v1.Pod, _, newObj interface{}) bool {

@@ -42,6 +42,10 @@ func (h clientHandle) SnapshotSharedLister() framework.SharedLister { return nil
 // SharedInformerFactory is nil outside a scheduler: there are no namespaces.
 func (h clientHandle) SharedInformerFactory() informers.SharedInformerFactory { return nil }
 
+// SharedDRAManager is nil outside a scheduler: a policy's Devices read is
+// then what the caller's cluster view gives (a case table's).
+func (h clientHandle) SharedDRAManager() framework.SharedDRAManager { return nil }
+
 // Activate does nothing: there is no scheduling queue outside a scheduler.
 func (h clientHandle) Activate(klog.Logger, map[string]*v1.Pod) {}
 

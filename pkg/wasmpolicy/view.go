@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -11,7 +12,10 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 	"github.com/wasmsched/wasmsched/internal/spread"
 )
 
@@ -56,6 +60,10 @@ func (w *WasmPolicy) clusterView(policies []*policy) *host.ClusterView {
 	if w.volumes != nil {
 		v.Volumes = w.volumes
 	}
+	if w.dra != nil {
+		dra := w.dra
+		v.Devices = func(pod *v1.Pod) model.Devices { return kubemodel.Devices(pod, dra) }
+	}
 	if w.spread != nil {
 		v.DefaultSpreadSelector = func(pod *v1.Pod) []metav1.LabelSelectorRequirement {
 			return spread.Requirements(w.spread.DefaultSelector(pod))
@@ -74,10 +82,42 @@ func viewNodes(c *cycleData, nodes []fwk.NodeInfo) {
 
 // readsCluster reports whether declared reads need a cycle's cluster view
 // (and so make a policy's verdicts unsignable): Cluster, Namespaces or
-// Volumes.
+// Volumes or Devices.
 func readsCluster(reads []string) bool {
 	return slices.Contains(reads, string(fields.ScopeCluster)) || slices.Contains(reads, string(fields.ScopeNamespaces)) ||
-		slices.Contains(reads, string(fields.ScopeVolumes))
+		slices.Contains(reads, string(fields.ScopeVolumes)) || slices.Contains(reads, string(fields.ScopeDevices))
+}
+
+// draOf is the DynamicResources plugin's own view, which resource_claims
+// reads: its claims include the allocations made in cycles whose binding
+// has not written them. Nil outside a scheduler, or when no policy may
+// declare Devices (the view's informers then need not run for us).
+func draOf(h framework.Handle, devices bool) kubemodel.DRALister {
+	if h == nil || !devices {
+		return nil
+	}
+	if m := h.SharedDRAManager(); m != nil {
+		return draView{m}
+	}
+	return nil
+}
+
+// draView is the DynamicResources plugin's view as resource_claims reads
+// it.
+type draView struct{ m framework.SharedDRAManager }
+
+func (d draView) Claim(namespace, name string) (*resourceapi.ResourceClaim, error) {
+	return d.m.ResourceClaims().Get(namespace, name)
+}
+
+func (d draView) Claims() ([]*resourceapi.ResourceClaim, error) { return d.m.ResourceClaims().List() }
+
+func (d draView) Slices() ([]*resourceapi.ResourceSlice, error) {
+	return d.m.ResourceSlices().ListWithDeviceTaintRules()
+}
+
+func (d draView) Class(name string) (*resourceapi.DeviceClass, error) {
+	return d.m.DeviceClasses().Get(name)
 }
 
 // volumeListers are the scheduler's listers as volume_claims reads them.

@@ -102,10 +102,14 @@ const (
 	// ScopeVolumes: the pod's own PersistentVolumeClaims, the
 	// PersistentVolumes they are bound to and their StorageClasses.
 	ScopeVolumes Scope = "Volumes"
+	// ScopeDevices: the pod's own ResourceClaims, and per node how many
+	// devices of the classes they request its ResourceSlices hold and how
+	// many are free (other teams' allocations included, as numbers).
+	ScopeDevices Scope = "Devices"
 )
 
 // Scopes are the scopes a policy may declare, in docs order.
-var Scopes = []Scope{ScopeNodePods, ScopeWholeObjects, ScopeCluster, ScopeNamespaces, ScopeVolumes}
+var Scopes = []Scope{ScopeNodePods, ScopeWholeObjects, ScopeCluster, ScopeNamespaces, ScopeVolumes, ScopeDevices}
 
 // ParseScopes checks declared read names (policies[].reads, the CLI's
 // --reads, a case table's "reads") and returns their scopes, refusing an
@@ -313,6 +317,12 @@ var Fields = []Field{
 		"term rows (§4.2.1) with the claim's index first", ScopeVolumes},
 	{ObjectCluster, "StorageClasses' allowedTopologies", abi.FnVolumeClaims, model.VolumeClaimsClassTopologies, WireRecords, []string{"claim", "term", "part", "key", "operator", "values"}, CostPerCycle, "Cluster.VolumeClaims",
 		"term rows of In requirements, with the claim's index first", ScopeVolumes},
+	{ObjectCluster, "the pod's ResourceClaims' device requests", abi.FnResourceClaims, model.DeviceClaimsRequests, WireRecords,
+		[]string{"podClaim", "claimName", "found", "allocated", "request", "deviceClassName", "count"}, CostPerCycle, "Cluster.DeviceRequests",
+		`one record per request (per subrequest of a firstAvailable list, named "request/subrequest"), in spec.resourceClaims order; found and allocated "true" or "false"; count 0 for allocationMode All`, ScopeDevices},
+	{ObjectCluster, "ResourceSlices' devices of the requested classes, per node", abi.FnResourceClaims, model.DeviceClaimsNodes, WireRecords,
+		[]string{"node", "deviceClassName", "total", "free"}, CostPerCycle, "Cluster.NodeDevices",
+		"devices of node-local slices (spec.nodeName) that the class's selectors match; free ones are neither allocated nor reserved in flight", ScopeDevices},
 }
 
 // FieldsOf returns the rows read through host function fn, in Num order

@@ -47,6 +47,12 @@ type ClusterView struct {
 	// volumes and classes from; nil holds none (every claim not found).
 	Volumes kubemodel.VolumeLister
 
+	// Devices answers resource_claims for the pod: its DRA requests and
+	// the devices of their classes per node (in a scheduler, from the
+	// DynamicResources plugin's view; in a case table, the case's). Nil
+	// holds none: no requests, no devices.
+	Devices func(pod *v1.Pod) model.Devices
+
 	mu       sync.Mutex
 	counts   map[string][]byte // by term bytes
 	existing [model.NumExistingTerms][]byte
@@ -56,6 +62,31 @@ type ClusterView struct {
 	tenantExisting [model.NumExistingTerms][]byte
 	claims         []model.VolumeClaim
 	volumes        [model.NumVolumeClaimKinds][]byte
+	devices        *model.Devices
+	deviceLists    [model.NumDeviceClaimKinds][]byte
+}
+
+// resourceClaims answers resource_claims of kind for pod: the pod's DRA
+// view read once per view, each kind encoded once; ok is false for an
+// unknown kind.
+func (c *ClusterView) resourceClaims(kind int32, pod *v1.Pod) ([]byte, bool) {
+	if kind < 0 || kind >= model.NumDeviceClaimKinds {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.deviceLists[kind]; b != nil {
+		return b, true
+	}
+	if c.devices == nil {
+		c.devices = &model.Devices{}
+		if c.Devices != nil {
+			*c.devices = c.Devices(pod)
+		}
+	}
+	b, _ := model.EncodeDevices(*c.devices, kind)
+	c.deviceLists[kind] = b
+	return b, true
 }
 
 // volumeClaims answers volume_claims of kind for pod: the pod's claims

@@ -73,8 +73,9 @@ var clusterFuncs = map[string]api.GoModuleFunc{
 		}
 		s[0] = writeOut(m, s[2], s[3], b)
 	},
-	abi.FnExistingTerms: tenantKindRead(fields.ScopeCluster, abi.FnExistingTerms, (*ClusterView).existingTerms, (*ClusterView).tenantExistingTerms),
-	abi.FnVolumeClaims:  kindRead(fields.ScopeVolumes, abi.FnVolumeClaims, (*ClusterView).volumeClaims),
+	abi.FnExistingTerms:  tenantKindRead(fields.ScopeCluster, abi.FnExistingTerms, (*ClusterView).existingTerms, (*ClusterView).tenantExistingTerms),
+	abi.FnVolumeClaims:   kindRead(fields.ScopeVolumes, abi.FnVolumeClaims, (*ClusterView).volumeClaims),
+	abi.FnResourceClaims: kindRead(fields.ScopeDevices, abi.FnResourceClaims, (*ClusterView).resourceClaims),
 	abi.FnNamespaceLabels: func(ctx context.Context, m api.Module, s []uint64) {
 		in := CallOf(ctx)
 		c := in.cluster()

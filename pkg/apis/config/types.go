@@ -193,7 +193,7 @@ type PolicySettings struct {
 	RealRandom   bool
 	// Reads are the reads beyond the pod and the node being evaluated that
 	// the policy may make (fields.Scopes: NodePods, WholeObjects, Cluster,
-	// Namespaces, Volumes).
+	// Namespaces, Volumes, Devices).
 	Reads []string
 	// PatchPrefixes are the label and annotation key prefixes the policy's
 	// prebind may write on a pod; none: it may write nothing.

@@ -341,14 +341,16 @@ type PolicySettings struct {
 	// node, whatever their namespace, and the host ports they use),
 	// WholeObjects (every field of the pod and the node), Cluster (every
 	// node's name, labels and taints, and pod counts across the cluster),
-	// Namespaces (namespace labels) and Volumes (the pod's own
+	// Namespaces (namespace labels), Volumes (the pod's own
 	// PersistentVolumeClaims with their bound volumes and storage
-	// classes). An undeclared read returns -4 (NotDeclared) to the guest
-	// and is logged once.
+	// classes) and Devices (the pod's own ResourceClaims, and per node
+	// the total and free devices of the classes they request). An
+	// undeclared read returns -4 (NotDeclared) to the guest and is logged
+	// once.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=5
-	// +kubebuilder:validation:items:Enum=NodePods;WholeObjects;Cluster;Namespaces;Volumes
+	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:items:Enum=NodePods;WholeObjects;Cluster;Namespaces;Volumes;Devices
 	Reads []string `json:"reads,omitempty"`
 	// PatchPrefixes are the label and annotation key prefixes the policy's
 	// PreBind may write on the pod being bound, such as

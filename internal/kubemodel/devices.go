@@ -1,0 +1,206 @@
+package kubemodel
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
+)
+
+// DRALister is what resource_claims reads: the DRA objects as the
+// scheduler's DynamicResources plugin sees them (its SharedDRAManager,
+// whose claims include the allocations the scheduler has made and not yet
+// written). Errors read as nothing found.
+type DRALister interface {
+	Claim(namespace, name string) (*resourceapi.ResourceClaim, error)
+	Claims() ([]*resourceapi.ResourceClaim, error)
+	Slices() ([]*resourceapi.ResourceSlice, error)
+	Class(name string) (*resourceapi.DeviceClass, error)
+}
+
+// Devices is what resource_claims answers for pod: the requests of the
+// claims it names and, for each node-local ResourceSlice pool, how many
+// devices of each requested class it offers and how many no claim holds.
+//
+// It counts what the scheduler would offer, in simpler terms than the
+// allocator: a device is of a class when every CEL selector of the class
+// matches it (the requests' own selectors are not applied); only the
+// newest generation of each pool counts; devices shared by several claims
+// (allowMultipleAllocations) and counters are not modelled, a device is
+// free or not. A selector that fails to compile or evaluate matches
+// nothing.
+func Devices(pod *v1.Pod, l DRALister) model.Devices {
+	var d model.Devices
+	if l == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return d
+	}
+	classes := map[string]*resourceapi.DeviceClass{}
+	for _, pc := range pod.Spec.ResourceClaims {
+		name := claimNameOf(pod, pc)
+		var claim *resourceapi.ResourceClaim
+		if name != "" {
+			claim, _ = l.Claim(pod.Namespace, name)
+		}
+		if claim == nil {
+			d.Requests = append(d.Requests, model.DeviceRequest{PodClaim: pc.Name, ClaimName: name})
+			continue
+		}
+		allocated := claim.Status.Allocation != nil
+		add := func(req, class string, mode resourceapi.DeviceAllocationMode, count int64) {
+			if mode == resourceapi.DeviceAllocationModeAll {
+				count = 0
+			} else if count == 0 {
+				count = 1
+			}
+			d.Requests = append(d.Requests, model.DeviceRequest{PodClaim: pc.Name, ClaimName: name, Found: true, Allocated: allocated,
+				Request: req, DeviceClassName: class, Count: count})
+			if _, ok := classes[class]; !ok && class != "" {
+				classes[class], _ = l.Class(class)
+			}
+		}
+		for _, r := range claim.Spec.Devices.Requests {
+			if r.Exactly != nil {
+				add(r.Name, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count)
+			}
+			for _, s := range r.FirstAvailable {
+				add(r.Name+"/"+s.Name, s.DeviceClassName, s.AllocationMode, s.Count)
+			}
+		}
+	}
+	if len(classes) == 0 {
+		return d
+	}
+	d.Nodes = nodeDevices(l, classes)
+	return d
+}
+
+// claimNameOf is the ResourceClaim a pod's claim entry names: its
+// resourceClaimName, or the claim the controller made from its template
+// (recorded in the pod's status; "" until then).
+func claimNameOf(pod *v1.Pod, pc v1.PodResourceClaim) string {
+	if pc.ResourceClaimName != nil {
+		return *pc.ResourceClaimName
+	}
+	for _, s := range pod.Status.ResourceClaimStatuses {
+		if s.Name == pc.Name && s.ResourceClaimName != nil {
+			return *s.ResourceClaimName
+		}
+	}
+	return ""
+}
+
+// nodeDevices counts each class's devices on each node's slices.
+func nodeDevices(l DRALister, classes map[string]*resourceapi.DeviceClass) []model.NodeDevices {
+	slices, _ := l.Slices()
+	taken := map[[3]string]bool{}
+	if claims, err := l.Claims(); err == nil {
+		for _, c := range claims {
+			if c.Status.Allocation == nil {
+				continue
+			}
+			for _, r := range c.Status.Allocation.Devices.Results {
+				taken[[3]string{r.Driver, r.Pool, r.Device}] = true
+			}
+		}
+	}
+	newest := map[[2]string]int64{}
+	for _, s := range slices {
+		k := [2]string{s.Spec.Driver, s.Spec.Pool.Name}
+		newest[k] = max(newest[k], s.Spec.Pool.Generation)
+	}
+	names := make([]string, 0, len(classes))
+	for n := range classes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	type key struct{ node, class string }
+	counts := map[key]*model.NodeDevices{}
+	var out []model.NodeDevices
+	var order []key
+	for _, s := range slices {
+		if s.Spec.NodeName == nil || *s.Spec.NodeName == "" || s.Spec.Pool.Generation != newest[[2]string{s.Spec.Driver, s.Spec.Pool.Name}] {
+			continue
+		}
+		node := *s.Spec.NodeName
+		for _, dev := range s.Spec.Devices {
+			for _, cn := range names {
+				if !classMatches(classes[cn], s.Spec.Driver, dev) {
+					continue
+				}
+				k := key{node, cn}
+				nd := counts[k]
+				if nd == nil {
+					nd = &model.NodeDevices{Node: node, DeviceClassName: cn}
+					counts[k] = nd
+					order = append(order, k)
+				}
+				nd.Total++
+				if !taken[[3]string{s.Spec.Driver, s.Spec.Pool.Name, dev.Name}] {
+					nd.Free++
+				}
+			}
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		if order[i].node != order[j].node {
+			return order[i].node < order[j].node
+		}
+		return order[i].class < order[j].class
+	})
+	for _, k := range order {
+		out = append(out, *counts[k])
+	}
+	return out
+}
+
+// classMatches says whether every CEL selector of class matches the
+// device of driver; a class that does not exist matches nothing.
+func classMatches(class *resourceapi.DeviceClass, driver string, dev resourceapi.Device) bool {
+	if class == nil {
+		return false
+	}
+	for _, sel := range class.Spec.Selectors {
+		if sel.CEL == nil {
+			continue
+		}
+		prog := compiledSelector(sel.CEL.Expression)
+		if prog.Error != nil {
+			return false
+		}
+		ok, _, err := prog.DeviceMatches(context.Background(), cel.Device{Driver: driver, Attributes: dev.Attributes, Capacity: dev.Capacity})
+		if err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// compiled keeps each selector expression compiled once: classes are few
+// and their expressions change rarely, while a cycle evaluates them per
+// device. Bounded so that a cluster rewriting classes cannot grow it
+// without end.
+var compiled = struct {
+	sync.Mutex
+	m map[string]cel.CompilationResult
+}{m: map[string]cel.CompilationResult{}}
+
+const maxCompiledSelectors = 1024
+
+func compiledSelector(expr string) cel.CompilationResult {
+	compiled.Lock()
+	defer compiled.Unlock()
+	if r, ok := compiled.m[expr]; ok {
+		return r
+	}
+	r := cel.GetCompiler(cel.Features{}).CompileCELExpression(expr, cel.Options{DisableCostEstimation: true})
+	if len(compiled.m) >= maxCompiledSelectors {
+		clear(compiled.m)
+	}
+	compiled.m[expr] = r
+	return r
+}
