@@ -32,7 +32,7 @@ const (
 var Toolchains = []Toolchain{TinyGo, Go}
 
 // Policies are the example policies under plugins-wasm.
-var Policies = []string{"team-isolation", "bin-packing", "maintenance-avoidance", "gpu-fit", "spread", "node-health", "team-pod-cap", "zone-spread", "freeze-window", "placement-recorder", "licence-count", "gang"}
+var Policies = []string{"team-isolation", "bin-packing", "maintenance-avoidance", "gpu-fit", "spread", "node-health", "team-pod-cap", "zone-spread", "freeze-window", "placement-recorder", "licence-count", "gang", "dra-devices"}
 
 var (
 	rootOnce sync.Once
