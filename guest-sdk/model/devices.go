@@ -119,11 +119,12 @@ func DecodeNodeDevices(b []byte) []NodeDevices {
 	return out
 }
 
-// eachRecord calls fn with each whole record of n strings of list b.
+// eachRecord calls fn with each whole record of n strings of list b; fn
+// must not keep the slice, which the next record reuses.
 func eachRecord(b []byte, n int, fn func([]string)) {
 	r := abi.NewListReader(b)
+	f := make([]string, n)
 	for r.Len() >= n {
-		f := make([]string, n)
 		for i := range f {
 			s, _ := r.Next()
 			f[i] = string(s)

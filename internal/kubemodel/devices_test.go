@@ -172,12 +172,12 @@ func TestDevices(t *testing.T) {
 			}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if diff := cmp.Diff(c.want, Devices(c.pod, objs)); diff != "" {
+			if diff := cmp.Diff(c.want, Devices(c.pod, objs, true)); diff != "" {
 				t.Errorf("Devices (-want +got):\n%s", diff)
 			}
 		})
 	}
-	if d := Devices(pod(named("gpu", "train")), nil); len(d.Requests)+len(d.Nodes) != 0 {
+	if d := Devices(pod(named("gpu", "train")), nil, true); len(d.Requests)+len(d.Nodes) != 0 {
 		t.Errorf("without a lister: %+v, want nothing", d)
 	}
 }

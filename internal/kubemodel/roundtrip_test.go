@@ -72,7 +72,7 @@ func devicesRead(f fields.Field, w *world, native bool) []string {
 		claims, objs := kubemodel.DRAObjectsOf(w.v1pod.Namespace, d)
 		pod := w.v1pod.DeepCopy()
 		pod.Spec.ResourceClaims = claims
-		d = kubemodel.Devices(pod, objs)
+		d = kubemodel.Devices(pod, objs, true)
 	}
 	b, _ := model.EncodeDevices(d, f.Num)
 	return []string{string(b)}

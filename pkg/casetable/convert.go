@@ -36,7 +36,7 @@ func clusterView(c *casetest.Case, own fwk.NodeInfo) (*host.ClusterView, error) 
 	spread := kubemodel.DefaultSpreadOf(&c.Pod)
 	defaultSpread := func(*v1.Pod) []metav1.LabelSelectorRequirement { return spread }
 	data := c.ClusterData()
-	devices := func(*v1.Pod) model.Devices { return data.Devices }
+	devices := func(*v1.Pod, bool) model.Devices { return data.Devices }
 	if c.Cluster == nil || len(c.Cluster.Nodes) == 0 {
 		return &host.ClusterView{Nodes: []fwk.NodeInfo{own}, NamespaceLabels: func(name string) (map[string]string, bool) {
 			l, ok := data.Namespaces[name]

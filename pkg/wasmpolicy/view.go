@@ -62,7 +62,7 @@ func (w *WasmPolicy) clusterView(policies []*policy) *host.ClusterView {
 	}
 	if w.dra != nil {
 		dra := w.dra
-		v.Devices = func(pod *v1.Pod) model.Devices { return kubemodel.Devices(pod, dra) }
+		v.Devices = func(pod *v1.Pod, nodes bool) model.Devices { return kubemodel.Devices(pod, dra, nodes) }
 	}
 	if w.spread != nil {
 		v.DefaultSpreadSelector = func(pod *v1.Pod) []metav1.LabelSelectorRequirement {

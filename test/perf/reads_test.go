@@ -13,10 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
+	"github.com/wasmsched/wasmsched/guest-sdk/model"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/framework/intree"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 )
 
@@ -30,6 +33,7 @@ var readCostReads = []string{
 	"Node.Name", "Node.Label", "Node.Labels", "Node.Annotations", "Node.Taints", "Node.Allocatable", "Node.Requested", "Node.AllocatableAll",
 	"Node.Conditions", "Node.Images", "Node.KubeletVersion", "Node.PodCount", "Node.Pods", "Node.CountPodsWithLabel", "Node.UsedPorts", "Node.Object",
 	"Cluster.NodeCount", "Cluster.NodeLabels", "Cluster.CountPods", "Cluster.NamespaceLabels", "Cluster.VolumeClaims",
+	"Cluster.DeviceRequests", "Cluster.NodeDevices",
 }
 
 // readCostNode is realisticNode with five running pods, each with labels,
@@ -72,6 +76,8 @@ func BenchmarkReadCost(b *testing.B) {
 	pod := benchPod("p")
 	pod.Spec.Tolerations = []v1.Toleration{{Key: "spot", Operator: v1.TolerationOpExists}}
 	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("train-gpu")}}
+	dra := readCostDRA(pod.Namespace, nodes)
 	wasm, err := testguests.Build(testguests.TinyGo, filepath.Join("plugins-wasm", "testdata", "readcost"))
 	if err != nil {
 		b.Fatal(err)
@@ -93,7 +99,8 @@ func BenchmarkReadCost(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i += len(nodes) {
 				ps := host.NewPodState(pod)
-				ps.Cluster = &host.ClusterView{Nodes: nodes, NamespaceLabels: func(string) (map[string]string, bool) { return map[string]string{"team": "payments"}, true }}
+				ps.Cluster = &host.ClusterView{Nodes: nodes, NamespaceLabels: func(string) (map[string]string, bool) { return map[string]string{"team": "payments"}, true },
+					Devices: func(p *v1.Pod, nodes bool) model.Devices { return kubemodel.Devices(p, dra, nodes) }}
 				if _, err := v.CallNodes(ctx, host.CallFilter, ps, nodes, new(host.PolicyCycle), results, nil); err != nil || results[len(nodes)-1].Code != 0 {
 					b.Fatal(err, results[len(nodes)-1])
 				}

@@ -47,11 +47,11 @@ type ClusterView struct {
 	// volumes and classes from; nil holds none (every claim not found).
 	Volumes kubemodel.VolumeLister
 
-	// Devices answers resource_claims for the pod: its DRA requests and
-	// the devices of their classes per node (in a scheduler, from the
-	// DynamicResources plugin's view; in a case table, the case's). Nil
-	// holds none: no requests, no devices.
-	Devices func(pod *v1.Pod) model.Devices
+	// Devices answers resource_claims for the pod: its DRA requests and,
+	// with nodes, the devices of their classes per node (in a scheduler,
+	// from the DynamicResources plugin's view; in a case table, the
+	// case's). Nil holds none: no requests, no devices.
+	Devices func(pod *v1.Pod, nodes bool) model.Devices
 
 	mu       sync.Mutex
 	counts   map[string][]byte // by term bytes
@@ -62,7 +62,8 @@ type ClusterView struct {
 	tenantExisting [model.NumExistingTerms][]byte
 	claims         []model.VolumeClaim
 	volumes        [model.NumVolumeClaimKinds][]byte
-	devices        *model.Devices
+	devices        *model.Devices // the requests, and the nodes once devicesNodes
+	devicesNodes   bool
 	deviceLists    [model.NumDeviceClaimKinds][]byte
 }
 
@@ -78,11 +79,15 @@ func (c *ClusterView) resourceClaims(kind int32, pod *v1.Pod) ([]byte, bool) {
 	if b := c.deviceLists[kind]; b != nil {
 		return b, true
 	}
-	if c.devices == nil {
+	// The requests alone cost a claim lookup; the nodes' sums walk every
+	// slice, so they are read only for a policy that asks for them.
+	nodes := kind == model.DeviceClaimsNodes
+	if c.devices == nil || nodes && !c.devicesNodes {
 		c.devices = &model.Devices{}
 		if c.Devices != nil {
-			*c.devices = c.Devices(pod)
+			*c.devices = c.Devices(pod, nodes)
 		}
+		c.devicesNodes = nodes
 	}
 	b, _ := model.EncodeDevices(*c.devices, kind)
 	c.deviceLists[kind] = b

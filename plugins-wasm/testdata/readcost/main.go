@@ -87,6 +87,10 @@ func filter(pod sdk.Pod, node sdk.Node) sdk.Status {
 		n = len(l)
 	case "Cluster.VolumeClaims":
 		n = len(sdk.Cluster{}.VolumeClaims())
+	case "Cluster.DeviceRequests":
+		n = len(sdk.Cluster{}.DeviceRequests())
+	case "Cluster.NodeDevices":
+		n = len(sdk.Cluster{}.NodeDevices())
 	default:
 		return sdk.Error("readcost: unknown read " + which)
 	}
