@@ -42,6 +42,10 @@ func TestEveryFieldHasAReader(t *testing.T) {
 			_, ok := (&ClusterView{Nodes: []fwk.NodeInfo{ni}}).volumeClaims(n, pod.Pod)
 			return ok
 		},
+		abi.FnResourceClaims: func(n int32) bool {
+			_, ok := (&ClusterView{Nodes: []fwk.NodeInfo{ni}}).resourceClaims(n, pod.Pod)
+			return ok
+		},
 	}
 	numbered := map[string]bool{}
 	for _, f := range fields.Fields {
