@@ -23,8 +23,9 @@ import (
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 )
 
-// leases is the policy's declared read objects[0]: Leases, spec.renewTime.
-var leases = sdk.ObjectsOf(0)
+// leases is the policy's declared read objects[0]: Leases, spec.renewTime
+// (read typed, as sdk.Lease).
+var leases = sdk.LeasesOf(0)
 
 var (
 	loaded        bool
@@ -58,21 +59,19 @@ func filter(_ sdk.Pod, node sdk.Node) sdk.Status {
 		return sdk.Error(configError)
 	}
 	name := node.Name()
-	f, ok := leases.Get("kube-node-lease", name)
-	if !ok {
+	lease, ok, err := leases.Get("kube-node-lease", name)
+	switch {
+	case err != nil:
+		return sdk.Error("the kubelet Lease of node " + name + " has a renewTime that does not parse: " + err.(*sdk.LeaseError).RenewTime)
+	case !ok:
 		if rejectMissing {
 			return sdk.UnschedulableAndUnresolvable("node " + name + " has no kubelet Lease in kube-node-lease")
 		}
 		return sdk.Success()
-	}
-	if len(f) == 0 || f[0] == "" {
+	case lease.RenewTime.IsZero():
 		return sdk.UnschedulableAndUnresolvable("the kubelet Lease of node " + name + " was never renewed")
 	}
-	renewed, err := time.Parse(time.RFC3339Nano, f[0])
-	if err != nil {
-		return sdk.Error("the kubelet Lease of node " + name + " has a renewTime that does not parse: " + f[0])
-	}
-	if age := sdk.Now().Sub(renewed); age > maxAge {
+	if age := sdk.Now().Sub(lease.RenewTime); age > maxAge {
 		return sdk.UnschedulableAndUnresolvable("the kubelet Lease of node " + name + " was last renewed " + age.Round(time.Second).String() + " ago, more than maxAge " + maxAge.String())
 	}
 	return sdk.Success()
