@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -27,13 +29,44 @@ var strict = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).
 // readObjects reads Nodes and Pods from a YAML or JSON file: several
 // documents, and List, NodeList or PodList objects, are all accepted.
 func readObjects(path string) (nodes []*v1.Node, pods []*v1.Pod, err error) {
+	nodes, pods, others, err := readObjectsAndOthers(path)
+	if err == nil && len(others) > 0 {
+		err = fmt.Errorf("%s: unexpected %s %s: only Nodes and Pods are read", path, others[0].GetAPIVersion(), others[0].GetKind())
+	}
+	return nodes, pods, err
+}
+
+// readObjectsAndOthers is readObjects keeping the objects of other kinds
+// (the objects of policies' granted reads, for wasmsched test), as
+// unstructured objects.
+func readObjectsAndOthers(path string) (nodes []*v1.Node, pods []*v1.Pod, others []*unstructured.Unstructured, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var add func(obj runtime.Object) error
-	add = func(obj runtime.Object) error {
+	var add func(raw []byte) error
+	add = func(raw []byte) error {
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(raw, &tm); err != nil {
+			return err
+		}
+		switch {
+		case tm.APIVersion == "v1" && (tm.Kind == "Node" || tm.Kind == "Pod" || tm.Kind == "NodeList" || tm.Kind == "PodList" || tm.Kind == "List"):
+		case tm.APIVersion == "" || tm.Kind == "":
+			return fmt.Errorf("an object without apiVersion and kind")
+		default:
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(raw); err != nil {
+				return err
+			}
+			others = append(others, u)
+			return nil
+		}
+		obj, _, err := strict.Decode(raw, nil, nil)
+		if err != nil {
+			return err
+		}
 		switch o := obj.(type) {
 		case *v1.Node:
 			nodes = append(nodes, o)
@@ -49,16 +82,10 @@ func readObjects(path string) (nodes []*v1.Node, pods []*v1.Pod, err error) {
 			}
 		case *v1.List:
 			for _, item := range o.Items {
-				inner, _, err := strict.Decode(item.Raw, nil, nil)
-				if err != nil {
-					return err
-				}
-				if err := add(inner); err != nil {
+				if err := add(item.Raw); err != nil {
 					return err
 				}
 			}
-		default:
-			return fmt.Errorf("unexpected %T: only Nodes and Pods are read", obj)
 		}
 		return nil
 	}
@@ -68,20 +95,16 @@ func readObjects(path string) (nodes []*v1.Node, pods []*v1.Pod, err error) {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return nil, nil, fmt.Errorf("%s: document %d: %w", path, n, err)
+			return nil, nil, nil, fmt.Errorf("%s: document %d: %w", path, n, err)
 		}
 		if len(bytes.TrimSpace(raw.Raw)) == 0 || string(raw.Raw) == "null" {
 			continue
 		}
-		obj, _, err := strict.Decode(raw.Raw, nil, nil)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: document %d: %w", path, n, err)
-		}
-		if err := add(obj); err != nil {
-			return nil, nil, fmt.Errorf("%s: document %d: %w", path, n, err)
+		if err := add(raw.Raw); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: document %d: %w", path, n, err)
 		}
 	}
-	return nodes, pods, nil
+	return nodes, pods, others, nil
 }
 
 // readPod reads the one Pod in a file.

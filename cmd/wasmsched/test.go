@@ -13,6 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/casetest"
 	"github.com/wasmsched/wasmsched/host"
@@ -29,6 +32,7 @@ type testOptions struct {
 	configs  []string
 	names    []string
 	reads    []string
+	objects  []string
 	clock    string
 	pod      string
 	nodes    string
@@ -85,7 +89,8 @@ a List; pods with spec.nodeName are placed on their node) or, with
 	cmd.Flags().StringArrayVar(&o.policies, "policy", nil, "policy module, FILE or FILE:WEIGHT (repeatable)")
 	cmd.Flags().StringArrayVar(&o.configs, "config", nil, "config string for the policy at the same position (repeatable); with --cases, replaces the table's config")
 	cmd.Flags().StringArrayVar(&o.names, "name", nil, "name of the policy at the same position (repeatable; default: from its file name)")
-	cmd.Flags().StringArrayVar(&o.reads, "reads", nil, "declared reads of the policy at the same position, comma-separated (NodePods, WholeObjects, Cluster, Namespaces, Volumes), as policies[].reads; with --cases, replaces the table's reads")
+	cmd.Flags().StringArrayVar(&o.reads, "reads", nil, "declared reads of the policy at the same position, comma-separated (NodePods, WholeObjects, Cluster, Namespaces, Volumes, Devices), as policies[].reads; with --cases, replaces the table's reads")
+	cmd.Flags().StringArrayVar(&o.objects, "objects", nil, "granted object reads of the policy at the same position, as policies[].objects: APIVERSION/KIND=FIELD,FIELD, several separated by ';' (coordination.k8s.io/v1/Lease=spec.renewTime); the objects come from --nodes (documents of those kinds) or, with --kubeconfig, from the cluster")
 	cmd.Flags().StringVar(&o.pod, "pod", "", "the pod to place (YAML or JSON)")
 	cmd.Flags().StringVar(&o.nodes, "nodes", "", "nodes, and pods running on them (YAML or JSON)")
 	cmd.Flags().BoolVar(&o.single, "single-calls", false, "give every node its own guest call instead of the scheduler's batches")
@@ -107,6 +112,9 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 	}
 	if len(o.reads) > len(o.policies) {
 		return fmt.Errorf("%d --reads flags for %d --policy flags: give at most one per policy, in the same order", len(o.reads), len(o.policies))
+	}
+	if len(o.objects) > len(o.policies) {
+		return fmt.Errorf("%d --objects flags for %d --policy flags: give at most one per policy, in the same order", len(o.objects), len(o.policies))
 	}
 	// One instance per policy: calls are sequential, and a pool would spend
 	// the first calls creating instances.
@@ -142,10 +150,12 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 		if i < len(o.reads) {
 			p.Reads = splitList(o.reads[i])
 		}
+		if i < len(o.objects) {
+			if p.Objects, err = parseObjectReads(o.objects[i]); err != nil {
+				return err
+			}
+		}
 		args.Policies = append(args.Policies, p)
-	}
-	if errs := validation.ValidateWasmPolicyArgs(nil, args); len(errs) > 0 {
-		return errs.ToAggregate()
 	}
 	pod, err := readPod(o.pod)
 	if err != nil {
@@ -153,20 +163,35 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 	}
 	var nodes []*v1.Node
 	var pods []*v1.Pod
+	var others []*unstructured.Unstructured
+	var handle wasmpolicyHandle
+	var rc *rest.Config
 	switch {
 	case o.nodes != "":
-		nodes, pods, err = readObjects(o.nodes)
+		nodes, pods, others, err = readObjectsAndOthers(o.nodes)
 	case g.kubeconfig != "" || os.Getenv("KUBECONFIG") != "":
-		client, cerr := clientFor(g)
+		if rc, err = restConfigFor(g); err != nil {
+			return err
+		}
+		client, cerr := kubernetes.NewForConfig(rc)
 		if cerr != nil {
 			return cerr
 		}
+		// Granted kinds are watched in the cluster, as the scheduler
+		// watches them, read-only.
+		handle = wasmpolicy.NewClientHandleWithConfig(client, rc, nil)
 		nodes, pods, err = snapshot(ctx, client)
 	default:
 		return fmt.Errorf("give the nodes: --nodes FILE, or --kubeconfig FILE to read them from a cluster")
 	}
 	if err != nil {
 		return err
+	}
+	if args.Objects, err = testGrants(args.Policies, rc); err != nil {
+		return err
+	}
+	if errs := validation.ValidateWasmPolicyArgs(nil, args); len(errs) > 0 {
+		return errs.ToAggregate()
 	}
 	if len(nodes) == 0 {
 		return fmt.Errorf("no nodes to test against")
@@ -175,7 +200,17 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 	if err != nil {
 		return err
 	}
-	plugin, err := loadPlugin(ctx, args, nil, wasmpolicy.WithClock(clock))
+	opts := []wasmpolicy.Option{wasmpolicy.WithClock(clock)}
+	if o.nodes != "" {
+		readers, err := fileObjectReaders(args.Policies, others)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, wasmpolicy.WithObjectReaders(readers))
+	} else if handle != nil {
+		opts = append(opts, wasmpolicy.WithReadOnlyObjects())
+	}
+	plugin, err := loadPlugin(ctx, args, handle, opts...)
 	if err != nil {
 		return err
 	}

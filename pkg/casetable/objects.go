@@ -96,3 +96,9 @@ func objectReads(f *casetest.File) ([]config.ObjectRead, []config.ObjectGrant) {
 	}
 	return reads, grants
 }
+
+// ObjectReader is a declared read holding objs, for a policy run outside
+// a scheduler on objects read from a file (wasmsched test --nodes).
+func ObjectReader(objs []sdk.ObjectData) host.ObjectReader {
+	return caseReader{&caseObjects{cur: [][]sdk.ObjectData{objs}, gen: 1}, 0}
+}

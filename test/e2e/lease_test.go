@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmsched/wasmsched/internal/controlplane"
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
 
 // grantedConfig writes the test's scheduler config with the policies given
@@ -122,4 +125,39 @@ func TestLeaseFreshnessRejectsStaleNodes(t *testing.T) {
 		t.Fatalf("second not bound within 30s of the renewal; events: %v", podEvents(e.name, "second"))
 	}
 	t.Logf("second bound %s after the renewal", time.Since(renewed).Round(time.Millisecond))
+}
+
+// wasmsched test against the live cluster reads a policy's granted kinds
+// there, as the scheduler watches them (the kind's resource found by
+// discovery): lease-freshness refuses the test's node whose Lease is
+// stale and admits the one just renewed.
+func TestTestCommandReadsLiveObjects(t *testing.T) {
+	e := newEnv(t, "livelease")
+	e.node("fresh", nil, "4")
+	e.node("stale", nil, "4")
+	e.renewLease("fresh", time.Now())
+	e.renewLease("stale", time.Now().Add(-5*time.Minute))
+	podFile := filepath.Join(e.dir, "pod.yaml")
+	if err := os.WriteFile(podFile, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: probe, namespace: default}\nspec: {containers: [{name: c, image: x}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := wasmsched(t, "test", "--policy", testguests.Policy(t, testguests.TinyGo, "lease-freshness"), "--config", "maxAge=20s",
+		"--objects", "coordination.k8s.io/v1/Lease=spec.renewTime,spec.holderIdentity", "--clock", time.Now().Format(time.RFC3339), "--pod", podFile, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex wasmpolicy.Explanation
+	if err := json.Unmarshal([]byte(out), &ex); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := map[string]wasmpolicy.NodeExplanation{}
+	for _, n := range ex.Nodes {
+		got[n.Node] = n
+	}
+	if n := got[e.name+"-fresh"]; !n.Feasible {
+		t.Errorf("the node with a fresh Lease: %+v", n)
+	}
+	if n := got[e.name+"-stale"]; n.Feasible || !strings.Contains(n.Reason, "the kubelet Lease of node "+e.name+"-stale was last renewed ") || !strings.HasSuffix(n.Reason, "ago, more than maxAge 20s") {
+		t.Errorf("the node with a stale Lease: %+v", n)
+	}
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	sdk "github.com/wasmsched/wasmsched/guest-sdk"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	"github.com/wasmsched/wasmsched/pkg/casetable"
+	"github.com/wasmsched/wasmsched/pkg/objectpath"
+)
+
+// parseObjectReads parses one --objects value: the policy's granted reads
+// as policies[].objects declares them, separated by ';', each
+// APIVERSION/KIND=FIELD,FIELD (coordination.k8s.io/v1/Lease=spec.renewTime).
+func parseObjectReads(s string) ([]config.ObjectRead, error) {
+	var out []config.ObjectRead
+	for _, item := range strings.Split(s, ";") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		kindPart, fieldPart, ok := strings.Cut(item, "=")
+		k := strings.LastIndex(kindPart, "/")
+		if !ok || k <= 0 || k == len(kindPart)-1 {
+			return nil, fmt.Errorf("--objects %q: want APIVERSION/KIND=FIELD,FIELD (for example coordination.k8s.io/v1/Lease=spec.renewTime), reads separated by ';'", item)
+		}
+		r := config.ObjectRead{APIVersion: strings.TrimSpace(kindPart[:k]), Kind: strings.TrimSpace(kindPart[k+1:])}
+		for _, f := range strings.Split(fieldPart, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				r.Fields = append(r.Fields, f)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// testGrants are the grants the policies' reads need: wasmsched test is
+// its own operator. The resource of each kind comes from the cluster's
+// discovery when rc is set (the watch needs it), else from the kind (the
+// objects then come from the --nodes file, and the name only has to pass
+// the same validation the scheduler's args do).
+func testGrants(policies []config.Policy, rc *rest.Config) ([]config.ObjectGrant, error) {
+	var out []config.ObjectGrant
+	seen := map[string]bool{}
+	var mapper *restmapper.DeferredDiscoveryRESTMapper
+	for _, p := range policies {
+		for _, r := range p.Objects {
+			key := r.APIVersion + " " + r.Kind
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			resource := strings.ToLower(r.Kind) + "s"
+			if rc != nil {
+				if mapper == nil {
+					dc, err := discovery.NewDiscoveryClientForConfig(rc)
+					if err != nil {
+						return nil, err
+					}
+					mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+				}
+				gv, err := schema.ParseGroupVersion(r.APIVersion)
+				if err != nil {
+					return nil, fmt.Errorf("policy %s: objects %s: %w", p.Name, key, err)
+				}
+				m, err := mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: r.Kind}, gv.Version)
+				if err != nil {
+					return nil, fmt.Errorf("policy %s: objects %s: the cluster does not serve it: %w", p.Name, key, err)
+				}
+				resource = m.Resource.Resource
+			}
+			out = append(out, config.ObjectGrant{APIVersion: r.APIVersion, Kind: r.Kind, Resource: resource})
+		}
+	}
+	return out, nil
+}
+
+// fileObjectReaders gives each policy's declared reads the --nodes file's
+// objects of their kinds, with the declared fields read as the
+// scheduler's watch reads them.
+func fileObjectReaders(policies []config.Policy, objs []*unstructured.Unstructured) (func(policy string) []host.ObjectReader, error) {
+	readers := map[string][]host.ObjectReader{}
+	for _, p := range policies {
+		for i, r := range p.Objects {
+			paths := make([]objectpath.Path, len(r.Fields))
+			for j, f := range r.Fields {
+				var err error
+				if paths[j], err = objectpath.Parse(f); err != nil {
+					return nil, fmt.Errorf("policy %s: objects[%d].fields[%d] %q: %w", p.Name, i, j, f, err)
+				}
+			}
+			var data []sdk.ObjectData
+			for _, u := range objs {
+				if u.GetAPIVersion() != r.APIVersion || u.GetKind() != r.Kind {
+					continue
+				}
+				d := sdk.ObjectData{Namespace: u.GetNamespace(), Name: u.GetName(), Labels: u.GetLabels(), Fields: make([]string, len(paths))}
+				for j, path := range paths {
+					d.Fields[j], _ = path.Read(u.Object)
+				}
+				data = append(data, d)
+			}
+			readers[p.Name] = append(readers[p.Name], casetable.ObjectReader(data))
+		}
+	}
+	return func(policy string) []host.ObjectReader { return readers[policy] }, nil
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/internal/testguests"
+	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
+)
+
+// wasmsched test gives a policy's granted reads (--objects) the objects
+// of their kinds from the --nodes file, with the declared fields read as
+// the scheduler's watch reads them: lease-freshness refuses the node whose
+// kubelet Lease is stale and the one without a Lease (missing=reject), and
+// admits the fresh one. A read the flag spells wrong, or a kind the
+// scheduler may not grant, is refused naming the fix.
+func TestTestCommandReadsObjectsFromTheFile(t *testing.T) {
+	dir := t.TempDir()
+	nodes := filepath.Join(dir, "nodes.yaml")
+	lease := func(node, renewed string) string {
+		return "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: " + node + ", namespace: kube-node-lease}\nspec: {holderIdentity: " + node + ", renewTime: \"" + renewed + "\"}\n"
+	}
+	node := func(name string) string {
+		return "apiVersion: v1\nkind: Node\nmetadata: {name: " + name + "}\nstatus: {allocatable: {cpu: \"4\", memory: 8Gi, pods: \"110\"}}\n"
+	}
+	doc := strings.Join([]string{node("fresh"), node("stale"), node("gone"), lease("fresh", "2026-11-30T11:59:55.000000Z"), lease("stale", "2026-11-30T11:58:00.000000Z")}, "---\n")
+	if err := os.WriteFile(nodes, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"fresh": "",
+		"stale": "the kubelet Lease of node stale was last renewed 2m0s ago, more than maxAge 20s",
+		"gone":  "node gone has no kubelet Lease in kube-node-lease",
+	}
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			out, err := run(t, "test", "--policy", testguests.Policy(t, tc, "lease-freshness"), "--config", "maxAge=20s,missing=reject",
+				"--objects", "coordination.k8s.io/v1/Lease=spec.renewTime,spec.holderIdentity", "--clock", "2026-11-30T12:00:00Z",
+				"--pod", examples("pod.yaml"), "--nodes", nodes, "-o", "json")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var ex wasmpolicy.Explanation
+			if err := json.Unmarshal([]byte(out), &ex); err != nil {
+				t.Fatal(err)
+			}
+			if len(ex.Nodes) != 3 {
+				t.Fatalf("%d nodes explained, want 3: %s", len(ex.Nodes), out)
+			}
+			for _, n := range ex.Nodes {
+				if w := want[n.Node]; n.Feasible != (w == "") || !strings.HasSuffix(n.Reason, w) {
+					t.Errorf("node %s: feasible %v, reason %q; want %q", n.Node, n.Feasible, n.Reason, w)
+				}
+			}
+		})
+	}
+	for flag, msg := range map[string]string{
+		"Lease=spec.renewTime":                   "want APIVERSION/KIND=FIELD,FIELD",
+		"v1/Secret=data[token]":                  "Secret",
+		"coordination.k8s.io/v1/Lease=spec.(bad": "spec.(bad",
+	} {
+		_, err := run(t, "test", "--policy", testguests.Policy(t, testguests.TinyGo, "lease-freshness"), "--objects", flag,
+			"--pod", examples("pod.yaml"), "--nodes", nodes)
+		if err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("--objects %q: %v, want an error naming %q", flag, err, msg)
+		}
+	}
+}
