@@ -36,11 +36,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	configv1 "github.com/wasmsched/wasmsched/pkg/apis/config/v1"
+	"github.com/wasmsched/wasmsched/pkg/casetable"
 	"github.com/wasmsched/wasmsched/pkg/nodeinfo"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
@@ -129,16 +133,49 @@ func buildOutside(tc Toolchain, dir string) (string, error) {
 }
 
 // Option changes how a policy is loaded.
-type Option func(*config.Policy)
+type Option func(*loading)
+
+// loading is the policy being loaded and the objects of its reads.
+type loading struct {
+	policy  config.Policy
+	objects [][]*unstructured.Unstructured
+	err     error
+}
 
 // Config sets the policy's config string (sdk.Config() in the guest).
-func Config(s string) Option { return func(p *config.Policy) { p.Config = s } }
+func Config(s string) Option { return func(l *loading) { l.policy.Config = s } }
 
 // Timeout sets the per-call timeout (default 1s, generous for tests).
-func Timeout(d time.Duration) Option { return func(p *config.Policy) { p.Timeout = d } }
+func Timeout(d time.Duration) Option { return func(l *loading) { l.policy.Timeout = d } }
 
 // MemoryLimit sets the instance memory limit (default 64 MiB).
-func MemoryLimit(bytes int64) Option { return func(p *config.Policy) { p.MemoryLimit = bytes } }
+func MemoryLimit(bytes int64) Option { return func(l *loading) { l.policy.MemoryLimit = bytes } }
+
+// Objects declares the policy's next granted object read, as
+// policies[].objects does (the first call is objects[0], which
+// sdk.ObjectsOf(0) reads), and gives it the objects the scheduler's watch
+// of the kind would hold: typed objects (a *coordinationv1.Lease) or
+// *unstructured.Unstructured ones (a custom resource). Their declared
+// fields are read by path, as the scheduler reads them. Load grants the
+// kind itself: a test is its own operator.
+func Objects(apiVersion, kind string, fields []string, objs ...runtime.Object) Option {
+	return func(l *loading) {
+		l.policy.Objects = append(l.policy.Objects, config.ObjectRead{APIVersion: apiVersion, Kind: kind, Fields: fields})
+		var us []*unstructured.Unstructured
+		for _, o := range objs {
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+			if err != nil {
+				l.err = fmt.Errorf("Objects %s %s: %w", apiVersion, kind, err)
+				return
+			}
+			u := &unstructured.Unstructured{Object: m}
+			u.SetAPIVersion(apiVersion)
+			u.SetKind(kind)
+			us = append(us, u)
+		}
+		l.objects = append(l.objects, us)
+	}
+}
 
 // Reads declares what the policy may read beyond the pod and the node, as
 // policies[].reads does: NodePods, WholeObjects, Cluster, Namespaces, Volumes. Load
@@ -146,13 +183,13 @@ func MemoryLimit(bytes int64) Option { return func(p *config.Policy) { p.MemoryL
 // a read fails closed: the node's Verdict is the policy error "declare
 // NodePods in policies[].reads to use Node.Pods" (see Verdict.Code).
 func Reads(names ...string) Option {
-	return func(p *config.Policy) { p.Reads = append([]string(nil), names...) }
+	return func(l *loading) { l.policy.Reads = append([]string(nil), names...) }
 }
 
 // FailurePolicy sets what a policy error makes of a node: Fail (the
 // default) rejects it, Ignore admits it (see Verdict.Code).
 func FailurePolicy(f config.FailurePolicy) Option {
-	return func(p *config.Policy) { p.FailurePolicy = f }
+	return func(l *loading) { l.policy.FailurePolicy = f }
 }
 
 // Policy is a module loaded into the real WasmPolicy plugin.
@@ -171,18 +208,32 @@ func Load(t testing.TB, path string, opts ...Option) *Policy {
 	if _, err := os.Stat(abs); err != nil {
 		t.Fatal(err)
 	}
-	pc := configv1.DefaultPolicy(filepath.Base(path), config.Source{File: abs})
-	pc.Timeout = time.Second // a test machine is slower than a scheduler node
+	l := &loading{policy: configv1.DefaultPolicy(filepath.Base(path), config.Source{File: abs})}
+	l.policy.Timeout = time.Second // a test machine is slower than a scheduler node
 	for _, o := range opts {
-		o(&pc)
+		o(l)
 	}
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	pc := l.policy
 	args := configv1.DefaultArgs(pc)
 	args.MaxInstancesPerPolicy, args.FilePollInterval = 2, time.Hour
 	args.CompilationCacheDir = filepath.Join(os.TempDir(), "wasmsched-policytest-cache")
+	var readers []host.ObjectReader
+	for i, r := range pc.Objects {
+		args.Objects = append(args.Objects, config.ObjectGrant{APIVersion: r.APIVersion, Kind: r.Kind, Resource: strings.ToLower(r.Kind) + "s"})
+		data, err := casetable.ObjectData(r, l.objects[i])
+		if err != nil {
+			t.Fatalf("Objects %s %s: %v", r.APIVersion, r.Kind, err)
+		}
+		readers = append(readers, casetable.ObjectReader(data))
+	}
 	// A test must see the module's result, not a scheduler's startup bound:
 	// compiling a Go guest cold under -race on a busy machine can take longer
 	// than kube-scheduler's 10 s. A module that fails to load still fails at once.
-	plugin, err := wasmpolicy.NewWithArgs(context.Background(), args, wasmpolicy.NewClientHandle(nil, nil), wasmpolicy.WithInitialLoadTimeout(5*time.Minute))
+	plugin, err := wasmpolicy.NewWithArgs(context.Background(), args, wasmpolicy.NewClientHandle(nil, nil), wasmpolicy.WithInitialLoadTimeout(5*time.Minute),
+		wasmpolicy.WithObjectReaders(func(string) []host.ObjectReader { return readers }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	sdk "github.com/wasmsched/wasmsched/guest-sdk"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	"github.com/wasmsched/wasmsched/pkg/casetable"
-	"github.com/wasmsched/wasmsched/pkg/objectpath"
 )
 
 // parseObjectReads parses one --objects value: the policy's granted reads
@@ -92,23 +90,9 @@ func fileObjectReaders(policies []config.Policy, objs []*unstructured.Unstructur
 	readers := map[string][]host.ObjectReader{}
 	for _, p := range policies {
 		for i, r := range p.Objects {
-			paths := make([]objectpath.Path, len(r.Fields))
-			for j, f := range r.Fields {
-				var err error
-				if paths[j], err = objectpath.Parse(f); err != nil {
-					return nil, fmt.Errorf("policy %s: objects[%d].fields[%d] %q: %w", p.Name, i, j, f, err)
-				}
-			}
-			var data []sdk.ObjectData
-			for _, u := range objs {
-				if u.GetAPIVersion() != r.APIVersion || u.GetKind() != r.Kind {
-					continue
-				}
-				d := sdk.ObjectData{Namespace: u.GetNamespace(), Name: u.GetName(), Labels: u.GetLabels(), Fields: make([]string, len(paths))}
-				for j, path := range paths {
-					d.Fields[j], _ = path.Read(u.Object)
-				}
-				data = append(data, d)
+			data, err := casetable.ObjectData(r, objs)
+			if err != nil {
+				return nil, fmt.Errorf("policy %s: objects[%d].%w", p.Name, i, err)
 			}
 			readers[p.Name] = append(readers[p.Name], casetable.ObjectReader(data))
 		}

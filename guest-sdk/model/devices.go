@@ -97,11 +97,15 @@ func EncodeDevices(d Devices, kind int32) ([]byte, bool) {
 	return r.bytes(), true
 }
 
-// DecodeDeviceRequests decodes kind DeviceClaimsRequests.
+// DecodeDeviceRequests decodes kind DeviceClaimsRequests. The decoders
+// parse numbers without strconv: linking it grew a TinyGo guest by 35 KB
+// and made every allocating read of it about 1.7 times slower
+// (BenchmarkReadCost's Pod.Labels: 2.1 µs, 3.6 µs with strconv), as
+// TinyGo's collector scans the larger data segment on every collection.
 func DecodeDeviceRequests(b []byte) []DeviceRequest {
 	var out []DeviceRequest
 	eachRecord(b, 7, func(f []string) {
-		n, _ := strconv.ParseInt(f[6], 10, 64)
+		n, _ := parseInt64(f[6])
 		out = append(out, DeviceRequest{PodClaim: f[0], ClaimName: f[1], Found: f[2] == "true", Allocated: f[3] == "true",
 			Request: f[4], DeviceClassName: f[5], Count: n})
 	})
@@ -112,8 +116,8 @@ func DecodeDeviceRequests(b []byte) []DeviceRequest {
 func DecodeNodeDevices(b []byte) []NodeDevices {
 	var out []NodeDevices
 	eachRecord(b, 4, func(f []string) {
-		t, _ := strconv.ParseInt(f[2], 10, 64)
-		fr, _ := strconv.ParseInt(f[3], 10, 64)
+		t, _ := parseInt64(f[2])
+		fr, _ := parseInt64(f[3])
 		out = append(out, NodeDevices{Node: f[0], DeviceClassName: f[1], Total: t, Free: fr})
 	})
 	return out

@@ -1,9 +1,11 @@
 package casetable
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
 	sdk "github.com/wasmsched/wasmsched/guest-sdk"
@@ -11,6 +13,7 @@ import (
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
+	"github.com/wasmsched/wasmsched/pkg/objectpath"
 )
 
 // caseObjects are the objects of the case being run (Case.Objects), which
@@ -101,4 +104,30 @@ func objectReads(f *casetest.File) ([]config.ObjectRead, []config.ObjectGrant) {
 // a scheduler on objects read from a file (wasmsched test --nodes).
 func ObjectReader(objs []sdk.ObjectData) host.ObjectReader {
 	return caseReader{&caseObjects{cur: [][]sdk.ObjectData{objs}, gen: 1}, 0}
+}
+
+// ObjectData reads the objects of read's kind among objs as the
+// scheduler's watch of the kind reads them: namespace, name, labels, and
+// the declared fields by path (objectpath), in the declared order.
+// Objects of other kinds are left out.
+func ObjectData(read config.ObjectRead, objs []*unstructured.Unstructured) ([]sdk.ObjectData, error) {
+	paths := make([]objectpath.Path, len(read.Fields))
+	for j, f := range read.Fields {
+		var err error
+		if paths[j], err = objectpath.Parse(f); err != nil {
+			return nil, fmt.Errorf("fields[%d] %q: %w", j, f, err)
+		}
+	}
+	var out []sdk.ObjectData
+	for _, u := range objs {
+		if u.GetAPIVersion() != read.APIVersion || u.GetKind() != read.Kind {
+			continue
+		}
+		d := sdk.ObjectData{Namespace: u.GetNamespace(), Name: u.GetName(), Labels: u.GetLabels(), Fields: make([]string, len(paths))}
+		for j, path := range paths {
+			d.Fields[j], _ = path.Read(u.Object)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }

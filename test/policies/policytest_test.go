@@ -9,8 +9,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	pt "github.com/wasmsched/wasmsched/policytest"
 )
@@ -173,6 +177,34 @@ func TestUndeclaredErrorOutlivesTheRejectionWithPolicytest(t *testing.T) {
 						t.Fatalf("undeclared, cycle %d: %s is %s %q, want %q", cycle, n.Name, v.Code, v.Reason, why)
 					}
 				}
+			}
+		})
+	}
+}
+
+// A policy that reads granted objects, tested with policytest.Objects:
+// typed Leases given to lease-freshness's declared read, read at the
+// deterministic clock (2022-01-01T00:00:00Z).
+func TestLeaseFreshnessWithPolicytest(t *testing.T) {
+	lease := func(node string, renewed time.Time) runtime.Object {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-node-lease", Name: node},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, RenewTime: &metav1.MicroTime{Time: renewed}}}
+	}
+	clock := time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range pt.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			p := pt.Load(t, pt.Build(t, tc, "../../plugins-wasm/lease-freshness"), pt.Config("maxAge=20s,missing=reject"),
+				pt.Objects("coordination.k8s.io/v1", "Lease", []string{"spec.renewTime", "spec.holderIdentity"},
+					lease("fresh", clock.Add(-5*time.Second)), lease("stale", clock.Add(-2*time.Minute))))
+			got := p.Schedule(pt.Pod("web").Obj(), []*v1.Node{pt.Node("fresh").Obj(), pt.Node("stale").Obj(), pt.Node("gone").Obj()})
+			if !got["fresh"].Passed() {
+				t.Errorf("fresh: %+v", got["fresh"])
+			}
+			if v := got["stale"]; v.Passed() || !strings.HasPrefix(v.Reason, "the kubelet Lease of node stale was last renewed 2m0s ago") {
+				t.Errorf("stale: %+v", v)
+			}
+			if v := got["gone"]; v.Passed() || v.Reason != "node gone has no kubelet Lease in kube-node-lease" {
+				t.Errorf("gone: %+v", v)
 			}
 		})
 	}
