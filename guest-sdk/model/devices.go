@@ -100,8 +100,9 @@ func EncodeDevices(d Devices, kind int32) ([]byte, bool) {
 // DecodeDeviceRequests decodes kind DeviceClaimsRequests. The decoders
 // parse numbers without strconv: linking it grew a TinyGo guest by 35 KB
 // and made every allocating read of it about 1.7 times slower
-// (BenchmarkReadCost's Pod.Labels: 2.1 µs, 3.6 µs with strconv), as
-// TinyGo's collector scans the larger data segment on every collection.
+// (BenchmarkReadCost's Pod.Labels: 2.1 µs, 3.6 µs with strconv), most
+// likely because TinyGo's conservative collector scans the larger data
+// segment on every collection.
 func DecodeDeviceRequests(b []byte) []DeviceRequest {
 	var out []DeviceRequest
 	eachRecord(b, 7, func(f []string) {
