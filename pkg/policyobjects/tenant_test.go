@@ -39,8 +39,9 @@ func TestTenantCeilingsRefuse(t *testing.T) {
 		{"weight", configv1.PolicySettings{Weight: &weight}, []string{"spec.weight", "ceiling of 1 ", ".maxWeight"}},
 		{"realClock", configv1.PolicySettings{RealClock: true}, []string{"spec.realClock: Forbidden", "the real clock is not granted", ".allowRealClock", "remove it"}},
 		{"realRandom", configv1.PolicySettings{RealRandom: true}, []string{"spec.realRandom: Forbidden", ".allowRealRandom"}},
-		{"reads", configv1.PolicySettings{Reads: []string{"NodePods", "Cluster", "WholeObjects", "Namespaces"}}, []string{
+		{"reads", configv1.PolicySettings{Reads: []string{"NodePods", "Cluster", "WholeObjects", "Namespaces", "Devices"}}, []string{
 			"spec.reads[0]: Forbidden: NodePods is not granted to namespace team-x (granted: none)", "spec.reads[1]", "spec.reads[2]", "spec.reads[3]",
+			"spec.reads[4]: Forbidden: Devices is not granted to namespace team-x (granted: none)",
 			"policyObjects.tenants.default.reads"}},
 		{"patchPrefixes", configv1.PolicySettings{PatchPrefixes: []string{"team.example.com/"}}, []string{"spec.patchPrefixes[0]: Forbidden", "granted: none", ".patchPrefixes"}},
 		// The args grant Leases, but not to the team's namespace.
