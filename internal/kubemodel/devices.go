@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/klog/v2"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
 )
@@ -18,10 +19,19 @@ import (
 // written). Errors read as nothing found.
 type DRALister interface {
 	Claim(namespace, name string) (*resourceapi.ResourceClaim, error)
-	Claims() ([]*resourceapi.ResourceClaim, error)
+	// ClaimPending reports an allocation the scheduler made for the
+	// claim and has not written yet.
+	ClaimPending(claim *resourceapi.ResourceClaim) bool
+	// Allocated returns the devices claims hold, by driver, pool and
+	// device, as the DynamicResources plugin counts them: allocations in
+	// flight included, admin-access ones left out.
+	Allocated() (map[DeviceID]bool, error)
 	Slices() ([]*resourceapi.ResourceSlice, error)
 	Class(name string) (*resourceapi.DeviceClass, error)
 }
+
+// DeviceID names a device by driver, pool and device name.
+type DeviceID [3]string
 
 // Devices is what resource_claims answers for pod: the requests of the
 // claims it names and, for each node-local ResourceSlice pool, how many
@@ -53,7 +63,7 @@ func Devices(pod *v1.Pod, l DRALister, nodes bool) model.Devices {
 			d.Requests = append(d.Requests, model.DeviceRequest{PodClaim: pc.Name, ClaimName: name})
 			continue
 		}
-		allocated := claim.Status.Allocation != nil
+		allocated := claim.Status.Allocation != nil || l.ClaimPending(claim)
 		add := func(req, class string, mode resourceapi.DeviceAllocationMode, count int64) {
 			if mode == resourceapi.DeviceAllocationModeAll {
 				count = 0
@@ -100,22 +110,26 @@ func claimNameOf(pod *v1.Pod, pc v1.PodResourceClaim) string {
 // nodeDevices counts each class's devices on each node's slices.
 func nodeDevices(l DRALister, classes map[string]*resourceapi.DeviceClass) []model.NodeDevices {
 	slices, _ := l.Slices()
-	taken := map[[3]string]bool{}
-	if claims, err := l.Claims(); err == nil {
-		for _, c := range claims {
-			if c.Status.Allocation == nil {
-				continue
-			}
-			for _, r := range c.Status.Allocation.Devices.Results {
-				taken[[3]string{r.Driver, r.Pool, r.Device}] = true
-			}
-		}
+	taken, err := l.Allocated()
+	if err != nil {
+		taken = nil // counted free: the DynamicResources plugin still refuses a node without one
 	}
-	newest := map[[2]string]int64{}
+	// A pool counts at its newest generation, and only once every slice
+	// of that generation is there, as the allocator reads pools.
+	type poolKey [2]string
+	newest := map[poolKey]int64{}
 	for _, s := range slices {
-		k := [2]string{s.Spec.Driver, s.Spec.Pool.Name}
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
 		newest[k] = max(newest[k], s.Spec.Pool.Generation)
 	}
+	have, want := map[poolKey]int64{}, map[poolKey]int64{}
+	for _, s := range slices {
+		if k := (poolKey{s.Spec.Driver, s.Spec.Pool.Name}); s.Spec.Pool.Generation == newest[k] {
+			have[k]++
+			want[k] = s.Spec.Pool.ResourceSliceCount
+		}
+	}
+	defer matches.prune(slices)
 	names := make([]string, 0, len(classes))
 	for n := range classes {
 		names = append(names, n)
@@ -126,7 +140,8 @@ func nodeDevices(l DRALister, classes map[string]*resourceapi.DeviceClass) []mod
 	var out []model.NodeDevices
 	var order []key
 	for _, s := range slices {
-		if s.Spec.NodeName == nil || *s.Spec.NodeName == "" || s.Spec.Pool.Generation != newest[[2]string{s.Spec.Driver, s.Spec.Pool.Name}] {
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		if s.Spec.NodeName == nil || *s.Spec.NodeName == "" || s.Spec.Pool.Generation != newest[k] || have[k] < want[k] {
 			continue
 		}
 		node := *s.Spec.NodeName
@@ -143,7 +158,7 @@ func nodeDevices(l DRALister, classes map[string]*resourceapi.DeviceClass) []mod
 					order = append(order, k)
 				}
 				nd.Total++
-				if !taken[[3]string{s.Spec.Driver, s.Spec.Pool.Name, dev.Name}] {
+				if !taken[DeviceID{s.Spec.Driver, s.Spec.Pool.Name, dev.Name}] {
 					nd.Free++
 				}
 			}
@@ -161,43 +176,58 @@ func nodeDevices(l DRALister, classes map[string]*resourceapi.DeviceClass) []mod
 	return out
 }
 
-// matches remembers which devices each class selects, by the objects'
-// identities: the scheduler's informers replace an object when it
-// changes, so a class and a slice at the same address hold the same
-// selectors and devices. A cycle then looks the answers up instead of
-// evaluating CEL per device (BenchmarkReadCost's Cluster.NodeDevices:
-// 32 nodes of 8 devices took 2.1 ms a cycle evaluating, see
-// docs/performance.md). Cleared when it grows past maxMatches, so that
-// replaced objects are not kept.
-var matches = struct {
-	sync.Mutex
-	m map[matchKey]bool
-}{m: map[matchKey]bool{}}
+// matches remembers which devices each class selects, per slice and
+// class by the objects' identities: the scheduler's informers replace an
+// object when it changes, so a class and a slice at the same address hold
+// the same selectors and devices. A cycle then looks the answers up
+// instead of evaluating CEL per device (BenchmarkReadCost's
+// Cluster.NodeDevices: 32 nodes of 8 devices took 2.1 ms a cycle
+// evaluating). Slices no longer listed are dropped after each walk, so
+// the cache holds what the cluster holds, not what it held.
+var matches = &matchCache{m: map[*resourceapi.ResourceSlice]map[*resourceapi.DeviceClass][]bool{}}
 
-type matchKey struct {
-	class  *resourceapi.DeviceClass
-	slice  *resourceapi.ResourceSlice
-	device int
+type matchCache struct {
+	sync.Mutex
+	m map[*resourceapi.ResourceSlice]map[*resourceapi.DeviceClass][]bool
 }
 
-const maxMatches = 1 << 16
-
 func deviceMatches(class *resourceapi.DeviceClass, s *resourceapi.ResourceSlice, i int) bool {
-	k := matchKey{class, s, i}
 	matches.Lock()
-	ok, seen := matches.m[k]
-	matches.Unlock()
-	if seen {
-		return ok
+	defer matches.Unlock()
+	byClass := matches.m[s]
+	if byClass == nil {
+		byClass = map[*resourceapi.DeviceClass][]bool{}
+		matches.m[s] = byClass
 	}
-	ok = classMatches(class, s.Spec.Driver, s.Spec.Devices[i])
-	matches.Lock()
-	if len(matches.m) >= maxMatches {
-		clear(matches.m)
+	m, ok := byClass[class]
+	if !ok {
+		m = make([]bool, len(s.Spec.Devices))
+		for d := range s.Spec.Devices {
+			m[d] = classMatches(class, s.Spec.Driver, s.Spec.Devices[d])
+		}
+		byClass[class] = m
 	}
-	matches.m[k] = ok
-	matches.Unlock()
-	return ok
+	return m[i]
+}
+
+// prune drops the slices not in the current list (replaced or deleted).
+// Classes of a slice are few (those pods request), and a replaced class
+// is dropped with its slice's next replacement.
+func (c *matchCache) prune(current []*resourceapi.ResourceSlice) {
+	c.Lock()
+	defer c.Unlock()
+	if len(c.m) <= len(current) {
+		return
+	}
+	keep := make(map[*resourceapi.ResourceSlice]bool, len(current))
+	for _, s := range current {
+		keep[s] = true
+	}
+	for s := range c.m {
+		if !keep[s] {
+			delete(c.m, s)
+		}
+	}
 }
 
 // classMatches says whether every CEL selector of class matches the
@@ -212,6 +242,7 @@ func classMatches(class *resourceapi.DeviceClass, driver string, dev resourceapi
 		}
 		prog := compiledSelector(sel.CEL.Expression)
 		if prog.Error != nil {
+			logSelectorOnce(class.Name, sel.CEL.Expression, prog.Error)
 			return false
 		}
 		ok, _, err := prog.DeviceMatches(context.Background(), cel.Device{Driver: driver, Attributes: dev.Attributes, Capacity: dev.Capacity})
@@ -232,6 +263,18 @@ var compiled = struct {
 }{m: map[string]cel.CompilationResult{}}
 
 const maxCompiledSelectors = 1024
+
+// logged holds the selectors already logged as not compiling.
+var logged sync.Map
+
+// logSelectorOnce logs, once per expression, a class selector that does
+// not compile here: its devices match nothing for resource_claims (the
+// scheduler may compile it with features this reader does not enable).
+func logSelectorOnce(class, expr string, err error) {
+	if _, seen := logged.LoadOrStore(expr, true); !seen {
+		klog.InfoS("A DeviceClass selector does not compile for policies' Devices read; its devices count as not of the class", "deviceClass", class, "expression", expr, "err", err.Error())
+	}
+}
 
 func compiledSelector(expr string) cel.CompilationResult {
 	compiled.Lock()

@@ -21,6 +21,8 @@ type draObjects struct {
 	claims  []*resourceapi.ResourceClaim
 	slices  []*resourceapi.ResourceSlice
 	classes []*resourceapi.DeviceClass
+	// pending are the claims allocated in flight, by name.
+	pending map[string]bool
 }
 
 var errNotFound = errors.New("not found")
@@ -34,7 +36,24 @@ func (o draObjects) Claim(ns, name string) (*resourceapi.ResourceClaim, error) {
 	return nil, errNotFound
 }
 
-func (o draObjects) Claims() ([]*resourceapi.ResourceClaim, error) { return o.claims, nil }
+func (o draObjects) ClaimPending(c *resourceapi.ResourceClaim) bool { return o.pending[c.Name] }
+
+// Allocated is what the DRA manager lists: every allocated claim's
+// devices but admin-access ones.
+func (o draObjects) Allocated() (map[DeviceID]bool, error) {
+	out := map[DeviceID]bool{}
+	for _, c := range o.claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.AdminAccess == nil || !*r.AdminAccess {
+				out[DeviceID{r.Driver, r.Pool, r.Device}] = true
+			}
+		}
+	}
+	return out, nil
+}
 
 func (o draObjects) Slices() ([]*resourceapi.ResourceSlice, error) { return o.slices, nil }
 
@@ -88,8 +107,9 @@ func taken(driver, pool, device string) resourceapi.DeviceRequestAllocationResul
 // pod's requests in order (a template's claim from the pod's status, a
 // firstAvailable request per subrequest, All as count 0), and per node
 // the devices each requested class's CEL selectors match, free unless a
-// claim has them allocated; an old pool generation, a slice for no node
-// and a class that does not exist count nothing.
+// claim has them allocated (in flight too; admin access takes nothing);
+// an old pool generation, an incomplete pool, a slice for no node and a
+// class that does not exist count nothing.
 func TestDevices(t *testing.T) {
 	gpu := `device.driver == "gpu.example.com"`
 	objs := draObjects{
@@ -108,7 +128,12 @@ func TestDevices(t *testing.T) {
 	}
 	network := slice("net", "gpu.example.com", 1, map[string]string{"x": "h100"})
 	network.Spec.NodeName, network.Spec.AllNodes = nil, ptr.To(true)
-	objs.slices = append(objs.slices, network)
+	partial := slice("d", "gpu.example.com", 1, map[string]string{"x": "h100"}) // one of a pool's two slices: incomplete
+	partial.Spec.Pool.ResourceSliceCount = 2
+	objs.slices = append(objs.slices, network, partial)
+	objs.pending = map[string]bool{"inflight": true}
+	admin := taken("gpu.example.com", "b", "g0")
+	admin.AdminAccess = ptr.To(true)
 	objs.claims = []*resourceapi.ResourceClaim{
 		claim("ml", "train", []resourceapi.DeviceRequest{exactly("gpu", "gpu", 2)}),
 		claim("ml", "infer", []resourceapi.DeviceRequest{
@@ -120,6 +145,8 @@ func TestDevices(t *testing.T) {
 		claim("ml", "shared", []resourceapi.DeviceRequest{exactly("gpu", "gpu", 1)}, taken("gpu.example.com", "a", "g0")),
 		claim("other", "theirs", []resourceapi.DeviceRequest{exactly("gpu", "gpu", 1)}, taken("gpu.example.com", "a", "g2"), taken("gpu.example.com", "b", "g1")),
 		claim("ml", "odd", []resourceapi.DeviceRequest{exactly("x", "broken", 1), exactly("y", "missing", 1)}),
+		claim("ml", "inflight", []resourceapi.DeviceRequest{exactly("gpu", "gpu", 1)}),
+		claim("monitoring", "watch-b", []resourceapi.DeviceRequest{exactly("gpu", "gpu", 1)}, admin), // admin access takes nothing
 	}
 	pod := func(claims ...v1.PodResourceClaim) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "p"}, Spec: v1.PodSpec{ResourceClaims: claims}}
@@ -159,6 +186,9 @@ func TestDevices(t *testing.T) {
 				{PodClaim: "m", ClaimName: "nope"},
 			},
 			Nodes: []model.NodeDevices{{Node: "a", DeviceClassName: "gpu", Total: 4, Free: 2}, {Node: "b", DeviceClassName: "gpu", Total: 2, Free: 1}}}},
+		{"a claim the scheduler allocated in flight", pod(named("f", "inflight")), model.Devices{
+			Requests: []model.DeviceRequest{{PodClaim: "f", ClaimName: "inflight", Found: true, Allocated: true, Request: "gpu", DeviceClassName: "gpu", Count: 1}},
+			Nodes:    []model.NodeDevices{{Node: "a", DeviceClassName: "gpu", Total: 4, Free: 2}, {Node: "b", DeviceClassName: "gpu", Total: 2, Free: 1}}}},
 		{"a template's claim from the pod's status; one not made yet", fromTemplate, model.Devices{
 			Requests: []model.DeviceRequest{
 				{PodClaim: "t", ClaimName: "train", Found: true, Request: "gpu", DeviceClassName: "gpu", Count: 2},

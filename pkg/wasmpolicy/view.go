@@ -110,7 +110,28 @@ func (d draView) Claim(namespace, name string) (*resourceapi.ResourceClaim, erro
 	return d.m.ResourceClaims().Get(namespace, name)
 }
 
-func (d draView) Claims() ([]*resourceapi.ResourceClaim, error) { return d.m.ResourceClaims().List() }
+func (d draView) ClaimPending(c *resourceapi.ResourceClaim) bool {
+	return framework.ClaimPending(d.m, c.UID)
+}
+
+// Allocated lists the plugin's allocated devices, allocations in flight
+// included; it tries again when the plugin's claims change while being
+// listed, as the plugin does.
+func (d draView) Allocated() (map[kubemodel.DeviceID]bool, error) {
+	var err error
+	for range 3 {
+		ids, lerr := d.m.ResourceClaims().ListAllAllocatedDevices()
+		if err = lerr; err != nil {
+			continue
+		}
+		out := make(map[kubemodel.DeviceID]bool, len(ids))
+		for id := range ids {
+			out[kubemodel.DeviceID{id.Driver.String(), id.Pool.String(), id.Device.String()}] = true
+		}
+		return out, nil
+	}
+	return nil, err
+}
 
 func (d draView) Slices() ([]*resourceapi.ResourceSlice, error) {
 	return d.m.ResourceSlices().ListWithDeviceTaintRules()

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
+
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 )
 
 // draObjects is a cluster's DRA objects as the scheduler's DRA manager
@@ -27,7 +29,24 @@ func (o draObjects) Claim(ns, name string) (*resourceapi.ResourceClaim, error) {
 	return nil, errors.New("not found")
 }
 
-func (o draObjects) Claims() ([]*resourceapi.ResourceClaim, error) { return o.claims, nil }
+func (o draObjects) ClaimPending(*resourceapi.ResourceClaim) bool { return false }
+
+// Allocated is what the DRA manager lists: every allocated claim's
+// devices but admin-access ones.
+func (o draObjects) Allocated() (map[kubemodel.DeviceID]bool, error) {
+	out := map[kubemodel.DeviceID]bool{}
+	for _, c := range o.claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.AdminAccess == nil || !*r.AdminAccess {
+				out[kubemodel.DeviceID{r.Driver, r.Pool, r.Device}] = true
+			}
+		}
+	}
+	return out, nil
+}
 
 func (o draObjects) Slices() ([]*resourceapi.ResourceSlice, error) { return o.slices, nil }
 
