@@ -29,9 +29,13 @@ func (Cluster) DeviceRequests() []DeviceRequest {
 // spec.nodeName) hold devices of a DeviceClass that DeviceRequests name,
 // how many devices of the class it has and how many are free: matched by
 // the class's CEL selectors, and free when no claim has them allocated or
-// reserved in flight, as the DynamicResources plugin counts them. Other
-// teams' allocations are counted, never named. Devices declared as above;
-// read it once per cycle.
+// reserved in flight, as the DynamicResources plugin lists them. Other
+// teams' allocations are counted, never named. Simpler than the
+// allocator: requests' own selectors, device taints, shared devices,
+// consumable capacity and counters are not applied, network-attached
+// slices are left out, and a selector needing optional CEL features
+// matches nothing (docs/abi.md §4.6.5). Devices declared as above; read
+// it once per cycle.
 func (Cluster) NodeDevices() []NodeDevices {
 	return model.DecodeNodeDevices(resourceClaimsList(model.DeviceClaimsNodes))
 }

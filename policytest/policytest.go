@@ -177,8 +177,17 @@ func Objects(apiVersion, kind string, fields []string, objs ...runtime.Object) O
 	}
 }
 
+// PolicyOption changes the policy's settings (a config.Policy, as
+// policies[] of WasmPolicy's args holds them) for what no other Option
+// sets: realClock, patchPrefixes, weight, mode.
+func PolicyOption(set func(*config.Policy)) Option {
+	return func(l *loading) { set(&l.policy) }
+}
+
 // Reads declares what the policy may read beyond the pod and the node, as
-// policies[].reads does: NodePods, WholeObjects, Cluster, Namespaces, Volumes. Load
+// policies[].reads does: NodePods, WholeObjects, Cluster, Namespaces,
+// Volumes, Devices (which reads no claims here: policytest has no DRA
+// objects; use a case table's deviceRequests and nodeDevices). Load
 // refuses an unknown name, listing the valid ones. Without the declaration
 // a read fails closed: the node's Verdict is the policy error "declare
 // NodePods in policies[].reads to use Node.Pods" (see Verdict.Code).

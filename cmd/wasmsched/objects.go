@@ -54,7 +54,7 @@ func readObjectsAndOthers(path string) (nodes []*v1.Node, pods []*v1.Pod, others
 		switch {
 		case tm.APIVersion == "v1" && (tm.Kind == "Node" || tm.Kind == "Pod" || tm.Kind == "NodeList" || tm.Kind == "PodList" || tm.Kind == "List"):
 		case tm.APIVersion == "" || tm.Kind == "":
-			return fmt.Errorf("an object without apiVersion and kind")
+			return fmt.Errorf("an object needs apiVersion and kind (it has apiVersion %q, kind %q)", tm.APIVersion, tm.Kind)
 		default:
 			u := &unstructured.Unstructured{}
 			if err := u.UnmarshalJSON(raw); err != nil {

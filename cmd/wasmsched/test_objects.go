@@ -83,6 +83,25 @@ func testGrants(policies []config.Policy, rc *rest.Config) ([]config.ObjectGrant
 	return out, nil
 }
 
+// undeclaredKinds refuses documents of path that are neither Nodes, Pods
+// nor of a kind some policy's --objects declares: a typo in a kind, or
+// objects the policies would not see, rather than ignored in silence.
+func undeclaredKinds(path string, objs []*unstructured.Unstructured, policies []config.Policy) error {
+	declared := map[string]bool{}
+	for _, p := range policies {
+		for _, r := range p.Objects {
+			declared[r.APIVersion+" "+r.Kind] = true
+		}
+	}
+	for _, u := range objs {
+		if k := u.GetAPIVersion() + " " + u.GetKind(); !declared[k] {
+			return fmt.Errorf("%s: %s %s/%s: only Nodes, Pods and the kinds of the policies' --objects are read; declare the kind with --objects %s/%s=FIELD,... or leave the document out",
+				path, k, u.GetNamespace(), u.GetName(), u.GetAPIVersion(), u.GetKind())
+		}
+	}
+	return nil
+}
+
 // fileObjectReaders gives each policy's declared reads the --nodes file's
 // objects of their kinds, with the declared fields read as the
 // scheduler's watch reads them.

@@ -57,6 +57,11 @@ func TestTestCommandReadsObjectsFromTheFile(t *testing.T) {
 			}
 		})
 	}
+	// A document of a kind no --objects declares is refused, naming it.
+	if _, err := run(t, "test", "--policy", testguests.Policy(t, testguests.TinyGo, "lease-freshness"),
+		"--pod", examples("pod.yaml"), "--nodes", nodes); err == nil || !strings.Contains(err.Error(), "coordination.k8s.io/v1 Lease kube-node-lease/fresh: only Nodes, Pods and the kinds of the policies' --objects are read") {
+		t.Errorf("an undeclared kind in --nodes: %v", err)
+	}
 	for flag, msg := range map[string]string{
 		"Lease=spec.renewTime":                   "want APIVERSION/KIND=FIELD,FIELD",
 		"v1/Secret=data[token]":                  "Secret",

@@ -26,7 +26,7 @@ const (
 	// DeviceClaimsNodes: one record of 4 strings per node and DeviceClass
 	// that the pod's requests name, for nodes whose ResourceSlices hold at
 	// least one device of the class: node, deviceClassName, total, free.
-	// Nodes in the scheduler's order of slices, classes sorted.
+	// Sorted by node, then class.
 	DeviceClaimsNodes int32 = 1
 
 	// NumDeviceClaimKinds sizes tables indexed by resource_claims kind.

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	pt "github.com/wasmsched/wasmsched/policytest"
 )
 
@@ -194,6 +195,7 @@ func TestLeaseFreshnessWithPolicytest(t *testing.T) {
 	for _, tc := range pt.Toolchains {
 		t.Run(string(tc), func(t *testing.T) {
 			p := pt.Load(t, pt.Build(t, tc, "../../plugins-wasm/lease-freshness"), pt.Config("maxAge=20s,missing=reject"),
+				pt.PolicyOption(func(p *config.Policy) { p.Weight = 2 }),
 				pt.Objects("coordination.k8s.io/v1", "Lease", []string{"spec.renewTime", "spec.holderIdentity"},
 					lease("fresh", clock.Add(-5*time.Second)), lease("stale", clock.Add(-2*time.Minute))))
 			got := p.Schedule(pt.Pod("web").Obj(), []*v1.Node{pt.Node("fresh").Obj(), pt.Node("stale").Obj(), pt.Node("gone").Obj()})
