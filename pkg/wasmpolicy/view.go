@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
@@ -99,6 +100,7 @@ func draOf(h framework.Handle, devices bool) kubemodel.DRALister {
 	if m := h.SharedDRAManager(); m != nil {
 		return draView{m}
 	}
+	klog.InfoS("Policies may declare the Devices read, but this process has no DRA view (outside kube-scheduler, or DynamicResourceAllocation off): resource_claims answers no claims and no devices")
 	return nil
 }
 
