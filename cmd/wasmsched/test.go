@@ -227,6 +227,11 @@ func (o *testOptions) run(cmd *cobra.Command, g *globalOptions) error {
 			return err
 		}
 		opts = append(opts, wasmpolicy.WithObjectReaders(readers))
+		dra, err := fileDRA(others)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.nodes, err)
+		}
+		opts = append(opts, wasmpolicy.WithDRA(dra))
 	} else if handle != nil {
 		opts = append(opts, wasmpolicy.WithReadOnlyObjects())
 	}

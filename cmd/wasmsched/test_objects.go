@@ -2,7 +2,11 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -11,7 +15,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/wasmsched/wasmsched/guest-sdk/abi/fields"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 	"github.com/wasmsched/wasmsched/pkg/casetable"
 )
@@ -92,6 +98,11 @@ func undeclaredKinds(path string, objs []*unstructured.Unstructured, policies []
 		for _, r := range p.Objects {
 			declared[r.APIVersion+" "+r.Kind] = true
 		}
+		if slices.Contains(p.Reads, string(fields.ScopeDevices)) {
+			for _, k := range draKinds {
+				declared["resource.k8s.io/v1 "+k] = true
+			}
+		}
 	}
 	for _, u := range objs {
 		if k := u.GetAPIVersion() + " " + u.GetKind(); !declared[k] {
@@ -100,6 +111,40 @@ func undeclaredKinds(path string, objs []*unstructured.Unstructured, policies []
 		}
 	}
 	return nil
+}
+
+// draKinds are the resource.k8s.io/v1 kinds the Devices read sums up.
+var draKinds = []string{"ResourceClaim", "ResourceSlice", "DeviceClass"}
+
+// fileDRA holds the --nodes file's DRA objects for the Devices read, as
+// the scheduler's DRA manager would hold them (their allocations as
+// written: nothing is in flight in a file).
+func fileDRA(objs []*unstructured.Unstructured) (*kubemodel.DRAObjects, error) {
+	d := &kubemodel.DRAObjects{}
+	for _, u := range objs {
+		if u.GetAPIVersion() != "resource.k8s.io/v1" {
+			continue
+		}
+		var err error
+		switch u.GetKind() {
+		case "ResourceClaim":
+			c := &resourceapi.ResourceClaim{}
+			err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, c)
+			d.Claims = append(d.Claims, c)
+		case "ResourceSlice":
+			s := &resourceapi.ResourceSlice{}
+			err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s)
+			d.ResourceSlices = append(d.ResourceSlices, s)
+		case "DeviceClass":
+			c := &resourceapi.DeviceClass{}
+			err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, c)
+			d.DeviceClasses = append(d.DeviceClasses, c)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return d, nil
 }
 
 // fileObjectReaders gives each policy's declared reads the --nodes file's

@@ -74,3 +74,57 @@ func TestTestCommandReadsObjectsFromTheFile(t *testing.T) {
 		}
 	}
 }
+
+// wasmsched test gives a policy that reads Devices the --nodes file's DRA
+// objects, summed up as the scheduler's DRA view would be: dra-devices
+// prefers the node whose GPUs are mostly free.
+func TestTestCommandReadsDRAFromTheFile(t *testing.T) {
+	dir := t.TempDir()
+	nodes, pod := filepath.Join(dir, "nodes.yaml"), filepath.Join(dir, "pod.yaml")
+	node := func(name string) string {
+		return "apiVersion: v1\nkind: Node\nmetadata: {name: " + name + "}\nstatus: {allocatable: {cpu: \"4\", memory: 8Gi, pods: \"110\"}}\n"
+	}
+	slice := func(node string, n int) string {
+		s := "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: " + node + "}\nspec:\n  driver: gpu.example.com\n  nodeName: " + node + "\n  pool: {name: " + node + ", generation: 1, resourceSliceCount: 1}\n  devices:\n"
+		for i := range n {
+			s += "  - {name: g" + string(rune('0'+i)) + "}\n"
+		}
+		return s
+	}
+	docs := []string{node("a"), node("b"), slice("a", 8), slice("b", 2),
+		"apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\nspec: {selectors: [{cel: {expression: 'device.driver == \"gpu.example.com\"'}}]}\n",
+		"apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: held, namespace: ml}\nspec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 5}}]}}\n" +
+			"status: {allocation: {devices: {results: [" +
+			"{request: gpu, driver: gpu.example.com, pool: a, device: g0}, {request: gpu, driver: gpu.example.com, pool: a, device: g1}, {request: gpu, driver: gpu.example.com, pool: a, device: g2}, " +
+			"{request: gpu, driver: gpu.example.com, pool: a, device: g3}, {request: gpu, driver: gpu.example.com, pool: a, device: g4}]}}}\n",
+		"apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: train-gpu, namespace: ml}\nspec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu}}]}}\n",
+	}
+	if err := os.WriteFile(nodes, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pod, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: train, namespace: ml}\nspec: {containers: [{name: c, image: x}], resourceClaims: [{name: gpu, resourceClaimName: train-gpu}]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			out, err := run(t, "test", "--policy", testguests.Policy(t, tc, "dra-devices"), "--reads", "Devices", "--pod", pod, "--nodes", nodes, "-o", "json")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var ex wasmpolicy.Explanation
+			if err := json.Unmarshal([]byte(out), &ex); err != nil {
+				t.Fatal(err)
+			}
+			raw := map[string]int64{}
+			for _, n := range ex.Nodes {
+				if p := n.Policies[0]; p.RawScore != nil {
+					raw[n.Node] = *p.RawScore
+				}
+			}
+			// a: 8 GPUs, 3 free: (3-1)*100/8; b: 2 GPUs, both free: (2-1)*100/2.
+			if raw["a"] != 25 || raw["b"] != 50 {
+				t.Errorf("raw scores %v, want a 25, b 50\n%s", raw, out)
+			}
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package kubemodel
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -15,56 +14,6 @@ import (
 
 	"github.com/wasmsched/wasmsched/guest-sdk/model"
 )
-
-// draObjects holds DRA objects as the scheduler's DRA manager would.
-type draObjects struct {
-	claims  []*resourceapi.ResourceClaim
-	slices  []*resourceapi.ResourceSlice
-	classes []*resourceapi.DeviceClass
-	// pending are the claims allocated in flight, by name.
-	pending map[string]bool
-}
-
-var errNotFound = errors.New("not found")
-
-func (o draObjects) Claim(ns, name string) (*resourceapi.ResourceClaim, error) {
-	for _, c := range o.claims {
-		if c.Namespace == ns && c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, errNotFound
-}
-
-func (o draObjects) ClaimPending(c *resourceapi.ResourceClaim) bool { return o.pending[c.Name] }
-
-// Allocated is what the DRA manager lists: every allocated claim's
-// devices but admin-access ones.
-func (o draObjects) Allocated() (map[DeviceID]bool, error) {
-	out := map[DeviceID]bool{}
-	for _, c := range o.claims {
-		if c.Status.Allocation == nil {
-			continue
-		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			if r.AdminAccess == nil || !*r.AdminAccess {
-				out[DeviceID{r.Driver, r.Pool, r.Device}] = true
-			}
-		}
-	}
-	return out, nil
-}
-
-func (o draObjects) Slices() ([]*resourceapi.ResourceSlice, error) { return o.slices, nil }
-
-func (o draObjects) Class(name string) (*resourceapi.DeviceClass, error) {
-	for _, c := range o.classes {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return nil, errNotFound
-}
 
 func class(name, expr string) *resourceapi.DeviceClass {
 	c := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -112,14 +61,14 @@ func taken(driver, pool, device string) resourceapi.DeviceRequestAllocationResul
 // class that does not exist count nothing.
 func TestDevices(t *testing.T) {
 	gpu := `device.driver == "gpu.example.com"`
-	objs := draObjects{
-		classes: []*resourceapi.DeviceClass{
+	objs := &DRAObjects{
+		DeviceClasses: []*resourceapi.DeviceClass{
 			class("gpu", gpu),
 			class("big-gpu", gpu+` && device.attributes["gpu.example.com"].model == "h100"`),
 			class("nic", `device.driver == "nic.example.com"`),
 			class("broken", `device.nosuchfield ==`),
 		},
-		slices: []*resourceapi.ResourceSlice{
+		ResourceSlices: []*resourceapi.ResourceSlice{
 			slice("a", "gpu.example.com", 2, map[string]string{"g0": "h100", "g1": "h100", "g2": "a10", "g3": "a10"}),
 			slice("a", "gpu.example.com", 1, map[string]string{"old0": "h100"}), // an older generation of pool a
 			slice("b", "gpu.example.com", 1, map[string]string{"g0": "a10", "g1": "a10"}),
@@ -130,11 +79,11 @@ func TestDevices(t *testing.T) {
 	network.Spec.NodeName, network.Spec.AllNodes = nil, ptr.To(true)
 	partial := slice("d", "gpu.example.com", 1, map[string]string{"x": "h100"}) // one of a pool's two slices: incomplete
 	partial.Spec.Pool.ResourceSliceCount = 2
-	objs.slices = append(objs.slices, network, partial)
-	objs.pending = map[string]bool{"inflight": true}
+	objs.ResourceSlices = append(objs.ResourceSlices, network, partial)
+	objs.Pending = map[string]bool{"inflight": true}
 	admin := taken("gpu.example.com", "b", "g0")
 	admin.AdminAccess = ptr.To(true)
-	objs.claims = []*resourceapi.ResourceClaim{
+	objs.Claims = []*resourceapi.ResourceClaim{
 		claim("ml", "train", []resourceapi.DeviceRequest{exactly("gpu", "gpu", 2)}),
 		claim("ml", "infer", []resourceapi.DeviceRequest{
 			{Name: "accel", FirstAvailable: []resourceapi.DeviceSubRequest{
@@ -220,13 +169,13 @@ func TestDevices(t *testing.T) {
 // their requests. Each class in d.Nodes must be requested by a found
 // claim, as Devices only counts those.
 func DRAObjectsOf(ns string, d model.Devices) ([]v1.PodResourceClaim, DRALister) {
-	var objs draObjects
+	objs := &DRAObjects{}
 	var podClaims []v1.PodResourceClaim
 	classes := map[string]bool{}
 	addClass := func(name string) {
 		if !classes[name] {
 			classes[name] = true
-			objs.classes = append(objs.classes, class(name, fmt.Sprintf("device.driver == %q", name+".drv")))
+			objs.DeviceClasses = append(objs.DeviceClasses, class(name, fmt.Sprintf("device.driver == %q", name+".drv")))
 		}
 	}
 	byPodClaim := map[string]*resourceapi.ResourceClaim{}
@@ -248,7 +197,7 @@ func DRAObjectsOf(ns string, d model.Devices) ([]v1.PodResourceClaim, DRALister)
 				c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{taken("elsewhere", "p", "d")}}}
 			}
 			byPodClaim[r.PodClaim] = c
-			objs.claims = append(objs.claims, c)
+			objs.Claims = append(objs.Claims, c)
 		}
 		addClass(r.DeviceClassName)
 		mode, count := resourceapi.DeviceAllocationModeExactCount, r.Count
@@ -281,8 +230,8 @@ func DRAObjectsOf(ns string, d model.Devices) ([]v1.PodResourceClaim, DRALister)
 				held.Status.Allocation.Devices.Results = append(held.Status.Allocation.Devices.Results, taken(n.DeviceClassName+".drv", n.Node, dev))
 			}
 		}
-		objs.slices = append(objs.slices, s)
-		objs.claims = append(objs.claims, held)
+		objs.ResourceSlices = append(objs.ResourceSlices, s)
+		objs.Claims = append(objs.Claims, held)
 	}
 	return podClaims, objs
 }

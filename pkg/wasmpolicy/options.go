@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/kubemodel"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
 
@@ -26,6 +27,7 @@ type options struct {
 	// objectReaders, when set, give each policy's declared objects in
 	// place of the scheduler's watches (tools: case tables).
 	objectReaders      func(policy string) []host.ObjectReader
+	dra                kubemodel.DRALister
 	clock              time.Time
 	initialLoadTimeout time.Duration
 	retiredGrace       time.Duration
@@ -188,6 +190,13 @@ func logProgress(logger klog.Logger) func(LoadProgress) {
 // for tools that run policies on objects of their own (case tables).
 func WithObjectReaders(readers func(policy string) []host.ObjectReader) Option {
 	return func(o *options) { o.objectReaders = readers }
+}
+
+// WithDRA gives a plugin hosted outside a scheduler (no DRA manager) the
+// DRA objects the Devices read sums up: wasmsched test reads them from
+// its --nodes file.
+func WithDRA(l kubemodel.DRALister) Option {
+	return func(o *options) { o.dra = l }
 }
 
 // WithPolicyEdit changes the config of every policy the plugin builds, from

@@ -376,7 +376,9 @@ func NewWithArgs(ctx context.Context, args *config.WasmPolicyArgs, h framework.H
 		volumes = volumes || slices.Contains(pc.Reads, string(fields.ScopeVolumes))
 		devices = devices || slices.Contains(pc.Reads, string(fields.ScopeDevices))
 	}
-	w.dra = draOf(h, devices)
+	if w.dra = o.dra; w.dra == nil {
+		w.dra = draOf(h, devices)
+	}
 	if h != nil {
 		if f := h.SharedInformerFactory(); f != nil {
 			// Asked for here, in New, so that the scheduler starts these
