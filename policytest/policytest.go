@@ -231,7 +231,7 @@ func Load(t testing.TB, path string, opts ...Option) *Policy {
 	args.CompilationCacheDir = filepath.Join(os.TempDir(), "wasmsched-policytest-cache")
 	var readers []host.ObjectReader
 	for i, r := range pc.Objects {
-		args.Objects = append(args.Objects, config.ObjectGrant{APIVersion: r.APIVersion, Kind: r.Kind, Resource: strings.ToLower(r.Kind) + "s"})
+		args.Objects = append(args.Objects, casetable.LocalGrant(r))
 		data, err := casetable.ObjectData(r, l.objects[i])
 		if err != nil {
 			t.Fatalf("Objects %s %s: %v", r.APIVersion, r.Kind, err)

@@ -64,7 +64,7 @@ func testGrants(policies []config.Policy, rc *rest.Config) ([]config.ObjectGrant
 				continue
 			}
 			seen[key] = true
-			resource := strings.ToLower(r.Kind) + "s"
+			g := casetable.LocalGrant(r)
 			if rc != nil {
 				if mapper == nil {
 					dc, err := discovery.NewDiscoveryClientForConfig(rc)
@@ -81,9 +81,9 @@ func testGrants(policies []config.Policy, rc *rest.Config) ([]config.ObjectGrant
 				if err != nil {
 					return nil, fmt.Errorf("policy %s: objects %s: the cluster does not serve it: %w", p.Name, key, err)
 				}
-				resource = m.Resource.Resource
+				g.Resource = m.Resource.Resource
 			}
-			out = append(out, config.ObjectGrant{APIVersion: r.APIVersion, Kind: r.Kind, Resource: resource})
+			out = append(out, g)
 		}
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package casetable
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -130,4 +131,11 @@ func ObjectData(read config.ObjectRead, objs []*unstructured.Unstructured) ([]sd
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// LocalGrant is the grant a tool gives itself for a read whose objects it
+// holds (a file's, a test's): the resource named after the kind, only to
+// pass the validation the scheduler's args do (credential kinds refused).
+func LocalGrant(r config.ObjectRead) config.ObjectGrant {
+	return config.ObjectGrant{APIVersion: r.APIVersion, Kind: r.Kind, Resource: strings.ToLower(r.Kind) + "s"}
 }

@@ -71,26 +71,36 @@ type ClusterView struct {
 // view read once per view, each kind encoded once; ok is false for an
 // unknown kind.
 func (c *ClusterView) resourceClaims(kind int32, pod *v1.Pod) ([]byte, bool) {
-	if kind < 0 || kind >= model.NumDeviceClaimKinds {
+	return c.encodeOnce(c.deviceLists[:], kind, func() []byte {
+		// The requests alone cost a claim lookup; the nodes' sums walk
+		// every slice, so they are read only for a policy that asks.
+		nodes := kind == model.DeviceClaimsNodes
+		if c.devices == nil || nodes && !c.devicesNodes {
+			c.devices = &model.Devices{}
+			if c.Devices != nil {
+				*c.devices = c.Devices(pod, nodes)
+			}
+			c.devicesNodes = nodes
+		}
+		b, _ := model.EncodeDevices(*c.devices, kind)
+		return b
+	})
+}
+
+// encodeOnce answers one kind of a per-cycle cluster read whose answers
+// the view keeps in lists: encoded under c.mu the first time any policy
+// of the cycle asks, then shared; ok is false for a kind out of range.
+func (c *ClusterView) encodeOnce(lists [][]byte, kind int32, encode func() []byte) ([]byte, bool) {
+	if kind < 0 || int(kind) >= len(lists) {
 		return nil, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if b := c.deviceLists[kind]; b != nil {
+	if b := lists[kind]; b != nil {
 		return b, true
 	}
-	// The requests alone cost a claim lookup; the nodes' sums walk every
-	// slice, so they are read only for a policy that asks for them.
-	nodes := kind == model.DeviceClaimsNodes
-	if c.devices == nil || nodes && !c.devicesNodes {
-		c.devices = &model.Devices{}
-		if c.Devices != nil {
-			*c.devices = c.Devices(pod, nodes)
-		}
-		c.devicesNodes = nodes
-	}
-	b, _ := model.EncodeDevices(*c.devices, kind)
-	c.deviceLists[kind] = b
+	b := encode()
+	lists[kind] = b
 	return b, true
 }
 
@@ -98,23 +108,16 @@ func (c *ClusterView) resourceClaims(kind int32, pod *v1.Pod) ([]byte, bool) {
 // read from the listers once per view, each kind encoded once; ok is
 // false for an unknown kind.
 func (c *ClusterView) volumeClaims(kind int32, pod *v1.Pod) ([]byte, bool) {
-	if kind < 0 || kind >= model.NumVolumeClaimKinds {
-		return nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if b := c.volumes[kind]; b != nil {
-		return b, true
-	}
-	if c.claims == nil {
-		c.claims = kubemodel.VolumeClaims(pod, c.Volumes)
+	return c.encodeOnce(c.volumes[:], kind, func() []byte {
 		if c.claims == nil {
-			c.claims = []model.VolumeClaim{}
+			c.claims = kubemodel.VolumeClaims(pod, c.Volumes)
+			if c.claims == nil {
+				c.claims = []model.VolumeClaim{}
+			}
 		}
-	}
-	b, _ := model.EncodeVolumeClaims(c.claims, kind)
-	c.volumes[kind] = b
-	return b, true
+		b, _ := model.EncodeVolumeClaims(c.claims, kind)
+		return b
+	})
 }
 
 // clusterNode reads field kind of node i; ok is false for a bad i or kind.

@@ -21,22 +21,12 @@ import (
 // matches the pod's labels. Encoded once per view per kind; ok is false
 // for an unknown kind.
 func (c *ClusterView) existingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
-	if kind < 0 || kind >= model.NumExistingTerms {
-		return nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if b := c.existing[kind]; b != nil {
-		return b, true
-	}
-	var b []byte
-	if c.NodeCounts != nil {
-		b = model.EncodeSortedTopologySums(c.NodeCounts.sortSums(c.existingSums(kind, pod, ""), c.Nodes))
-	} else {
-		b = model.EncodeTopologySums(c.ExistingTerms(kind, pod))
-	}
-	c.existing[kind] = b
-	return b, true
+	return c.encodeOnce(c.existing[:], kind, func() []byte {
+		if c.NodeCounts != nil {
+			return model.EncodeSortedTopologySums(c.NodeCounts.sortSums(c.existingSums(kind, pod, ""), c.Nodes))
+		}
+		return model.EncodeTopologySums(c.ExistingTerms(kind, pod))
+	})
 }
 
 // ExistingTerms computes existing_terms of kind for pod, unsorted and

@@ -119,25 +119,15 @@ func tenantTerm(term []byte, ns string) []byte {
 // tenantExistingTerms is existingTerms over the terms of the pod's own
 // namespace's pods.
 func (c *ClusterView) tenantExistingTerms(kind int32, pod *v1.Pod) ([]byte, bool) {
-	if kind < 0 || kind >= model.NumExistingTerms {
-		return nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if b := c.tenantExisting[kind]; b != nil {
-		return b, true
-	}
-	var b []byte
-	if c.NodeCounts != nil {
-		b = model.EncodeSortedTopologySums(c.NodeCounts.sortSums(c.existingSums(kind, pod, pod.Namespace), c.Nodes))
-	} else {
+	return c.encodeOnce(c.tenantExisting[:], kind, func() []byte {
+		if c.NodeCounts != nil {
+			return model.EncodeSortedTopologySums(c.NodeCounts.sortSums(c.existingSums(kind, pod, pod.Namespace), c.Nodes))
+		}
 		sums := c.existingSums(kind, pod, pod.Namespace)
 		out := make([]model.TopologySum, 0, len(sums))
 		for p, sum := range sums {
 			out = append(out, model.TopologySum{Key: p.key, Value: p.value, Sum: sum})
 		}
-		b = model.EncodeTopologySums(out)
-	}
-	c.tenantExisting[kind] = b
-	return b, true
+		return model.EncodeTopologySums(out)
+	})
 }
