@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -51,7 +52,7 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 	// row once if its verdicts may be reused (§3.4).
 	var t *hostabi.Table
 	var groups *hostabi.RowGroups
-	if v.reusable() && len(nodes) > 1 && v.groupRows() {
+	if v.reusable() && len(nodes) > 1 && in.Table != nil && v.keyableUnder(in.Table.Layout()) && v.groupRows() {
 		groups = &in.Groups
 	}
 	if in.Table != nil && len(nodes) <= in.Table.Rows() && v.abiVersion >= 2 && in.FillTable(in.mod.Memory(), in.Table, nodes, groups) {
@@ -111,7 +112,7 @@ func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, n
 		}
 		fromTable, done, again = groups.Scatter(bResults, bScores, fromTable, results, scores, done, cerr != nil, in.Unkeyable)
 		if in.Unkeyable {
-			v.unkeyable.Store(true)
+			v.unkeyableUnder(t.Layout())
 		}
 		groups.Release()
 	}
@@ -233,6 +234,52 @@ func (b *backoff) record(found bool, idleAfter int32) {
 // it keeps state across calls, or it was seen reading outside its rows.
 func (v *Version) reusable() bool {
 	return !v.p.noReuse && !v.exports.KeepsState && !v.unkeyable.Load()
+}
+
+// maxUnkeyableLayouts is how many layouts a guest may be seen reading
+// outside the rows of before its rows are never grouped again. A guest
+// learns its columns batch by batch (the SDK declares a table of what the
+// last batch read), so a read the table does not have yet is how a new
+// column starts: noderesourcesfit's first Score batch read the scoring
+// columns its Filter batches had not declared, and its rows were then
+// never grouped, nor remembered (2.2 million rows evaluated in the
+// 500-node topology-aware pod-group workload, none shared). A read no
+// column can carry adds no column, so such a guest is caught again under
+// the same layout, and left alone from then on.
+const maxUnkeyableLayouts = 4
+
+// keyableUnder reports whether the guest may have its rows of layout l
+// grouped: it was never seen reading outside them.
+func (v *Version) keyableUnder(l *hostabi.Layout) bool {
+	if at := v.unkeyableAt.Load(); at != nil {
+		for _, u := range *at {
+			if u == l {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unkeyableUnder records that the guest read outside its rows of layout l.
+func (v *Version) unkeyableUnder(l *hostabi.Layout) {
+	for {
+		old := v.unkeyableAt.Load()
+		var next []*hostabi.Layout
+		if old != nil {
+			next = append(next, *old...)
+		}
+		if slices.Contains(next, l) {
+			return
+		}
+		if next = append(next, l); len(next) > maxUnkeyableLayouts {
+			v.unkeyable.Store(true)
+			return
+		}
+		if v.unkeyableAt.CompareAndSwap(old, &next) {
+			return
+		}
+	}
 }
 
 // unselected gives the nodes of a batch the guest never selected an Error

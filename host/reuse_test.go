@@ -132,7 +132,7 @@ func TestSharedRowsSameVerdicts(t *testing.T) {
 		{"maintenance-avoidance", "", false},
 		{"team-pod-cap", "max=1", false},
 		{"ports/tainttoleration", "", false},
-		{"ports/noderesourcesfit", "", false},
+		{"ports/noderesourcesfit", "", true}, // learns its Score columns after its Filter ones
 		{"ports/nodeaffinity", "", false},
 		{"ports/balancedallocation", "", false},
 		{"ports/nodeunschedulable", "", false},

@@ -48,8 +48,12 @@ type Version struct {
 	// tableBatches counts the batch calls served from a node table.
 	tableBatches atomic.Int64
 	// unkeyable is set once the guest was seen reading outside its rows
-	// (CallNodes); then no row is shared.
-	unkeyable atomic.Bool
+	// under more than maxUnkeyableLayouts layouts, or keeping a node's
+	// verdict from the next's (CallNodes); then no row is shared.
+	// unkeyableAt are the layouts under which it was seen: no batch is
+	// grouped by their rows again (keyableUnder).
+	unkeyable   atomic.Bool
+	unkeyableAt atomic.Pointer[[]*hostabi.Layout]
 	// variesByPod is set once a call read what varies between pods of
 	// one template or between cycles (hostabi.Call.VariesByPod); layout
 	// is the node table the guest last declared; memo holds the verdicts
