@@ -148,6 +148,14 @@ func (n Node) Condition(conditionType string) (string, bool) {
 	return "", false
 }
 
+// ImageSize returns the size in bytes of the image the node lists under
+// name in status.images, 0 if it lists none. A policy that looks for the
+// pod's images checks this first: in a batch it is a node-table column, so
+// a node without them costs no host call and its verdict, read from the
+// row alone, can be shared and remembered (docs/abi.md §3.4); Images and
+// ImageStates read the whole list.
+func (Node) ImageSize(name string) int64 { return nodeImageSize(name) }
+
 // Images returns status.images, one entry per name of each image.
 func (Node) Images() []NodeImage {
 	var is []NodeImage

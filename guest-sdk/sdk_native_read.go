@@ -98,6 +98,8 @@ func nodeUnschedulable() bool { return node().Unschedulable }
 
 func nodeTaintEffects() int64 { return int64(model.TaintEffects(node().Taints)) }
 
+func nodeImageSize(name string) int64 { return model.ImageSize(node().Images, name) }
+
 func config() string { return nativeConfig }
 
 func setCycleState(b []byte) { nativeCycleState = append([]byte(nil), b...) }

@@ -241,6 +241,24 @@ func nodeTaintEffects() int64 {
 	return v
 }
 
+func nodeImageSize(name string) int64 {
+	if inTable || inBatch {
+		if v, ok := tableInt(abi.ColImage, name); ok {
+			return v
+		}
+	}
+	var size int64
+	r := abi.NewListReader(nodeList(model.NodeImages))
+	for r.Len() >= 2 {
+		n, _ := r.Next()
+		s, _ := r.Next()
+		if bytesEqual(n, name) {
+			size = parseInt(s)
+		}
+	}
+	return size
+}
+
 func nodeUnschedulable() bool {
 	if inTable || inBatch {
 		if v, ok := tableInt(abi.ColUnschedulable, ""); ok {

@@ -362,8 +362,22 @@ func TableColumn(n *Node, kind, arg string) (s string, isString, ok bool, v uint
 		return "", false, true, v
 	case abi.ColTaintEffects:
 		return "", false, true, TaintEffects(n.Taints)
+	case abi.ColImage:
+		return "", false, true, uint64(ImageSize(n.Images, arg))
 	}
 	return "", false, false, 0
+}
+
+// ImageSize is the size of the image listed under name in images (the
+// last, as the scheduler's image states keep it), 0 if none.
+func ImageSize(images []NodeImage, name string) int64 {
+	var size int64
+	for _, im := range images {
+		if im.Name == name {
+			size = im.SizeBytes
+		}
+	}
+	return size
 }
 
 // TaintEffects is the bit set of the effects of taints (TaintBit).

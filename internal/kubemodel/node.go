@@ -130,6 +130,8 @@ func ColumnPart(kind string) NodePart {
 		return NodeNonZero
 	case abi.ColTaint, abi.ColTaintEffects:
 		return NodeTaints
+	case abi.ColImage:
+		return NodeImages
 	}
 	return NodeScalars
 }

@@ -436,6 +436,45 @@ func TestTaintColumnsReadAsTaints(t *testing.T) {
 	}
 }
 
+// An image column holds the size Node.Images lists under the name (the
+// last entry, as the scheduler's image states keep it), natively and
+// through Kubernetes, and so does model.ImageSize, which the SDK reads
+// without a table.
+func TestImageColumnReadsAsImages(t *testing.T) {
+	g := newGen(rand.New(rand.NewPCG(47, 2026)))
+	held := 0
+	for i := range 200 {
+		w, err := newWorld(g.pod(fmt.Sprint("web-", i)), g.cluster(), nil, schedulerNodeInfos["the scheduler's NodeInfo"])
+		if err != nil {
+			t.Fatalf("world %d: %v", i, err)
+		}
+		want := map[string]int64{"absent:1": 0}
+		for _, im := range w.node.Images {
+			want[im.Name] = im.SizeBytes
+		}
+		for name, size := range want {
+			if size > 0 {
+				held++
+			}
+			for _, native := range []bool{true, false} {
+				n := w.node
+				if !native {
+					n = w.kubeNode(kubemodel.ColumnPart(abi.ColImage))
+				}
+				if _, _, ok, v := model.TableColumn(n, abi.ColImage, name); !ok || int64(v) != size {
+					t.Fatalf("world %d: image:%s (native %v) holds %d (ok %v), the images %+v give %d", i, name, native, v, ok, w.node.Images, size)
+				}
+				if got := model.ImageSize(n.Images, name); got != size {
+					t.Fatalf("world %d: ImageSize(%s) (native %v) = %d, want %d", i, name, native, got, size)
+				}
+			}
+		}
+	}
+	if held == 0 {
+		t.Fatal("no generated node held an image")
+	}
+}
+
 // A node-table column of a resource holds what node_resource reads of it,
 // natively and through Kubernetes: the SDK reads one or the other for the
 // same call (a column when the batch has a table, node_resource otherwise).

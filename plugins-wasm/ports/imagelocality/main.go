@@ -8,7 +8,8 @@
 // 1000 MiB per image, maps linearly onto 0..100. No NormalizeScore.
 //
 // It reads the node's image states and the number of nodes, so its policy
-// declares `reads: [Cluster]`.
+// declares `reads: [Cluster]`. A node that holds none of the pod's images
+// scores 0 from its image-size columns alone, without those reads.
 package main
 
 import (
@@ -52,6 +53,9 @@ func podImages(pod sdk.Pod) []string {
 
 func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 	names := podImages(pod)
+	if len(names) > 0 && !holdsAny(node, names) {
+		return 0, sdk.Success() // what the sum below gives without a held image
+	}
 	states := node.ImageStates()
 	total := sdk.Cluster{}.NodeCount()
 	var sum int64
@@ -71,6 +75,18 @@ func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 		sum = maxThreshold
 	}
 	return maxNodeScore * (sum - minThreshold) / (maxThreshold - minThreshold), sdk.Success()
+}
+
+// holdsAny reports whether the node lists one of the images: in a batch
+// that is a node-table column per image, so a node without them costs no
+// host call and no read of the cluster, and its score is its row's.
+func holdsAny(node sdk.Node, names []string) bool {
+	for _, name := range names {
+		if node.ImageSize(name) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // normalizedImageName adds the implicit ":latest" tag, as the container
