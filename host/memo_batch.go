@@ -64,11 +64,17 @@ func (t *memoTable) batch(nodes []fwk.NodeInfo, results []Result, scores []int64
 // of a pod-group cycle's trial placements (a negative one, which ends with
 // the trial: the batch kept for the node as it was stays).
 func newMemoBatch(nodes []fwk.NodeInfo, results []Result, scores []int64) *memoBatch {
-	b := &memoBatch{nodes: make([]uintptr, len(nodes)), gens: make([]int64, len(nodes)), res: append([]Result(nil), results...)}
-	for i, ni := range nodes {
-		if b.gens[i] = hostabi.Generation(ni); b.gens[i] <= 0 {
+	var gens [32]int64 // a batch's worth, so a batch not kept allocates nothing
+	g := gens[:0]
+	for _, ni := range nodes {
+		gen := hostabi.Generation(ni)
+		if gen <= 0 {
 			return nil
 		}
+		g = append(g, gen)
+	}
+	b := &memoBatch{nodes: make([]uintptr, len(nodes)), gens: append([]int64(nil), g...), res: append([]Result(nil), results...)}
+	for i, ni := range nodes {
 		b.nodes[i] = nodeIdentity(ni)
 	}
 	if scores != nil {
