@@ -149,11 +149,13 @@ func (n Node) Condition(conditionType string) (string, bool) {
 }
 
 // ImageSize returns the size in bytes of the image the node lists under
-// name in status.images, 0 if it lists none. A policy that looks for the
+// name in status.images, -1 if it lists none. A policy that looks for the
 // pod's images checks this first: in a batch it is a node-table column, so
-// a node without them costs no host call and its verdict, read from the
-// row alone, can be shared and remembered (docs/abi.md §3.4); Images and
-// ImageStates read the whole list.
+// a node without them costs no host call, and nodes whose rows are equal
+// can share its verdict (docs/abi.md §3.4); Images and ImageStates read
+// the whole list. The scheduler's image states can give an image another
+// size: the live scheduler keeps the size the first node to report a name
+// gave.
 func (Node) ImageSize(name string) int64 { return nodeImageSize(name) }
 
 // Images returns status.images, one entry per name of each image.

@@ -247,7 +247,7 @@ func nodeImageSize(name string) int64 {
 			return v
 		}
 	}
-	var size int64
+	size := int64(-1)
 	r := abi.NewListReader(nodeList(model.NodeImages))
 	for r.Len() >= 2 {
 		n, _ := r.Next()

@@ -66,7 +66,7 @@ const (
 	ColUnschedulable    = "unschedulable" // i64: 1 if cordoned
 	ColTaint            = "taint"         // taint:<key>: i64 bit set of the effects of the taints with the key
 	ColTaintEffects     = "taint_effects" // i64 bit set of the effects of all the node's taints
-	ColImage            = "image"         // image:<name>: i64 size of the image status.images lists under the name, 0 if none
+	ColImage            = "image"         // image:<name>: i64 size of the image status.images lists under the name, -1 if none
 )
 
 // Taint effect bits in a taint column.
@@ -90,7 +90,7 @@ var TableColumns = []struct{ Kind, Arg, Slot string }{
 	{ColUnschedulable, "", "i64 1 if spec.unschedulable, else 0"},
 	{ColTaint, "key", "i64 bit set of the effects of the node's taints with that key: 1 NoSchedule, 2 PreferNoSchedule, 4 NoExecute; 0 if none"},
 	{ColTaintEffects, "", "i64 bit set of the effects of all the node's taints, as in taint:<key>; 0 for an untainted node"},
-	{ColImage, "name", "i64 size in bytes of the image the node's status.images lists under that name (the last one, as the scheduler's image states keep it), 0 if none"},
+	{ColImage, "name", "i64 size in bytes of the image the node's status.images lists under that name (the last entry with the name), -1 if it lists none"},
 }
 
 // RowSize is the size of a row with n columns.

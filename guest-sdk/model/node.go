@@ -369,9 +369,9 @@ func TableColumn(n *Node, kind, arg string) (s string, isString, ok bool, v uint
 }
 
 // ImageSize is the size of the image listed under name in images (the
-// last, as the scheduler's image states keep it), 0 if none.
+// last entry with the name), -1 if none is.
 func ImageSize(images []NodeImage, name string) int64 {
-	var size int64
+	size := int64(-1)
 	for _, im := range images {
 		if im.Name == name {
 			size = im.SizeBytes

@@ -79,10 +79,12 @@ func score(pod sdk.Pod, node sdk.Node) (int64, sdk.Status) {
 
 // holdsAny reports whether the node lists one of the images: in a batch
 // that is a node-table column per image, so a node without them costs no
-// host call and no read of the cluster, and its score is its row's.
+// host call and no read of the cluster, and its score is its row's. An
+// image listed with size 0 counts as held: the scheduler's image states
+// may still give it the size another node reported.
 func holdsAny(node sdk.Node, names []string) bool {
 	for _, name := range names {
-		if node.ImageSize(name) > 0 {
+		if node.ImageSize(name) >= 0 {
 			return true
 		}
 	}
