@@ -23,8 +23,9 @@ import (
 // Nodes whose node-table rows are equal are evaluated once when the
 // version may reuse verdicts (reusable): the guest sees each distinct row
 // once and its verdict is given to every node with that row. A guest that
-// turns out to read outside its row (unkeyable) has the nodes that shared
-// a row evaluated again, each on its own, and is never grouped again.
+// turns out to read outside its row has the nodes that shared a row
+// evaluated again, each on its own, and is not grouped again under that
+// table's layout (unkeyableUnder).
 func (v *Version) callNodes(ctx context.Context, kind CallKind, pod *PodState, nodes []fwk.NodeInfo, pc *PolicyCycle, results []Result, scores []int64) (done int, keyedBy *hostabi.Layout, cerr *CallError) {
 	batchKind := abi.BatchNone
 	if kind >= 0 && kind < NumCallKinds {
@@ -231,7 +232,8 @@ func (b *backoff) record(found bool, idleAfter int32) {
 
 // reusable reports whether the version's verdicts may be shared by nodes
 // with equal rows: not when the policy turned reuse off, the guest said
-// it keeps state across calls, or it was seen reading outside its rows.
+// it keeps state across calls, or it was seen reading outside its rows in
+// a single-node call or under more than maxUnkeyableLayouts layouts.
 func (v *Version) reusable() bool {
 	return !v.p.noReuse && !v.exports.KeepsState && !v.unkeyable.Load()
 }
@@ -244,8 +246,8 @@ func (v *Version) reusable() bool {
 // columns its Filter batches had not declared, and its rows were then
 // never grouped, nor remembered (2.2 million rows evaluated in the
 // 500-node topology-aware pod-group workload, none shared). A read no
-// column can carry adds no column, so such a guest is caught again under
-// the same layout, and left alone from then on.
+// column can carry adds no column: such a guest is caught once under each
+// layout it has, and its rows are never grouped under that layout again.
 const maxUnkeyableLayouts = 4
 
 // keyableUnder reports whether the guest may have its rows of layout l

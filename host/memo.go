@@ -21,9 +21,10 @@ import (
 //
 // Not remembered: the verdicts of a call that read anything else (the pod's
 // name, UID or whole object, the cluster, a node outside its row, random
-// bytes); after one such call the version stops remembering. A policy with
-// the real clock, one that keeps state, and one whose args disable reuse
-// are never remembered.
+// bytes). After a read of the pod's identity or the cluster the version
+// stops remembering; after a read outside the rows it stops only once it is
+// no longer reusable (unkeyableUnder). A policy with the real clock, one
+// that keeps state, and one whose args disable reuse are never remembered.
 
 // memoKey is what a remembered verdict depends on besides its row.
 type memoKey struct {

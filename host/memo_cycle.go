@@ -57,7 +57,7 @@ func (v *Version) memoTableOf(kind CallKind, pod *PodState, pc *PolicyCycle, l *
 // sharesInCycle reports whether the version may share verdicts across the
 // batches of one cycle although it does not remember them across cycles:
 // what varies by pod (its identity, the cluster) does not vary within a
-// cycle, so only a read outside the row (reusable) and the real clock or
+// cycle, so only reads outside the rows (reusable) and the real clock or
 // random source stop it (time passes between a cycle's batches, as it does
 // not within one call).
 func (v *Version) sharesInCycle(kind CallKind, pod *PodState, pc *PolicyCycle) bool {

@@ -48,10 +48,11 @@ type Version struct {
 	// tableBatches counts the batch calls served from a node table.
 	tableBatches atomic.Int64
 	// unkeyable is set once the guest was seen reading outside its rows
-	// under more than maxUnkeyableLayouts layouts, or keeping a node's
-	// verdict from the next's (CallNodes); then no row is shared.
-	// unkeyableAt are the layouts under which it was seen: no batch is
-	// grouped by their rows again (keyableUnder).
+	// under more than maxUnkeyableLayouts layouts (callNodes), or in a
+	// single-node call (Call); then no row is shared, within a cycle or
+	// across cycles. unkeyableAt are the layouts under which a batch was
+	// seen reading outside its rows: no batch is grouped by their rows
+	// again (keyableUnder).
 	unkeyable   atomic.Bool
 	unkeyableAt atomic.Pointer[[]*hostabi.Layout]
 	// variesByPod is set once a call read what varies between pods of
@@ -121,7 +122,8 @@ func (v *Version) TableBatches() int64 { return v.tableBatches.Load() }
 
 // SharesRows reports whether nodes with equal rows share the guest's
 // verdict in this version's batches (docs/abi.md §3.4): not when the
-// policy turned it off, the guest keeps state, or it read outside its rows.
+// policy turned it off, the guest keeps state, or it read outside its rows
+// too often to be grouped again (reusable).
 func (v *Version) SharesRows() bool { return v.reusable() }
 
 // ABIVersion is the ABI version the module reported (abi.MinVersion to
