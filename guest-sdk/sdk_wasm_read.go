@@ -242,6 +242,9 @@ func nodeTaintEffects() int64 {
 }
 
 func nodeImageSize(name string) int64 {
+	if name == "" {
+		return -1 // no image has an empty name; and an "image:" column would have the table refused
+	}
 	if inTable || inBatch {
 		if v, ok := tableInt(abi.ColImage, name); ok {
 			return v
