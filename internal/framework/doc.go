@@ -12,3 +12,12 @@
 // package; the in-tree implementation (NodeInfo, CycleState) is in
 // internal/framework/intree.
 package framework
+
+import fwk "k8s.io/kube-scheduler/framework"
+
+// StateStore is where a plugin keeps data for a scope longer than one
+// pod's cycle (PodGroupState).
+type StateStore interface {
+	Read(key fwk.StateKey) (fwk.StateData, error)
+	Write(key fwk.StateKey, val fwk.StateData)
+}

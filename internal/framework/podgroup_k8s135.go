@@ -8,3 +8,6 @@ import fwk "k8s.io/kube-scheduler/framework"
 // has the GenericWorkload gate, but gangs there are only a plugin's
 // Permit, and every cycle is one pod's).
 func InPodGroupCycle(fwk.CycleState) bool { return false }
+
+// PodGroupState is nil on this line: no cycle is a pod group's.
+func PodGroupState(fwk.CycleState) StateStore { return nil }

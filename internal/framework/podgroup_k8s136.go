@@ -11,3 +11,16 @@ import fwk "k8s.io/kube-scheduler/framework"
 func InPodGroupCycle(state fwk.CycleState) bool {
 	return state != nil && state.IsPodGroupSchedulingCycle()
 }
+
+// PodGroupState is the state of the pod-group cycle that state belongs
+// to, shared by every placement and member the cycle tries; nil outside
+// a pod-group cycle.
+func PodGroupState(state fwk.CycleState) StateStore {
+	if !InPodGroupCycle(state) {
+		return nil
+	}
+	if pg := state.GetPodGroupSchedulingCycle(); pg != nil {
+		return pg
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
 )
 
 // cycleData is the plugin's entry in the framework's CycleState: everything
@@ -172,6 +173,9 @@ func (w *WasmPolicy) cycleFor(state fwk.CycleState, pod *v1.Pod) *cycleData {
 	}
 	c := w.newCycle(pod, true)
 	if state != nil {
+		if pg := framework.PodGroupState(state); pg != nil {
+			memberKeys(pg).take(c.pod)
+		}
 		if r := readRecord(state); r != nil {
 			r.start(c)
 		}
@@ -179,6 +183,44 @@ func (w *WasmPolicy) cycleFor(state fwk.CycleState, pod *v1.Pod) *cycleData {
 		w.last.Store(&lastCycle{state, c})
 	}
 	return c
+}
+
+// podGroupMembers are the PodStates of the last cycle of each member a
+// pod-group cycle tried, by pod object. The cycle tries every member once
+// per placement (five racks: five cycles of each pod), against a pod
+// object that does not change meanwhile, so a member's next cycle takes
+// the pod keys its last one computed (PodState.TakeKeys) instead of
+// converting and hashing every part of the pod again.
+type podGroupMembers struct {
+	mu   sync.Mutex
+	last map[*v1.Pod]*host.PodState
+}
+
+const podGroupMembersKey fwk.StateKey = Name + "/members"
+
+// Clone implements fwk.StateData: the members are the pod-group cycle's.
+func (m *podGroupMembers) Clone() fwk.StateData { return m }
+
+// memberKeys returns the pod-group cycle's podGroupMembers, adding them
+// to pg if they are not there yet.
+func memberKeys(pg framework.StateStore) *podGroupMembers {
+	if d, err := pg.Read(podGroupMembersKey); err == nil {
+		if m, ok := d.(*podGroupMembers); ok {
+			return m
+		}
+	}
+	m := &podGroupMembers{last: map[*v1.Pod]*host.PodState{}}
+	pg.Write(podGroupMembersKey, m)
+	return m
+}
+
+// take gives ps the keys the pod's last cycle computed, and makes ps the
+// pod's last cycle.
+func (m *podGroupMembers) take(ps *host.PodState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps.TakeKeys(m.last[ps.Pod])
+	m.last[ps.Pod] = ps
 }
 
 // lastCycle is the cycle cycleFor found last and the CycleState it is in:

@@ -17,6 +17,7 @@ import (
 	intree "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/framework"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/apis/config"
 )
@@ -246,3 +247,43 @@ func mustPodInfo(t *testing.T, p *v1.Pod) *intree.PodInfo {
 }
 
 func klogger(t *testing.T) klog.Logger { return ktesting.NewLogger(t, ktesting.NewConfig()) }
+
+// TestPodGroupMembersShareKeys: every cycle of one pod-group cycle (each
+// member, each placement) finds the same member record, in which a
+// member's last cycle is the one the next cycle of the pod takes its keys
+// from; another pod-group cycle and a plain cycle have none of it.
+func TestPodGroupMembersShareKeys(t *testing.T) {
+	group := intree.NewCycleState()
+	member := func() *intree.CycleState {
+		s := intree.NewCycleState()
+		s.SetPodGroupSchedulingCycle(group)
+		return s
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "m0", Namespace: "ns", UID: "u0"}}
+
+	first := framework.PodGroupState(member())
+	if first == nil {
+		t.Fatal("a member's cycle has no pod-group state")
+	}
+	ps1 := host.NewPodState(pod)
+	memberKeys(first).take(ps1)
+	key := ps1.Key()
+
+	again := memberKeys(framework.PodGroupState(member()))
+	if again != memberKeys(first) {
+		t.Fatal("two cycles of one pod-group cycle keep two member records")
+	}
+	ps2 := host.NewPodState(pod)
+	again.take(ps2)
+	if again.last[pod] != ps2 || ps2.Key() != key {
+		t.Errorf("the pod's next cycle did not become its last one, or its key changed")
+	}
+
+	other := podGroupState()
+	if memberKeys(framework.PodGroupState(other)) == again {
+		t.Error("another pod-group cycle shares the member record")
+	}
+	if framework.PodGroupState(intree.NewCycleState()) != nil {
+		t.Error("a plain cycle has a pod-group state")
+	}
+}

@@ -1,8 +1,6 @@
 package hostabi
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -51,9 +49,12 @@ type PodState struct {
 	lists *[model.NumPodLists][]byte
 
 	objOnce sync.Once
-	// key is Key and base baseKey, each computed once.
+	// key is Key and base baseKey, each computed once (or taken from an
+	// earlier cycle of the same pod object, TakeKeys); keyDone and
+	// baseDone are set once they hold it.
 	keyOnce, baseOnce sync.Once
 	key, base         [32]byte
+	keyDone, baseDone atomic.Bool
 }
 
 // The bit sets hold every part and list.
@@ -120,93 +121,6 @@ func (p *PodState) str(field int32) (string, bool) {
 }
 
 func (p *PodState) priority() int64 { return p.model(kubemodel.PodScalars).Priority }
-
-// podIdentity reports whether pod_string field f tells pods of one template
-// apart: their names, UIDs and creation times differ, everything else a
-// policy reads of them is the same.
-func podIdentity(f int32) bool {
-	return f == model.PodName || f == model.PodUID || f == model.PodCreationTimestamp
-}
-
-// Key is KeyFor a set with every label and annotation: a digest of
-// everything a policy can read of the pod but its identity (podIdentity)
-// and what the cluster decides (the default spread selector). Pods of one
-// ReplicaSet have the same key. Computed once.
-func (p *PodState) Key() [32]byte {
-	p.keyOnce.Do(func() { p.key = p.KeyFor(allPodReads) })
-	return p.key
-}
-
-// allPodReads reads every label and annotation.
-var allPodReads = &PodReadSet{AllLabels: true, AllAnnotations: true}
-
-// KeyFor is a digest of what a policy whose guests read the pod's labels
-// and annotations in set can read of the pod: the base key (everything
-// but the pod's identity, its labels and its annotations) and the values
-// of set's keys (or the whole maps). Two pods with equal keys for a
-// version's set get the same verdicts from it.
-func (p *PodState) KeyFor(set *PodReadSet) [32]byte {
-	base := p.baseKey()
-	h := sha256.New()
-	h.Write(base[:])
-	var n [8]byte
-	put := func(s string) {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	kv := func(tag string, all bool, keys []string, list int32, m map[string]string) {
-		put(tag)
-		if all {
-			b, _ := p.list(list)
-			put(string(b))
-			return
-		}
-		for _, k := range keys {
-			put(k)
-			if v, ok := m[k]; ok {
-				put("=" + v)
-			} else {
-				put("")
-			}
-		}
-	}
-	kv("labels", set.AllLabels, set.Labels, model.PodLabels, p.model(kubemodel.PodLabels).Labels)
-	kv("annotations", set.AllAnnotations, set.Annotations, model.PodAnnotations, p.model(kubemodel.PodAnnotations).Annotations)
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
-}
-
-// baseKey is the digest of what a policy can read of the pod but its
-// identity, what the cluster decides, its labels and its annotations.
-// Computed once.
-func (p *PodState) baseKey() [32]byte {
-	p.baseOnce.Do(func() {
-		h := sha256.New()
-		var n [8]byte
-		put := func(b []byte) {
-			binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
-			h.Write(n[:])
-			h.Write(b)
-		}
-		for f := int32(0); f < model.NumPodStrings; f++ {
-			if v, _ := p.str(f); !podIdentity(f) {
-				put([]byte(v))
-			}
-		}
-		for k := int32(0); k < model.NumPodLists; k++ {
-			if k != model.PodDefaultSpreadSelector && k != model.PodLabels && k != model.PodAnnotations {
-				b, _ := p.list(k)
-				put(b)
-			}
-		}
-		binary.LittleEndian.PutUint64(n[:], uint64(p.priority()))
-		h.Write(n[:])
-		h.Sum(p.base[:0])
-	})
-	return p.base
-}
 
 // object is the whole pod as JSON (pod_object), encoded on first use.
 func (p *PodState) object(format int32) ([]byte, bool) {

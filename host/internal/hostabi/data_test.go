@@ -159,3 +159,41 @@ func TestPodOnlyStringsAreNotReadBack(t *testing.T) {
 		t.Errorf("a pod's lookup made a node's string pod-only again")
 	}
 }
+
+// TakeKeys: a later cycle of the same pod object answers Key and the base
+// key without converting any part of the pod again; a cycle of another
+// object (even an equal copy) takes nothing and computes its own.
+func TestTakeKeysSameObjectOnly(t *testing.T) {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", Labels: map[string]string{"team": "a"}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
+	first := NewPodState(p)
+	want := first.Key()
+
+	next := NewPodState(p)
+	next.TakeKeys(first)
+	if got := next.Key(); got != want {
+		t.Fatalf("Key after TakeKeys = %x, want %x", got, want)
+	}
+	if got := next.baseKey(); got != first.baseKey() {
+		t.Fatalf("base key after TakeKeys = %x, want %x", got, first.baseKey())
+	}
+	if f := next.filled.Load(); f != 0 {
+		t.Errorf("the cycle that took the keys converted pod parts %b; want none", f)
+	}
+
+	// Nothing computed yet: nothing to take, and the next cycle computes.
+	fresh, later := NewPodState(p), NewPodState(p)
+	later.TakeKeys(fresh)
+	if later.Key() != want || later.filled.Load() == 0 {
+		t.Errorf("a cycle that took nothing must compute its key (filled %b)", later.filled.Load())
+	}
+
+	other := NewPodState(p.DeepCopy())
+	other.TakeKeys(first)
+	if other.Key() != want {
+		t.Errorf("an equal copy's key differs")
+	}
+	if other.filled.Load() == 0 {
+		t.Errorf("another pod object took the keys of %p", p)
+	}
+}
