@@ -277,6 +277,28 @@ func (c *cycleData) position(ni fwk.NodeInfo) int {
 	return -1
 }
 
+// filteredNodes is the list the cycle's batches are laid out on: the nodes
+// the scheduler will filter. In a pod-group cycle trying a placement
+// (TopologyAwareWorkloadScheduling), PreFilter is given every node but
+// Filter and Score are asked about the placement's only; batches over the
+// whole list would each evaluate mostly nodes never asked about (the
+// snapshot interleaves zones, so a rack's nodes are spread over every
+// batch). The placement's list holds the snapshot's own NodeInfos, so
+// positions in it are found by identity as in the whole list.
+func (w *WasmPolicy) filteredNodes(nodes []fwk.NodeInfo) []fwk.NodeInfo {
+	if w.handle == nil {
+		return nodes
+	}
+	l := w.handle.SnapshotSharedLister()
+	if l == nil {
+		return nodes
+	}
+	if in := framework.PlacementNodes(l); len(in) > 0 && len(in) < len(nodes) {
+		return in
+	}
+	return nodes
+}
+
 // indexFor returns the position index of the node list, rebuilding it when
 // the list changed.
 func (w *WasmPolicy) indexFor(nodes []fwk.NodeInfo) *nodeIndex {

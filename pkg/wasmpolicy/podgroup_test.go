@@ -4,6 +4,7 @@ package wasmpolicy
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -285,5 +286,59 @@ func TestPodGroupMembersShareKeys(t *testing.T) {
 	}
 	if framework.PodGroupState(intree.NewCycleState()) != nil {
 		t.Error("a plain cycle has a pod-group state")
+	}
+}
+
+// TestPlacementBatchesItsNodes: a pod-group cycle trying a placement
+// (topology-aware scheduling) gives PreFilter every node but filters only
+// the placement's. The batches must be cut from the placement's nodes:
+// cut from the whole list, each batch held the placement's nodes spread
+// among others, and the guest answered for every node of every batch.
+func TestPlacementBatchesItsNodes(t *testing.T) {
+	var nodes []*v1.Node
+	for i := range 40 {
+		zone := "a"
+		if i%2 == 1 {
+			zone = "b"
+		}
+		nodes = append(nodes, node(fmt.Sprintf("n%02d", i), map[string]string{v1.LabelTopologyZone: zone, "team": "a"}, 4000))
+	}
+	team := testguests.Policy(t, testguests.TinyGo, "team-isolation")
+	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
+		{Name: "team", Source: config.Source{File: team}},
+	}}, nodes)
+	all, err := c.snapshot.NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inZone []fwk.NodeInfo
+	for _, ni := range all {
+		if ni.Node().Labels[v1.LabelTopologyZone] == "a" {
+			inZone = append(inZone, ni)
+		}
+	}
+	if err := c.snapshot.AssumePlacement(&fwk.Placement{Name: "zone-a", Nodes: inZone}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.snapshot.ForgetPlacement()
+
+	ctx := context.Background()
+	p := pod("p", map[string]string{"team": "a"}, 100)
+	state := podGroupState()
+	if _, st, _ := c.fw.RunPreFilterPlugins(ctx, state, p); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	for _, ni := range inZone {
+		if st := c.fw.RunFilterPlugins(ctx, state, p, ni); !st.IsSuccess() {
+			t.Errorf("Filter on %s: %v, want success", ni.Node().Name, st)
+		}
+	}
+	var rows int64
+	for _, pol := range c.plugin.current().all {
+		ev, sh, re := pol.runtime.RowStats()
+		rows += ev + sh + re
+	}
+	if rows != int64(len(inZone)) {
+		t.Errorf("the guest answered for %d nodes, want the placement's %d", rows, len(inZone))
 	}
 }

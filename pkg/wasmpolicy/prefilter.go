@@ -33,7 +33,8 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	w.cycleStarted(c.policies)
-	c.nodes, c.index = nodes, w.indexFor(nodes)
+	c.nodes = w.filteredNodes(nodes)
+	c.index = w.indexFor(c.nodes)
 	viewNodes(c, nodes)
 	for i := range c.runs {
 		c.runs[i].filterBatches = nil
@@ -72,7 +73,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		if !c.runs[i].filterSkipped {
 			anyFilter = true
 			if c.batching && c.runs[i].module.Exports().Has(host.CallFilterNodes) && c.index != nil {
-				c.runs[i].filterBatches = newBatches(len(nodes))
+				c.runs[i].filterBatches = newBatches(len(c.nodes))
 			}
 		}
 	}
