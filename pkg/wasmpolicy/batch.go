@@ -2,7 +2,9 @@ package wasmpolicy
 
 import (
 	"context"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -19,7 +21,7 @@ const BatchSize = 32
 // batch is one batched guest call's results, computed by the first Filter
 // or Score call that needs one of its nodes.
 type batch struct {
-	once    sync.Once
+	gate    batchGate
 	results []host.Result
 	scores  []int64
 	done    int             // results[:done] are valid
@@ -36,7 +38,7 @@ func batchResult(ctx context.Context, p *policy, m module, c *cycleData, i int, 
 	bi := pos / BatchSize
 	b := &batches[bi]
 	start := bi * BatchSize
-	b.once.Do(func() {
+	b.gate.do(func() {
 		end := min(start+BatchSize, len(list))
 		b.results = make([]host.Result, end-start)
 		if kind == host.CallScore {
@@ -60,6 +62,46 @@ func batchResult(ctx context.Context, p *policy, m module, c *cycleData, i int, 
 		return host.Result{}, 0, b.err, true
 	}
 	return host.Result{}, 0, nil, false
+}
+
+// batchGate runs a batch's evaluation once, in the first call that needs
+// it, and holds the calls for its other nodes until it is done. It wakes
+// them all at once: sync.Once, which it replaces, woke its waiters one at
+// a time through its mutex (each woken goroutine took the mutex, found the
+// batch evaluated and woke the next), so the scheduler's workers waiting on
+// one batch ran one scheduling delay after another.
+type batchGate struct {
+	state atomic.Uint32 // gateIdle, gateClaimed, gateRunning, gateDone
+	wg    sync.WaitGroup
+}
+
+const (
+	gateIdle uint32 = iota
+	gateClaimed
+	gateRunning
+	gateDone
+)
+
+// do runs f if no call has, else waits for the call that does. A panic in
+// f marks the gate done, as sync.Once does.
+func (g *batchGate) do(f func()) {
+	if g.state.Load() == gateDone {
+		return
+	}
+	if g.state.CompareAndSwap(gateIdle, gateClaimed) {
+		g.wg.Add(1)
+		g.state.Store(gateRunning) // a waiter seeing it waits on the Add
+		defer func() {
+			g.state.Store(gateDone)
+			g.wg.Done()
+		}()
+		f()
+		return
+	}
+	for g.state.Load() == gateClaimed { // the two statements between the claim and the Add
+		runtime.Gosched()
+	}
+	g.wg.Wait() // returns at once when done
 }
 
 // countBatch counts the verdicts of a batch's evaluated nodes, once per
