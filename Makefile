@@ -398,7 +398,7 @@ bench: build guests guests-tinygo ports controlplane $(ETCD_PATH)/etcd
 	rm -rf $(BENCH_OUT)/pairspg $(BENCH_OUT)/pairspg.txt && mkdir -p $(BENCH_OUT)/pairspg
 	$(GO) test -c -o $(BENCH_OUT)/pairspg/cluster.test ./test/perf/cluster/
 	set -o pipefail; cd test/perf/cluster && for i in $$(seq $(BENCH_PAIRS_PODGROUP)); do \
-		order="Default DefaultWasm PortsTinyGo"; if [ $$((i % 2)) = 0 ]; then order="PortsTinyGo DefaultWasm Default"; fi; \
+		order="Default DefaultNative DefaultWasm PortsTinyGo"; if [ $$((i % 2)) = 0 ]; then order="PortsTinyGo DefaultWasm DefaultNative Default"; fi; \
 		for p in $$order; do \
 			PATH=$(CURDIR)/$(ETCD_PATH):$$PATH $(BENCH_OUT)/pairspg/cluster.test -test.run XXX -test.bench 'BenchmarkPerfSchedulingPodGroups/.*/^'$$p'$$/^500Nodes_225Groups$$' -test.benchtime 1ns -test.timeout 20m \
 				-perf-scheduling-label-filter=performance -data-items-dir $(BENCH_OUT)/pairspg/$$i 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---)|placement:' | tee -a $(BENCH_OUT)/pairspg.txt || exit 1; \

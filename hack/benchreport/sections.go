@@ -110,6 +110,12 @@ func (rep *report) targets() error {
 				}
 				rep.w("| pod groups, %s, %s ≥ 90%% of the default profile's pods/s (500 nodes, GenericWorkload) | %s | %s | `make bench` (BENCH_PAIRS_PODGROUP) |\n", c, p, measured, met(len(watch) >= 5 && median(watch) >= 0.90))
 			}
+			// The floor any added plugin sets: the same two policies as
+			// native plugins in the default profile. A reference, no target.
+			wl := "/500Nodes_225Groups"
+			if watch, _ := watchPairRatios(filepath.Join(rep.root, "_output/bench/pairspg"), c+"/DefaultNative"+wl, c+"/Default"+wl); len(watch) > 0 {
+				rep.w("| reference: pod groups, %s, DefaultNative (the two policies as native plugins) against the default profile | %d pairs, pod watch: median %.0f%%, spread %.0f%%-%.0f%% (%s) | – | `make bench` (BENCH_PAIRS_PODGROUP) |\n", c, len(watch), 100*median(watch), 100*slices.Min(watch), 100*slices.Max(watch), percents(watch))
+			}
 		}
 	} else {
 		rep.w("| scheduler_perf targets | not measured: %v | – | `make bench` |\n", rep.clusterErr)

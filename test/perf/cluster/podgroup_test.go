@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/native"
 	"github.com/wasmsched/wasmsched/internal/testguests"
 	"github.com/wasmsched/wasmsched/pkg/wasmpolicy"
 )
@@ -56,14 +57,20 @@ var podGroupWorkloads = []struct {
 
 // podGroupProfiles: kube-scheduler's default profile; the same with
 // WasmPolicy running the examples team-isolation and bin-packing (TinyGo)
-// at every point; and the ports profile, WasmPolicy running the ten
-// TinyGo ports in place of the default Filter and Score plugins.
-var podGroupProfiles = []string{"Default", "DefaultWasm", "PortsTinyGo"}
+// at every point; the ports profile, WasmPolicy running the ten TinyGo
+// ports in place of the default Filter and Score plugins; and, for
+// reference, the default profile with the two examples as native plugins
+// (internal/native): what any added Filter and Score plugin costs there.
+var podGroupProfiles = []string{"Default", "DefaultWasm", "PortsTinyGo", "DefaultNative"}
 
 func podGroupSchedulerConfig(profile, dir string) string {
 	switch profile {
 	case "PortsTinyGo":
 		return portsSchedulerConfig(profile, dir)
+	case "DefaultNative":
+		s := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {qps: 5000, burst: 5000}\nprofiles:\n- schedulerName: default-scheduler\n"
+		s += "  plugins:\n    filter: {enabled: [{name: " + native.TeamIsolationName + "}]}\n    score: {enabled: [{name: " + native.BinPackingName + ", weight: 1}]}\n"
+		return s
 	case "DefaultWasm":
 		s := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection: {qps: 5000, burst: 5000}\nprofiles:\n- schedulerName: default-scheduler\n"
 		s += "  plugins:\n    multiPoint: {enabled: [{name: WasmPolicy, weight: 1}]}\n"
@@ -232,8 +239,7 @@ func groupViolations(pgs []schedulingv1beta1.PodGroup, members map[string][]*v1.
 }
 
 // BenchmarkPerfSchedulingPodGroups runs upstream's pod-group cases under
-// the default profile, the default profile with WasmPolicy, and the ports
-// profile, with the GenericWorkload gate on, and checks each placement
+// podGroupProfiles, with the GenericWorkload gate on, and checks each placement
 // (checkPodGroupsAfter). Selected like BenchmarkPerfScheduling
 // (-perf-scheduling-label-filter); make bench compares the profiles'
 // pods/s in alternated pairs.
@@ -260,7 +266,7 @@ func BenchmarkPerfSchedulingPodGroups(b *testing.B) {
 		}
 	}
 	path := writeCases(b, dir, podGroupProfiles, podGroupSchedulerConfig, podGroupPerformanceConfig)
-	registry := frameworkruntime.Registry{wasmpolicy.Name: wasmpolicy.New}
+	registry := frameworkruntime.Registry{wasmpolicy.Name: wasmpolicy.New, native.TeamIsolationName: native.NewTeamIsolation, native.BinPackingName: native.NewBinPacking}
 	perf.RunBenchmarkPerfScheduling(b, path, "wasmsched-podgroups", registry, perf.WithPrepareFn(checkPodGroupsAfter))
 }
 
