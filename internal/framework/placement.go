@@ -2,9 +2,9 @@ package framework
 
 import fwk "k8s.io/kube-scheduler/framework"
 
-// placementLister is what kube-scheduler's snapshot answers from v1.37 on
-// (TopologyAwareWorkloadScheduling): the nodes of the placement a pod-group
-// cycle is trying. It is not part of the SharedLister interface, so it is
+// placementLister is what kube-scheduler's snapshot answers from v1.36 on:
+// the nodes of the placement a pod-group cycle is trying (topology-aware
+// workload scheduling). It is not part of the SharedLister interface, so it is
 // asked for by method.
 type placementLister interface {
 	ListNodesInPlacement() ([]fwk.NodeInfo, error)

@@ -34,7 +34,10 @@ type cycleData struct {
 	// scheduling time (PreFilter turned it away; PostFilter retries it).
 	shareWait time.Duration
 
-	// Filter batches over the node list given to PreFilter.
+	// Filter batches over nodes, "the PreFilter list" below: the node
+	// list given to PreFilter, or in a pod-group cycle trying a placement
+	// the placement's nodes, the ones Filter is asked about
+	// (filteredNodes).
 	nodes []fwk.NodeInfo
 	index *nodeIndex
 
@@ -285,8 +288,10 @@ func (c *cycleData) position(ni fwk.NodeInfo) int {
 // snapshot interleaves zones, so a rack's nodes are spread over every
 // batch). The placement's list holds the snapshot's own NodeInfos, so
 // positions in it are found by identity as in the whole list.
-func (w *WasmPolicy) filteredNodes(nodes []fwk.NodeInfo) []fwk.NodeInfo {
-	if w.handle == nil {
+// Placements exist only in pod-group cycles, so other cycles (among them
+// a tool's, which may run over a snapshot of its own) never ask.
+func (w *WasmPolicy) filteredNodes(state fwk.CycleState, nodes []fwk.NodeInfo) []fwk.NodeInfo {
+	if w.handle == nil || !framework.InPodGroupCycle(state) {
 		return nodes
 	}
 	l := w.handle.SnapshotSharedLister()

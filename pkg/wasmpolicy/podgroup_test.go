@@ -5,10 +5,13 @@ package wasmpolicy
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -290,55 +293,102 @@ func TestPodGroupMembersShareKeys(t *testing.T) {
 }
 
 // TestPlacementBatchesItsNodes: a pod-group cycle trying a placement
-// (topology-aware scheduling) gives PreFilter every node but filters only
-// the placement's. The batches must be cut from the placement's nodes:
-// cut from the whole list, each batch held the placement's nodes spread
-// among others, and the guest answered for every node of every batch.
+// (topology-aware scheduling) gives PreFilter every node but filters and
+// scores only the placement's. The Filter batches must be cut from the
+// placement's nodes: cut from the whole list, each batch held the
+// placement's nodes spread among others, and the guest answered for every
+// node of every batch. The placement's nodes get the scores a plain cycle
+// gives them.
 func TestPlacementBatchesItsNodes(t *testing.T) {
-	var nodes []*v1.Node
-	for i := range 40 {
-		zone := "a"
-		if i%2 == 1 {
-			zone = "b"
-		}
-		nodes = append(nodes, node(fmt.Sprintf("n%02d", i), map[string]string{v1.LabelTopologyZone: zone, "team": "a"}, 4000))
-	}
-	team := testguests.Policy(t, testguests.TinyGo, "team-isolation")
-	c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
-		{Name: "team", Source: config.Source{File: team}},
-	}}, nodes)
-	all, err := c.snapshot.NodeInfos().List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inZone []fwk.NodeInfo
-	for _, ni := range all {
-		if ni.Node().Labels[v1.LabelTopologyZone] == "a" {
-			inZone = append(inZone, ni)
-		}
-	}
-	if err := c.snapshot.AssumePlacement(&fwk.Placement{Name: "zone-a", Nodes: inZone}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.snapshot.ForgetPlacement()
+	for _, tc := range testguests.Toolchains {
+		t.Run(string(tc), func(t *testing.T) {
+			var nodes []*v1.Node
+			for i := range 40 {
+				zone := "a"
+				if i%2 == 1 {
+					zone = "b"
+				}
+				nodes = append(nodes, node(fmt.Sprintf("n%02d", i), map[string]string{v1.LabelTopologyZone: zone, "team": "a"}, 2000+int64(i)*100))
+			}
+			c := newCluster(t, &config.WasmPolicyArgs{Policies: []config.Policy{
+				{Name: "team", Source: config.Source{File: testguests.Policy(t, tc, "team-isolation")}},
+				{Name: "packing", Source: config.Source{File: testguests.Policy(t, tc, "bin-packing")}, PolicySettings: config.PolicySettings{Config: "cpu=1,memory=1"}},
+			}}, nodes)
+			all, err := c.snapshot.NodeInfos().List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var inZone []fwk.NodeInfo
+			for _, ni := range all {
+				if ni.Node().Labels[v1.LabelTopologyZone] == "a" {
+					inZone = append(inZone, ni)
+				}
+			}
+			ctx := context.Background()
+			p := pod("p", map[string]string{"team": "a"}, 100)
+			// cycle runs PreFilter, Filter on the placement's nodes and Score on
+			// those that pass, and returns the rows the team policy answered for
+			// and WasmPolicy's scores.
+			cycle := func(state fwk.CycleState) (int64, map[string]int64) {
+				t.Helper()
+				var before int64
+				for _, pol := range c.plugin.current().all {
+					if pol.cfg.Name == "team" {
+						ev, sh, re := pol.runtime.RowStats()
+						before = ev + sh + re
+					}
+				}
+				if _, st, _ := c.fw.RunPreFilterPlugins(ctx, state, p); !st.IsSuccess() {
+					t.Fatalf("PreFilter: %v", st)
+				}
+				for _, ni := range inZone {
+					if st := c.fw.RunFilterPlugins(ctx, state, p, ni); !st.IsSuccess() {
+						t.Fatalf("Filter on %s: %v, want success", ni.Node().Name, st)
+					}
+				}
+				if st := c.fw.RunPreScorePlugins(ctx, state, p, inZone); !st.IsSuccess() && !st.IsSkip() {
+					t.Fatalf("PreScore: %v", st)
+				}
+				ns, st := c.fw.RunScorePlugins(ctx, state, p, inZone)
+				if !st.IsSuccess() {
+					t.Fatalf("Score: %v", st)
+				}
+				scores := map[string]int64{}
+				for _, n := range ns {
+					for _, ps := range n.Scores {
+						if ps.Name == Name {
+							scores[n.Name] = ps.Score
+						}
+					}
+				}
+				var rows int64
+				for _, pol := range c.plugin.current().all {
+					if pol.cfg.Name == "team" {
+						ev, sh, re := pol.runtime.RowStats()
+						rows = ev + sh + re - before
+					}
+				}
+				return rows, scores
+			}
 
-	ctx := context.Background()
-	p := pod("p", map[string]string{"team": "a"}, 100)
-	state := podGroupState()
-	if _, st, _ := c.fw.RunPreFilterPlugins(ctx, state, p); !st.IsSuccess() {
-		t.Fatalf("PreFilter: %v", st)
-	}
-	for _, ni := range inZone {
-		if st := c.fw.RunFilterPlugins(ctx, state, p, ni); !st.IsSuccess() {
-			t.Errorf("Filter on %s: %v, want success", ni.Node().Name, st)
-		}
-	}
-	var rows int64
-	for _, pol := range c.plugin.current().all {
-		ev, sh, re := pol.runtime.RowStats()
-		rows += ev + sh + re
-	}
-	if rows != int64(len(inZone)) {
-		t.Errorf("the guest answered for %d nodes, want the placement's %d", rows, len(inZone))
+			_, plain := cycle(intree.NewCycleState())
+			if distinct := len(slices.Compact(slices.Sorted(maps.Values(plain)))); distinct < 2 {
+				t.Fatalf("a plain cycle's scores %v: want nodes that score apart", plain)
+			}
+			if err := c.snapshot.AssumePlacement(&fwk.Placement{Name: "zone-a", Nodes: inZone}); err != nil {
+				t.Fatal(err)
+			}
+			defer c.snapshot.ForgetPlacement()
+			rows, placed := cycle(podGroupState())
+			if rows != int64(len(inZone)) {
+				t.Errorf("the guest answered for %d nodes, want the placement's %d", rows, len(inZone))
+			}
+			if len(placed) != len(inZone) {
+				t.Errorf("%d nodes scored, want the placement's %d", len(placed), len(inZone))
+			}
+			if diff := cmp.Diff(plain, placed); diff != "" {
+				t.Errorf("scores in the placement differ from a plain cycle's (-plain +placement):\n%s", diff)
+			}
+		})
 	}
 }

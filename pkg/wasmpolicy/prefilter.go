@@ -33,7 +33,7 @@ func (w *WasmPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	w.cycleStarted(c.policies)
-	c.nodes = w.filteredNodes(nodes)
+	c.nodes = w.filteredNodes(state, nodes)
 	c.index = w.indexFor(c.nodes)
 	viewNodes(c, nodes)
 	for i := range c.runs {
